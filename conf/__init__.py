@@ -1,0 +1,1 @@
+"""Hydra config tree of afbench (shipped in the wheel as afbench.conf)."""

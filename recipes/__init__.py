@@ -1,0 +1,1 @@
+"""Experiment recipes, selectable as experiment=<name> (shipped as afbench.recipes)."""

@@ -1,0 +1,394 @@
+"""Kernel (op type) tables from profiler output, and their baseline/variant diff.
+
+The normalised table has columns :data:`KERNEL_COLUMNS`, one row per op type, sorted by
+``total_us`` descending:
+
+- ``op_type`` (str): kernel/op type, e.g. ``MatMul``, ``AddRmsNorm``, ``aten::pow``;
+- ``count`` (int): number of launches;
+- ``total_us`` (float): summed device duration, microseconds;
+- ``ratio_pct`` (float): ``total_us / sum(total_us) * 100`` over the whole table.
+
+Sources (torch_npu profiler, ``ASCEND_PROFILER_OUTPUT/``), parsed by column name, ignoring
+case, surrounding whitespace, a BOM and a space before ``(``:
+
+- ``kernel_details.csv``: optional ``Step Id``, then ``Device_id, Name, Type, Accelerator
+  Core, Start Time(us), Duration(us), Wait Time(us), Block Num``, then shape/dtype/format and
+  optional metric columns; one row per kernel launch.
+- ``op_statistic.csv``: optional ``Device_id`` or ``Model Name``, then ``OP Type, Core Type,
+  Count, Total Time(us), Min Time(us), Avg Time(us), Max Time(us), Ratio(%)``; one row per
+  (op type, core type[, device]).
+- ``kernel_table.csv``: afbench's own table, already in :data:`KERNEL_COLUMNS` form.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+KERNEL_COLUMNS = ["op_type", "count", "total_us", "ratio_pct"]
+
+KERNEL_TABLE_FILENAME = "kernel_table.csv"
+OP_STATISTIC_FILENAME = "op_statistic.csv"
+KERNEL_DETAILS_FILENAME = "kernel_details.csv"
+
+#: Small ops an unfused RMSNorm decomposes into: x.pow(2).mean(-1) -> + eps -> rsqrt -> * x
+#: -> * gamma (often with Casts around it).
+RMSNORM_PIECES = ("pow", "mean", "rsqrt", "mul", "add")
+
+#: Names of fused RMSNorm kernels/ops, matched ignoring case and ``_``
+#: (``add_rms_norm`` matches ``AddRmsNorm`` and ``aten::npu_add_rms_norm``).
+DEFAULT_FUSED_RMSNORM_NAMES = ("add_rms_norm", "rms_norm")
+
+# Whole-name patterns (after dropping a ``ns::`` prefix, an overload ``.suffix`` and an
+# in-place ``_``) so that MatMul is not a mul, AddMm/AddRmsNorm not an add, and inductor's
+# ``triton_poi_fused_add_mul_pow_*`` kernels are not counted as the pieces they fuse.
+_PIECE_PATTERNS = {
+    "pow": re.compile(r"pows?"),
+    "mean": re.compile(r"(?:reduce)?mean(?:d)?"),
+    "rsqrt": re.compile(r"rsqrt"),
+    "mul": re.compile(r"muls?"),
+    "add": re.compile(r"adds?"),
+}
+
+
+def _column_key(name: object) -> str:
+    """Lookup key of a header: no BOM, lower case, single spaces, no space around ``(``."""
+    text = re.sub(r"\s+", " ", str(name).replace("\ufeff", "").strip().lower())
+    text = re.sub(r"\s*\(\s*", "(", text)
+    return re.sub(r"\s*\)", ")", text)
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, encoding="utf-8-sig", skipinitialspace=True)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: file is empty") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable CSV: {exc}") from exc
+
+
+def _pick(df: pd.DataFrame, path: Path, name: str, *aliases: str) -> pd.Series:
+    """Column ``name`` (or an alias) matched by :func:`_column_key`; ValueError if absent."""
+    keys = {_column_key(c): c for c in df.columns}
+    for candidate in (name, *aliases):
+        key = _column_key(candidate)
+        if key in keys:
+            return df[keys[key]]
+    raise ValueError(f"{path}: missing column {name!r}; found {list(df.columns)}")
+
+
+def _numbers(series: pd.Series, path: Path, column: str) -> pd.Series:
+    """Float values of a column; torch_npu pads some cells with a tab, so strings are stripped.
+
+    Raises:
+        ValueError: a cell is empty or not a number (names file, column and CSV line).
+    """
+    raw = series
+    if not pd.api.types.is_numeric_dtype(series):
+        raw = series.astype(object).map(lambda v: v.strip() if isinstance(v, str) else v)
+    values = pd.to_numeric(raw, errors="coerce").astype(float)
+    bad = values.isna()
+    if bad.any():
+        first = int(bad.to_numpy().nonzero()[0][0])
+        raise ValueError(
+            f"{path}: column {column!r} has an empty or non-numeric value "
+            f"{series.iloc[first]!r} on line {first + 2}"
+        )
+    return values
+
+
+def _op_types(series: pd.Series) -> pd.Series:
+    return series.astype(object).map(lambda v: "<unknown>" if pd.isna(v) else str(v).strip())
+
+
+def build_kernel_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Normalise ``op_type, count, total_us`` rows into a :data:`KERNEL_COLUMNS` table.
+
+    Rows with the same ``op_type`` are summed, ``ratio_pct`` is recomputed over the whole
+    table (0 when the total is 0), rows are sorted by ``total_us`` descending then
+    ``op_type``. Useful for tables built from other profilers (e.g. torch.profiler).
+    """
+    grouped = (
+        pd.DataFrame(
+            {
+                "op_type": df["op_type"].astype(str).to_numpy(),
+                "count": df["count"].astype("int64").to_numpy(),
+                "total_us": df["total_us"].astype(float).to_numpy(),
+            }
+        )
+        .groupby("op_type", as_index=False, sort=False)
+        .sum()
+    )
+    total = float(grouped["total_us"].sum())
+    grouped["ratio_pct"] = grouped["total_us"] / total * 100.0 if total > 0 else 0.0
+    grouped = grouped.sort_values(
+        ["total_us", "op_type"], ascending=[False, True], kind="mergesort"
+    ).reset_index(drop=True)
+    return grouped[KERNEL_COLUMNS].astype(
+        {"op_type": str, "count": "int64", "total_us": float, "ratio_pct": float}
+    )
+
+
+def read_kernel_details(path: Path | str) -> pd.DataFrame:
+    """Kernel table from torch_npu ``kernel_details.csv``: rows grouped by ``Type``,
+    ``count`` = launches, ``total_us`` = sum of ``Duration(us)``, over all steps and devices
+    in the file.
+
+    Raises:
+        ValueError: file empty/unreadable, column ``Type`` or ``Duration(us)`` missing, or a
+            duration that is not a number.
+        OSError: the file cannot be opened.
+    """
+    path = Path(path)
+    df = _read_csv(path)
+    types = _pick(df, path, "Type")
+    durations = _numbers(_pick(df, path, "Duration(us)"), path, "Duration(us)")
+    return build_kernel_table(
+        pd.DataFrame({"op_type": _op_types(types), "count": 1, "total_us": durations})
+    )
+
+
+def read_op_statistic(path: Path | str) -> pd.DataFrame:
+    """Kernel table from torch_npu ``op_statistic.csv``: ``Count`` and ``Total Time(us)``
+    summed per ``OP Type`` over core types (and devices); ``Ratio(%)`` is recomputed.
+
+    Raises:
+        ValueError: file empty/unreadable, column ``OP Type``, ``Count`` or
+            ``Total Time(us)`` missing, or a non-numeric count/time.
+        OSError: the file cannot be opened.
+    """
+    path = Path(path)
+    df = _read_csv(path)
+    types = _pick(df, path, "OP Type", "op_type", "optype")
+    counts = _numbers(_pick(df, path, "Count"), path, "Count")
+    totals = _numbers(_pick(df, path, "Total Time(us)"), path, "Total Time(us)")
+    return build_kernel_table(
+        pd.DataFrame({"op_type": _op_types(types), "count": counts, "total_us": totals})
+    )
+
+
+def read_kernel_table(path: Path | str) -> pd.DataFrame:
+    """Read afbench's own ``kernel_table.csv`` (columns :data:`KERNEL_COLUMNS`).
+
+    ``ratio_pct`` is kept as written (the table may be a top-N of a larger one); rows are
+    re-sorted by ``total_us`` descending.
+
+    Raises:
+        ValueError: file empty/unreadable, a column missing or a non-numeric value.
+        OSError: the file cannot be opened.
+    """
+    path = Path(path)
+    df = _read_csv(path)
+    out = pd.DataFrame(
+        {
+            "op_type": _op_types(_pick(df, path, "op_type")),
+            "count": _numbers(_pick(df, path, "count"), path, "count").astype("int64"),
+            "total_us": _numbers(_pick(df, path, "total_us"), path, "total_us"),
+            "ratio_pct": _numbers(_pick(df, path, "ratio_pct"), path, "ratio_pct"),
+        }
+    )
+    out = out.sort_values(["total_us", "op_type"], ascending=[False, True], kind="mergesort")
+    return out.reset_index(drop=True)[KERNEL_COLUMNS].astype({"op_type": str})
+
+
+def _find_all(root: Path, filename: str) -> list[Path]:
+    return sorted(
+        Path(dirpath) / filename for dirpath, _d, files in os.walk(root) if filename in files
+    )
+
+
+def load_kernel_table(profile_dir: Path | str) -> pd.DataFrame | None:
+    """Best kernel table below ``profile_dir``, or ``None`` if it holds no source file.
+
+    Preference: ``kernel_table.csv``, else ``op_statistic.csv``, else ``kernel_details.csv``
+    (searched recursively, e.g. in ``*_ascend_pt/ASCEND_PROFILER_OUTPUT/``). When several
+    files of the chosen kind exist (one per profiled rank), their tables are summed and
+    ratios recomputed.
+
+    Raises:
+        ValueError: a chosen file is malformed (see the readers).
+    """
+    root = Path(profile_dir)
+    if not root.is_dir():
+        return None
+    readers = (
+        (KERNEL_TABLE_FILENAME, read_kernel_table),
+        (OP_STATISTIC_FILENAME, read_op_statistic),
+        (KERNEL_DETAILS_FILENAME, read_kernel_details),
+    )
+    for filename, reader in readers:
+        paths = _find_all(root, filename)
+        if len(paths) == 1:
+            return reader(paths[0])
+        if paths:
+            return build_kernel_table(pd.concat([reader(p) for p in paths], ignore_index=True))
+    return None
+
+
+def top_n(df: pd.DataFrame, n: int) -> pd.DataFrame:
+    """The ``n`` op types with the largest ``total_us`` (ratios stay relative to the full
+    table).
+
+    Raises:
+        ValueError: ``n < 0``.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    ordered = df.sort_values(["total_us", "op_type"], ascending=[False, True], kind="mergesort")
+    return ordered.head(n).reset_index(drop=True)
+
+
+def diff_kernel_tables(baseline: pd.DataFrame, variant: pd.DataFrame) -> pd.DataFrame:
+    """Per-op-type difference of two kernel tables (variant minus baseline).
+
+    Returns:
+        Columns ``op_type, count_baseline, count_variant, count_delta, total_us_baseline,
+        total_us_variant, total_us_delta`` (counts int, times µs); an outer join where an op
+        type absent on one side counts 0; sorted by ``|total_us_delta|`` descending, then
+        ``op_type``.
+    """
+
+    def side(df: pd.DataFrame) -> pd.DataFrame:
+        return (
+            pd.DataFrame(
+                {
+                    "op_type": df["op_type"].astype(str).to_numpy(),
+                    "count": df["count"].astype("int64").to_numpy(),
+                    "total_us": df["total_us"].astype(float).to_numpy(),
+                }
+            )
+            .groupby("op_type", sort=False)
+            .sum()
+        )
+
+    merged = pd.merge(
+        side(baseline),
+        side(variant),
+        how="outer",
+        left_index=True,
+        right_index=True,
+        suffixes=("_baseline", "_variant"),
+    )
+    merged = merged.fillna(0).reset_index()
+    for col in ("count_baseline", "count_variant"):
+        merged[col] = merged[col].astype("int64")
+    merged["count_delta"] = merged["count_variant"] - merged["count_baseline"]
+    merged["total_us_delta"] = merged["total_us_variant"] - merged["total_us_baseline"]
+    merged["_abs"] = merged["total_us_delta"].abs()
+    merged = merged.sort_values(["_abs", "op_type"], ascending=[False, True], kind="mergesort")
+    columns = [
+        "op_type",
+        "count_baseline",
+        "count_variant",
+        "count_delta",
+        "total_us_baseline",
+        "total_us_variant",
+        "total_us_delta",
+    ]
+    return merged[columns].reset_index(drop=True).astype({"op_type": str})
+
+
+def _bare_op_name(op_type: str) -> str:
+    """``aten::add_.Tensor`` -> ``add``; ``ReduceMean`` -> ``reducemean``."""
+    name = op_type.strip().lower().rsplit("::", 1)[-1].split(".", 1)[0]
+    return name.rstrip("_")
+
+
+def _squash(name: str) -> str:
+    return re.sub(r"[\s_]", "", name.lower())
+
+
+def rmsnorm_piece(op_type: str) -> str | None:
+    """Which :data:`RMSNORM_PIECES` entry ``op_type`` is, or ``None``.
+
+    Matches whole names ignoring case, a ``namespace::`` prefix, an overload suffix and a
+    trailing in-place ``_``: ``aten::pow``/``Pow``/``Pows`` -> pow, ``ReduceMean``/
+    ``aten::mean`` -> mean, ``Rsqrt`` -> rsqrt, ``Mul``/``Muls`` -> mul, ``Add``/``Adds``/
+    ``aten::add_`` -> add. ``MatMul``, ``AddRmsNorm`` and fused generated kernels are not
+    pieces.
+    """
+    bare = _bare_op_name(op_type)
+    for piece, pattern in _PIECE_PATTERNS.items():
+        if pattern.fullmatch(bare):
+            return piece
+    return None
+
+
+def _is_fused(op_type: str, fused_keys: Iterable[str]) -> bool:
+    squashed = _squash(op_type)
+    return any(key in squashed for key in fused_keys)
+
+
+def rmsnorm_evidence(
+    baseline: pd.DataFrame,
+    variant: pd.DataFrame,
+    fused_names: Sequence[str] = DEFAULT_FUSED_RMSNORM_NAMES,
+) -> dict:
+    """Evidence that RMSNorm fusion took effect: its small ops fall, a fused op appears.
+
+    Args:
+        baseline, variant: kernel tables (:data:`KERNEL_COLUMNS`; only ``op_type`` and
+            ``count`` are used).
+        fused_names: substrings naming a fused kernel, matched ignoring case and ``_``.
+
+    Returns:
+        A dict::
+
+            {"pieces": {piece: {"baseline": int, "variant": int, "delta": int}},  # per
+                                                                # RMSNORM_PIECES entry
+             "fused": {"baseline": int, "variant": int, "delta": int,
+                       "op_types": [str, ...]},   # fused op types seen on either side
+             "pieces_baseline": int, "pieces_variant": int,  # sum over pieces
+             "fusion_evident": bool}  # fused count rose and piece count fell
+
+        Counts are launch counts. ``mul`` and ``add`` also serve other layers (SwiGLU,
+        residuals), so expect a drop, not zero. An op matching a fused name is never
+        counted as a piece.
+
+    Raises:
+        ValueError: ``fused_names`` is empty.
+    """
+    fused_keys = [_squash(n) for n in fused_names if _squash(n)]
+    if not fused_keys:
+        raise ValueError("fused_names is empty")
+
+    def tally(df: pd.DataFrame) -> tuple[dict[str, int], int, set[str]]:
+        pieces = {p: 0 for p in RMSNORM_PIECES}
+        fused, fused_types = 0, set()
+        for op_type, count in zip(df["op_type"].astype(str), df["count"].astype("int64")):
+            if _is_fused(op_type, fused_keys):
+                fused += int(count)
+                fused_types.add(op_type)
+                continue
+            piece = rmsnorm_piece(op_type)
+            if piece is not None:
+                pieces[piece] += int(count)
+        return pieces, fused, fused_types
+
+    base_pieces, base_fused, base_types = tally(baseline)
+    var_pieces, var_fused, var_types = tally(variant)
+    pieces_baseline = sum(base_pieces.values())
+    pieces_variant = sum(var_pieces.values())
+    return {
+        "pieces": {
+            p: {
+                "baseline": base_pieces[p],
+                "variant": var_pieces[p],
+                "delta": var_pieces[p] - base_pieces[p],
+            }
+            for p in RMSNORM_PIECES
+        },
+        "fused": {
+            "baseline": base_fused,
+            "variant": var_fused,
+            "delta": var_fused - base_fused,
+            "op_types": sorted(base_types | var_types),
+        },
+        "pieces_baseline": pieces_baseline,
+        "pieces_variant": pieces_variant,
+        "fusion_evident": var_fused > base_fused and pieces_variant < pieces_baseline,
+    }

@@ -1,0 +1,195 @@
+"""Strict step-time parsing of training logs (the "training verdict" input).
+
+Source format: the per-step lines of torchtitan / torchtitan-npu, e.g.::
+
+    step:  7  loss:  2.31000  elapsed_time_per_step: 0.281s  tokens_per_s: 3650
+
+possibly wrapped in ANSI colour codes and prefixed by a logger header. The rule is the one
+users apply by hand: strip ANSI escapes, match each line, and require every step of the
+measured window (training steps 6..10 by default) exactly once with a finite, positive time.
+Steps outside the window are ignored, even when duplicated.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from afbench.analysis.errors import InvalidLog
+
+#: Default measured window of the AF OFF/ON comparison: training steps 6..10 (1-based,
+#: inclusive); steps 1..5 are warm-up and compilation.
+VERDICT_FIRST_STEP = 6
+VERDICT_LAST_STEP = 10
+
+#: Matches ``step: N`` then, anywhere later on the line, ``elapsed_time_per_step: X``.
+#: ``value`` takes the whole token after the key (minus an optional trailing ``s``) so that
+#: a malformed value such as ``nan`` or ``n/a`` is reported rather than silently skipped.
+#: ``\bstep`` does not match inside ``elapsed_time_per_step`` (``_`` is a word character).
+DEFAULT_STEP_PATTERN = (
+    r"\bstep:\s*(?P<step>\d+)\b.*?\belapsed_time_per_step:\s*(?P<value>\S+?)s?(?=\s|$)"
+)
+
+# CSI (colours, cursor moves), OSC (titles, hyperlinks), charset selection (``tput sgr0``
+# emits ESC ( B) and two-byte escapes.
+_ANSI_RE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"
+    r"|\x1b[()*+][0-9A-Za-z]"
+    r"|\x1b[@-Z\\-_]"
+)
+
+
+def strip_ansi(text: str) -> str:
+    """Return ``text`` without ANSI escape sequences (SGR colours, cursor control, OSC)."""
+    return _ANSI_RE.sub("", text)
+
+
+def compile_step_pattern(pattern: str = DEFAULT_STEP_PATTERN) -> re.Pattern[str]:
+    """Compile a step-line regex and check that it has named groups ``step`` and ``value``.
+
+    Raises:
+        ValueError: the regex does not compile or lacks one of the two named groups.
+    """
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"step pattern {pattern!r} is not a valid regex: {exc}") from exc
+    missing = [g for g in ("step", "value") if g not in compiled.groupindex]
+    if missing:
+        raise ValueError(
+            f"step pattern {pattern!r} lacks named group(s) {', '.join(missing)}; "
+            "it needs (?P<step>...) and (?P<value>...)"
+        )
+    return compiled
+
+
+def _parse_value(raw: str, shown: str) -> float | str:
+    """Float of a step-time token, or a string saying why it is not a valid step time.
+
+    ``shown`` is the token as written on the line (the default pattern leaves out a trailing
+    ``s``, which would turn ``281ms`` into a misleading ``281m``).
+    """
+    token = raw.strip()
+    # A user pattern may capture the unit; the default one already drops it.
+    if token.endswith("s"):
+        token = token[:-1].rstrip()
+    try:
+        value = float(token)
+    except ValueError:
+        return f"value {shown!r} is not a number"
+    if math.isnan(value):
+        return f"value {shown!r} is NaN"
+    if math.isinf(value):
+        return f"value {shown!r} is infinite"
+    if value == 0:
+        return f"value {shown!r} is zero"
+    if value < 0:
+        return f"value {shown!r} is negative"
+    return value
+
+
+def parse_step_times(
+    text: str,
+    first: int,
+    last: int,
+    pattern: str = DEFAULT_STEP_PATTERN,
+    *,
+    source: str = "log",
+) -> dict[int, float]:
+    """Step times (seconds) of steps ``first..last`` inclusive from a training log.
+
+    Args:
+        text: whole log text; ANSI escapes are stripped first, lines are matched with
+            ``re.search``.
+        first, last: the measured window, inclusive, ``first <= last``.
+        pattern: regex with named groups ``step`` (an integer) and ``value`` (seconds,
+            optionally suffixed ``s``).
+        source: name of the log (a file path) used in error messages.
+
+    Returns:
+        ``{step: seconds}`` with exactly the keys ``first..last`` in order.
+
+    Raises:
+        ValueError: ``pattern`` lacks the named groups, or ``first > last``.
+        InvalidLog: a window step is missing or appears more than once, or its value is
+            non-numeric, NaN, infinite, zero or negative; the message lists every problem
+            with its step and line numbers.
+    """
+    compiled = compile_step_pattern(pattern)
+    if first > last:
+        raise ValueError(f"step window {first}..{last} is empty (first > last)")
+
+    seen: dict[int, list[tuple[int, str, str]]] = {}
+    for lineno, line in enumerate(strip_ansi(text).splitlines(), start=1):
+        match = compiled.search(line)
+        if match is None:
+            continue
+        raw_step, raw_value = match.group("step"), match.group("value")
+        if raw_step is None or raw_value is None:
+            continue
+        try:
+            step = int(raw_step.strip())
+        except ValueError:
+            raise InvalidLog(
+                f"{source}: line {lineno}: step {raw_step!r} is not an integer"
+            ) from None
+        if first <= step <= last:
+            rest = line[match.start("value") :].split(maxsplit=1)
+            shown = rest[0] if rest else raw_value
+            seen.setdefault(step, []).append((lineno, raw_value, shown))
+
+    problems: list[str] = []
+    times: dict[int, float] = {}
+    for step in range(first, last + 1):
+        hits = seen.get(step, [])
+        if not hits:
+            problems.append(f"step {step} is missing")
+            continue
+        if len(hits) > 1:
+            lines = ", ".join(str(hit[0]) for hit in hits)
+            problems.append(f"step {step} is duplicated ({len(hits)} times, lines {lines})")
+            continue
+        lineno, raw_value, shown = hits[0]
+        parsed = _parse_value(raw_value, shown)
+        if isinstance(parsed, str):
+            problems.append(f"step {step} (line {lineno}): {parsed}")
+        else:
+            times[step] = parsed
+    if problems:
+        raise InvalidLog(
+            f"{source}: invalid step window {first}..{last}: " + "; ".join(problems)
+        )
+    return times
+
+
+def read_step_times(
+    path: Path | str,
+    first: int = VERDICT_FIRST_STEP,
+    last: int = VERDICT_LAST_STEP,
+    pattern: str = DEFAULT_STEP_PATTERN,
+) -> dict[int, float]:
+    """:func:`parse_step_times` over a log file (UTF-8, undecodable bytes replaced).
+
+    Raises:
+        InvalidLog: the file cannot be read, or the window is invalid (see above).
+        ValueError: bad ``pattern`` or window.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InvalidLog(f"{path}: cannot read log: {exc.strerror or exc}") from exc
+    return parse_step_times(text, first, last, pattern, source=str(path))
+
+
+def mean_step_time(times: dict[int, float]) -> float:
+    """Arithmetic mean (seconds) of the step times returned by :func:`parse_step_times`.
+
+    Raises:
+        ValueError: ``times`` is empty.
+    """
+    if not times:
+        raise ValueError("no step times to average")
+    return math.fsum(times.values()) / len(times)

@@ -1,0 +1,99 @@
+"""Collect an output directory into pandas tables. Reads only files; runs nothing, so it works
+offline on any (also partial) output directory."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from afbench.analysis.errors import InvalidLog
+from afbench.analysis.kernels import load_kernel_table
+from afbench.analysis.steplog import mean_step_time, read_step_times
+from afbench.io import read_json
+from afbench.plan import Plan, RunSpec
+
+
+@dataclass
+class Collected:
+    """Everything known about one output directory.
+
+    runs: one row per RunSpec (run_id, variant, phase, repeat, status, exit_code, reason,
+      wall_s, mean_step_s (strict log parse of the measured window, seconds), log_error,
+      first_step_s, tokens_per_s (mean over the window)).
+    steps: one row per logged step from metrics.jsonl (run_id, variant, phase, repeat, step,
+      step_time_s, loss, grad_norm, tokens_per_s) or per decode run for inference.
+    kernels: run_id + the normalised kernel table (op_type, count, total_us, ratio_pct).
+    """
+
+    out_dir: Path
+    plan: Plan
+    experiment: dict[str, Any]
+    runs: pd.DataFrame
+    steps: pd.DataFrame
+    kernels: pd.DataFrame
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def spec(self, run_id: str) -> RunSpec:
+        return next(r for r in self.plan.runs if r.run_id == run_id)
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    out = []
+    if not path.is_file():
+        return out
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash; the strict log parse decides validity
+    return out
+
+
+def collect(out_dir: Path) -> Collected:
+    """Read plan.json, experiment.json and every run directory below ``out_dir``."""
+    out_dir = Path(out_dir)
+    plan = Plan.model_validate(read_json(out_dir / "plan.json"))
+    experiment = read_json(out_dir / "experiment.json") if (out_dir / "experiment.json").exists() else {}
+    run_rows, step_rows, kernel_frames, results = [], [], [], {}
+    for spec in plan.runs:
+        run_dir = Path(spec.run_dir)
+        if not run_dir.is_dir():  # plan moved with its directory: runs/ lies beside plan.json
+            run_dir = out_dir / "runs" / spec.run_id
+        status = read_json(run_dir / "status.json") if (run_dir / "status.json").exists() else {}
+        result = read_json(run_dir / "result.json") if (run_dir / "result.json").exists() else {}
+        results[spec.run_id] = result
+        ident = {"run_id": spec.run_id, "variant": spec.variant, "phase": spec.phase,
+                 "repeat": spec.repeat}
+        row: dict[str, Any] = {
+            **ident, "status": status.get("status", "NOT_RUN"),
+            "exit_code": status.get("exit_code"), "reason": status.get("reason", "not run"),
+            "wall_s": status.get("wall_s"), "mean_step_s": None, "log_error": "",
+            "first_step_s": result.get("first_step_s"), "tokens_per_s": None,
+        }
+        records = _records(run_dir / "metrics.jsonl")
+        for rec in records:
+            if rec.get("kind") == "step":
+                step_rows.append({**ident, **{k: v for k, v in rec.items() if k != "kind"}})
+        sched = spec.config.scheduler
+        if row["status"] == "OK" and sched.workload == "sft":
+            window = sched.measure
+            try:
+                times = read_step_times(run_dir / "stdout.log", window.first_step, window.last_step)
+                row["mean_step_s"] = mean_step_time(times)
+                tps = [r["tokens_per_s"] for r in records
+                       if r.get("kind") == "step" and window.first_step <= r["step"] <= window.last_step]
+                row["tokens_per_s"] = sum(tps) / len(tps) if tps else None
+            except InvalidLog as exc:
+                row["log_error"] = str(exc)
+        run_rows.append(row)
+        table = load_kernel_table(run_dir / "profile") if (run_dir / "profile").is_dir() else None
+        if table is not None and len(table):
+            kernel_frames.append(table.assign(run_id=spec.run_id))
+    kernels = (pd.concat(kernel_frames, ignore_index=True) if kernel_frames
+               else pd.DataFrame(columns=["op_type", "count", "total_us", "ratio_pct", "run_id"]))
+    return Collected(out_dir, plan, experiment, pd.DataFrame(run_rows), pd.DataFrame(step_rows),
+                     kernels, results)

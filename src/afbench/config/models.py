@@ -1,0 +1,309 @@
+"""Typed models of the composed Hydra config.
+
+Every section forbids unknown keys, so a typo in YAML or on the command line is an error that
+names the dotted key (see :func:`afbench.config.validate.validate_config`). The models hold no
+behaviour beyond validation; components read them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelConfig(Section):
+    """An HF-format model folder (``config.json``, ``*.safetensors``, tokenizer files)."""
+
+    name: str
+    path: str = Field(description="Folder with config.json, *.safetensors, tokenizer.json")
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    attn_implementation: Literal["sdpa", "eager"] = "sdpa"
+    manifest: str | None = Field(None, description="sha256sum-format manifest checked before runs")
+
+
+class DataConfig(Section):
+    """A chat parquet file: rows with ``messages`` or ``prompt`` + ``completion`` lists."""
+
+    name: str
+    path: str
+    packing: bool = True
+    max_samples: PositiveInt | None = None
+    # Inference: prompts come from the first user turn of each conversation, or from this
+    # JSONL file of {"prompt": ...} / {"messages": [...]} rows.
+    prompts_file: str | None = None
+
+
+class ParallelConfig(Section):
+    world_size: PositiveInt = 1
+    tp_size: PositiveInt = 1
+    devices: list[NonNegativeInt] | None = None
+
+    @field_validator("devices")
+    @classmethod
+    def _distinct(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError(f"device ids must be distinct, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _fits(self) -> "ParallelConfig":
+        if self.devices is not None and len(self.devices) != self.world_size:
+            raise ValueError(
+                f"{len(self.devices)} devices {self.devices} for world_size {self.world_size}: "
+                "give one device id per process"
+            )
+        if self.tp_size != 1:
+            raise ValueError("tp_size > 1 is not supported by the builtin engine; use tp_size=1")
+        return self
+
+
+class StepWindow(Section):
+    """1-based, inclusive range of steps."""
+
+    first_step: PositiveInt
+    last_step: PositiveInt
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "StepWindow":
+        if self.last_step < self.first_step:
+            raise ValueError(f"last_step {self.last_step} is before first_step {self.first_step}")
+        return self
+
+    @property
+    def steps(self) -> list[int]:
+        return list(range(self.first_step, self.last_step + 1))
+
+
+class SftScheduler(Section):
+    workload: Literal["sft"] = "sft"
+    steps: PositiveInt = 10
+    seq_len: PositiveInt = 256
+    global_batch_size: PositiveInt = 4
+    micro_batch_size: PositiveInt = 4
+    lr: PositiveFloat = 1e-4
+    weight_decay: NonNegativeFloat = 0.0
+    max_grad_norm: PositiveFloat | None = 1.0
+    seed: int = 42
+    measure: StepWindow = StepWindow(first_step=6, last_step=10)
+
+    @model_validator(mode="after")
+    def _window_inside(self) -> "SftScheduler":
+        if self.measure.last_step > self.steps:
+            raise ValueError(
+                f"measure.last_step {self.measure.last_step} is after the last step {self.steps}: "
+                "raise steps or lower the window"
+            )
+        if self.global_batch_size % self.micro_batch_size:
+            raise ValueError(
+                f"global_batch_size {self.global_batch_size} is not a multiple of "
+                f"micro_batch_size {self.micro_batch_size}"
+            )
+        return self
+
+
+class InferScheduler(Section):
+    workload: Literal["infer"] = "infer"
+    max_new_tokens: PositiveInt = 64
+    batch_size: PositiveInt = 1
+    input_truncated_len: PositiveInt = 256
+    enable_thinking: bool = False
+    num_prompts: PositiveInt = 4
+    warmup_runs: NonNegativeInt = 1
+    measured_runs: PositiveInt = 3
+    seed: int = 42
+
+
+Scheduler = Annotated[Union[SftScheduler, InferScheduler], Field(discriminator="workload")]
+
+
+class CompileConfig(Section):
+    backend: str = "inductor"
+    mode: str | None = None
+    fullgraph: bool = False
+    dynamic: bool | None = False
+    options: dict[str, Any] = {}
+
+
+class ProfilerWindow(StepWindow):
+    warmup_steps: NonNegativeInt = 1
+    record_shapes: bool = False
+    with_stack: bool = False
+
+    @model_validator(mode="after")
+    def _room_for_warmup(self) -> "ProfilerWindow":
+        if self.first_step <= self.warmup_steps:
+            raise ValueError(
+                f"first_step {self.first_step} leaves no room for {self.warmup_steps} warmup "
+                "step(s) before it: raise first_step or lower warmup_steps"
+            )
+        return self
+
+
+class NpuProfilerConfig(Section):
+    """torch_npu.profiler._ExperimentalConfig settings (names as in torch_npu)."""
+
+    profiler_level: Literal["Level0", "Level1", "Level2", "Level_none"] = "Level1"
+    aic_metrics: str = "ArithmeticUtilization"
+    export_type: Literal["Text", "Db"] = "Text"
+
+
+class OptimizationConfig(Section):
+    autofuse: bool = False
+    npugraph_ex: bool = False
+    add_rmsnorm: bool = False
+    rmsnorm: bool = False
+    profiler: bool = False
+    compile: CompileConfig = CompileConfig()
+    profiler_window: ProfilerWindow = ProfilerWindow(first_step=6, last_step=10)
+    npu_profiler: NpuProfilerConfig = NpuProfilerConfig()
+    npugraph_ex_options: dict[str, Any] = {}
+
+
+class BackendConfig(Section):
+    name: Literal["auto", "cpu", "cuda", "npu"] = "auto"
+    num_threads: PositiveInt | None = None
+    # NPU: CANN install whose set_env.sh is sourced for workers.
+    cann_root: str | None = None
+
+
+class EngineConfig(Section):
+    name: Literal["builtin"] = "builtin"
+
+
+class LauncherConfig(Section):
+    name: Literal["local"] = "local"
+    timeout_s: PositiveFloat = 1800.0
+    kill_grace_s: NonNegativeFloat = 10.0
+    env: dict[str, str] = {}
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if not ENV_NAME.match(name):
+                raise ValueError(f"environment variable name {name!r} must match [A-Z_][A-Z0-9_]*")
+        return v
+
+
+class ParityConfig(Section):
+    """Tolerances for loss / logit parity, relative, per dtype."""
+
+    rtol_float32: PositiveFloat = 1e-3
+    rtol_bfloat16: PositiveFloat = 2e-2
+    rtol_float16: PositiveFloat = 5e-3
+
+
+class ReportConfig(Section):
+    lang: Literal["en", "zh"] = "en"
+    formats: list[Literal["md", "html"]] = ["md", "html"]
+    template_dir: str | None = None
+    top_n_kernels: PositiveInt = 15
+    parity: ParityConfig = ParityConfig()
+
+
+class ExperimentConfig(Section):
+    """What to compare: variants (dotted overrides) x phases (dotted overrides) x repeats."""
+
+    name: str = Field("single", pattern=NAME_PATTERN)
+    baseline: str = "baseline"
+    variants: dict[str, dict[str, Any]] = {"baseline": {}}
+    phases: dict[str, dict[str, Any]] = {"train": {}}
+    repeats: PositiveInt = 1
+    skip_policy: Literal["reference", "per_variant"] = "per_variant"
+    # Phase whose step times give the verdict (null = the first phase without the profiler).
+    verdict_phase: str | None = None
+
+    @field_validator("variants", "phases")
+    @classmethod
+    def _names(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        if not v:
+            raise ValueError("needs at least one entry")
+        for name, overrides in v.items():
+            if not re.match(NAME_PATTERN, name):
+                raise ValueError(
+                    f"name {name!r} must be letters, digits, '_', '.', '-' (no '/' or '..')"
+                )
+            if ".." in name:
+                raise ValueError(f"name {name!r} must not contain '..'")
+            if overrides is not None and not isinstance(overrides, dict):
+                raise ValueError(f"{name}: expected a mapping of dotted keys, got {overrides!r}")
+        return {k: dict(o or {}) for k, o in v.items()}
+
+    @model_validator(mode="after")
+    def _baseline_known(self) -> "ExperimentConfig":
+        if self.baseline not in self.variants:
+            raise ValueError(
+                f"baseline {self.baseline!r} is not one of the variants {sorted(self.variants)}"
+            )
+        if self.verdict_phase is not None and self.verdict_phase not in self.phases:
+            raise ValueError(
+                f"verdict_phase {self.verdict_phase!r} is not one of the phases {list(self.phases)}"
+            )
+        return self
+
+
+class RunConfig(Section):
+    """Everything one worker process needs to run one variant in one phase."""
+
+    model: ModelConfig
+    data: DataConfig
+    parallel: ParallelConfig = ParallelConfig()
+    scheduler: Scheduler
+    optimization: OptimizationConfig = OptimizationConfig()
+    backend: BackendConfig = BackendConfig()
+    engine: EngineConfig = EngineConfig()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "RunConfig":
+        s = self.scheduler
+        o = self.optimization
+        if isinstance(s, SftScheduler):
+            if o.npugraph_ex:
+                raise ValueError(
+                    "optimization.npugraph_ex is inference-only (graph capture has no backward): "
+                    "use it with scheduler=infer"
+                )
+            per_step = s.micro_batch_size * self.parallel.world_size
+            if s.global_batch_size % per_step:
+                raise ValueError(
+                    f"scheduler.global_batch_size {s.global_batch_size} is not divisible by "
+                    f"micro_batch_size x world_size = {per_step}"
+                )
+            if o.profiler and o.profiler_window.last_step > s.steps:
+                raise ValueError(
+                    f"optimization.profiler_window.last_step {o.profiler_window.last_step} is "
+                    f"after the last step {s.steps}: raise scheduler.steps or lower the window"
+                )
+        return self
+
+
+class AfbenchConfig(RunConfig):
+    """The whole composed config (Hydra's ``hydra`` node excluded)."""
+
+    launcher: LauncherConfig = LauncherConfig()
+    report: ReportConfig = ReportConfig()
+    experiment: ExperimentConfig = ExperimentConfig()
+    task: Literal["run", "check"] = "run"
+    verbose: bool = False
+
+    def run_config(self) -> RunConfig:
+        return RunConfig.model_validate(self.model_dump(include=set(RunConfig.model_fields)))

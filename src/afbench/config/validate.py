@@ -1,0 +1,140 @@
+"""Validation of the composed config and translation of errors into one line per bad key."""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from pydantic import BaseModel, ValidationError
+
+from afbench.config.models import AfbenchConfig, RunConfig
+from afbench.errors import ConfigError
+
+# Tags pydantic inserts in error locations of discriminated unions.
+_UNION_TAGS = {"sft", "infer"}
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    out: list[type[BaseModel]] = []
+    for arg in typing.get_args(annotation):
+        out.extend(_models_in(arg))
+    return out
+
+
+def _fields_at(model: type[BaseModel], path: tuple[str, ...]) -> set[str]:
+    """Field names valid at ``path`` below ``model`` (union members merged)."""
+    models = [model]
+    for part in path:
+        nxt: list[type[BaseModel]] = []
+        for m in models:
+            field = m.model_fields.get(part)
+            if field is not None:
+                nxt.extend(_models_in(field.annotation))
+        models = nxt
+    return {name for m in models for name in m.model_fields}
+
+
+def _dotted(loc: tuple[Any, ...]) -> tuple[str, ...]:
+    parts = [str(p) for p in loc]
+    if len(parts) > 1 and parts[0] == "scheduler" and parts[1] in _UNION_TAGS:
+        del parts[1]
+    return tuple(parts)
+
+
+def format_validation_error(
+    err: ValidationError, model: type[BaseModel] = AfbenchConfig, prefix: str = ""
+) -> str:
+    """One line per problem: ``<dotted.key>: <what is wrong>; <what to do>``."""
+    lines = []
+    for e in err.errors():
+        path = _dotted(e["loc"])
+        key = prefix + ".".join(path) if path else (prefix.rstrip(".") or "<config>")
+        if e["type"] == "extra_forbidden":
+            known = sorted(_fields_at(model, path[:-1]))
+            guess = difflib.get_close_matches(path[-1], known, n=1)
+            hint = f"did you mean '{guess[0]}'? " if guess else ""
+            lines.append(f"{key}: unknown key; {hint}valid keys here: {', '.join(known)}")
+        elif e["type"] == "missing":
+            lines.append(f"{key}: required but missing; set it in YAML or as {key}=...")
+        else:
+            msg = e["msg"].removeprefix("Value error, ")
+            given = e.get("input")
+            shown = "" if isinstance(given, (dict, list)) or given is None else f" (got {given!r})"
+            lines.append(f"{key}: {msg}{shown}")
+    return "\n".join(lines)
+
+
+def to_container(cfg: DictConfig) -> dict[str, Any]:
+    """Resolve interpolations; a mandatory ``???`` value becomes a ConfigError naming its key."""
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:
+        raise ConfigError(
+            "\n".join(f"{k}: required but not set (???); set it, e.g. {k}=/abs/path" for k in missing)
+        )
+    try:
+        data = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", "") or "<config>"
+        raise ConfigError(f"{key}: {exc.msg if hasattr(exc, 'msg') else exc}") from exc
+    data.pop("hydra", None)
+    return data
+
+
+def validate_config(cfg: DictConfig | dict[str, Any]) -> AfbenchConfig:
+    """Validate the composed config.
+
+    Raises ConfigError with one line per bad key (unknown key with a did-you-mean, wrong type,
+    out-of-range value, inconsistent settings).
+    """
+    data = to_container(cfg) if isinstance(cfg, DictConfig) else cfg
+    if data.get("experiment") is None:
+        data.pop("experiment", None)
+    try:
+        return AfbenchConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err)) from None
+
+
+def expand_dotted(overrides: dict[str, Any], where: str) -> dict[str, Any]:
+    """Nested dict from overrides given as dotted keys (``{"a.b": 1}``), nested mappings
+    (``{"a": {"b": 1}}``) or a mix of both."""
+    out: dict[str, Any] = {}
+    for key, value in overrides.items():
+        parts = str(key).split(".")
+        if any(not p for p in parts):
+            raise ConfigError(f"{where}: malformed key '{key}'")
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{where}: key '{key}' conflicts with another override")
+        leaf = parts[-1]
+        if isinstance(value, dict):
+            value = expand_dotted(value, where)
+            if isinstance(node.get(leaf), dict):
+                value = OmegaConf.to_container(OmegaConf.merge(node[leaf], value))
+        node[leaf] = value
+    return out
+
+
+def apply_overrides(base: dict[str, Any], overrides: dict[str, Any], where: str) -> dict[str, Any]:
+    """Merge overrides (dotted keys or nested mappings) into a copy of a plain config dict.
+
+    Unknown keys are kept so that validation (:func:`validate_run_config`) reports them with
+    the dotted key and a did-you-mean; ``where`` names the YAML node for other errors.
+    """
+    merged = OmegaConf.merge(OmegaConf.create(base), OmegaConf.create(expand_dotted(overrides, where)))
+    return OmegaConf.to_container(merged, resolve=True)
+
+
+def validate_run_config(data: dict[str, Any], where: str) -> RunConfig:
+    """Validate one run's effective config; errors are prefixed with ``where``."""
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err, RunConfig, prefix=f"{where}: ")) from None

@@ -1,0 +1,1 @@
+"""Engines: how a workload is run. Every engine yields the same per-step records."""

@@ -1,0 +1,84 @@
+"""Shared pieces of the builtin engine: model loading, metrics records, the step log line."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import random
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import torch
+
+from afbench.backends.base import Backend
+from afbench.config.models import ModelConfig
+from afbench.errors import ConfigError
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed % 2**32)
+    except ImportError:  # numpy is optional for the worker
+        pass
+
+
+def load_model_and_tokenizer(cfg: ModelConfig, backend: Backend) -> tuple[Any, Any]:
+    """Load an HF-format folder with transformers (offline). Raises ConfigError naming model.path."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(cfg.path)
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"model.path: no config.json in {path}; point model.path at an HF-format folder")
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=DTYPES[cfg.dtype], attn_implementation=cfg.attn_implementation,
+        local_files_only=True,
+    )
+    return model.to(backend.device()), tokenizer
+
+
+class MetricsWriter:
+    """Appends one JSON record per line to ``metrics.jsonl`` and flushes, so a crash keeps
+    every record written before it."""
+
+    def __init__(self, path: Path) -> None:
+        self.fh: TextIO = open(path, "a", encoding="utf-8")
+
+    def write(self, kind: str, **record: Any) -> None:
+        self.fh.write(json.dumps({"kind": kind, **record}) + "\n")
+        self.fh.flush()
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def step_line(step: int, loss: float, step_time_s: float, **fields: float) -> str:
+    """The per-step log line. ``step: N`` and ``elapsed_time_per_step: X.XXXXs`` follow the
+    reference's format so its strict parsing rules apply to afbench's own logs."""
+    extra = "  ".join(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}" for k, v in fields.items())
+    return f"step: {step:2d}  loss: {loss:8.5f}  elapsed_time_per_step: {step_time_s:.6f}s  {extra}".rstrip()
+
+
+def finite(x: float) -> bool:
+    return not (math.isnan(x) or math.isinf(x))
+
+
+def environment_info(backend: Backend) -> dict[str, Any]:
+    import transformers
+
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "backend": backend.name,
+        "device": backend.describe(),
+        "torch_threads": torch.get_num_threads(),
+        "versions": {**backend.versions(), "transformers": transformers.__version__},
+    }

@@ -1,0 +1,124 @@
+"""The builtin SFT loop: AdamW, fixed seed, gradient clipping, assistant-only loss.
+
+Per step it records wall-clock seconds (device-synchronised, the whole optimizer step),
+loss, grad norm and tokens/s into ``metrics.jsonl`` and prints the reference's log line.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+from afbench.backends.base import Backend
+from afbench.config.models import SftScheduler
+from afbench.engines import data as chat
+from afbench.engines.common import (
+    MetricsWriter,
+    environment_info,
+    finite,
+    load_model_and_tokenizer,
+    seed_everything,
+    step_line,
+)
+from afbench.errors import ConfigError, RunFailed
+from afbench.plan import RunSpec
+from afbench.switches import SwitchReport
+from afbench.switches.converters import apply_converters
+from afbench.switches.profiler import StepProfiler
+
+
+def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
+    """Run the SFT workload of ``spec``; returns the result record (written to result.json).
+
+    Raises RunFailed on a non-finite loss, ConfigError on bad model/data, RunSkipped when a
+    switch cannot be honoured on this backend.
+    """
+    cfg = spec.config
+    s = cfg.scheduler
+    assert isinstance(s, SftScheduler)
+    o = cfg.optimization
+    seed_everything(s.seed)
+    model, tokenizer = load_model_and_tokenizer(cfg.model, backend)
+    max_pos = getattr(model.config, "max_position_embeddings", None)
+    if max_pos and s.seq_len > max_pos:
+        raise ConfigError(f"scheduler.seq_len {s.seq_len} exceeds the model's max_position_embeddings {max_pos}")
+    model.train()
+    switches: list[SwitchReport] = apply_converters(model, o, backend)
+
+    convs = chat.load_conversations(cfg.data.path, cfg.data.max_samples)
+    markers = chat.assistant_markers(tokenizer)
+    samples = [chat.tokenize_conversation(tokenizer, c, markers) for c in convs]
+    if cfg.data.packing:
+        inputs, labels = chat.pack(samples, s.seq_len)
+    else:
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        inputs, labels = chat.pad_each(samples, s.seq_len, pad)
+    order = chat.BatchOrder(inputs.shape[0], s.seed)
+    device = backend.device()
+
+    forward = model
+    if o.autofuse:
+        forward, detail = backend.compile(model, o.compile)
+        switches.append(SwitchReport("autofuse", True, detail))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
+    accum = s.global_batch_size // s.micro_batch_size
+    tokens_per_step = s.global_batch_size * s.seq_len
+
+    metrics = MetricsWriter(run_dir / "metrics.jsonl")
+    profiler = StepProfiler(backend, o.profiler_window, run_dir / "profile", o.npu_profiler) if o.profiler else None
+    if profiler:
+        switches.append(SwitchReport("profiler", True, f"{type(backend).__name__} profiler, steps "
+                                     f"{o.profiler_window.first_step}-{o.profiler_window.last_step}"))
+    first_step_s = None
+    backend.reset_peak_memory()
+    if profiler:
+        profiler.__enter__()
+    try:
+        for step in range(1, s.steps + 1):
+            backend.synchronize()
+            t0 = time.perf_counter()
+            loss_sum = torch.zeros((), device=device)
+            for _ in range(accum):
+                idx = order.take(s.micro_batch_size)
+                x = inputs[idx].to(device, non_blocking=True)
+                y = labels[idx].to(device, non_blocking=True)
+                loss = forward(input_ids=x, labels=y).loss / accum
+                loss.backward()
+                loss_sum += loss.detach()
+            if s.max_grad_norm is not None:
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm)
+            else:
+                grad_norm = torch.linalg.vector_norm(
+                    torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None]))
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            backend.synchronize()
+            dt = time.perf_counter() - t0
+            loss_v, gn = float(loss_sum), float(grad_norm)
+            if first_step_s is None:
+                first_step_s = dt
+            tps = tokens_per_step / dt
+            metrics.write("step", step=step, step_time_s=dt, loss=loss_v, grad_norm=gn,
+                          tokens=tokens_per_step, tokens_per_s=tps, lr=s.lr)
+            print(step_line(step, loss_v, dt, grad_norm=gn, tokens_per_s=round(tps, 1)), flush=True)
+            if not finite(loss_v):
+                raise RunFailed(f"loss is {loss_v} at step {step}")
+            if profiler:
+                profiler.step()
+    finally:
+        if profiler:
+            profiler.__exit__(None, None, None)
+        metrics.close()
+    return {
+        "workload": "sft",
+        **environment_info(backend),
+        "params": sum(p.numel() for p in model.parameters()),
+        "tokens_per_step": tokens_per_step,
+        "grad_accum_steps": accum,
+        "num_blocks": int(inputs.shape[0]),
+        "first_step_s": first_step_s,
+        "memory": backend.memory_stats(),
+        "switches": [vars(sw) for sw in switches],
+    }

@@ -1,0 +1,192 @@
+"""The local launcher: run one RunSpec as its own process, with its own caches, log and timeout.
+
+Each worker gets a fresh process session, so a timeout, Ctrl-C or SIGTERM stops the worker's
+whole process group (inductor's compile workers included) and leaves no orphans.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel
+
+from afbench.io import write_json_atomic, write_text_atomic
+from afbench.plan import RunSpec
+
+SKIPPED_EXIT_CODE = 125  # the reference script's status for a skipped run
+ERROR_PREFIX = "afbench.worker: error: "
+SKIP_PREFIX = "afbench.worker: skipped: "
+
+
+class RunStatus(BaseModel):
+    """Outcome of one run, written to ``<run_dir>/status.json``."""
+
+    run_id: str
+    status: str  # OK | FAILED | SKIPPED
+    exit_code: int | None
+    reason: str = ""
+    wall_s: float = 0.0  # seconds, wall clock of the whole worker process
+    started_at: str | None = None
+    finished_at: str | None = None
+    config_hash: str
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def prepare_run_dir(spec: RunSpec) -> Path:
+    """Create the run directory exclusively (never reused) and write the RunSpec into it."""
+    run_dir = Path(spec.run_dir)
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    run_dir.mkdir(mode=0o700)  # FileExistsError if it exists: a run dir is never reused
+    write_text_atomic(run_dir / "runspec.json", spec.model_dump_json(indent=2))
+    write_text_atomic(
+        run_dir / "config.yaml",
+        yaml.safe_dump(spec.config.model_dump(mode="json"), sort_keys=False),
+    )
+    return run_dir
+
+
+def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
+    """Environment of a worker: this process's, plus per-run compiler caches and TMPDIR.
+
+    Inductor writes precompiled headers into ``tempfile.gettempdir()`` even with
+    TORCHINDUCTOR_CACHE_DIR set, so TMPDIR is per run too (REFERENCE §8). FX graph and autograd
+    caches are off so every compiled run pays (and reports) its real compile time.
+    """
+    env = dict(os.environ)
+    cache = run_dir / "cache"
+    dirs = {
+        "TORCHINDUCTOR_CACHE_DIR": cache / "inductor",
+        "TRITON_CACHE_DIR": cache / "triton",
+        "TORCH_EXTENSIONS_DIR": cache / "torch_extensions",
+        "TMPDIR": run_dir / "tmp",
+    }
+    for name, path in dirs.items():
+        path.mkdir(parents=True, exist_ok=True)
+        env[name] = str(path)
+    env.update(
+        TORCHINDUCTOR_FX_GRAPH_CACHE="0",
+        TORCHINDUCTOR_AUTOGRAD_CACHE="0",
+        TORCHINDUCTOR_SIZE_ASSERTS="0",
+        PYTHONUNBUFFERED="1",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
+    env.update(spec.env)
+    return env
+
+
+def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM the worker's process group, then SIGKILL what is left after ``grace_s``."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            # the leader is gone; make sure no child of the group survives it
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _last_line(log: Path, prefix: str) -> str | None:
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return None
+    for line in reversed(lines):
+        if line.startswith(prefix):
+            return line[len(prefix):].strip()
+    return None
+
+
+def _tail(log: Path, n: int = 1) -> str:
+    try:
+        lines = [l for l in log.read_text(errors="replace").splitlines() if l.strip()]
+    except FileNotFoundError:
+        return ""
+    return " | ".join(lines[-n:])[:300]
+
+
+def write_skipped(spec: RunSpec, reason: str) -> RunStatus:
+    """Record a run that was not started: empty log, exit status 125, the reason."""
+    run_dir = prepare_run_dir(spec)
+    (run_dir / "stdout.log").touch()
+    status = RunStatus(run_id=spec.run_id, status="SKIPPED", exit_code=SKIPPED_EXIT_CODE,
+                       reason=reason, config_hash=spec.config_hash)
+    write_json_atomic(run_dir / "status.json", status.model_dump())
+    return status
+
+
+def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
+    """Run ``spec`` in a fresh process and record its status.
+
+    The worker is ``python -m afbench.worker <run_dir>/runspec.json``; stdout and stderr go to
+    ``<run_dir>/stdout.log``. Status: OK (exit 0 and result.json written), SKIPPED (exit 125:
+    the backend cannot honour a switch), FAILED (non-zero exit, signal, timeout, or no result).
+    KeyboardInterrupt stops the worker's process group, records FAILED "interrupted" and is
+    re-raised.
+    """
+    run_dir = prepare_run_dir(spec)
+    log_path = run_dir / "stdout.log"
+    env = worker_env(spec, run_dir)
+    started, t0 = _now(), time.perf_counter()
+    reason, code = "", None
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [python, "-m", "afbench.worker", str(run_dir / "runspec.json")],
+            cwd=run_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        try:
+            code = proc.wait(timeout=spec.timeout_s)
+        except subprocess.TimeoutExpired:
+            _stop_group(proc, spec.kill_grace_s)
+            code = proc.returncode
+            reason = f"timed out after {spec.timeout_s:g} s (launcher.timeout_s); process group killed"
+        except BaseException:
+            _stop_group(proc, spec.kill_grace_s)
+            _finish(spec, run_dir, "FAILED", proc.returncode, "interrupted", started, t0)
+            raise
+        else:
+            _stop_group(proc, 0)  # reap anything the worker left behind in its group
+    if reason:
+        state = "FAILED"
+    elif code == 0 and (run_dir / "result.json").exists():
+        state = "OK"
+    elif code == 0:
+        state, reason = "FAILED", "exit status 0 but no result.json written"
+    elif code == SKIPPED_EXIT_CODE:
+        state = "SKIPPED"
+        reason = _last_line(log_path, SKIP_PREFIX) or "skipped by the worker"
+    elif code is not None and code < 0:
+        name = signal.Signals(-code).name
+        hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if code == -9 else ""
+        state, reason = "FAILED", f"killed by {name}{hint}"
+    else:
+        state = "FAILED"
+        reason = _last_line(log_path, ERROR_PREFIX) or f"exit status {code}: {_tail(log_path)}"
+    return _finish(spec, run_dir, state, code, reason, started, t0)
+
+
+def _finish(spec: RunSpec, run_dir: Path, state: str, code: int | None, reason: str,
+            started: str, t0: float) -> RunStatus:
+    status = RunStatus(run_id=spec.run_id, status=state, exit_code=code, reason=reason,
+                       wall_s=round(time.perf_counter() - t0, 3), started_at=started,
+                       finished_at=_now(), config_hash=spec.config_hash)
+    write_json_atomic(run_dir / "status.json", status.model_dump())
+    return status

@@ -1,0 +1,44 @@
+"""Offline re-render: ``python -m afbench.report <output dir> [--lang en|zh]``.
+
+Re-collects the run directories, rewrites results/, summary.json and the report. Runs nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from afbench.errors import AfbenchError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m afbench.report", description=__doc__)
+    parser.add_argument("out_dir", type=Path, help="an afbench output directory (holds plan.json)")
+    parser.add_argument("--lang", choices=["en", "zh"], help="report language (default: as run)")
+    args = parser.parse_args(argv)
+    from afbench.config.models import ReportConfig
+    from afbench.io import read_json
+    from afbench.report.render import build_report
+
+    if not (args.out_dir / "plan.json").is_file():
+        print(f"afbench.report: error: {args.out_dir} holds no plan.json; give an afbench output "
+              "directory (outputs/<date>/<time>-<experiment>-<pid>)", file=sys.stderr)
+        return 2
+    exp = read_json(args.out_dir / "experiment.json") if (args.out_dir / "experiment.json").exists() else {}
+    report = exp.get("config", {}).get("report", {})
+    if args.lang:
+        report = {**report, "lang": args.lang}
+    try:
+        summary = build_report(args.out_dir, ReportConfig.model_validate(report))
+    except AfbenchError as exc:
+        print(f"afbench.report: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    for line in summary.get("headline", []):
+        print(line)
+    print(f"afbench.report: wrote {args.out_dir / 'report.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

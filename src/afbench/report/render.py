@@ -1,0 +1,87 @@
+"""Render the summary with Jinja2 into report.md and report.html, and write the tables.
+
+Templates: ``report.md.j2`` and ``report.html.j2`` from ``report.template_dir`` when set (a
+user's own), else the shipped ``templates/``. They get ``s`` (the summary, as in summary.json)
+and ``L`` (the labels of ``report.lang`` from ``templates/labels.yaml``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from afbench.config.models import ReportConfig
+from afbench.io import read_json, write_json_atomic, write_text_atomic
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def _fmt(value: Any, spec: str = ".4f", none: str = "n/a") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return none
+    try:
+        return format(value, spec)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def labels(lang: str) -> dict[str, str]:
+    """Report labels for ``lang`` (English ones fill any key a language lacks)."""
+    table = yaml.safe_load((TEMPLATES / "labels.yaml").read_text(encoding="utf-8"))
+    return {**table["en"], **table.get(lang, {})}
+
+
+def environment(template_dir: str | None) -> jinja2.Environment:
+    loaders: list[jinja2.BaseLoader] = []
+    if template_dir:
+        folder = Path(template_dir)
+        if not folder.is_dir():
+            from afbench.errors import ConfigError
+
+            raise ConfigError(f"report.template_dir: {folder} is not a folder")
+        loaders.append(jinja2.FileSystemLoader(str(folder)))
+    loaders.append(jinja2.FileSystemLoader(str(TEMPLATES)))
+    env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["fmt"] = _fmt
+    env.filters["short"] = lambda h, n=16: (h or "n/a")[:n]
+    return env
+
+
+def render(summary: dict[str, Any], out_dir: Path, report: ReportConfig) -> list[Path]:
+    """Render ``report.md`` / ``report.html`` (per ``report.formats``) atomically into out_dir."""
+    env = environment(report.template_dir)
+    written = []
+    for fmt in report.formats:
+        template = env.get_template(f"report.{fmt}.j2")
+        path = Path(out_dir) / f"report.{fmt}"
+        write_text_atomic(path, template.render(s=summary, L=labels(report.lang)))
+        written.append(path)
+    return written
+
+
+def build_report(out_dir: Path, report: ReportConfig | None = None) -> dict[str, Any]:
+    """Collect ``out_dir``, compare, write tables (results/*.parquet + .csv), summary.json and
+    the rendered report. Works offline on any existing (also partial) output directory."""
+    from afbench.collect import collect
+    from afbench.compare import compare
+
+    out_dir = Path(out_dir).resolve()
+    if report is None:
+        exp = read_json(out_dir / "experiment.json") if (out_dir / "experiment.json").exists() else {}
+        report = ReportConfig.model_validate(exp.get("config", {}).get("report", {}))
+    col = collect(out_dir)
+    tables = out_dir / "results"
+    tables.mkdir(exist_ok=True)
+    for name, df in (("runs", col.runs), ("steps", col.steps), ("kernels", col.kernels)):
+        df.to_parquet(tables / f".{name}.parquet.tmp", index=False)
+        (tables / f".{name}.parquet.tmp").replace(tables / f"{name}.parquet")
+        write_text_atomic(tables / f"{name}.csv", df.to_csv(index=False))
+    summary = compare(col, report)
+    write_json_atomic(out_dir / "summary.json", summary)
+    render(summary, out_dir, report)
+    return summary

@@ -1,0 +1,17 @@
+"""Optimization switches: each applies itself to a model on a backend and reports what it did.
+
+A switch the backend cannot honour raises RunSkipped (the run is SKIPPED with the reason); a
+switch never silently does nothing.
+"""
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SwitchReport:
+    """What one switch did in one run (shown in the report)."""
+
+    name: str
+    applied: bool
+    detail: str
+    evidence: dict = field(default_factory=dict)

@@ -1,0 +1,57 @@
+"""The worker process: ``python -m afbench.worker <run_dir>/runspec.json``.
+
+It reads only its RunSpec, runs the engine, writes ``metrics.jsonl`` and ``result.json`` into
+the run directory and exits 0 (OK), 125 (SKIPPED: a switch the backend cannot honour) or 1
+(FAILED, with one ``afbench.worker: error:`` line the launcher puts in the report).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+
+from afbench.errors import RunSkipped
+from afbench.io import write_json_atomic
+from afbench.launch.local import ERROR_PREFIX, SKIP_PREFIX, SKIPPED_EXIT_CODE
+from afbench.plan import RunSpec
+
+
+def run(spec: RunSpec) -> dict:
+    from afbench.backends import get_backend
+
+    cfg = spec.config
+    backend = get_backend(cfg.backend.name, cfg.backend.num_threads)
+    run_dir = Path(spec.run_dir)
+    if cfg.scheduler.workload == "sft":
+        from afbench.engines.sft import run_sft
+
+        return run_sft(spec, backend, run_dir)
+    from afbench.engines.infer import run_infer
+
+    return run_infer(spec, backend, run_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m afbench.worker <run_dir>/runspec.json", file=sys.stderr)
+        return 2
+    spec = RunSpec.model_validate_json(Path(argv[0]).read_text(encoding="utf-8"))
+    print(f"afbench.worker: run {spec.run_id} (variant {spec.variant}, phase {spec.phase}, "
+          f"repeat {spec.repeat})", flush=True)
+    try:
+        result = run(spec)
+    except RunSkipped as exc:
+        print(SKIP_PREFIX + str(exc), flush=True)
+        return SKIPPED_EXIT_CODE
+    except Exception as exc:  # every failure becomes one line in the report
+        traceback.print_exc()
+        print(ERROR_PREFIX + f"{type(exc).__name__}: {exc}".splitlines()[0], flush=True)
+        return 1
+    write_json_atomic(Path(spec.run_dir) / "result.json", result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
