@@ -17,6 +17,14 @@ from afbench.io import read_json
 from afbench.plan import Plan, RunSpec
 
 
+# Per-run means over the measured window, from metrics.jsonl step records.
+MEANS = {
+    "sft": ("tokens_per_s", "loss"),
+    "infer": ("tokens_per_s", "ttft_ms", "tpot_ms_mean", "tpot_ms_p50", "tpot_ms_p90",
+              "generated_tokens", "prompt_tokens"),
+}
+
+
 @dataclass
 class Collected:
     """Everything known about one output directory.
@@ -73,22 +81,27 @@ def collect(out_dir: Path) -> Collected:
             "exit_code": status.get("exit_code"), "reason": status.get("reason", "not run"),
             "wall_s": status.get("wall_s"), "mean_step_s": None, "log_error": "",
             "first_step_s": result.get("first_step_s"), "tokens_per_s": None,
+            "workload": spec.config.scheduler.workload,
         }
         records = _records(run_dir / "metrics.jsonl")
         for rec in records:
             if rec.get("kind") == "step":
                 step_rows.append({**ident, **{k: v for k, v in rec.items() if k != "kind"}})
         sched = spec.config.scheduler
-        if row["status"] == "OK" and sched.workload == "sft":
-            window = sched.measure
+        window = sched.measure
+        in_window = [r for r in records if r.get("kind") == "step"
+                     and window.first_step <= r.get("step", 0) <= window.last_step]
+        if row["status"] == "OK":
             try:
                 times = read_step_times(run_dir / "stdout.log", window.first_step, window.last_step)
                 row["mean_step_s"] = mean_step_time(times)
-                tps = [r["tokens_per_s"] for r in records
-                       if r.get("kind") == "step" and window.first_step <= r["step"] <= window.last_step]
-                row["tokens_per_s"] = sum(tps) / len(tps) if tps else None
             except InvalidLog as exc:
                 row["log_error"] = str(exc)
+            for key in MEANS[sched.workload]:
+                vals = [r[key] for r in in_window if r.get(key) is not None]
+                row[key] = sum(vals) / len(vals) if vals else None
+            if "sanity" in result:
+                row["sanity"] = result["sanity"]["status"]
         run_rows.append(row)
         table = load_kernel_table(run_dir / "profile") if (run_dir / "profile").is_dir() else None
         if table is not None and len(table):

@@ -4,6 +4,7 @@ the plain dict written as ``summary.json`` and handed to the report templates.""
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import datetime, timezone
 from typing import Any
@@ -13,7 +14,7 @@ import pandas as pd
 from afbench.analysis import kernels as K
 from afbench.analysis.steptrace import profiling_status
 from afbench.analysis.verdict import RUN_FAILED, SKIPPED, gain_pct, quick_verdict
-from afbench.collect import Collected
+from afbench.collect import MEANS, Collected
 from afbench.config.models import ReportConfig
 
 CAVEAT = ("One quick round per variant is directional evidence, not a formal multi-round result: "
@@ -51,6 +52,57 @@ def loss_parity(steps: pd.DataFrame, baseline_ids: list[str], variant_ids: list[
     return out
 
 
+def _generations(run_dir) -> list[dict[str, Any]]:
+    path = run_dir / "generations.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def generation_parity(out_dir, baseline_ids: list[str], variant_ids: list[str], rtol: float) -> dict[str, Any]:
+    """Greedy tokens of the first measured run, baseline vs variant, prompt by prompt: MATCH
+    when identical, else DIVERGED with the first diverging prompt/position and both texts.
+    Logits (first prompt, every generated position up to the first divergence): max abs
+    difference, MATCH when <= rtol x max |baseline logit| (rtol per dtype: one bf16 ulp passes)."""
+    if not baseline_ids or not variant_ids:
+        return {"status": "N/A", "reason": "no runs"}
+    b_dir, v_dir = out_dir / "runs" / baseline_ids[0], out_dir / "runs" / variant_ids[0]
+    gb, gv = _generations(b_dir), _generations(v_dir)
+    if not gb or not gv:
+        return {"status": "N/A", "reason": "no generations.jsonl on one side"}
+    out: dict[str, Any] = {"prompts_compared": min(len(gb), len(gv)), "rtol": rtol}
+    first_div = None
+    for a, b in zip(gb, gv):
+        ta, tb = a["token_ids"], b["token_ids"]
+        if ta != tb:
+            pos = next((i for i, (x, y) in enumerate(zip(ta, tb)) if x != y), min(len(ta), len(tb)))
+            first_div = {"prompt_index": a["prompt_index"], "position": pos,
+                         "baseline_text": a["text"], "variant_text": b["text"]}
+            break
+    lb, lv = b_dir / "logits.safetensors", v_dir / "logits.safetensors"
+    if lb.is_file() and lv.is_file():
+        from safetensors.numpy import load_file
+
+        xa, xb = load_file(str(lb))["logits"], load_file(str(lv))["logits"]
+        n = min(len(xa), len(xb))
+        if first_div is not None and first_div["prompt_index"] == gb[0]["prompt_index"]:
+            n = min(n, first_div["position"] + 1)
+        if n:
+            diff = float(abs(xa[:n] - xb[:n]).max())
+            scale = float(abs(xa[:n]).max()) or 1.0
+            out.update(logits_positions=n, max_abs_logit_diff=diff,
+                       logit_tolerance=rtol * scale, logits_match=diff <= rtol * scale)
+    if first_div is not None:
+        out.update(status="DIVERGED", first_diverging_position=first_div["position"],
+                   first_divergence=first_div)
+    elif out.get("logits_match") is False:
+        out.update(status="DIVERGED", first_diverging_position=0,
+                   reason="tokens identical but logits differ beyond tolerance")
+    else:
+        out.update(status="MATCH")
+    return out
+
+
 def _status_of(runs: pd.DataFrame, ids: list[str]) -> list[str]:
     return runs[runs.run_id.isin(ids)].status.tolist()
 
@@ -66,6 +118,7 @@ def compare(col: Collected, report: ReportConfig) -> dict[str, Any]:
         return [r.run_id for r in plan.runs if r.variant == variant and r.phase == phase]
 
     base_spec = next(r for r in plan.runs if r.variant == base and r.phase == vphase)
+    workload = base_spec.config.scheduler.workload
     dtype = base_spec.config.model.dtype
     rtol = getattr(report.parity, f"rtol_{dtype}")
 
@@ -75,8 +128,11 @@ def compare(col: Collected, report: ReportConfig) -> dict[str, Any]:
         mean = _mean(sel.mean_step_s.tolist()) if (sel.status == "OK").all() else None
         first = _mean(sel.first_step_s.tolist()) if "first_step_s" in sel else None
         errors = [e for e in sel.log_error.tolist() if e]
+        extra = {k: _mean(sel[k].tolist()) for k in MEANS[workload] if k in sel}
+        sanity = [x for x in sel.get("sanity", pd.Series(dtype=object)).tolist() if isinstance(x, str)]
         return {"statuses": statuses, "mean_step_s": mean, "first_step_s": first,
                 "tokens_per_s": _mean(sel.tokens_per_s.tolist()), "log_errors": errors,
+                "metrics": extra, "sanity": sanity[0] if sanity else None,
                 "skipped": bool(statuses) and all(s == "SKIPPED" for s in statuses),
                 "ok": bool(statuses) and all(s == "OK" for s in statuses) and not errors}
 
@@ -93,7 +149,10 @@ def compare(col: Collected, report: ReportConfig) -> dict[str, Any]:
                                     failed=not (b["ok"] and v["ok"]))
         gain = (gain_pct(b["mean_step_s"], v["mean_step_s"])
                 if verdict not in (RUN_FAILED, SKIPPED) else None)
-        parity = loss_parity(col.steps, ids(base, vphase), ids(variant, vphase), rtol)
+        if workload == "infer":
+            parity = generation_parity(col.out_dir, ids(base, vphase), ids(variant, vphase), rtol)
+        else:
+            parity = loss_parity(col.steps, ids(base, vphase), ids(variant, vphase), rtol)
         compile_s = (v["first_step_s"] - v["mean_step_s"]
                      if v["first_step_s"] is not None and v["mean_step_s"] else None)
         saving = (b["mean_step_s"] - v["mean_step_s"]) if gain is not None else None
@@ -102,7 +161,8 @@ def compare(col: Collected, report: ReportConfig) -> dict[str, Any]:
                    .reason.tolist() if r] + b["log_errors"] + v["log_errors"]
         line = verdict
         if parity["status"] == "DIVERGED" and verdict.endswith("_FASTER"):
-            line += f" (but loss parity DIVERGED at step {parity['first_diverging_step']})"
+            where = parity.get("first_diverging_step", parity.get("first_diverging_position"))
+            line += f" (but parity DIVERGED at {'step' if workload == 'sft' else 'token'} {where})"
         comparisons.append({
             "variant": variant, "baseline": base, "phase": vphase, "verdict": verdict,
             "verdict_line": line, "baseline_mean_s": b["mean_step_s"], "variant_mean_s": v["mean_step_s"],
@@ -110,11 +170,14 @@ def compare(col: Collected, report: ReportConfig) -> dict[str, Any]:
             "variant_tokens_per_s": v["tokens_per_s"], "baseline_first_step_s": b["first_step_s"],
             "variant_first_step_s": v["first_step_s"], "compile_overhead_s": compile_s,
             "break_even_steps": break_even, "parity": parity, "reasons": reasons,
+            "workload": workload, "baseline_metrics": b["metrics"], "variant_metrics": v["metrics"],
+            "baseline_sanity": b["sanity"], "variant_sanity": v["sanity"],
         })
 
     profiling = []
     kernels: dict[str, list[dict[str, Any]]] = {}
     kernel_diffs: dict[str, list[dict[str, Any]]] = {}
+    fused_evidence: dict[str, dict[str, Any]] = {}
     pphase = plan.profile_phase
     if pphase is not None:
         spec = next(r for r in plan.runs if r.variant == base and r.phase == pphase)
@@ -148,6 +211,7 @@ def compare(col: Collected, report: ReportConfig) -> dict[str, Any]:
             if base in tables and variant in tables:
                 diff = K.diff_kernel_tables(tables[base], tables[variant])
                 kernel_diffs[variant] = diff.head(report.top_n_kernels).to_dict("records")
+                fused_evidence[variant] = K.rmsnorm_evidence(tables[base], tables[variant])
 
     env = next((r for r in col.results.values() if r), {})
     params = _parameters(col)
@@ -170,7 +234,7 @@ def compare(col: Collected, report: ReportConfig) -> dict[str, Any]:
         "runs": col.runs.where(col.runs.notna(), None).to_dict("records"),
         "switches": {rid: r.get("switches", []) for rid, r in col.results.items() if r},
         "comparisons": comparisons, "profiling": profiling, "kernels": kernels,
-        "kernel_diffs": kernel_diffs, "caveat": CAVEAT if plan.repeats == 1 else "",
+        "kernel_diffs": kernel_diffs, "fused_evidence": fused_evidence, "caveat": CAVEAT if plan.repeats == 1 else "",
         "headline": headline,
     }
 

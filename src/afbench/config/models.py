@@ -129,7 +129,19 @@ class InferScheduler(Section):
     num_prompts: PositiveInt = 4
     warmup_runs: NonNegativeInt = 1
     measured_runs: PositiveInt = 3
+    kv_cache: Literal["dynamic", "static"] = "dynamic"
+    stop_at_eos: bool = True
     seed: int = 42
+
+    @property
+    def steps(self) -> int:
+        """Generation runs in total (warmup + measured); each is one logged step."""
+        return self.warmup_runs + self.measured_runs
+
+    @property
+    def measure(self) -> StepWindow:
+        """The measured runs, as a step window (they follow the warmup runs)."""
+        return StepWindow(first_step=self.warmup_runs + 1, last_step=self.steps)
 
 
 Scheduler = Annotated[Union[SftScheduler, InferScheduler], Field(discriminator="workload")]
@@ -139,7 +151,7 @@ class CompileConfig(Section):
     backend: str = "inductor"
     mode: str | None = None
     fullgraph: bool = False
-    dynamic: bool | None = False
+    dynamic: bool | None = None
     options: dict[str, Any] = {}
 
 
@@ -288,11 +300,12 @@ class RunConfig(Section):
                     f"scheduler.global_batch_size {s.global_batch_size} is not divisible by "
                     f"micro_batch_size x world_size = {per_step}"
                 )
-            if o.profiler and o.profiler_window.last_step > s.steps:
-                raise ValueError(
-                    f"optimization.profiler_window.last_step {o.profiler_window.last_step} is "
-                    f"after the last step {s.steps}: raise scheduler.steps or lower the window"
-                )
+        if o.profiler and o.profiler_window.last_step > s.steps:
+            raise ValueError(
+                f"optimization.profiler_window.last_step {o.profiler_window.last_step} is "
+                f"after the last step {s.steps}: raise scheduler.steps (sft) or "
+                "scheduler.warmup_runs + measured_runs (infer), or lower the window"
+            )
         return self
 
 

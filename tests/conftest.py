@@ -1,0 +1,38 @@
+"""Shared fixtures: compose the real Hydra config tree the way `python -m afbench` does."""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from afbench.cli import register
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def compose_cfg():
+    """compose_cfg(*overrides) -> DictConfig, as the command line would compose it."""
+
+    def _compose(*overrides: str):
+        register()
+        GlobalHydra.instance().clear()
+        conf_dir = str(importlib.resources.files("afbench.conf"))
+        with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
+            return compose(config_name="config", overrides=list(overrides))
+
+    yield _compose
+    GlobalHydra.instance().clear()
+
+
+@pytest.fixture
+def afbench_env(tmp_path):
+    """Environment for running `python -m afbench` in a subprocess from tmp_path."""
+    env = dict(os.environ)
+    env.pop("HYDRA_FULL_ERROR", None)
+    return env

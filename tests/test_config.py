@@ -1,0 +1,92 @@
+"""Composition and validation of the config: every bad key names itself."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from afbench.config import validate_config
+from afbench.config.models import SftScheduler
+from afbench.errors import ConfigError
+
+
+def test_default_config_composes_and_validates(compose_cfg):
+    conf = validate_config(compose_cfg())
+    assert conf.model.name == "qwen3_tiny"
+    assert isinstance(conf.scheduler, SftScheduler)
+    assert conf.experiment.variants == {"baseline": {}}
+    assert conf.model.path.endswith("qwen3_tiny")
+
+
+def test_sft_af_compare_recipe_is_selectable_without_plus(compose_cfg):
+    conf = validate_config(compose_cfg("experiment=sft_af_compare"))
+    exp = conf.experiment
+    assert exp.name == "sft_af_compare"
+    assert exp.baseline == "af_off"
+    assert list(exp.variants) == ["af_off", "af_on"]
+    assert list(exp.phases) == ["train", "profile"]
+    assert exp.phases["train"]["scheduler"]["steps"] == 10
+    assert exp.phases["profile"]["optimization"]["profiler"] is True
+    assert exp.skip_policy == "reference"
+
+
+def test_unknown_key_names_dotted_key_and_suggests(compose_cfg):
+    with pytest.raises(ConfigError) as err:
+        validate_config(compose_cfg("+optimization.autofuze=true"))
+    msg = str(err.value)
+    assert "optimization.autofuze: unknown key" in msg
+    assert "did you mean 'autofuse'" in msg
+
+
+def test_wrong_type_names_key(compose_cfg):
+    with pytest.raises(ConfigError) as err:
+        validate_config(compose_cfg("scheduler.steps=ten"))
+    assert str(err.value).startswith("scheduler.steps:")
+
+
+def test_non_positive_steps_rejected(compose_cfg):
+    with pytest.raises(ConfigError, match=r"scheduler\.steps"):
+        validate_config(compose_cfg("scheduler.steps=0"))
+
+
+def test_measure_window_after_last_step_rejected(compose_cfg):
+    with pytest.raises(ConfigError, match="measure.last_step 10 is after the last step 5"):
+        validate_config(compose_cfg("scheduler.steps=5"))
+
+
+def test_indivisible_batch_rejected(compose_cfg):
+    with pytest.raises(ConfigError, match="not a multiple of micro_batch_size 3"):
+        validate_config(compose_cfg("scheduler.micro_batch_size=3"))
+
+
+def test_npugraph_ex_in_sft_is_inference_only_error(compose_cfg):
+    with pytest.raises(ConfigError, match="npugraph_ex is inference-only"):
+        validate_config(compose_cfg("optimization.npugraph_ex=true"))
+
+
+def test_missing_mandatory_model_path_names_key(compose_cfg):
+    with pytest.raises(ConfigError, match=r"model\.path: required but not set"):
+        validate_config(compose_cfg("model=qwen3_1_7b"))
+
+
+def test_duplicate_devices_rejected(compose_cfg):
+    with pytest.raises(ConfigError, match="device ids must be distinct"):
+        validate_config(compose_cfg("parallel.world_size=2", "parallel.devices=[0,0]"))
+
+
+def test_env_var_name_validated(compose_cfg):
+    with pytest.raises(ConfigError, match="must match"):
+        validate_config(compose_cfg("+launcher.env.lower_case=x"))
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "..", ".hidden"])
+def test_variant_name_that_could_escape_run_dir_rejected(compose_cfg, name):
+    data = OmegaConf.to_container(compose_cfg("experiment=sft_af_compare"), resolve=True)
+    data["experiment"]["variants"][name] = {}
+    with pytest.raises(ConfigError, match="experiment.variants"):
+        validate_config(data)
+
+
+def test_baseline_must_be_a_variant(compose_cfg):
+    with pytest.raises(ConfigError, match="baseline 'nope' is not one of the variants"):
+        validate_config(compose_cfg("experiment=sft_af_compare", "experiment.baseline=nope"))

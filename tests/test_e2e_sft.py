@@ -1,0 +1,98 @@
+"""End to end: `python -m afbench experiment=sft_af_compare` (shortened) in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+SHORT = [
+    "experiment.phases.train.scheduler.steps=5",
+    "experiment.phases.train.scheduler.measure.first_step=3",
+    "experiment.phases.train.scheduler.measure.last_step=5",
+    "experiment.phases.profile.scheduler.steps=5",
+    "experiment.phases.profile.scheduler.measure.first_step=3",
+    "experiment.phases.profile.scheduler.measure.last_step=5",
+    "experiment.phases.profile.optimization.profiler_window.first_step=3",
+    "experiment.phases.profile.optimization.profiler_window.last_step=5",
+    "scheduler.seq_len=128",
+]
+
+
+def run_afbench(cwd: Path, *args: str, env=None, timeout=900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "afbench", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def only_output_dir(cwd: Path) -> Path:
+    dirs = [p.parent for p in (cwd / "outputs").glob("*/*/plan.json")]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+@pytest.fixture(scope="module")
+def af_compare_run(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("e2e")
+    proc = run_afbench(cwd, "experiment=sft_af_compare", *SHORT)
+    return cwd, proc
+
+
+def test_sft_af_compare_exits_zero_and_writes_four_runs(af_compare_run):
+    cwd, proc = af_compare_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = only_output_dir(cwd)
+    runs = sorted(p.name for p in (out / "runs").iterdir())
+    assert runs == ["af_off-profile-r1", "af_off-train-r1", "af_on-profile-r1", "af_on-train-r1"]
+    for run in runs:
+        status = json.loads((out / "runs" / run / "status.json").read_text())
+        assert status["status"] == "OK" and status["exit_code"] == 0
+        assert (out / "runs" / run / "metrics.jsonl").stat().st_size > 0
+
+
+def test_report_has_real_verdict_and_comparable_profile(af_compare_run):
+    cwd, _ = af_compare_run
+    out = only_output_dir(cwd)
+    summary = json.loads((out / "summary.json").read_text())
+    comp = summary["comparisons"][0]
+    assert comp["variant"] == "af_on" and comp["baseline"] == "af_off"
+    assert comp["verdict"] in ("AF_ON_FASTER", "NO_GAIN")
+    assert comp["baseline_mean_s"] > 0 and comp["variant_mean_s"] > 0
+    expected_gain = (comp["baseline_mean_s"] - comp["variant_mean_s"]) / comp["baseline_mean_s"] * 100
+    assert comp["gain_pct"] == pytest.approx(expected_gain)
+    assert comp["parity"]["status"] == "MATCH"
+    assert comp["variant_first_step_s"] > comp["variant_mean_s"]  # compile happens in step 1
+    prof = summary["profiling"][0]
+    assert prof["status"] == "COMPARABLE", prof["reason"]
+    assert prof["profiler_steps"] == [2, 3, 4]
+    assert {p["phase"] for p in prof["phases"]} >= {"Computing", "Free", "Stage"}
+    report = (out / "report.md").read_text()
+    assert f"af_on vs af_off: {comp['verdict']}" in report
+    assert "COMPARABLE" in report
+    assert "| OP Type | Count | Total(us) | Ratio(%) |" in report
+    assert (out / "report.html").read_text().count("<table>") >= 3
+
+
+def test_compiled_profile_shows_inductor_kernels(af_compare_run):
+    cwd, _ = af_compare_run
+    out = only_output_dir(cwd)
+    on = (out / "runs" / "af_on-profile-r1" / "profile" / "kernel_table.csv").read_text()
+    off = (out / "runs" / "af_off-profile-r1" / "profile" / "kernel_table.csv").read_text()
+    assert "cpp_fused" in on and "cpp_fused" not in off
+    assert "ProfilerStep" not in on
+
+
+def test_offline_rerender_reproduces_verdict(af_compare_run, tmp_path):
+    cwd, _ = af_compare_run
+    out = only_output_dir(cwd)
+    before = json.loads((out / "summary.json").read_text())
+    proc = subprocess.run([sys.executable, "-m", "afbench.report", str(out), "--lang", "zh"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    after = json.loads((out / "summary.json").read_text())
+    assert after["comparisons"] == before["comparisons"]
+    assert "结论" in (out / "report.md").read_text()
