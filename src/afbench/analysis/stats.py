@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from statistics import NormalDist
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 
 def _as_array(values: Iterable[float], what: str = "values") -> np.ndarray:
@@ -64,78 +64,19 @@ def describe(values: Iterable[float]) -> dict[str, float]:
     }
 
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c = 1.0
-    d = 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 1000):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        step = d * c
-        h *= step
-        if abs(step - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta function I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
-
-
 def t_cdf(t: float, df: float) -> float:
-    """CDF of Student's t with ``df`` (> 0, may be fractional or ``inf``) degrees of freedom."""
+    """CDF of Student's t with ``df`` (> 0, may be fractional or ``inf``) degrees of freedom
+    (scipy.stats.t)."""
     if df <= 0:
         raise ValueError(f"degrees of freedom must be > 0, got {df}")
-    if math.isinf(df):
-        return NormalDist().cdf(t)
-    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t >= 0 else tail
+    return float(scipy_stats.t.cdf(t, df))
 
 
 def t_ppf(p: float, df: float) -> float:
-    """Quantile of Student's t (inverse of :func:`t_cdf`), ``0 < p < 1``; bisection to ~1e-12."""
+    """Quantile of Student's t, ``0 < p < 1`` (scipy.stats.t)."""
     if not 0 < p < 1:
         raise ValueError(f"probability must be within (0, 1), got {p}")
-    if math.isinf(df):
-        return NormalDist().inv_cdf(p)
-    if p < 0.5:
-        return -t_ppf(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
-        lo, hi = hi, hi * 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-12 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
+    return float(scipy_stats.t.ppf(p, df))
 
 
 def t_interval_of_gain(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, Union
 
+from afbench.analysis.steplog import DEFAULT_STEP_PATTERN
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -197,8 +198,36 @@ class BackendConfig(Section):
     cann_root: str | None = None
 
 
-class EngineConfig(Section):
+class BuiltinEngine(Section):
+    """afbench's own worker (SFT and inference loops)."""
+
     name: Literal["builtin"] = "builtin"
+
+
+
+
+class CommandEngine(Section):
+    """A user's own executable per run (the reference's custom train command): an absolute
+    path and an argv list (never a shell string); ``{placeholders}`` in args are filled from
+    the run (see afbench.engines.command)."""
+
+    name: Literal["command"] = "command"
+    executable: str
+    args: list[str] = []
+    # Regex with named groups `step` and `value` (seconds) for the step lines of its output.
+    step_pattern: str = DEFAULT_STEP_PATTERN
+    env: dict[str, str] = {}
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if not ENV_NAME.match(name):
+                raise ValueError(f"environment variable name {name!r} must match [A-Z_][A-Z0-9_]*")
+        return v
+
+
+EngineConfig = Annotated[Union[BuiltinEngine, CommandEngine], Field(discriminator="name")]
 
 
 class LauncherConfig(Section):
@@ -282,7 +311,7 @@ class RunConfig(Section):
     scheduler: Scheduler
     optimization: OptimizationConfig = OptimizationConfig()
     backend: BackendConfig = BackendConfig()
-    engine: EngineConfig = EngineConfig()
+    engine: EngineConfig = BuiltinEngine()
 
     @model_validator(mode="after")
     def _consistent(self) -> "RunConfig":

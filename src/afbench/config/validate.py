@@ -14,7 +14,7 @@ from afbench.config.models import AfbenchConfig, RunConfig
 from afbench.errors import ConfigError
 
 # Tags pydantic inserts in error locations of discriminated unions.
-_UNION_TAGS = {"sft", "infer"}
+_UNION_TAGS = {"scheduler": {"sft", "infer"}, "engine": {"builtin", "command", "torchtitan"}}
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
@@ -41,7 +41,7 @@ def _fields_at(model: type[BaseModel], path: tuple[str, ...]) -> set[str]:
 
 def _dotted(loc: tuple[Any, ...]) -> tuple[str, ...]:
     parts = [str(p) for p in loc]
-    if len(parts) > 1 and parts[0] == "scheduler" and parts[1] in _UNION_TAGS:
+    if len(parts) > 1 and parts[1] in _UNION_TAGS.get(parts[0], ()):
         del parts[1]
     return tuple(parts)
 

@@ -45,6 +45,26 @@ def load_model_and_tokenizer(cfg: ModelConfig, backend: Backend) -> tuple[Any, A
     return model.to(backend.device()), tokenizer
 
 
+def prepare_model(cfg: Any, backend: Backend, train: bool) -> tuple[Any, Any, Any, list]:
+    """Seed, load, apply the converters (add_rmsnorm, rmsnorm) and the autofuse switch.
+
+    Returns (model, forward, tokenizer, switch reports): ``forward`` is the compiled model when
+    ``optimization.autofuse`` is on, else the model itself; the optimizer must use ``model``.
+    """
+    from afbench.switches import SwitchReport
+    from afbench.switches.converters import apply_converters
+
+    seed_everything(cfg.scheduler.seed)
+    model, tokenizer = load_model_and_tokenizer(cfg.model, backend)
+    model.train(train)
+    switches = apply_converters(model, cfg.optimization, backend)
+    forward = model
+    if cfg.optimization.autofuse:
+        forward, detail = backend.compile(model, cfg.optimization.compile)
+        switches.append(SwitchReport("autofuse", True, detail))
+    return model, forward, tokenizer, switches
+
+
 class MetricsWriter:
     """Appends one JSON record per line to ``metrics.jsonl`` and flushes, so a crash keeps
     every record written before it."""

@@ -22,10 +22,9 @@ from afbench.analysis.sanity import sanity_check
 from afbench.backends.base import Backend
 from afbench.config.models import InferScheduler
 from afbench.engines import data as chat
-from afbench.engines.common import MetricsWriter, environment_info, load_model_and_tokenizer, seed_everything
+from afbench.engines.common import MetricsWriter, environment_info, prepare_model
 from afbench.plan import RunSpec
 from afbench.switches import SwitchReport
-from afbench.switches.converters import apply_converters
 from afbench.switches.profiler import StepProfiler
 
 
@@ -131,15 +130,10 @@ def run_infer(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     s = cfg.scheduler
     assert isinstance(s, InferScheduler)
     o = cfg.optimization
-    seed_everything(s.seed)
-    model, tokenizer = load_model_and_tokenizer(cfg.model, backend)
-    model.eval()
-    switches: list[SwitchReport] = apply_converters(model, o, backend)
-    forward = model
-    if o.autofuse:
-        forward, detail = backend.compile(model, o.compile)
-        switches.append(SwitchReport("autofuse", True, detail))
     graph_step = None
+    if o.npugraph_ex:  # fail fast, before loading anything, where graph mode does not exist
+        backend.graph_mode(lambda **kw: None, o.npugraph_ex_options)
+    model, forward, tokenizer, switches = prepare_model(cfg, backend, train=False)
     if o.npugraph_ex:
         graph_step, detail = backend.graph_mode(forward, o.npugraph_ex_options)  # RunSkipped on cpu
         switches.append(SwitchReport("npugraph_ex", True, detail))

@@ -18,14 +18,12 @@ from afbench.engines.common import (
     MetricsWriter,
     environment_info,
     finite,
-    load_model_and_tokenizer,
-    seed_everything,
+    prepare_model,
     step_line,
 )
 from afbench.errors import ConfigError, RunFailed
 from afbench.plan import RunSpec
 from afbench.switches import SwitchReport
-from afbench.switches.converters import apply_converters
 from afbench.switches.profiler import StepProfiler
 
 
@@ -39,13 +37,10 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     s = cfg.scheduler
     assert isinstance(s, SftScheduler)
     o = cfg.optimization
-    seed_everything(s.seed)
-    model, tokenizer = load_model_and_tokenizer(cfg.model, backend)
+    model, forward, tokenizer, switches = prepare_model(cfg, backend, train=True)
     max_pos = getattr(model.config, "max_position_embeddings", None)
     if max_pos and s.seq_len > max_pos:
         raise ConfigError(f"scheduler.seq_len {s.seq_len} exceeds the model's max_position_embeddings {max_pos}")
-    model.train()
-    switches: list[SwitchReport] = apply_converters(model, o, backend)
 
     convs = chat.load_conversations(cfg.data.path, cfg.data.max_samples)
     markers = chat.assistant_markers(tokenizer)
@@ -58,10 +53,6 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     order = chat.BatchOrder(inputs.shape[0], s.seed)
     device = backend.device()
 
-    forward = model
-    if o.autofuse:
-        forward, detail = backend.compile(model, o.compile)
-        switches.append(SwitchReport("autofuse", True, detail))
     optimizer = torch.optim.AdamW(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
     accum = s.global_batch_size // s.micro_batch_size
     tokens_per_step = s.global_batch_size * s.seq_len

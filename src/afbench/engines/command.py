@@ -1,0 +1,318 @@
+"""The command engine: a user's own executable per run (``engine=command``).
+
+REFERENCE §1 lets a user supply their own absolute-path train command; this engine runs one
+such command per RunSpec, as a child of the worker and in the worker's process group (so the
+launcher's group kill on timeout or Ctrl-C reaches it). Its output is copied line by line to
+the worker's stdout (the run's ``stdout.log``, parsed strictly by :mod:`afbench.collect`), and
+every line matching ``engine.step_pattern`` becomes a ``metrics.jsonl`` step record.
+
+Nothing here imports torch or loads a backend: the command owns the device.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from afbench.analysis.steplog import compile_step_pattern, strip_ansi
+from afbench.config.models import CommandEngine, RunConfig
+from afbench.errors import ConfigError, RunFailed
+from afbench.plan import RunSpec
+
+ENV_PREFIX = "AFBENCH_"
+# After the command exits, keep reading its output for this long: a grandchild that inherited
+# the pipe (a compile worker, a logger) must not keep the worker waiting until the timeout.
+DRAIN_S = 2.0
+# A "line" this long without a newline (a progress bar redrawn with \r) is passed on as is.
+MAX_LINE_BYTES = 1 << 20
+
+
+class _MetricsFile:
+    """``metrics.jsonl`` in the format of :class:`afbench.engines.common.MetricsWriter`:
+    one ``{"kind": ..., ...}`` record per line, flushed at once. A copy, because
+    ``engines.common`` imports torch at module level and this engine must not."""
+
+    def __init__(self, path: Path) -> None:
+        self.fh: TextIO = open(path, "a", encoding="utf-8")
+
+    def write(self, kind: str, **record: Any) -> None:
+        self.fh.write(json.dumps({"kind": kind, **record}) + "\n")
+        self.fh.flush()
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def run_values(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+    """Values of the ``{placeholders}`` in ``engine.args`` (and of the ``AFBENCH_*`` variables).
+
+    Keys: run_dir, profile_dir (``<run_dir>/profile``), mode (``profile`` when
+    optimization.profiler is on, else ``train``), steps, seed, model_path, data_path, devices
+    (comma-separated ids, ``""`` when unset), world_size, seq_len, global_batch_size (``""``
+    for a scheduler without them), variant, phase, repeat.
+    """
+    cfg: RunConfig = spec.config
+    s = cfg.scheduler
+    devices = cfg.parallel.devices
+    return {
+        "run_dir": str(run_dir),
+        "profile_dir": str(run_dir / "profile"),
+        "mode": "profile" if cfg.optimization.profiler else "train",
+        "steps": s.steps,
+        "seed": s.seed,
+        "model_path": cfg.model.path,
+        "data_path": cfg.data.path,
+        "devices": ",".join(str(d) for d in devices) if devices else "",
+        "world_size": cfg.parallel.world_size,
+        "seq_len": getattr(s, "seq_len", ""),
+        "global_batch_size": getattr(s, "global_batch_size", ""),
+        "variant": spec.variant,
+        "phase": spec.phase,
+        "repeat": spec.repeat,
+    }
+
+
+def check_executable(engine: CommandEngine) -> str:
+    """``engine.executable`` if it is an absolute path to an executable file.
+
+    Raises ConfigError naming ``engine.executable`` otherwise. There is no PATH lookup and no
+    shell: what runs is exactly this file.
+    """
+    exe = engine.executable
+    if not os.path.isabs(exe):
+        raise ConfigError(f"engine.executable: {exe!r} is not an absolute path; "
+                          "set engine.executable=/abs/path/to/program (no PATH lookup)")
+    if not os.path.isfile(exe):
+        raise ConfigError(f"engine.executable: {exe} does not exist or is not a file")
+    if not os.access(exe, os.X_OK):
+        raise ConfigError(f"engine.executable: {exe} is not executable; chmod +x it, or set "
+                          "engine.executable to its interpreter and put it first in engine.args")
+    return exe
+
+
+def build_argv(engine: CommandEngine, values: dict[str, Any]) -> list[str]:
+    """``[executable, *args]`` with each arg's ``{placeholders}`` filled by ``str.format_map``.
+
+    Raises ConfigError naming ``engine.args[i]`` for an unknown placeholder or a malformed
+    one (a literal brace is written ``{{`` or ``}}``).
+    """
+    argv = [check_executable(engine)]
+    for i, arg in enumerate(engine.args):
+        try:
+            argv.append(arg.format_map(values))
+        except KeyError as exc:
+            raise ConfigError(
+                f"engine.args[{i}]: unknown placeholder {{{exc.args[0]}}} in {arg!r}; known: "
+                + ", ".join("{" + k + "}" for k in values)
+            ) from None
+        except (ValueError, IndexError, AttributeError) as exc:
+            raise ConfigError(f"engine.args[{i}]: malformed placeholder in {arg!r} ({exc}); "
+                              "write a literal brace as {{ or }}") from None
+    return argv
+
+
+def command_env(engine: CommandEngine, values: dict[str, Any]) -> dict[str, str]:
+    """The worker's environment, plus ``AFBENCH_<KEY>`` for every run value, plus
+    ``engine.env`` (last, so an explicit setting wins)."""
+    env = dict(os.environ)
+    env.update({ENV_PREFIX + k.upper(): str(v) for k, v in values.items()})
+    env.update(engine.env)
+    return env
+
+
+def step_regex(engine: CommandEngine) -> re.Pattern[str]:
+    """The compiled ``engine.step_pattern``; ConfigError naming it when it is unusable."""
+    try:
+        return compile_step_pattern(engine.step_pattern)
+    except ValueError as exc:
+        raise ConfigError(f"engine.step_pattern: {exc}") from None
+
+
+def _number(raw: str | None) -> float | None:
+    """A float from a captured token (a trailing unit ``s`` dropped), or None."""
+    if raw is None:
+        return None
+    token = raw.strip()
+    if token.endswith("s"):
+        token = token[:-1].rstrip()
+    try:
+        return float(token)
+    except ValueError:
+        return None
+
+
+class _StepLines:
+    """Turns output lines into step records; remembers what the outcome needs."""
+
+    def __init__(self, regex: re.Pattern[str], metrics: _MetricsFile) -> None:
+        self.regex = regex
+        self.metrics = metrics
+        self.extra = [g for g in regex.groupindex if g not in ("step", "value")]
+        self.count = 0
+        self.first_step_s: float | None = None
+        self.bad_loss: str | None = None
+        self.last_line = ""
+
+    def feed(self, line: str) -> None:
+        clean = strip_ansi(line).strip()
+        if clean:
+            self.last_line = clean
+        match = self.regex.search(clean)
+        if match is None or match.group("step") is None:
+            return
+        try:
+            step = int(match.group("step"))
+        except ValueError:
+            return  # the strict log parse in collect reports it
+        value = _number(match.group("value"))
+        step_time_s = value if value is not None and math.isfinite(value) else None
+        record: dict[str, Any] = {"step": step, "step_time_s": step_time_s}
+        for name in self.extra:
+            number = _number(match.group(name))
+            if number is not None:
+                record[name] = number
+        self.metrics.write("step", **record)
+        self.count += 1
+        if self.first_step_s is None:
+            self.first_step_s = step_time_s
+        loss = record.get("loss")
+        if loss is not None and not math.isfinite(loss) and self.bad_loss is None:
+            self.bad_loss = f"loss is {loss} at step {step}"
+
+
+def _stop(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM the command, SIGKILL it after ``grace_s`` seconds."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _emit(out: TextIO, data: bytes, steps: _StepLines) -> None:
+    text = data.decode("utf-8", errors="replace")
+    # a final line without newline still ends one, so the worker's error line starts a line
+    out.write(text if text.endswith("\n") else text + "\n")
+    out.flush()
+    steps.feed(text)
+
+
+def _stream(proc: subprocess.Popen, steps: _StepLines, grace_s: float) -> None:
+    """Copy the command's output to stdout line by line until EOF (or DRAIN_S after the
+    command exited); stop the command as soon as a non-finite loss is logged."""
+    fd = proc.stdout.fileno()
+    buf = b""
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            if sel.select(timeout=0.2):
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                if len(buf) > MAX_LINE_BYTES:
+                    lines.append(buf)
+                    buf = b""
+                for line in lines:
+                    _emit(sys.stdout, line, steps)
+                    if steps.bad_loss:
+                        _stop(proc, grace_s)
+                        return
+            elif proc.poll() is not None:
+                exited_at = exited_at or time.monotonic()
+                if time.monotonic() - exited_at > DRAIN_S:
+                    break
+    if buf:
+        _emit(sys.stdout, buf, steps)
+
+
+def run_command(spec: RunSpec, run_dir: Path) -> dict:
+    """Run ``spec``'s command once; returns the result record (written to result.json).
+
+    Returns ``{"workload", "engine": "command", "argv", "first_step_s" (seconds, the first
+    matched step line), "steps_logged", "command_wall_s"}``.
+
+    Raises:
+        ConfigError: executable not absolute / missing / not executable, unknown placeholder
+            in engine.args, unusable engine.step_pattern.
+        RunFailed: the command exited non-zero, was killed by a signal, logged a NaN/inf loss
+            (when the pattern has a ``loss`` group), or logged no step line at all.
+    """
+    engine = spec.config.engine
+    assert isinstance(engine, CommandEngine)
+    run_dir = Path(run_dir)
+    values = run_values(spec, run_dir)
+    argv = build_argv(engine, values)
+    regex = step_regex(engine)
+    if values["mode"] == "profile":
+        Path(values["profile_dir"]).mkdir(exist_ok=True)
+    print("afbench.command: " + " ".join(argv), flush=True)
+
+    metrics = _MetricsFile(run_dir / "metrics.jsonl")
+    steps = _StepLines(regex, metrics)
+    forwarded: list[int] = []
+    t0 = time.perf_counter()
+    # No new session: the command stays in the worker's process group, which the launcher
+    # stops as a whole on timeout, Ctrl-C or SIGTERM.
+    proc = subprocess.Popen(argv, cwd=run_dir, env=command_env(engine, values),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+
+    def forward(signum: int, _frame: Any) -> None:
+        # Pass SIGTERM on and wait for the command to exit: were the worker to die first, the
+        # launcher would SIGKILL the group at once and cut the command's own grace period.
+        forwarded.append(signum)
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, forward) if in_main else None
+    try:
+        _stream(proc, steps, spec.kill_grace_s)
+        code = proc.wait()
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+        if proc.poll() is None:  # an exception escaped the loop: leave no child behind
+            _stop(proc, spec.kill_grace_s)
+        proc.stdout.close()
+        metrics.close()
+    wall_s = time.perf_counter() - t0
+
+    if steps.bad_loss:
+        raise RunFailed(steps.bad_loss)
+    tail = f"; last output: {steps.last_line[:200]}" if steps.last_line else ""
+    if forwarded:
+        raise RunFailed(f"stopped by {signal.Signals(forwarded[0]).name} sent to the worker "
+                        f"(forwarded to the command, which exited with {code})")
+    if code < 0:
+        name = signal.Signals(-code).name
+        hint = " (out of memory?)" if -code == signal.SIGKILL else ""
+        raise RunFailed(f"command killed by {name}{hint}")
+    if code != 0:
+        raise RunFailed(f"command exited with status {code}{tail}")
+    if steps.count == 0:
+        raise RunFailed(f"no step lines matched engine.step_pattern{tail}")
+    return {
+        "workload": spec.config.scheduler.workload,
+        "engine": "command",
+        "argv": argv,
+        "first_step_s": steps.first_step_s,
+        "steps_logged": steps.count,
+        "command_wall_s": round(wall_s, 3),
+    }

@@ -1,0 +1,531 @@
+"""Preflight: checks run before every experiment, one ``[PASS]``/``[FAIL]`` line each.
+
+Line format (REFERENCE §1, the AutoFuse quick-start's preflight)::
+
+    [PASS] item: current <what was found>
+    [FAIL] item: current <what was found>; required <what is needed>; action <what to do>
+
+Every check is a function of its inputs returning :class:`Check` objects, so each one can be
+tested on a fake tree in a temporary folder; :func:`run_preflight` picks the checks that apply
+to a composed config and :func:`raise_on_failure` turns the FAIL lines into a
+:class:`~afbench.errors.PreflightError`. Nothing here runs a shell: external commands are argv
+lists with a timeout.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from afbench.config.models import AfbenchConfig, InferScheduler
+from afbench.errors import PreflightError
+
+DEFAULT_MIN_FREE_GIB = 1.0
+MIN_PYTHON = (3, 10)
+MIN_TORCH = (2, 4)
+# Distributions whose versions the report records (pip names).
+REPORTED_PACKAGES = ("torch", "transformers", "hydra-core", "pydantic", "pandas")
+
+# CANN: the minimum build date of each component and where its version.info lives, relative
+# to the CANN root (REFERENCE §1).
+DEFAULT_MIN_CANN_DATE = "20260715"
+CANN_COMPONENTS: dict[str, str] = {
+    "Toolkit": "share/info/asc-devkit/version.info",
+    "AutoFuse": "share/info/graph_autofusion/version.info",
+    "Runtime": "share/info/runtime/version.info",
+    "HCCL": "share/info/hccl/version.info",
+    "OPP": "opp/version.info",
+}
+CANN_ENV_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")
+EXAMPLE_CANN_ROOT = "/usr/local/Ascend/ascend-toolkit/latest"
+NPU_SMI_COMMANDS: tuple[tuple[str, ...], ...] = (("npu-smi", "info"), ("npu-smi", "info", "-m"))
+NPU_SMI_TIMEOUT_S = 30.0
+
+_BUILD_KEYS = ("timestamp", "build")
+_DATE_AT_START = re.compile(r"^(20\d{6})")
+
+
+@dataclass
+class Check:
+    """Outcome of one check: one line of preflight output."""
+
+    item: str
+    ok: bool
+    current: str = ""
+    required: str = ""
+    action: str = ""
+
+    def line(self) -> str:
+        """``[PASS] item: current ...``, or for a failure
+        ``[FAIL] item: current ...; required ...; action ...``."""
+        if self.ok:
+            return f"[PASS] {self.item}: current {self.current}"
+        return (f"[FAIL] {self.item}: current {self.current}; required {self.required}; "
+                f"action {self.action}")
+
+
+def raise_on_failure(checks: Sequence[Check]) -> None:
+    """Raise PreflightError whose message is every FAIL line (one per line); no-op if all pass."""
+    failed = [c.line() for c in checks if not c.ok]
+    if failed:
+        raise PreflightError("\n".join(failed))
+
+
+# --- platform and packages -------------------------------------------------------------------
+
+
+def check_platform(backend: str, *, system: str | None = None, machine: str | None = None,
+                   release: str | None = None) -> Check:
+    """The OS and CPU architecture: Linux aarch64 for ``npu`` (Ascend hosts, as the reference
+    requires), Linux or macOS otherwise. ``system``/``machine``/``release`` default to
+    :mod:`platform`'s answers."""
+    system = system if system is not None else platform.system()
+    machine = machine if machine is not None else platform.machine()
+    release = release if release is not None else platform.release()
+    current = f"{system} {machine} ({release})" if release else f"{system} {machine}"
+    if backend == "npu":
+        ok = system == "Linux" and machine in ("aarch64", "arm64")
+        return Check("platform", ok, current, "Linux aarch64 for backend npu",
+                     "run on a Linux aarch64 Ascend host, or choose another backend "
+                     "(backend=cpu or backend=cuda)")
+    ok = system in ("Linux", "Darwin")
+    return Check("platform", ok, current, "Linux or macOS",
+                 "run afbench on Linux or macOS (WSL2 on Windows)")
+
+
+def check_python(version_info: Sequence[int] | None = None) -> Check:
+    """Python >= 3.10 (``version_info`` defaults to ``sys.version_info``)."""
+    v = tuple(version_info if version_info is not None else sys.version_info)[:3]
+    current = ".".join(str(x) for x in v)
+    ok = v[:2] >= MIN_PYTHON
+    req = ".".join(map(str, MIN_PYTHON))
+    return Check("python", ok, f"{current} ({sys.executable})", f">= {req}",
+                 f"create the environment with Python >= {req} and reinstall afbench "
+                 "(pip install -e .)")
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """Leading numeric release of a version string: ``"2.13.0+cpu"`` -> ``(2, 13, 0)``."""
+    m = re.match(r"\s*v?(\d+(?:\.\d+)*)", version)
+    return tuple(int(x) for x in m.group(1).split(".")) if m else ()
+
+
+def package_version(dist: str) -> str | None:
+    """Installed version of a distribution (pip name), or None when it is not installed."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_packages(versions: Mapping[str, str | None] | None = None) -> list[Check]:
+    """One check per reported package: installed, and torch >= 2.4.
+
+    ``versions`` maps pip names to versions (None = not installed); by default they are read
+    from the installed distributions' metadata (no import, so this is cheap).
+    """
+    if versions is None:
+        versions = {dist: package_version(dist) for dist in REPORTED_PACKAGES}
+    checks = []
+    for dist, version in versions.items():
+        if version is None:
+            checks.append(Check(dist, False, "not installed", "installed",
+                                f"pip install -e . (afbench's dependencies include {dist})"))
+        elif dist == "torch":
+            req = ".".join(map(str, MIN_TORCH))
+            checks.append(Check(dist, version_tuple(version) >= MIN_TORCH, version, f">= {req}",
+                                f"pip install 'torch>={req}' (for npu: the torch that your "
+                                "torch_npu release names)"))
+        else:
+            checks.append(Check(dist, True, version, "installed"))
+    return checks
+
+
+# --- backend and devices ---------------------------------------------------------------------
+
+
+def resolve_backend(name: str) -> str:
+    """``auto`` -> :func:`afbench.backends.base.detect_backend` (npu > cuda > cpu), else
+    ``name`` unchanged."""
+    if name != "auto":
+        return name
+    from afbench.backends.base import detect_backend
+
+    return detect_backend()
+
+
+def probe_backend(backend: str) -> tuple[int | None, str]:
+    """Device count of a backend: ``(count, "")``, or ``(None, why not)`` when unusable.
+
+    cpu: ``(None, "")`` (no device ids). cuda: ``torch.cuda.is_available()`` and
+    ``torch.cuda.device_count()``. npu: ``import torch_npu`` and ``torch.npu.device_count()``.
+    """
+    if backend == "cpu":
+        return None, ""
+    import torch
+
+    if backend == "cuda":
+        if not torch.cuda.is_available():
+            return None, f"torch {torch.__version__} sees no CUDA device"
+        return torch.cuda.device_count(), ""
+    if backend == "npu":
+        if importlib.util.find_spec("torch_npu") is None:
+            return None, "torch_npu is not installed"
+        try:
+            import torch_npu  # noqa: F401  (registers torch.npu)
+
+            count = torch.npu.device_count()
+        except Exception as exc:  # a broken CANN install raises anything from import
+            return None, f"torch_npu fails: {type(exc).__name__}: {exc}"
+        if count < 1:
+            return None, "torch_npu sees no NPU"
+        return count, ""
+    return None, f"unknown backend {backend!r}"
+
+
+def check_backend(requested: str, resolved: str, device_count: int | None, problem: str) -> Check:
+    """The resolved backend is usable (``problem`` empty, as :func:`probe_backend` reports)."""
+    shown = f"{requested} -> {resolved}" if requested != resolved else resolved
+    if not problem:
+        devices = "" if device_count is None else f", {device_count} device(s)"
+        return Check("backend", True, f"{shown}{devices}")
+    if resolved == "npu":
+        action = ("pip install afbench[npu] (torch_npu matching torch), source "
+                  "<backend.cann_root>/set_env.sh, check ASCEND_RT_VISIBLE_DEVICES; or set "
+                  "backend=cpu")
+    elif resolved == "cuda":
+        action = ("install a CUDA build of torch and check CUDA_VISIBLE_DEVICES and the driver "
+                  "(nvidia-smi); or set backend=cpu")
+    else:
+        action = "set backend=auto, backend=cpu, backend=cuda or backend=npu"
+    return Check("backend", False, f"{shown}: {problem}", f"backend {resolved} usable by torch",
+                 action)
+
+
+def check_devices(backend: str, devices: Sequence[int] | None, world_size: int,
+                  device_count: int | None) -> Check:
+    """``parallel.devices``: null on cpu; on cuda/npu distinct, non-negative and below the
+    device count (null means ``0..world_size-1``)."""
+    if backend == "cpu":
+        if devices is None:
+            return Check("parallel.devices", True, f"null (cpu, world_size {world_size})")
+        return Check("parallel.devices", False, f"{list(devices)} on cpu", "null on backend cpu",
+                     "set parallel.devices=null (device ids apply to cuda/npu only)")
+    ids = list(devices) if devices is not None else list(range(world_size))
+    shown = f"{ids}" if devices is not None else f"null -> {ids}"
+    count = device_count or 0
+    problems = []
+    duplicates = sorted({d for d in ids if ids.count(d) > 1})
+    if duplicates:
+        problems.append(f"duplicate id(s) {duplicates}")
+    bad = [d for d in ids if d < 0 or d >= count]
+    if bad:
+        problems.append(f"id(s) {bad} outside 0..{count - 1}")
+    current = f"{shown} of {count} {backend} device(s)"
+    if not problems:
+        return Check("parallel.devices", True, current)
+    example = ",".join(str(i) for i in range(min(len(ids), count))) if count else "0"
+    return Check("parallel.devices", False, f"{current}: {', '.join(problems)}",
+                 f"distinct ids in 0..{count - 1}, one per process",
+                 f"set parallel.devices=[{example}] (and parallel.world_size to match)")
+
+
+# --- output root and disk --------------------------------------------------------------------
+
+
+def check_output_root(root: Path) -> Check:
+    """The output root (REFERENCE §1 Output safety): not a symlink, a directory owned by the
+    current user, not group- or world-writable. A missing root is created with mode 0700."""
+    root = Path(root)
+    item = "output root"
+    if root.is_symlink():
+        return Check(item, False, f"{root} is a symlink to {os.readlink(root)}",
+                     "a real directory, not a symlink",
+                     f"remove the symlink {root} or pass the directory it points to")
+    if not root.exists():
+        try:
+            root.mkdir(mode=0o700, parents=True)
+            os.chmod(root, 0o700)  # mkdir's mode is masked by the umask
+        except OSError as exc:
+            return Check(item, False, f"{root} cannot be created: {exc.strerror or exc}",
+                         "a directory the current user can create",
+                         "pass an output root in a folder you can write (e.g. hydra.run.dir=...)")
+    st = root.lstat()
+    if not stat.S_ISDIR(st.st_mode):
+        return Check(item, False, f"{root} is not a directory", "a directory",
+                     f"remove {root} or pass another output root")
+    mode = stat.S_IMODE(st.st_mode)
+    uid = os.getuid()
+    if st.st_uid != uid:
+        return Check(item, False, f"{root} owned by uid {st.st_uid}",
+                     f"owned by the current user (uid {uid})",
+                     f"pass an output root you own, or run chown {uid} {root}")
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return Check(item, False, f"{root} mode {mode:04o}", "not group- or world-writable",
+                     f"run chmod go-w {root}")
+    return Check(item, True, f"{root} (mode {mode:04o}, uid {uid})")
+
+
+def _existing_ancestor(path: Path) -> Path:
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_disk(root: Path, min_free_gib: float = DEFAULT_MIN_FREE_GIB) -> Check:
+    """Free space (``shutil.disk_usage``) on the file system of ``root`` (or of its nearest
+    existing parent) is at least ``min_free_gib`` GiB."""
+    where = _existing_ancestor(root)
+    free_gib = shutil.disk_usage(where).free / 2**30
+    ok = free_gib >= min_free_gib
+    return Check("free disk", ok, f"{free_gib:.1f} GiB free at {where}",
+                 f">= {min_free_gib:g} GiB",
+                 "free space there or pass an output root on a larger file system "
+                 "(hydra.run.dir=...)")
+
+
+# --- assets ----------------------------------------------------------------------------------
+
+
+def check_manifest(manifest: str | Path | None) -> Check:
+    """Every file listed in the sha256 manifest (``model.manifest``) matches; null = skipped."""
+    from afbench.assets.manifest import verify_manifest
+
+    if manifest is None:
+        return Check("model.manifest", True, "null (no integrity check)")
+    manifest = Path(manifest)
+    if not manifest.is_file():
+        return Check("model.manifest", False, f"{manifest} does not exist", "an existing manifest",
+                     "rebuild the assets (python -m afbench.assets build) or set "
+                     "model.manifest=/abs/path/to/assets.sha256")
+    problems = verify_manifest(manifest)
+    if problems:
+        return Check("model.manifest", False,
+                     f"{len(problems)} problem(s) in {manifest}: " + " | ".join(problems),
+                     "every listed file present with its sha256",
+                     "restore the listed files (python -m afbench.assets build rebuilds the "
+                     "default assets) or point model.manifest at the manifest of these files")
+    return Check("model.manifest", True, f"all files listed in {manifest} match")
+
+
+def check_model(path: str | Path) -> Check:
+    """``model.path`` is an HF-format folder (has ``config.json``)."""
+    config = Path(path) / "config.json"
+    if config.is_file():
+        return Check("model.path", True, str(path))
+    return Check("model.path", False, f"{config} not found",
+                 "an HF-format model folder with config.json",
+                 "set model.path=/abs/path/to/hf_model_folder")
+
+
+def check_data(conf: AfbenchConfig) -> Check:
+    """The data file exists: ``data.prompts_file`` for inference when set, else ``data.path``."""
+    if isinstance(conf.scheduler, InferScheduler) and conf.data.prompts_file:
+        key, path, example = "data.prompts_file", Path(conf.data.prompts_file), "prompts.jsonl"
+    else:
+        key, path, example = "data.path", Path(conf.data.path), "file.parquet"
+    if path.is_file():
+        return Check(key, True, str(path))
+    return Check(key, False, f"{path} not found", "an existing file",
+                 f"set {key}=/abs/path/to/{example}")
+
+
+def check_assets(conf: AfbenchConfig) -> list[Check]:
+    """Manifest integrity, model folder and data file."""
+    return [check_manifest(conf.model.manifest), check_model(conf.model.path), check_data(conf)]
+
+
+# --- CANN (npu only) -------------------------------------------------------------------------
+
+
+def find_cann_root(configured: str | None,
+                   environ: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+    """The CANN root and where it came from: ``backend.cann_root``, else ``$ASCEND_TOOLKIT_HOME``,
+    else ``$ASCEND_HOME_PATH``; ``(None, "")`` when none is set."""
+    if configured:
+        return configured, "backend.cann_root"
+    environ = os.environ if environ is None else environ
+    for var in CANN_ENV_VARS:
+        if environ.get(var):
+            return environ[var], f"${var}"
+    return None, ""
+
+
+def check_cann_layout(root: str | Path | None, source: str = "backend.cann_root") -> Check:
+    """The CANN root holds ``set_env.sh``, ``opp/`` and ``lib64/``."""
+    item = "CANN root"
+    if root is None:
+        return Check(item, False,
+                     "not set (backend.cann_root, $ASCEND_TOOLKIT_HOME, $ASCEND_HOME_PATH)",
+                     "a CANN install", f"set backend.cann_root={EXAMPLE_CANN_ROOT}")
+    root = Path(root)
+    missing = [name for name, ok in (("set_env.sh", (root / "set_env.sh").is_file()),
+                                     ("opp/", (root / "opp").is_dir()),
+                                     ("lib64/", (root / "lib64").is_dir())) if not ok]
+    if missing:
+        return Check(item, False, f"{root} (from {source}) lacks {', '.join(missing)}",
+                     "set_env.sh, opp/ and lib64/ under the CANN root",
+                     f"set backend.cann_root to the toolkit folder, e.g. {EXAMPLE_CANN_ROOT}")
+    return Check(item, True, f"{root} (from {source})")
+
+
+def read_build_date(version_info: Path) -> str | None:
+    """Build date ``20YYMMDD`` of a CANN ``version.info``: the start of the first valid
+    ``timestamp=`` or ``build=`` value (keys case-insensitive). None if the file has none.
+
+    Raises OSError when the file cannot be read.
+    """
+    for line in Path(version_info).read_text(encoding="utf-8", errors="replace").splitlines():
+        key, sep, value = line.partition("=")
+        if not sep or key.strip().lower() not in _BUILD_KEYS:
+            continue
+        m = _DATE_AT_START.match(value.strip().strip("\"'"))
+        if m is None:
+            continue
+        try:
+            datetime.strptime(m.group(1), "%Y%m%d")
+        except ValueError:
+            continue
+        return m.group(1)
+    return None
+
+
+def cann_build_dates(root: str | Path) -> dict[str, str | None]:
+    """Build date (``20YYMMDD``) of each CANN component, None where the file is missing,
+    unreadable or has no date; keys Toolkit, AutoFuse, Runtime, HCCL, OPP (for the report)."""
+    dates: dict[str, str | None] = {}
+    for name, rel in CANN_COMPONENTS.items():
+        try:
+            dates[name] = read_build_date(Path(root) / rel)
+        except OSError:
+            dates[name] = None
+    return dates
+
+
+def check_cann_dates(root: str | Path, min_date: str = DEFAULT_MIN_CANN_DATE) -> list[Check]:
+    """One check per CANN component: its version.info exists and its build date is >= ``min_date``.
+
+    Raises ValueError if ``min_date`` is not a ``20YYMMDD`` date.
+    """
+    if not _DATE_AT_START.fullmatch(min_date):
+        raise ValueError(f"min_date {min_date!r} is not a 20YYMMDD date")
+    datetime.strptime(min_date, "%Y%m%d")  # ValueError for e.g. 20261399
+    root = Path(root)
+    required = f"build date >= {min_date}"
+    upgrade = (f"install a CANN release built on or after {min_date} and set "
+               f"backend.cann_root to it (e.g. {EXAMPLE_CANN_ROOT})")
+    checks = []
+    for name, rel in CANN_COMPONENTS.items():
+        item = f"CANN {name}"
+        path = root / rel
+        if not path.is_file():
+            checks.append(Check(item, False, f"{path} missing", required,
+                                f"install the CANN {name} component, or {upgrade}"))
+            continue
+        try:
+            date = read_build_date(path)
+        except OSError as exc:
+            checks.append(Check(item, False, f"{path} unreadable: {exc.strerror or exc}", required,
+                                f"make {path} readable by the current user"))
+            continue
+        if date is None:
+            checks.append(Check(item, False, f"no timestamp=/build= date in {path}", required,
+                                upgrade))
+        elif date < min_date:
+            checks.append(Check(item, False, f"{date} ({rel})", required, upgrade))
+        else:
+            checks.append(Check(item, True, f"{date} ({rel})"))
+    return checks
+
+
+Runner = Callable[..., subprocess.CompletedProcess]
+
+
+def check_npu_smi(timeout_s: float = NPU_SMI_TIMEOUT_S,
+                  runner: Runner = subprocess.run) -> list[Check]:
+    """``npu-smi info`` and ``npu-smi info -m`` exit 0 within ``timeout_s`` seconds each.
+
+    A missing ``npu-smi`` gives one FAIL line. ``runner`` is :func:`subprocess.run` (tests may
+    pass a fake); commands are argv lists, never shell strings.
+    """
+    exe = shutil.which("npu-smi")
+    if exe is None:
+        return [Check("npu-smi", False, "not found on PATH", "npu-smi on PATH (Ascend driver)",
+                      "install the Ascend driver and add its tools folder to PATH "
+                      "(e.g. /usr/local/Ascend/driver/tools)")]
+    checks = []
+    for argv in NPU_SMI_COMMANDS:
+        item = " ".join(argv)
+        try:
+            proc = runner([exe, *argv[1:]], capture_output=True, text=True, timeout=timeout_s,
+                          check=False, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            checks.append(Check(item, False, f"no answer within {timeout_s:g} s", "exit 0",
+                                "check the NPU driver (dmesg, npu-smi info by hand); a hung "
+                                "driver needs the host's administrator"))
+            continue
+        except OSError as exc:
+            checks.append(Check(item, False, f"cannot run {exe}: {exc.strerror or exc}", "exit 0",
+                                f"make {exe} executable by the current user"))
+            continue
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout or "").strip().splitlines()
+            why = f": {tail[-1].strip()}" if tail else ""
+            checks.append(Check(item, False, f"exit status {proc.returncode}{why}", "exit 0",
+                                "check the NPU driver and that the current user may use the "
+                                "devices (group HwHiAiUser)"))
+        else:
+            checks.append(Check(item, True, "exit 0"))
+    return checks
+
+
+def check_cann(conf: AfbenchConfig, *, min_date: str = DEFAULT_MIN_CANN_DATE,
+               environ: Mapping[str, str] | None = None) -> list[Check]:
+    """All NPU host checks: CANN root layout, component build dates, npu-smi."""
+    root, source = find_cann_root(conf.backend.cann_root, environ)
+    checks = [check_cann_layout(root, source)]
+    if root is not None and Path(root).is_dir():
+        checks += check_cann_dates(root, min_date)
+    checks += check_npu_smi()
+    return checks
+
+
+# --- everything ------------------------------------------------------------------------------
+
+
+def run_preflight(conf: AfbenchConfig, output_root: Path, *, min_free_gib: float | None = None,
+                  min_cann_date: str = DEFAULT_MIN_CANN_DATE) -> list[Check]:
+    """Run every check that applies to ``conf`` and return them in order (raises nothing for a
+    failed check: pass the result to :func:`raise_on_failure`).
+
+    Order: platform, python, packages, backend, parallel.devices, output root (created 0700 if
+    missing), free disk (``min_free_gib``, default 1.0 GiB), model.manifest, model.path, data,
+    then on npu the CANN root, five build dates (>= ``min_cann_date``) and npu-smi.
+    """
+    min_free = DEFAULT_MIN_FREE_GIB if min_free_gib is None else min_free_gib
+    requested = conf.backend.name
+    resolved = resolve_backend(requested)
+    count, problem = probe_backend(resolved)
+    checks = [check_platform(resolved), check_python(), *check_packages(),
+              check_backend(requested, resolved, count, problem)]
+    if not problem:  # the device ids mean nothing without a usable backend
+        checks.append(check_devices(resolved, conf.parallel.devices, conf.parallel.world_size,
+                                    count))
+    checks.append(check_output_root(Path(output_root)))
+    checks.append(check_disk(Path(output_root), min_free))
+    checks += check_assets(conf)
+    if resolved == "npu":
+        checks += check_cann(conf, min_date=min_cann_date)
+    return checks
