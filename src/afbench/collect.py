@@ -12,7 +12,7 @@ import pandas as pd
 
 from afbench.analysis.errors import InvalidLog
 from afbench.analysis.kernels import load_kernel_table
-from afbench.analysis.steplog import mean_step_time, read_step_times
+from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, mean_step_time, read_step_times
 from afbench.io import read_json
 from afbench.plan import Plan, RunSpec
 
@@ -93,7 +93,9 @@ def collect(out_dir: Path) -> Collected:
                      and window.first_step <= r.get("step", 0) <= window.last_step]
         if row["status"] == "OK":
             try:
-                times = read_step_times(run_dir / "stdout.log", window.first_step, window.last_step)
+                pattern = getattr(spec.config.engine, "step_regex_source", DEFAULT_STEP_PATTERN)
+                times = read_step_times(run_dir / "stdout.log", window.first_step, window.last_step,
+                                        pattern)
                 row["mean_step_s"] = mean_step_time(times)
             except InvalidLog as exc:
                 row["log_error"] = str(exc)

@@ -13,7 +13,9 @@ import pandas as pd
 
 from afbench.analysis import kernels as K
 from afbench.analysis.steptrace import profiling_status
-from afbench.analysis.verdict import RUN_FAILED, SKIPPED, gain_pct, quick_verdict
+from afbench.analysis.stats import t_interval_of_gain
+from afbench.analysis.verdict import (NO_GAIN, RUN_FAILED, SKIPPED, gain_pct, quick_verdict,
+                                      verdict_label)
 from afbench.collect import MEANS, Collected
 from afbench.config.models import ReportConfig
 
@@ -33,8 +35,10 @@ def loss_parity(steps: pd.DataFrame, baseline_ids: list[str], variant_ids: list[
     side has no losses."""
     if steps.empty or not baseline_ids or not variant_ids or "loss" not in steps:
         return {"status": "N/A", "reason": "no per-step losses"}
-    a = steps[steps.run_id == baseline_ids[0]].set_index("step")["loss"]
-    b = steps[steps.run_id == variant_ids[0]].set_index("step")["loss"]
+    a = steps[steps.run_id == baseline_ids[0]].set_index("step")["loss"].dropna()
+    b = steps[steps.run_id == variant_ids[0]].set_index("step")["loss"].dropna()
+    if a.empty or b.empty:
+        return {"status": "N/A", "reason": "no per-step losses logged"}
     common = a.index.intersection(b.index)
     if not len(common):
         return {"status": "N/A", "reason": "no common steps"}
@@ -50,6 +54,34 @@ def loss_parity(steps: pd.DataFrame, baseline_ids: list[str], variant_ids: list[
     else:
         out.update(status="MATCH")
     return out
+
+
+def decide(variant: str, baseline_s: list[float], variant_s: list[float], failed: bool,
+           skipped: bool, level: float) -> dict[str, Any]:
+    """Verdict of a variant against the baseline from per-repeat mean step times (seconds).
+
+    One value per side: the reference's quick verdict (``<VARIANT>_FASTER`` if the gain > 0),
+    labelled as a single round. Two or more: Welch-t interval of the gain at ``level``;
+    ``<VARIANT>_FASTER`` only when the whole interval is above zero, else ``NO_GAIN`` with the
+    interval shown. ``RUN_FAILED`` / ``SKIPPED`` when a side has no valid number.
+    """
+    out: dict[str, Any] = {"gain_pct": None, "ci_low": None, "ci_high": None, "note": "",
+                           "kind": "none"}
+    if skipped:
+        return {**out, "verdict": SKIPPED}
+    if failed or not baseline_s or not variant_s:
+        return {**out, "verdict": RUN_FAILED}
+    mb, mv = sum(baseline_s) / len(baseline_s), sum(variant_s) / len(variant_s)
+    if len(baseline_s) >= 2 and len(variant_s) >= 2:
+        gain, lo, hi = t_interval_of_gain(baseline_s, variant_s, level)
+        verdict = verdict_label(variant) if lo > 0 else NO_GAIN
+        note = f" ({level:.0%} interval of the gain [{lo:+.2f}%, {hi:+.2f}%]"
+        note += ", slower)" if hi < 0 else ")"
+        return {**out, "verdict": verdict, "gain_pct": gain, "ci_low": lo, "ci_high": hi,
+                "note": note, "kind": "interval"}
+    verdict = quick_verdict(variant, mb, mv, failed=False)
+    return {**out, "verdict": verdict, "gain_pct": gain_pct(mb, mv),
+            "note": " (quick verdict: one round)", "kind": "quick"}
 
 
 def _generations(run_dir) -> list[dict[str, Any]]:
@@ -130,26 +162,28 @@ def compare(col: Collected, report: ReportConfig) -> dict[str, Any]:
         errors = [e for e in sel.log_error.tolist() if e]
         extra = {k: _mean(sel[k].tolist()) for k in MEANS[workload] if k in sel}
         sanity = [x for x in sel.get("sanity", pd.Series(dtype=object)).tolist() if isinstance(x, str)]
+        per_repeat = [x for x in sel.mean_step_s.tolist() if x is not None and x == x]
         return {"statuses": statuses, "mean_step_s": mean, "first_step_s": first,
+                "per_repeat_s": per_repeat,
                 "tokens_per_s": _mean(sel.tokens_per_s.tolist()), "log_errors": errors,
                 "metrics": extra, "sanity": sanity[0] if sanity else None,
                 "skipped": bool(statuses) and all(s == "SKIPPED" for s in statuses),
                 "ok": bool(statuses) and all(s == "OK" for s in statuses) and not errors}
 
+    variants_cfg = col.experiment.get("config", {}).get("experiment", {}).get("variants", {})
     b = side(base)
     comparisons = []
     for variant in plan.variants:
         if variant == base:
             continue
         v = side(variant)
-        if v["skipped"] and b["ok"]:
-            verdict = SKIPPED
-        else:
-            verdict = quick_verdict(variant, b["mean_step_s"], v["mean_step_s"],
-                                    failed=not (b["ok"] and v["ok"]))
-        gain = (gain_pct(b["mean_step_s"], v["mean_step_s"])
-                if verdict not in (RUN_FAILED, SKIPPED) else None)
-        if workload == "infer":
+        decision = decide(variant, b["per_repeat_s"], v["per_repeat_s"],
+                          failed=not (b["ok"] and v["ok"]), skipped=v["skipped"] and b["ok"],
+                          level=report.confidence)
+        verdict, gain = decision["verdict"], decision["gain_pct"]
+        if not (b["ok"] and v["ok"]):
+            parity = {"status": "N/A", "reason": "a run of the pair did not succeed"}
+        elif workload == "infer":
             parity = generation_parity(col.out_dir, ids(base, vphase), ids(variant, vphase), rtol)
         else:
             parity = loss_parity(col.steps, ids(base, vphase), ids(variant, vphase), rtol)
@@ -159,14 +193,18 @@ def compare(col: Collected, report: ReportConfig) -> dict[str, Any]:
         break_even = (compile_s / saving if compile_s is not None and saving and saving > 0 else None)
         reasons = [r for r in runs[runs.run_id.isin(ids(variant, vphase) + ids(base, vphase))]
                    .reason.tolist() if r] + b["log_errors"] + v["log_errors"]
-        line = verdict
+        line = verdict + decision["note"]
         if parity["status"] == "DIVERGED" and verdict.endswith("_FASTER"):
             where = parity.get("first_diverging_step", parity.get("first_diverging_position"))
             line += f" (but parity DIVERGED at {'step' if workload == 'sft' else 'token'} {where})"
         comparisons.append({
             "variant": variant, "baseline": base, "phase": vphase, "verdict": verdict,
             "verdict_line": line, "baseline_mean_s": b["mean_step_s"], "variant_mean_s": v["mean_step_s"],
-            "gain_pct": gain, "baseline_tokens_per_s": b["tokens_per_s"],
+            "gain_pct": gain, "gain_ci_low": decision["ci_low"], "gain_ci_high": decision["ci_high"],
+            "verdict_kind": decision["kind"], "confidence": report.confidence,
+            "aa": variants_cfg.get(variant) == variants_cfg.get(base),
+            "baseline_repeats_s": b["per_repeat_s"], "variant_repeats_s": v["per_repeat_s"],
+            "baseline_tokens_per_s": b["tokens_per_s"],
             "variant_tokens_per_s": v["tokens_per_s"], "baseline_first_step_s": b["first_step_s"],
             "variant_first_step_s": v["first_step_s"], "compile_overhead_s": compile_s,
             "break_even_steps": break_even, "parity": parity, "reasons": reasons,
@@ -234,7 +272,8 @@ def compare(col: Collected, report: ReportConfig) -> dict[str, Any]:
         "runs": col.runs.where(col.runs.notna(), None).to_dict("records"),
         "switches": {rid: r.get("switches", []) for rid, r in col.results.items() if r},
         "comparisons": comparisons, "profiling": profiling, "kernels": kernels,
-        "kernel_diffs": kernel_diffs, "fused_evidence": fused_evidence, "caveat": CAVEAT if plan.repeats == 1 else "",
+        "kernel_diffs": kernel_diffs, "fused_evidence": fused_evidence,
+        "caveat": CAVEAT if plan.repeats == 1 else "",
         "headline": headline,
     }
 

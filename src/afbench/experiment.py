@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
 from rich.console import Console
 
 from afbench.config.models import AfbenchConfig
-from afbench.errors import AssetError, ConfigError
-from afbench.io import write_json_atomic
+from afbench.errors import ConfigError
+from afbench.io import read_json, write_json_atomic, write_text_atomic
 from afbench.launch.local import RunStatus, launch_run, write_skipped
-from afbench.plan import Plan, make_plan, skip_reason
+from afbench.plan import Plan, RunSpec, make_plan, skip_reason
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -31,30 +32,25 @@ def content_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def check_inputs(conf: AfbenchConfig) -> dict[str, dict[str, str]]:
-    """Model, data and manifest checks before any run; returns content hashes for the report.
+def preflight(conf: AfbenchConfig, out_dir: Path, show_all: bool = False) -> list:
+    """Run the preflight checks (afbench.preflight); print FAIL lines (all lines with
+    ``show_all``) and raise PreflightError if any failed."""
+    from afbench.preflight import raise_on_failure, run_preflight
 
-    Raises ConfigError for a missing path (naming model.path / data.path) and AssetError when
-    a file does not match the sha256 manifest.
-    """
-    from afbench.assets.manifest import verify_manifest
+    checks = run_preflight(conf, out_dir, min_free_gib=conf.preflight.min_free_gib,
+                           min_cann_date=conf.preflight.min_cann_date)
+    for check in checks:
+        if show_all or not check.ok:
+            console.print(check.line(), markup=False)
+    raise_on_failure(checks)
+    if not show_all:
+        console.print(f"afbench: preflight: {len(checks)} checks passed")
+    return checks
 
-    model = Path(conf.model.path)
-    if not (model / "config.json").is_file():
-        raise ConfigError(f"model.path: {model} is not an HF-format model folder (no config.json); "
-                          "set model.path=/abs/path/to/model")
-    data = Path(conf.data.path)
-    if not data.is_file():
-        raise ConfigError(f"data.path: {data} does not exist; set data.path=/abs/path/to/file.parquet")
-    if conf.model.manifest:
-        manifest = Path(conf.model.manifest)
-        if not manifest.is_file():
-            raise AssetError(f"model.manifest: {manifest} does not exist; rebuild the assets with "
-                             "`python -m afbench.assets build` or set model.manifest=null")
-        problems = verify_manifest(manifest)
-        if problems:
-            raise AssetError(f"asset check against {manifest} failed:\n  " + "\n  ".join(problems)
-                             + "\nrebuild with `python -m afbench.assets build`")
+
+def input_hashes(conf: AfbenchConfig) -> dict[str, dict[str, str]]:
+    """Content SHA-256 of the model folder and the data file, for the report."""
+    model, data = Path(conf.model.path), Path(conf.data.path)
     return {"model": {"path": str(model), "sha256": content_sha256(model)},
             "data": {"path": str(data), "sha256": content_sha256(data)}}
 
@@ -66,19 +62,53 @@ def _progress(i: int, n: int, run_id: str, status: RunStatus) -> None:
                   f"{status.wall_s:7.1f}s{reason}")
 
 
-def execute_plan(plan: Plan) -> dict[str, str]:
-    """Run (or skip) every RunSpec in order; returns run_id -> status.
+def resume_index(root: Path) -> dict[str, Path]:
+    """config_hash -> run directory of every OK run (with result.json) below ``root``.
+
+    Raises ConfigError naming ``resume`` when ``root`` is not a directory."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ConfigError(f"resume: {root} is not a directory; give an earlier afbench output "
+                          "or sweep directory")
+    index: dict[str, Path] = {}
+    for status_path in sorted(root.rglob("runs/*/status.json")):
+        try:
+            status = read_json(status_path)
+        except (OSError, ValueError):
+            continue
+        if status.get("status") == "OK" and (status_path.parent / "result.json").is_file():
+            index.setdefault(status.get("config_hash", ""), status_path.parent)
+    return index
+
+
+def reuse_run(spec: RunSpec, source: Path) -> RunStatus:
+    """Copy a finished run (same config hash) into this experiment instead of running it."""
+    run_dir = Path(spec.run_dir)
+    shutil.copytree(source, run_dir, ignore=shutil.ignore_patterns("cache", "tmp"))
+    write_text_atomic(run_dir / "runspec.json", spec.model_dump_json(indent=2))
+    old = read_json(run_dir / "status.json")
+    status = RunStatus.model_validate({**old, "run_id": spec.run_id,
+                                       "reason": f"resumed from {source}"})
+    write_json_atomic(run_dir / "status.json", status.model_dump())
+    return status
+
+
+def execute_plan(plan: Plan, resume: dict[str, Path] | None = None) -> dict[str, str]:
+    """Run (or skip, or reuse from ``resume``) every RunSpec in order; returns run_id -> status.
 
     On KeyboardInterrupt the current worker's process group is stopped (by the launcher), the
     remaining runs are recorded as SKIPPED "interrupted", and the interrupt is re-raised.
     """
     statuses: dict[str, str] = {}
     n = len(plan.runs)
+    spent, launched = 0.0, 0
     for i, run in enumerate(plan.runs, 1):
         reason = skip_reason(plan, run, statuses)
         try:
             if reason:
                 st = write_skipped(run, reason)
+            elif resume and run.config_hash in resume:
+                st = reuse_run(run, resume[run.config_hash])
             else:
                 with console.status(f"[{i}/{n}] {run.run_id} running"):
                     st = launch_run(run)
@@ -89,6 +119,11 @@ def execute_plan(plan: Plan) -> dict[str, str]:
             raise
         statuses[run.run_id] = st.status
         _progress(i, n, run.run_id, st)
+        if not reason:
+            spent += st.wall_s if not st.reason.startswith("resumed") else 0.0
+            launched += 0 if st.reason.startswith("resumed") else 1
+            if launched and i < n:
+                console.print(f"      ETA {spent / launched * (n - i) / 60:.1f} min for {n - i} more run(s)")
     return statuses
 
 
@@ -101,7 +136,8 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path) -> int:
     if (out_dir / "plan.json").exists():
         raise ConfigError(f"{out_dir} already holds an experiment; an output directory is never reused")
     plan = make_plan(conf, out_dir)
-    assets = check_inputs(conf)
+    preflight(conf, out_dir)
+    assets = input_hashes(conf)
     write_json_atomic(out_dir / "experiment.json", {
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "config": conf.model_dump(mode="json"),
@@ -109,8 +145,9 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path) -> int:
     })
     write_json_atomic(out_dir / "plan.json", plan.model_dump(mode="json"))
     console.print(f"afbench: experiment {plan.experiment}: {len(plan.runs)} runs -> {out_dir}")
+    resume = resume_index(Path(conf.resume)) if conf.resume else None
     try:
-        statuses = execute_plan(plan)
+        statuses = execute_plan(plan, resume)
     finally:
         summary = build_report(out_dir)
         console.print(f"afbench: report {out_dir / 'report.md'}")

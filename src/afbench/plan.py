@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -76,7 +75,14 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path) -> Plan:
         for variant in variant_names:
             where = f"experiment.variants.{variant} in phase {phase}"
             data = apply_overrides(phased, exp.variants[variant], f"experiment.variants.{variant}")
-            configs[(variant, phase)] = validate_run_config(data, where)
+            configs[(variant, phase)] = rc = validate_run_config(data, where)
+            if rc.engine.name == "command":
+                # a wrong executable, placeholder or step pattern fails now (exit 2), not as
+                # a FAILED run after the earlier runs spent their time
+                from afbench.engines.command import check_executable, step_regex
+
+                check_executable(rc.engine)
+                step_regex(rc.engine)
     for phase in exp.phases:
         for repeat in range(1, exp.repeats + 1):
             for variant in variant_names:

@@ -11,18 +11,27 @@ import sys
 import traceback
 from pathlib import Path
 
-from afbench.errors import RunSkipped
+from afbench.errors import ConfigError, RunFailed, RunSkipped
 from afbench.io import write_json_atomic
 from afbench.launch.local import ERROR_PREFIX, SKIP_PREFIX, SKIPPED_EXIT_CODE
 from afbench.plan import RunSpec
 
 
 def run(spec: RunSpec) -> dict:
+    cfg = spec.config
+    run_dir = Path(spec.run_dir)
+    if cfg.engine.name == "command":
+        # the user's executable owns the device: no torch, no backend in this process
+        from afbench.engines.command import run_command
+
+        return run_command(spec, run_dir)
+    if cfg.engine.name == "torchtitan":
+        from afbench.engines.torchtitan import run_torchtitan
+
+        return run_torchtitan(spec, run_dir)
     from afbench.backends import get_backend
 
-    cfg = spec.config
     backend = get_backend(cfg.backend.name, cfg.backend.num_threads)
-    run_dir = Path(spec.run_dir)
     if cfg.scheduler.workload == "sft":
         from afbench.engines.sft import run_sft
 
@@ -46,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         print(SKIP_PREFIX + str(exc), flush=True)
         return SKIPPED_EXIT_CODE
     except Exception as exc:  # every failure becomes one line in the report
-        traceback.print_exc()
+        if not isinstance(exc, (RunFailed, ConfigError)):
+            traceback.print_exc()
         print(ERROR_PREFIX + f"{type(exc).__name__}: {exc}".splitlines()[0], flush=True)
         return 1
     write_json_atomic(Path(spec.run_dir) / "result.json", result)

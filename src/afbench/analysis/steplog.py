@@ -28,7 +28,8 @@ VERDICT_LAST_STEP = 10
 #: a malformed value such as ``nan`` or ``n/a`` is reported rather than silently skipped.
 #: ``\bstep`` does not match inside ``elapsed_time_per_step`` (``_`` is a word character).
 DEFAULT_STEP_PATTERN = (
-    r"\bstep:\s*(?P<step>\d+)\b.*?\belapsed_time_per_step:\s*(?P<value>\S+?)s?(?=\s|$)"
+    r"\bstep:\s*(?P<step>\d+)\b(?:.*?\bloss:\s*(?P<loss>\S+))?"
+    r".*?\belapsed_time_per_step:\s*(?P<value>\S+?)s?(?=\s|$)"
 )
 
 # CSI (colours, cursor moves), OSC (titles, hyperlinks), charset selection (``tput sgr0``

@@ -11,6 +11,7 @@ import re
 from typing import Annotated, Any, Literal, Union
 
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN
+from afbench.engines.torchtitan import TorchtitanEngine
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -72,8 +73,6 @@ class ParallelConfig(Section):
                 f"{len(self.devices)} devices {self.devices} for world_size {self.world_size}: "
                 "give one device id per process"
             )
-        if self.tp_size != 1:
-            raise ValueError("tp_size > 1 is not supported by the builtin engine; use tp_size=1")
         return self
 
 
@@ -214,8 +213,13 @@ class CommandEngine(Section):
     name: Literal["command"] = "command"
     executable: str
     args: list[str] = []
-    # Regex with named groups `step` and `value` (seconds) for the step lines of its output.
-    step_pattern: str = DEFAULT_STEP_PATTERN
+    # Regex with named groups `step` and `value` (seconds), optionally `loss`, for the step
+    # lines of its output; null = the reference's `step: N ... elapsed_time_per_step: X[s]`.
+    step_pattern: str | None = None
+
+    @property
+    def step_regex_source(self) -> str:
+        return self.step_pattern or DEFAULT_STEP_PATTERN
     env: dict[str, str] = {}
 
     @field_validator("env")
@@ -227,7 +231,8 @@ class CommandEngine(Section):
         return v
 
 
-EngineConfig = Annotated[Union[BuiltinEngine, CommandEngine], Field(discriminator="name")]
+EngineConfig = Annotated[Union[BuiltinEngine, CommandEngine, TorchtitanEngine],
+                         Field(discriminator="name")]
 
 
 class LauncherConfig(Section):
@@ -259,6 +264,11 @@ class ReportConfig(Section):
     template_dir: str | None = None
     top_n_kernels: PositiveInt = 15
     parity: ParityConfig = ParityConfig()
+    # Confidence level of the gain interval when experiment.repeats >= 2.
+    confidence: float = Field(0.95, gt=0.5, lt=1.0)
+    # Sweeps: the combination every other is compared with, as its overrides
+    # ("optimization.autofuse=false,optimization.add_rmsnorm=false"); null = all switches off.
+    sweep_baseline: str | None = None
 
 
 class ExperimentConfig(Section):
@@ -267,7 +277,7 @@ class ExperimentConfig(Section):
     name: str = Field("single", pattern=NAME_PATTERN)
     baseline: str = "baseline"
     variants: dict[str, dict[str, Any]] = {"baseline": {}}
-    phases: dict[str, dict[str, Any]] = {"train": {}}
+    phases: dict[str, dict[str, Any]] = {"run": {}}
     repeats: PositiveInt = 1
     skip_policy: Literal["reference", "per_variant"] = "per_variant"
     # Phase whose step times give the verdict (null = the first phase without the profiler).
@@ -317,6 +327,9 @@ class RunConfig(Section):
     def _consistent(self) -> "RunConfig":
         s = self.scheduler
         o = self.optimization
+        builtin = self.engine.name == "builtin"  # a user's command owns its own batching
+        if builtin and self.parallel.tp_size != 1:
+            raise ValueError("parallel.tp_size > 1 is not supported by the builtin engine; use 1")
         if isinstance(s, SftScheduler):
             if o.npugraph_ex:
                 raise ValueError(
@@ -324,7 +337,7 @@ class RunConfig(Section):
                     "use it with scheduler=infer"
                 )
             per_step = s.micro_batch_size * self.parallel.world_size
-            if s.global_batch_size % per_step:
+            if builtin and s.global_batch_size % per_step:
                 raise ValueError(
                     f"scheduler.global_batch_size {s.global_batch_size} is not divisible by "
                     f"micro_batch_size x world_size = {per_step}"
@@ -338,10 +351,22 @@ class RunConfig(Section):
         return self
 
 
+class PreflightConfig(Section):
+    """Thresholds of the checks run before any experiment (afbench.preflight)."""
+
+    min_free_gib: NonNegativeFloat = 1.0
+    # CANN component build dates (20YYMMDD) must be on or after this (NPU only).
+    min_cann_date: str = Field("20260715", pattern=r"^20\d{6}$")
+
+
 class AfbenchConfig(RunConfig):
     """The whole composed config (Hydra's ``hydra`` node excluded)."""
 
     launcher: LauncherConfig = LauncherConfig()
+    preflight: PreflightConfig = PreflightConfig()
+    # An earlier output directory (single or sweep): runs whose config hash has an OK result
+    # there are copied instead of run again; failed or missing ones run.
+    resume: str | None = None
     report: ReportConfig = ReportConfig()
     experiment: ExperimentConfig = ExperimentConfig()
     task: Literal["run", "check"] = "run"

@@ -11,7 +11,6 @@ Nothing here imports torch or loads a backend: the command owns the device.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -26,6 +25,7 @@ from typing import Any, TextIO
 
 from afbench.analysis.steplog import compile_step_pattern, strip_ansi
 from afbench.config.models import CommandEngine, RunConfig
+from afbench.engines.metrics import MetricsWriter
 from afbench.errors import ConfigError, RunFailed
 from afbench.plan import RunSpec
 
@@ -35,22 +35,6 @@ ENV_PREFIX = "AFBENCH_"
 DRAIN_S = 2.0
 # A "line" this long without a newline (a progress bar redrawn with \r) is passed on as is.
 MAX_LINE_BYTES = 1 << 20
-
-
-class _MetricsFile:
-    """``metrics.jsonl`` in the format of :class:`afbench.engines.common.MetricsWriter`:
-    one ``{"kind": ..., ...}`` record per line, flushed at once. A copy, because
-    ``engines.common`` imports torch at module level and this engine must not."""
-
-    def __init__(self, path: Path) -> None:
-        self.fh: TextIO = open(path, "a", encoding="utf-8")
-
-    def write(self, kind: str, **record: Any) -> None:
-        self.fh.write(json.dumps({"kind": kind, **record}) + "\n")
-        self.fh.flush()
-
-    def close(self) -> None:
-        self.fh.close()
 
 
 def run_values(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
@@ -133,7 +117,7 @@ def command_env(engine: CommandEngine, values: dict[str, Any]) -> dict[str, str]
 def step_regex(engine: CommandEngine) -> re.Pattern[str]:
     """The compiled ``engine.step_pattern``; ConfigError naming it when it is unusable."""
     try:
-        return compile_step_pattern(engine.step_pattern)
+        return compile_step_pattern(engine.step_regex_source)
     except ValueError as exc:
         raise ConfigError(f"engine.step_pattern: {exc}") from None
 
@@ -154,7 +138,7 @@ def _number(raw: str | None) -> float | None:
 class _StepLines:
     """Turns output lines into step records; remembers what the outcome needs."""
 
-    def __init__(self, regex: re.Pattern[str], metrics: _MetricsFile) -> None:
+    def __init__(self, regex: re.Pattern[str], metrics: MetricsWriter) -> None:
         self.regex = regex
         self.metrics = metrics
         self.extra = [g for g in regex.groupindex if g not in ("step", "value")]
@@ -163,11 +147,15 @@ class _StepLines:
         self.bad_loss: str | None = None
         self.last_line = ""
 
-    def feed(self, line: str) -> None:
-        clean = strip_ansi(line).strip()
-        if clean:
-            self.last_line = clean
-        match = self.regex.search(clean)
+    def feed(self, text: str) -> None:
+        # the same split as the strict parse in analysis.steplog, so both see the same lines
+        for line in strip_ansi(text).splitlines():
+            if line.strip():
+                self.last_line = line.strip()
+            self._match(line)
+
+    def _match(self, line: str) -> None:
+        match = self.regex.search(line)
         if match is None or match.group("step") is None:
             return
         try:
@@ -263,7 +251,7 @@ def run_command(spec: RunSpec, run_dir: Path) -> dict:
         Path(values["profile_dir"]).mkdir(exist_ok=True)
     print("afbench.command: " + " ".join(argv), flush=True)
 
-    metrics = _MetricsFile(run_dir / "metrics.jsonl")
+    metrics = MetricsWriter(run_dir / "metrics.jsonl")
     steps = _StepLines(regex, metrics)
     forwarded: list[int] = []
     t0 = time.perf_counter()

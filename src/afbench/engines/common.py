@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import math
 import platform
 import random
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import torch
 
 from afbench.backends.base import Backend
 from afbench.config.models import ModelConfig
+from afbench.engines.metrics import MetricsWriter  # noqa: F401  (re-exported)
 from afbench.errors import ConfigError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -63,21 +63,6 @@ def prepare_model(cfg: Any, backend: Backend, train: bool) -> tuple[Any, Any, An
         forward, detail = backend.compile(model, cfg.optimization.compile)
         switches.append(SwitchReport("autofuse", True, detail))
     return model, forward, tokenizer, switches
-
-
-class MetricsWriter:
-    """Appends one JSON record per line to ``metrics.jsonl`` and flushes, so a crash keeps
-    every record written before it."""
-
-    def __init__(self, path: Path) -> None:
-        self.fh: TextIO = open(path, "a", encoding="utf-8")
-
-    def write(self, kind: str, **record: Any) -> None:
-        self.fh.write(json.dumps({"kind": kind, **record}) + "\n")
-        self.fh.flush()
-
-    def close(self) -> None:
-        self.fh.close()
 
 
 def step_line(step: int, loss: float, step_time_s: float, **fields: float) -> str:

@@ -21,6 +21,14 @@ def main(argv: list[str] | None = None) -> int:
     from afbench.io import read_json
     from afbench.report.render import build_report
 
+    if not (args.out_dir / "plan.json").is_file() and any(args.out_dir.glob("*/plan.json")):
+        from afbench.sweep import build_sweep_report
+
+        summary = build_sweep_report(args.out_dir)
+        for c in summary["combinations"]:
+            print(f"{c['name']}: {c['verdict']}{c.get('note', '')}")
+        print(f"afbench.report: wrote {args.out_dir / 'sweep_report.md'}")
+        return 0
     if not (args.out_dir / "plan.json").is_file():
         print(f"afbench.report: error: {args.out_dir} holds no plan.json; give an afbench output "
               "directory (outputs/<date>/<time>-<experiment>-<pid>)", file=sys.stderr)

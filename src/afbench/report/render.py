@@ -2,20 +2,24 @@
 
 Templates: ``report.md.j2`` and ``report.html.j2`` from ``report.template_dir`` when set (a
 user's own), else the shipped ``templates/``. They get ``s`` (the summary, as in summary.json)
-and ``L`` (the labels of ``report.lang`` from ``templates/labels.yaml``).
+and ``L`` (the labels of ``report.lang`` from ``templates/labels.yaml``); the HTML template also
+gets ``plots`` (:func:`afbench.report.plots.report_plots`: inline SVG figures, or notes).
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import yaml
 
 from afbench.config.models import ReportConfig
 from afbench.io import read_json, write_json_atomic, write_text_atomic
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -48,18 +52,42 @@ def environment(template_dir: str | None) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters["fmt"] = _fmt
+    # a Markdown table cell: no pipe or newline may break the row
+    env.filters["cell"] = lambda v: " ".join(str(v or "").split()).replace("|", "\\|")
     env.filters["short"] = lambda h, n=16: (h or "n/a")[:n]
     return env
 
 
 def render(summary: dict[str, Any], out_dir: Path, report: ReportConfig) -> list[Path]:
-    """Render ``report.md`` / ``report.html`` (per ``report.formats``) atomically into out_dir."""
+    """Render ``report.md`` / ``report.html`` (per ``report.formats``) atomically into out_dir.
+    The HTML's step-time plot reads ``out_dir/results/steps.parquet`` when it exists."""
+    return _render(summary, Path(out_dir), report, steps=None)
+
+
+def _steps_table(out_dir: Path) -> pd.DataFrame | None:
+    path = out_dir / "results" / "steps.parquet"
+    if not path.is_file():
+        return None
+    import pandas as pd
+
+    return pd.read_parquet(path)
+
+
+def _render(summary: dict[str, Any], out_dir: Path, report: ReportConfig,
+            steps: pd.DataFrame | None) -> list[Path]:
     env = environment(report.template_dir)
+    L = labels(report.lang)
     written = []
     for fmt in report.formats:
         template = env.get_template(f"report.{fmt}.j2")
-        path = Path(out_dir) / f"report.{fmt}"
-        write_text_atomic(path, template.render(s=summary, L=labels(report.lang)))
+        context: dict[str, Any] = {"s": summary, "L": L}
+        if fmt == "html":
+            from afbench.report.plots import report_plots
+
+            context["plots"] = report_plots(summary, steps if steps is not None
+                                            else _steps_table(out_dir), L)
+        path = out_dir / f"report.{fmt}"
+        write_text_atomic(path, template.render(**context))
         written.append(path)
     return written
 
@@ -83,5 +111,5 @@ def build_report(out_dir: Path, report: ReportConfig | None = None) -> dict[str,
         write_text_atomic(tables / f"{name}.csv", df.to_csv(index=False))
     summary = compare(col, report)
     write_json_atomic(out_dir / "summary.json", summary)
-    render(summary, out_dir, report)
+    _render(summary, out_dir, report, steps=col.steps)
     return summary

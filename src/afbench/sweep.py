@@ -1,0 +1,192 @@
+"""Sweeps (``python -m afbench -m key=a,b ...``): progress across jobs, and one sweep report
+ranking every combination against a baseline combination when the sweep ends.
+
+Each Hydra job is an ordinary afbench experiment in ``<sweep dir>/<job num>/``. A
+*combination* is one (job, variant) pair: with the default experiment (one variant) that is one
+job; with a recipe of several variants every variant of every job counts. Works with any Hydra
+launcher: the report reads only files.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+from rich.console import Console
+
+from afbench.analysis.verdict import RUN_FAILED
+from afbench.io import write_json_atomic, write_text_atomic
+
+console = Console(stderr=True, highlight=False, soft_wrap=True)
+# Set by jobs that failed (same process with the basic launcher); read by afbench.cli.main.
+FAILED_JOBS: list[str] = []
+
+
+def job_overrides(job_dir: Path) -> list[str]:
+    """The job's command-line overrides, from Hydra's ``.hydra/overrides.yaml``."""
+    path = job_dir / ".hydra" / "overrides.yaml"
+    return list(yaml.safe_load(path.read_text()) or []) if path.is_file() else []
+
+
+def swept_keys(overrides: list[list[str]]) -> list[str]:
+    """Keys whose value differs between jobs (the swept ones), in first-seen order."""
+    values: dict[str, set[str]] = {}
+    order: list[str] = []
+    for ovs in overrides:
+        for ov in ovs:
+            key, _, val = ov.partition("=")
+            if key not in values:
+                values[key] = set()
+                order.append(key)
+            values[key].add(val)
+    return [k for k in order if len(values[k]) > 1]
+
+
+def _is_off(value: str) -> bool:
+    return value.strip().lower() in ("false", "0", "off", "no", "null", "none")
+
+
+def build_sweep_report(sweep_dir: Path, baseline: str | None = None, level: float = 0.95) -> dict[str, Any]:
+    """Collect every job below ``sweep_dir``, rank the combinations and write
+    sweep_summary.json, sweep_report.md and sweep_report.html. Returns the summary."""
+    from afbench.collect import collect
+    from afbench.compare import decide
+    from afbench.report.render import environment, labels
+
+    sweep_dir = Path(sweep_dir).resolve()
+    jobs = sorted((p.parent for p in sweep_dir.glob("*/plan.json")),
+                  key=lambda p: (len(p.name), p.name))
+    all_overrides = [job_overrides(j) for j in jobs]
+    keys = swept_keys(all_overrides)
+    combos = []
+    for job, ovs in zip(jobs, all_overrides):
+        col = collect(job)
+        setting = {o.partition("=")[0]: o.partition("=")[2] for o in ovs if o.partition("=")[0] in keys}
+        runs = col.runs
+        for variant in col.plan.variants:
+            sel = runs[(runs.variant == variant) & (runs.phase == col.plan.verdict_phase)]
+            ok = bool(len(sel)) and (sel.status == "OK").all() and not any(sel.log_error)
+            per_repeat = [float(x) for x in sel.mean_step_s.tolist() if x is not None and x == x]
+            name = ",".join(f"{k}={setting.get(k, '')}" for k in keys) or job.name
+            if len(col.plan.variants) > 1:
+                name += f" [{variant}]"
+            combos.append({"name": name, "job": job.name, "variant": variant, "setting": setting,
+                           "ok": ok, "statuses": sel.status.tolist(), "per_repeat_s": per_repeat,
+                           "mean_step_s": sum(per_repeat) / len(per_repeat) if per_repeat else None,
+                           "tokens_per_s": sel.tokens_per_s.mean() if "tokens_per_s" in sel and ok else None,
+                           "reasons": [r for r in sel.reason.tolist() + sel.log_error.tolist() if r],
+                           "is_plan_baseline": variant == col.plan.baseline})
+    base = _pick_baseline(combos, keys, baseline)
+    for c in combos:
+        if c is base:
+            c.update(verdict="BASELINE", gain_pct=0.0, ci_low=None, ci_high=None, note="")
+            continue
+        d = decide("variant", base["per_repeat_s"] if base else [],
+                   c["per_repeat_s"], failed=not (c["ok"] and base and base["ok"]), skipped=False,
+                   level=level)
+        verdict = d["verdict"].replace("VARIANT_FASTER", "FASTER")
+        c.update(verdict=verdict, gain_pct=d["gain_pct"], ci_low=d["ci_low"], ci_high=d["ci_high"],
+                 note=d["note"])
+    ranked = sorted(combos, key=lambda c: (c["mean_step_s"] is None, c["mean_step_s"] or 0.0))
+    effects = main_effects(combos, keys)
+    summary = {"sweep_dir": str(sweep_dir), "jobs": len(jobs), "swept_keys": keys,
+               "baseline": base["name"] if base else None, "confidence": level,
+               "combinations": ranked, "main_effects": effects,
+               "failed": [c["name"] for c in combos if c["verdict"] == RUN_FAILED]}
+    write_json_atomic(sweep_dir / "sweep_summary.json", summary)
+    env = environment(None)
+    for fmt in ("md", "html"):
+        text = env.get_template(f"sweep.{fmt}.j2").render(s=summary, L=labels("en"))
+        write_text_atomic(sweep_dir / f"sweep_report.{fmt}", text)
+    return summary
+
+
+def _pick_baseline(combos: list[dict], keys: list[str], wanted: str | None) -> dict | None:
+    if not combos:
+        return None
+    if wanted:
+        want = dict(item.split("=", 1) for item in wanted.split(",") if "=" in item)
+        for c in combos:
+            if all(c["setting"].get(k) == v for k, v in want.items()) and c["is_plan_baseline"]:
+                return c
+        from afbench.errors import ConfigError
+
+        raise ConfigError(f"report.sweep_baseline: no combination matches {wanted!r}; "
+                          f"combinations: {[c['name'] for c in combos]}")
+    for c in combos:
+        if c["is_plan_baseline"] and all(_is_off(c["setting"].get(k, "false")) for k in keys):
+            return c
+    return combos[0]
+
+
+def main_effects(combos: list[dict], keys: list[str]) -> list[dict[str, Any]]:
+    """Per swept key and value: mean gain (%) of the combinations with that value minus the
+    mean gain of all combinations (a two-level factorial's main effect, halved)."""
+    valid = [c for c in combos if c.get("gain_pct") is not None]
+    if not valid:
+        return []
+    overall = sum(c["gain_pct"] for c in valid) / len(valid)
+    out = []
+    for key in keys:
+        for value in sorted({c["setting"].get(key, "") for c in valid}):
+            group = [c["gain_pct"] for c in valid if c["setting"].get(key, "") == value]
+            mean = sum(group) / len(group)
+            out.append({"key": key, "value": value, "combinations": len(group),
+                        "mean_gain_pct": mean, "effect_pct": mean - overall})
+    return out
+
+
+def _count_jobs(task_overrides: list[str]) -> int | None:
+    """Number of jobs a basic sweep of these overrides makes (None if not computable)."""
+    try:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        parsed = OverridesParser.create().parse_overrides(task_overrides)
+        sizes = [len(list(o.sweep_iterator())) if o.is_sweep_override() else 1 for o in parsed]
+        return int(list(itertools.accumulate(sizes, lambda a, b: a * b))[-1]) if sizes else 1
+    except Exception:  # a sweeper with its own syntax: no ETA, nothing else changes
+        return None
+
+
+class SweepCallback(Callback):
+    """Hydra callback: progress with ETA per job, the sweep report at the end."""
+
+    def __init__(self) -> None:
+        self.t0 = 0.0
+        self.done = 0
+        self.total: int | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.t0 = time.perf_counter()
+        self.total = _count_jobs(list(config.hydra.overrides.task))
+        console.print(f"afbench: sweep of {self.total or '?'} jobs -> {config.hydra.sweep.dir}")
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        self.done += 1
+        elapsed = time.perf_counter() - self.t0
+        eta = ""
+        if self.total:
+            left = (elapsed / self.done) * (self.total - self.done)
+            eta = f", ETA {left / 60:.1f} min"
+        console.print(f"afbench: sweep job {self.done}/{self.total or '?'} done "
+                      f"({elapsed / 60:.1f} min elapsed{eta})")
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        report = config.get("report", {})
+        try:
+            summary = build_sweep_report(sweep_dir, report.get("sweep_baseline"),
+                                         float(report.get("confidence", 0.95)))
+        except Exception as exc:  # the jobs' own reports stay; say why the sweep one is missing
+            console.print(f"afbench: sweep report failed: {exc}")
+            FAILED_JOBS.append("sweep report")
+            return
+        console.print(f"afbench: sweep report {sweep_dir / 'sweep_report.md'}")
+        for c in summary["combinations"]:
+            gain = f"{c['gain_pct']:+.2f}%" if c.get("gain_pct") is not None else "n/a"
+            console.print(f"  {c['name']}: {c['verdict']}{c.get('note', '')}, gain {gain}")

@@ -1,0 +1,1 @@
+"""Prints nothing and exits 0."""
