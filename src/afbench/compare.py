@@ -271,6 +271,7 @@ def compare(col: Collected, report: ReportConfig) -> dict[str, Any]:
         "parameters": params,
         "runs": col.runs.where(col.runs.notna(), None).to_dict("records"),
         "switches": {rid: r.get("switches", []) for rid, r in col.results.items() if r},
+        "ranks": {rid: r["ranks"] for rid, r in col.results.items() if r and r.get("ranks")},
         "comparisons": comparisons, "profiling": profiling, "kernels": kernels,
         "kernel_diffs": kernel_diffs, "fused_evidence": fused_evidence,
         "caveat": CAVEAT if plan.repeats == 1 else "",

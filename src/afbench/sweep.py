@@ -160,13 +160,17 @@ class SweepCallback(Callback):
         self.t0 = 0.0
         self.done = 0
         self.total: int | None = None
+        self.multirun = False  # Hydra calls on_job_end for single runs too
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.t0 = time.perf_counter()
+        self.multirun = True
         self.total = _count_jobs(list(config.hydra.overrides.task))
         console.print(f"afbench: sweep of {self.total or '?'} jobs -> {config.hydra.sweep.dir}")
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        if not self.multirun:
+            return
         self.done += 1
         elapsed = time.perf_counter() - self.t0
         eta = ""

@@ -7,6 +7,7 @@ the run directory and exits 0 (OK), 125 (SKIPPED: a switch the backend cannot ho
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -47,6 +48,14 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m afbench.worker <run_dir>/runspec.json", file=sys.stderr)
         return 2
     spec = RunSpec.model_validate_json(Path(argv[0]).read_text(encoding="utf-8"))
+    rank = int(os.environ.get("RANK", "0"))
+    if rank:
+        # under torchrun: only rank 0 writes the log the verdict is parsed from
+        log = os.open(Path(spec.run_dir) / f"rank{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(log, 1)
+        os.dup2(log, 2)
     print(f"afbench.worker: run {spec.run_id} (variant {spec.variant}, phase {spec.phase}, "
           f"repeat {spec.repeat})", flush=True)
     try:
@@ -59,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(ERROR_PREFIX + f"{type(exc).__name__}: {exc}".splitlines()[0], flush=True)
         return 1
-    write_json_atomic(Path(spec.run_dir) / "result.json", result)
+    if rank == 0:
+        write_json_atomic(Path(spec.run_dir) / "result.json", result)
     return 0
 
 

@@ -65,7 +65,7 @@ def format_validation_error(
             msg = e["msg"].removeprefix("Value error, ")
             given = e.get("input")
             shown = "" if isinstance(given, (dict, list)) or given is None else f" (got {given!r})"
-            lines.append(f"{key}: {msg}{shown}")
+            lines.append(f"{key}: {msg}{shown}" if path else f"{prefix}{msg}{shown}")
     return "\n".join(lines)
 
 

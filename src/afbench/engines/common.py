@@ -45,11 +45,13 @@ def load_model_and_tokenizer(cfg: ModelConfig, backend: Backend) -> tuple[Any, A
     return model.to(backend.device()), tokenizer
 
 
-def prepare_model(cfg: Any, backend: Backend, train: bool) -> tuple[Any, Any, Any, list]:
-    """Seed, load, apply the converters (add_rmsnorm, rmsnorm) and the autofuse switch.
+def prepare_model(cfg: Any, backend: Backend, train: bool,
+                  wrap: Any = None) -> tuple[Any, Any, Any, list]:
+    """Seed, load, apply the converters (add_rmsnorm, rmsnorm), ``wrap`` (e.g. DDP) and the
+    autofuse switch, in that order.
 
-    Returns (model, forward, tokenizer, switch reports): ``forward`` is the compiled model when
-    ``optimization.autofuse`` is on, else the model itself; the optimizer must use ``model``.
+    Returns (model, forward, tokenizer, switch reports): ``forward`` is the (wrapped, compiled)
+    module to call; the optimizer must use ``model``'s parameters.
     """
     from afbench.switches import SwitchReport
     from afbench.switches.converters import apply_converters
@@ -58,9 +60,9 @@ def prepare_model(cfg: Any, backend: Backend, train: bool) -> tuple[Any, Any, An
     model, tokenizer = load_model_and_tokenizer(cfg.model, backend)
     model.train(train)
     switches = apply_converters(model, cfg.optimization, backend)
-    forward = model
+    forward = wrap(model) if wrap else model
     if cfg.optimization.autofuse:
-        forward, detail = backend.compile(model, cfg.optimization.compile)
+        forward, detail = backend.compile(forward, cfg.optimization.compile)
         switches.append(SwitchReport("autofuse", True, detail))
     return model, forward, tokenizer, switches
 

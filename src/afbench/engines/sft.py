@@ -6,6 +6,7 @@ loss, grad norm and tokens/s into ``metrics.jsonl`` and prints the reference's l
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import torch
 from afbench.backends.base import Backend
 from afbench.config.models import SftScheduler
 from afbench.engines import data as chat
+from afbench.engines import distributed as ddp
 from afbench.engines.common import (
     MetricsWriter,
     environment_info,
@@ -37,7 +39,10 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     s = cfg.scheduler
     assert isinstance(s, SftScheduler)
     o = cfg.optimization
-    model, forward, tokenizer, switches = prepare_model(cfg, backend, train=True)
+    info = ddp.dist_info()
+    ddp.init(backend.name, info)
+    model, forward, tokenizer, switches = prepare_model(
+        cfg, backend, train=True, wrap=lambda m: ddp.wrap(m, info, backend.device()))
     max_pos = getattr(model.config, "max_position_embeddings", None)
     if max_pos and s.seq_len > max_pos:
         raise ConfigError(f"scheduler.seq_len {s.seq_len} exceeds the model's max_position_embeddings {max_pos}")
@@ -54,15 +59,18 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     device = backend.device()
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
-    accum = s.global_batch_size // s.micro_batch_size
+    accum = s.global_batch_size // (s.micro_batch_size * info.world_size)
     tokens_per_step = s.global_batch_size * s.seq_len
 
-    metrics = MetricsWriter(run_dir / "metrics.jsonl")
-    profiler = StepProfiler(backend, o.profiler_window, run_dir / "profile", o.npu_profiler) if o.profiler else None
+    metrics = MetricsWriter(run_dir / ("metrics.jsonl" if info.rank == 0 else f"metrics.rank{info.rank}.jsonl"))
+    profiler = (StepProfiler(backend, o.profiler_window, run_dir / "profile", o.npu_profiler)
+                if o.profiler and info.rank == 0 else None)
     if profiler:
         switches.append(SwitchReport("profiler", True, f"{type(backend).__name__} profiler, steps "
                                      f"{o.profiler_window.first_step}-{o.profiler_window.last_step}"))
     first_step_s = None
+    local_losses: list[float] = []
+    forward_ddp = forward if not hasattr(forward, "_orig_mod") else forward._orig_mod
     backend.reset_peak_memory()
     if profiler:
         profiler.__enter__()
@@ -71,13 +79,20 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
             backend.synchronize()
             t0 = time.perf_counter()
             loss_sum = torch.zeros((), device=device)
-            for _ in range(accum):
-                idx = order.take(s.micro_batch_size)
+            # every rank draws the same global batch and trains on its own shard of it
+            shard = order.take(s.global_batch_size)[info.rank::info.world_size]
+            for k in range(accum):
+                idx = shard[k * s.micro_batch_size:(k + 1) * s.micro_batch_size]
                 x = inputs[idx].to(device, non_blocking=True)
                 y = labels[idx].to(device, non_blocking=True)
-                loss = forward(input_ids=x, labels=y).loss / accum
-                loss.backward()
+                # DDP all-reduces gradients on the last micro batch only
+                sync = contextlib.nullcontext() if k == accum - 1 or not info.enabled else forward_ddp.no_sync()
+                with sync:
+                    loss = forward(input_ids=x, labels=y).loss / accum
+                    loss.backward()
                 loss_sum += loss.detach()
+            local_losses.append(float(loss_sum))
+            loss_sum = ddp.mean_across_ranks(loss_sum, info)
             if s.max_grad_norm is not None:
                 grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm)
             else:
@@ -93,7 +108,9 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
             tps = tokens_per_step / dt
             metrics.write("step", step=step, step_time_s=dt, loss=loss_v, grad_norm=gn,
                           tokens=tokens_per_step, tokens_per_s=tps, lr=s.lr)
-            print(step_line(step, loss_v, dt, grad_norm=gn, tokens_per_s=round(tps, 1)), flush=True)
+            # rank 0 writes the step log the verdict is parsed from; other ranks their own log
+            print(step_line(step, loss_v, dt, grad_norm=gn, tokens_per_s=round(tps, 1),
+                            **({"local_loss": local_losses[-1]} if info.enabled else {})), flush=True)
             if not finite(loss_v):
                 raise RunFailed(f"loss is {loss_v} at step {step}")
             if profiler:
@@ -102,8 +119,12 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
         if profiler:
             profiler.__exit__(None, None, None)
         metrics.close()
+    agreed = ddp.agreement(model, info, local_losses)
+    ddp.shutdown(info)
     return {
         "workload": "sft",
+        "world_size": info.world_size,
+        "ranks": agreed,
         **environment_info(backend),
         "params": sum(p.numel() for p in model.parameters()),
         "tokens_per_step": tokens_per_step,

@@ -86,6 +86,18 @@ def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
     return env
 
 
+def worker_argv(spec: RunSpec, python: str, run_dir: Path) -> list[str]:
+    """``python -m afbench.worker <runspec>``; with the builtin engine and world_size > 1 the
+    same under torchrun (``python -m torch.distributed.run --standalone``: a free local
+    rendezvous port, one process per rank)."""
+    worker = ["-m", "afbench.worker", str(run_dir / "runspec.json")]
+    world = spec.config.parallel.world_size
+    if world > 1 and spec.config.engine.name == "builtin":
+        return [python, "-m", "torch.distributed.run", "--standalone",
+                f"--nproc_per_node={world}", *worker]
+    return [python, *worker]
+
+
 def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
     """SIGTERM the worker's process group, then SIGKILL what is left after ``grace_s``."""
     for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
@@ -148,7 +160,7 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
     reason, code = "", None
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [python, "-m", "afbench.worker", str(run_dir / "runspec.json")],
+            worker_argv(spec, python, run_dir),
             cwd=run_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
