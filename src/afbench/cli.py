@@ -98,9 +98,125 @@ def _task(cfg: DictConfig) -> None:
         sys.exit(code)
 
 
+# Hydra flags that take a value (the value is not an override).
+_VALUE_FLAGS = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
+                "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
+
+
+def _user_overrides(argv: list[str]) -> list[str] | None:
+    """The key=value overrides of a command line (None when Hydra prints help/info instead)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in ("--help", "-h", "--hydra-help", "--version", "--shell-completion", "-sc"):
+            return None
+        if arg in _VALUE_FLAGS:
+            skip = True
+            continue
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        if arg.lstrip("+~").startswith(("hydra.", "hydra/")):
+            continue
+        out.append(arg)
+    return out
+
+
+def _combinations_to_check(overrides: list[str]) -> list[list[str]]:
+    """Override lists that together try every value of every swept key once (the other swept
+    keys at their first value): enough to catch any bad value without running the product."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    values = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
+              if o.is_sweep_override() else [o.input_line] for o in parsed]
+    first = [v[0] for v in values]
+    out = [first]
+    for i, vals in enumerate(values):
+        for v in vals[1:]:
+            out.append(first[:i] + [v] + first[i + 1:])
+    return out
+
+
+def precheck(argv: list[str], conf_dir: str) -> None:
+    """Compose and validate the command line once before Hydra runs (and makes an output
+    directory): a wrong key, value or recipe costs a second and exits 2 with one line per
+    problem. Sweeps are checked with the first value of each swept key."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from afbench.config import validate_config
+
+    overrides = _user_overrides(argv)
+    if overrides is None:
+        return
+    try:
+        for combo in _combinations_to_check(overrides):
+            GlobalHydra.instance().clear()
+            with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
+                cfg = compose(config_name="config", overrides=combo)
+            validate_config(cfg)
+    except (HydraException, OmegaConfBaseException) as exc:
+        print(f"afbench: error: {_hydra_message(exc, conf_dir)}", file=sys.stderr)
+        sys.exit(2)
+    except AfbenchError as exc:
+        print(f"afbench: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _hydra_message(exc: Exception, conf_dir: str) -> str:
+    """One line for a Hydra composition error, with a did-you-mean for an unknown key."""
+    import difflib
+    import re
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    msg = str(exc).strip()
+    unknown = re.search(r"Could not override '([^']+)'", msg)
+    if unknown and "To append to your config" in msg:
+        key = unknown.group(1)
+        hint = ""
+        try:
+            GlobalHydra.instance().clear()
+            with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
+                node = compose(config_name="config")
+            done: list[str] = []
+            for part in key.split("."):  # suggest for the first segment that does not exist
+                if not isinstance(node, DictConfig):
+                    break
+                if part not in node:
+                    guess = difflib.get_close_matches(part, [str(k) for k in node.keys()], n=1)
+                    if guess:
+                        hint = f" did you mean '{'.'.join(done + [guess[0]])}'?"
+                    break
+                done.append(part)
+                node = node[part]
+        except Exception:  # no suggestion then; the message still names the key
+            pass
+        return f"{key}: unknown key;{hint} (to add a new key write +{key}=...)"
+    lines = msg.splitlines()
+    if "Could not find" in msg:
+        options = []
+        for line in lines[1:]:
+            if line.startswith("Config search path"):
+                break
+            if line.startswith("\t"):
+                options.append(line.strip())
+        first = lines[0].replace("In 'config': ", "")
+        return f"{first}; available: {', '.join(options)}" if options else first
+    return " ".join(l.strip() for l in lines if l.strip() and "hydra.cc" not in l)
+
+
 def main() -> None:
     register()
     conf_dir = str(importlib.resources.files("afbench.conf"))
+    precheck(sys.argv[1:], conf_dir)
     hydra.main(version_base="1.3", config_path=conf_dir, config_name="config")(_task)()
     from afbench.sweep import FAILED_JOBS
 

@@ -28,6 +28,21 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
+def env_vars(value: Any) -> dict[str, str]:
+    """Environment variables from YAML: names must match [A-Z_][A-Z0-9_]*; scalar values
+    become strings (YAML reads 1 and true as numbers and booleans)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a mapping of NAME: value, got {value!r}")
+    out = {}
+    for name, val in value.items():
+        if not ENV_NAME.match(str(name)):
+            raise ValueError(f"environment variable name {name!r} must match [A-Z_][A-Z0-9_]*")
+        if isinstance(val, (dict, list)) or val is None:
+            raise ValueError(f"{name}: value must be a string or number, got {val!r}")
+        out[str(name)] = str(val).lower() if isinstance(val, bool) else str(val)
+    return out
+
+
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -222,13 +237,7 @@ class CommandEngine(Section):
         return self.step_pattern or DEFAULT_STEP_PATTERN
     env: dict[str, str] = {}
 
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
-        for name in v:
-            if not ENV_NAME.match(name):
-                raise ValueError(f"environment variable name {name!r} must match [A-Z_][A-Z0-9_]*")
-        return v
+    _env = field_validator("env", mode="before")(classmethod(lambda cls, v: env_vars(v)))
 
 
 EngineConfig = Annotated[Union[BuiltinEngine, CommandEngine, TorchtitanEngine],
@@ -241,13 +250,7 @@ class LauncherConfig(Section):
     kill_grace_s: NonNegativeFloat = 10.0
     env: dict[str, str] = {}
 
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
-        for name in v:
-            if not ENV_NAME.match(name):
-                raise ValueError(f"environment variable name {name!r} must match [A-Z_][A-Z0-9_]*")
-        return v
+    _env = field_validator("env", mode="before")(classmethod(lambda cls, v: env_vars(v)))
 
 
 class ParityConfig(Section):

@@ -1,0 +1,132 @@
+"""Benchmark: does afbench's verdict hold up against real measurement noise?
+
+K trials of one experiment through the real pipeline (``python -m afbench`` with a recipe from
+a scratch AFBENCH_RECIPE_PATH, verdicts read from summary.json). Each trial has three variants
+of the command engine running bench/workers/matmul_steps.py (numpy matmuls, ~20-50 ms/step):
+
+* ``a``: the baseline;
+* ``a_copy``: identical to ``a`` (the A/A comparison): a ``A_COPY_FASTER`` verdict is a false
+  positive. Target: <= 5% of trials.
+* ``slow``: ``a`` with 5% more matmuls per step (AFBENCH_BENCH_WORK=1.05): detected when the
+  gain's confidence interval lies wholly below zero (baseline faster). Target: >= 95% of trials.
+
+Both comparisons of a trial share its baseline runs (one experiment per trial halves the wall
+time); trials are independent. Also reported: the coefficient of variation (CV) of step times
+within a run and of run means across repeats (what the interval sees).
+
+    .venv/bin/python bench/noise.py [--trials 20] [--repeats 3] [--steps 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+import _common as C
+
+WORKER = C.WORKERS / "matmul_steps.py"
+TARGET_FALSE_FASTER = 0.05
+TARGET_DETECTED = 0.95
+
+
+def write_recipe(work: Path, args: argparse.Namespace) -> Path:
+    engine = C.command_engine(WORKER, "{steps}", str(args.iters))
+    slow = {"engine": {"env": {"AFBENCH_BENCH_WORK": f"{1 + args.slowdown:g}"}}}
+    train = {"scheduler": {"steps": args.steps,
+                           "measure": {"first_step": args.first_step, "last_step": args.steps}}}
+    return C.write_recipe(work, "bench_noise", {"a": {}, "a_copy": {}, "slow": slow},
+                          {"train": train}, repeats=args.repeats, extra=engine)
+
+
+def step_cvs(out_dir: Path, first_step: int) -> tuple[list[float], dict[str, list[float]]]:
+    """(CV of step times within each run, run means per variant) over the measured steps."""
+    steps = pd.read_parquet(out_dir / "results" / "steps.parquet")
+    steps = steps[steps.step >= first_step]
+    within, means = [], {}
+    for run_id, grp in steps.groupby("run_id"):
+        t = grp.step_time_s.astype(float)
+        within.append(float(t.std(ddof=1) / t.mean()))
+        means.setdefault(str(run_id).split("-")[0], []).append(float(t.mean()))
+    return within, means
+
+
+def fmt_ci(c: dict) -> str:
+    if c.get("gain_pct") is None:
+        return f"{c['verdict']}"
+    return (f"{c['verdict']:<14} gain {c['gain_pct']:+6.2f}% "
+            f"[{c['gain_ci_low']:+6.2f}%, {c['gain_ci_high']:+6.2f}%]")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=20, help="K, experiments run (default 20)")
+    ap.add_argument("--repeats", type=int, default=3, help="experiment.repeats (>= 3; default 3)")
+    ap.add_argument("--steps", type=int, default=20, help="steps per run (default 20)")
+    ap.add_argument("--first-step", type=int, default=3, help="first measured step (default 3)")
+    ap.add_argument("--iters", type=int, default=150, help="matmuls per step (default 150)")
+    ap.add_argument("--slowdown", type=float, default=0.05, help="planted extra work (default 0.05)")
+    ap.add_argument("--keep", help="work in this folder and keep it (default: a temp folder, removed)")
+    args = ap.parse_args(argv)
+    if args.repeats < 3:
+        ap.error("--repeats must be >= 3")
+
+    t_start = time.perf_counter()
+    C.header("bench/noise.py", argv)
+    print(f"K={args.trials} trials x 3 variants x {args.repeats} repeats, {args.steps} steps/run "
+          f"(measured {args.first_step}..{args.steps}), {args.iters} matmuls 128x128/step, "
+          f"planted slowdown {args.slowdown:.0%}, confidence 0.95 (afbench default)")
+    work = C.scratch_dir(args.keep, "afbench-noise-")
+    recipes = write_recipe(work, args)
+
+    false_faster = aa_slower = detected = 0
+    within_all, between_all, walls, planted_gains = [], [], [], []
+    for k in range(1, args.trials + 1):
+        wall, _ = C.run_afbench(work, recipes, "experiment=bench_noise")
+        walls.append(wall)
+        out = C.output_dirs(work)[-1]
+        summary = C.read_json(out / "summary.json")
+        comp = {c["variant"]: c for c in summary["comparisons"]}
+        aa, slow = comp["a_copy"], comp["slow"]
+        if aa["verdict"].endswith("_FASTER"):
+            false_faster += 1
+        if aa.get("gain_ci_high") is not None and aa["gain_ci_high"] < 0:
+            aa_slower += 1
+        hit = slow.get("gain_ci_high") is not None and slow["gain_ci_high"] < 0
+        detected += hit
+        if slow.get("gain_pct") is not None:
+            planted_gains.append(slow["gain_pct"])
+        within, means = step_cvs(out, args.first_step)
+        within_all += within
+        between_all += [statistics.stdev(v) / statistics.mean(v) for v in means.values() if len(v) > 1]
+        print(f"trial {k:2d}: A/A {fmt_ci(aa)} | planted {fmt_ci(slow)}"
+              f" {'detected' if hit else 'MISSED'} | {wall:.1f} s | {C.load_line('')[2:]}",
+              flush=True)
+
+    n = args.trials
+    print("\n-- results --")
+    print(f"step-time CV within a run (measured steps): mean {C.mean(within_all):.2%}, "
+          f"median {statistics.median(within_all):.2%}, max {max(within_all):.2%} "
+          f"({len(within_all)} runs)")
+    print(f"CV of run means across repeats (per variant and trial): mean {C.mean(between_all):.2%}, "
+          f"median {statistics.median(between_all):.2%}, max {max(between_all):.2%}")
+    print(f"planted slowdown measured as gain: mean {C.mean(planted_gains):+.2f}% "
+          f"(expected about {-args.slowdown:.0%} of step time)")
+    print(f"A/A wrongly FASTER: {false_faster}/{n} = {false_faster / n:.1%}; target <= "
+          f"{TARGET_FALSE_FASTER:.0%}: {C.verdict_mark(false_faster / n <= TARGET_FALSE_FASTER)}"
+          f"  (A/A interval wholly below 0, 'slower': {aa_slower}/{n})")
+    print(f"planted {args.slowdown:.0%} slowdown detected (interval below 0): {detected}/{n} = "
+          f"{detected / n:.1%}; target >= {TARGET_DETECTED:.0%}: "
+          f"{C.verdict_mark(detected / n >= TARGET_DETECTED)}")
+    print(f"afbench invocation wall: mean {C.mean(walls):.1f} s per trial")
+    C.cleanup(work, args.keep)
+    C.footer(t_start)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Bad input on the command line: exit status, one line naming the key, nothing written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+def afbench(cwd, *args):
+    return subprocess.run([sys.executable, "-m", "afbench", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["optimization.autofuze=true"], 2,
+     "optimization.autofuze: unknown key; did you mean 'optimization.autofuse'?"),
+    (["optimisation.autofuse=true"], 2, "did you mean 'optimization'?"),
+    (["scheduler.steps=ten"], 2, "scheduler.steps: Input should be a valid integer"),
+    (["scheduler.steps=0"], 2, "scheduler.steps: Input should be greater than 0"),
+    (["scheduler.steps=5"], 2, "measure.last_step 10 is after the last step 5"),
+    (["scheduler.micro_batch_size=3"], 2, "not a multiple of micro_batch_size 3"),
+    (["optimization.npugraph_ex=true"], 2, "npugraph_ex is inference-only"),
+    (["experiment=nope"], 2, "Could not find 'experiment/nope'; available: "),
+    (["model=qwen3_1_7b"], 2, "model.path: required but not set"),
+    (["parallel.devices=[0,0]", "parallel.world_size=2"], 2, "device ids must be distinct"),
+    (["-m", "optimization.autofuse=false,ture"], 2,
+     "optimization.autofuse: Input should be a valid boolean"),
+    (["+launcher.env.lower=1"], 2, "must match [A-Z_][A-Z0-9_]*"),
+])
+def test_config_errors_exit_2_with_one_line_and_write_nothing(tmp_path, args, code, message):
+    proc = afbench(tmp_path, *args)
+    assert proc.returncode == code, proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "outputs").exists() and not (tmp_path / "multirun").exists()
+
+
+def test_missing_model_folder_fails_preflight_with_action(tmp_path):
+    proc = afbench(tmp_path, f"model.path={tmp_path / 'no_model'}", "model.manifest=null")
+    assert proc.returncode == 3, proc.stderr
+    assert "[FAIL] model.path:" in proc.stderr
+    assert not list(tmp_path.glob("outputs/*/*/runs"))  # stopped before any run
+
+
+def test_missing_data_file_fails_preflight(tmp_path):
+    proc = afbench(tmp_path, f"data.path={tmp_path / 'none.parquet'}")
+    assert proc.returncode == 3 and "[FAIL] data.path:" in proc.stderr
+
+
+def test_more_devices_than_present_fails_preflight(tmp_path):
+    proc = afbench(tmp_path, "backend=cpu", "parallel.world_size=2", "parallel.devices=[0,1]",
+                   "scheduler.micro_batch_size=2")
+    assert proc.returncode == 3 and "[FAIL] parallel.devices:" in proc.stderr
+
+
+def test_verbose_shows_the_traceback(tmp_path):
+    proc = afbench(tmp_path, "verbose=true", f"model.path={tmp_path}", "model.manifest=null")
+    assert proc.returncode == 3 and "Traceback" in proc.stderr
+
+
+def test_task_check_prints_every_line_and_passes(tmp_path):
+    proc = afbench(tmp_path, "task=check")
+    assert proc.returncode == 0, proc.stderr
+    assert "[PASS] model.manifest:" in proc.stderr and "[FAIL]" not in proc.stderr
