@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.resources
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -71,6 +72,16 @@ def _task(cfg: DictConfig) -> None:
         except AfbenchError as exc:
             print(f"afbench: error in {job}: {exc}", file=sys.stderr)
             code = exc.exit_code
+        except KeyboardInterrupt:
+            # Ctrl-C / SIGTERM stops the whole sweep; the finished jobs still get their report
+            from afbench.sweep import build_sweep_report
+
+            print(f"afbench: sweep interrupted in {job}; partial results are kept", file=sys.stderr)
+            try:
+                build_sweep_report(Path(hydra_cfg.sweep.dir))
+            except Exception as exc:  # the jobs' own reports are there in any case
+                print(f"afbench: no sweep report: {exc}", file=sys.stderr)
+            sys.exit(130)
         if code:
             FAILED_JOBS.append(job)
         return
@@ -213,7 +224,14 @@ def _hydra_message(exc: Exception, conf_dir: str) -> str:
     return " ".join(l.strip() for l in lines if l.strip() and "hydra.cc" not in l)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    # SIGTERM takes the same path as Ctrl-C: stop the worker's process group, record the
+    # run as interrupted, write the partial report, exit 130.
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     register()
     conf_dir = str(importlib.resources.files("afbench.conf"))
     precheck(sys.argv[1:], conf_dir)

@@ -62,8 +62,28 @@ def _progress(i: int, n: int, run_id: str, status: RunStatus) -> None:
                   f"{status.wall_s:7.1f}s{reason}")
 
 
+def _window_parses(run_dir: Path, config_hash: str) -> bool:
+    """Whether ``run_dir``'s runspec.json has ``config_hash`` and its log's measured window
+    passes the strict parse that collect applies. A run that fails it is reported RUN_FAILED,
+    so resume must run it again rather than copy it."""
+    from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, read_step_times
+
+    try:
+        spec = RunSpec.model_validate_json((run_dir / "runspec.json").read_text(encoding="utf-8"))
+        if spec.config_hash != config_hash:
+            return False
+        window = spec.config.scheduler.measure
+        pattern = getattr(spec.config.engine, "step_regex_source", DEFAULT_STEP_PATTERN)
+        read_step_times(run_dir / "stdout.log", window.first_step, window.last_step, pattern)
+    except (OSError, ValueError):  # InvalidLog and pydantic's ValidationError are ValueErrors
+        return False
+    return True
+
+
 def resume_index(root: Path) -> dict[str, Path]:
-    """config_hash -> run directory of every OK run (with result.json) below ``root``.
+    """config_hash -> run directory of every finished run below ``root``: status OK, a
+    result.json, and a measured window that parses strictly. Failed, skipped, interrupted or
+    invalid-log runs are left out, so they run again.
 
     Raises ConfigError naming ``resume`` when ``root`` is not a directory."""
     root = Path(root)
@@ -72,12 +92,15 @@ def resume_index(root: Path) -> dict[str, Path]:
                           "or sweep directory")
     index: dict[str, Path] = {}
     for status_path in sorted(root.rglob("runs/*/status.json")):
+        run_dir = status_path.parent
         try:
             status = read_json(status_path)
         except (OSError, ValueError):
             continue
-        if status.get("status") == "OK" and (status_path.parent / "result.json").is_file():
-            index.setdefault(status.get("config_hash", ""), status_path.parent)
+        digest = status.get("config_hash", "")
+        if (digest and digest not in index and status.get("status") == "OK"
+                and (run_dir / "result.json").is_file() and _window_parses(run_dir, digest)):
+            index[digest] = run_dir
     return index
 
 
@@ -136,6 +159,7 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path) -> int:
     if (out_dir / "plan.json").exists():
         raise ConfigError(f"{out_dir} already holds an experiment; an output directory is never reused")
     plan = make_plan(conf, out_dir)
+    resume = resume_index(Path(conf.resume)) if conf.resume else None
     preflight(conf, out_dir)
     assets = input_hashes(conf)
     write_json_atomic(out_dir / "experiment.json", {
@@ -145,7 +169,6 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path) -> int:
     })
     write_json_atomic(out_dir / "plan.json", plan.model_dump(mode="json"))
     console.print(f"afbench: experiment {plan.experiment}: {len(plan.runs)} runs -> {out_dir}")
-    resume = resume_index(Path(conf.resume)) if conf.resume else None
     try:
         statuses = execute_plan(plan, resume)
     finally:

@@ -33,13 +33,34 @@ def job_overrides(job_dir: Path) -> list[str]:
     return list(yaml.safe_load(path.read_text()) or []) if path.is_file() else []
 
 
+def split_override(override: str) -> tuple[str, str]:
+    """``"+a.b=c"`` -> ``("a.b", "c")``: the key without Hydra's ``+``/``++`` add prefix, so
+    ``report.sweep_baseline`` names a key the same way whether it was added or overridden."""
+    key, _, value = override.partition("=")
+    return key.lstrip("+"), value
+
+
+def same_value(a: str, b: str) -> bool:
+    """Equal as override values. Hydra writes a swept ``false`` back as ``False`` (and
+    ``0.10`` as ``0.1``), so compare the YAML values, of the same type (``1`` is not ``true``),
+    falling back to the text."""
+    def load(text: str) -> Any:
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError:
+            return text
+
+    x, y = load(a), load(b)
+    return a == b or (type(x) is type(y) and x == y)
+
+
 def swept_keys(overrides: list[list[str]]) -> list[str]:
     """Keys whose value differs between jobs (the swept ones), in first-seen order."""
     values: dict[str, set[str]] = {}
     order: list[str] = []
     for ovs in overrides:
         for ov in ovs:
-            key, _, val = ov.partition("=")
+            key, val = split_override(ov)
             if key not in values:
                 values[key] = set()
                 order.append(key)
@@ -51,36 +72,92 @@ def _is_off(value: str) -> bool:
     return value.strip().lower() in ("false", "0", "off", "no", "null", "none")
 
 
-def build_sweep_report(sweep_dir: Path, baseline: str | None = None, level: float = 0.95) -> dict[str, Any]:
-    """Collect every job below ``sweep_dir``, rank the combinations and write
-    sweep_summary.json, sweep_report.md and sweep_report.html. Returns the summary."""
+def _job_dirs(sweep_dir: Path) -> list[Path]:
+    """Hydra job folders of a sweep, in job order: every folder with a plan.json, and every
+    folder with Hydra's record but no plan.json (a job stopped before it planned: config or
+    preflight error), which the report must still show."""
+    found = {p.parent for p in sweep_dir.glob("*/plan.json")}
+    found |= {p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")}
+    return sorted(found, key=lambda p: (len(p.name), p.name))
+
+
+def _report_settings(jobs: list[Path]) -> dict[str, Any]:
+    """The ``report`` section the jobs ran with (from their experiment.json), so that an
+    offline re-render keeps the sweep's own baseline and confidence level."""
+    from afbench.io import read_json
+
+    for job in jobs:
+        path = job / "experiment.json"
+        if path.is_file():
+            try:
+                return dict(read_json(path).get("config", {}).get("report", {}) or {})
+            except (OSError, ValueError):
+                continue
+    return {}
+
+
+def _finite_mean(values: list[Any]) -> float | None:
+    vals = [float(v) for v in values if v is not None and v == v]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[dict[str, Any]]:
+    """One entry per variant of one job (one entry, failed, for a job that never planned)."""
     from afbench.collect import collect
+
+    name = ",".join(f"{k}={setting.get(k, '')}" for k in keys) or job.name
+    if not (job / "plan.json").is_file():
+        return [{"name": name, "job": job.name, "variant": "", "setting": setting, "ok": False,
+                 "statuses": [], "per_repeat_s": [], "mean_step_s": None, "tokens_per_s": None,
+                 "reasons": ["job stopped before its first run (no plan.json): a config or "
+                             "preflight error, printed on the sweep's console"],
+                 "is_plan_baseline": True}]
+    col = collect(job)
+    runs = col.runs
+    out = []
+    for variant in col.plan.variants:
+        sel = runs[(runs.variant == variant) & (runs.phase == col.plan.verdict_phase)]
+        ok = bool(len(sel)) and (sel.status == "OK").all() and not any(sel.log_error)
+        per_repeat = [float(x) for x in sel.mean_step_s.tolist() if x is not None and x == x]
+        tokens = sel.tokens_per_s.tolist() if "tokens_per_s" in sel and ok else []
+        out.append({"name": name + (f" [{variant}]" if len(col.plan.variants) > 1 else ""),
+                    "job": job.name, "variant": variant, "setting": setting,
+                    "ok": ok, "statuses": sel.status.tolist(), "per_repeat_s": per_repeat,
+                    "mean_step_s": sum(per_repeat) / len(per_repeat) if per_repeat else None,
+                    # NaN (no tokens/s logged) would make sweep_summary.json invalid JSON
+                    "tokens_per_s": _finite_mean(tokens),
+                    "reasons": [r for r in sel.reason.tolist() + sel.log_error.tolist() if r],
+                    "is_plan_baseline": variant == col.plan.baseline})
+    return out
+
+
+def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
+                       level: float | None = None) -> dict[str, Any]:
+    """Collect every job below ``sweep_dir``, rank the combinations and write
+    sweep_summary.json, sweep_report.md and sweep_report.html. Returns the summary.
+
+    ``baseline`` (``"key=value,key=value"``) and ``level`` default to the ``report`` settings
+    the jobs ran with (``report.sweep_baseline``, ``report.confidence``). Combinations are
+    ranked by mean step time, fastest first; those without a valid result come last.
+
+    Raises ConfigError naming ``report.sweep_baseline`` when no combination matches it.
+    """
     from afbench.compare import decide
     from afbench.report.render import environment, labels
 
     sweep_dir = Path(sweep_dir).resolve()
-    jobs = sorted((p.parent for p in sweep_dir.glob("*/plan.json")),
-                  key=lambda p: (len(p.name), p.name))
+    jobs = _job_dirs(sweep_dir)
+    settings = _report_settings(jobs)
+    if baseline is None:
+        baseline = settings.get("sweep_baseline")
+    if level is None:
+        level = float(settings.get("confidence", 0.95))
     all_overrides = [job_overrides(j) for j in jobs]
     keys = swept_keys(all_overrides)
     combos = []
     for job, ovs in zip(jobs, all_overrides):
-        col = collect(job)
-        setting = {o.partition("=")[0]: o.partition("=")[2] for o in ovs if o.partition("=")[0] in keys}
-        runs = col.runs
-        for variant in col.plan.variants:
-            sel = runs[(runs.variant == variant) & (runs.phase == col.plan.verdict_phase)]
-            ok = bool(len(sel)) and (sel.status == "OK").all() and not any(sel.log_error)
-            per_repeat = [float(x) for x in sel.mean_step_s.tolist() if x is not None and x == x]
-            name = ",".join(f"{k}={setting.get(k, '')}" for k in keys) or job.name
-            if len(col.plan.variants) > 1:
-                name += f" [{variant}]"
-            combos.append({"name": name, "job": job.name, "variant": variant, "setting": setting,
-                           "ok": ok, "statuses": sel.status.tolist(), "per_repeat_s": per_repeat,
-                           "mean_step_s": sum(per_repeat) / len(per_repeat) if per_repeat else None,
-                           "tokens_per_s": sel.tokens_per_s.mean() if "tokens_per_s" in sel and ok else None,
-                           "reasons": [r for r in sel.reason.tolist() + sel.log_error.tolist() if r],
-                           "is_plan_baseline": variant == col.plan.baseline})
+        setting = {k: v for k, v in map(split_override, ovs) if k in keys}
+        combos += _combinations(job, setting, keys)
     base = _pick_baseline(combos, keys, baseline)
     for c in combos:
         if c is base:
@@ -92,11 +169,12 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None, level: floa
         verdict = d["verdict"].replace("VARIANT_FASTER", "FASTER")
         c.update(verdict=verdict, gain_pct=d["gain_pct"], ci_low=d["ci_low"], ci_high=d["ci_high"],
                  note=d["note"])
-    ranked = sorted(combos, key=lambda c: (c["mean_step_s"] is None, c["mean_step_s"] or 0.0))
+    ranked = sorted(combos, key=lambda c: (c["verdict"] == RUN_FAILED, c["mean_step_s"] is None,
+                                           c["mean_step_s"] or 0.0))
     effects = main_effects(combos, keys)
     summary = {"sweep_dir": str(sweep_dir), "jobs": len(jobs), "swept_keys": keys,
-               "baseline": base["name"] if base else None, "confidence": level,
-               "combinations": ranked, "main_effects": effects,
+               "baseline": base["name"] if base else None, "sweep_baseline": baseline,
+               "confidence": level, "combinations": ranked, "main_effects": effects,
                "failed": [c["name"] for c in combos if c["verdict"] == RUN_FAILED]}
     write_json_atomic(sweep_dir / "sweep_summary.json", summary)
     env = environment(None)
@@ -110,9 +188,10 @@ def _pick_baseline(combos: list[dict], keys: list[str], wanted: str | None) -> d
     if not combos:
         return None
     if wanted:
-        want = dict(item.split("=", 1) for item in wanted.split(",") if "=" in item)
+        want = dict(split_override(item) for item in wanted.split(",") if "=" in item)
         for c in combos:
-            if all(c["setting"].get(k) == v for k, v in want.items()) and c["is_plan_baseline"]:
+            if c["is_plan_baseline"] and all(k in c["setting"] and same_value(c["setting"][k], v)
+                                             for k, v in want.items()):
                 return c
         from afbench.errors import ConfigError
 
@@ -184,12 +263,20 @@ class SweepCallback(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         report = config.get("report", {})
         try:
+            confidence = report.get("confidence")
             summary = build_sweep_report(sweep_dir, report.get("sweep_baseline"),
-                                         float(report.get("confidence", 0.95)))
+                                         float(confidence) if confidence is not None else None)
         except Exception as exc:  # the jobs' own reports stay; say why the sweep one is missing
             console.print(f"afbench: sweep report failed: {exc}")
             FAILED_JOBS.append("sweep report")
             return
+        if not FAILED_JOBS:
+            # A launcher that runs jobs in their own processes (submitit) leaves FAILED_JOBS of
+            # this process empty: take the failures from the files, by run_experiment's rule
+            # (a FAILED run; a run never started or a job stopped before planning: exit 2/3).
+            FAILED_JOBS.extend(f"job {c['job']} ({c['name']})" for c in summary["combinations"]
+                               if not c["statuses"]
+                               or {"FAILED", "NOT_RUN"} & set(c["statuses"]))
         console.print(f"afbench: sweep report {sweep_dir / 'sweep_report.md'}")
         for c in summary["combinations"]:
             gain = f"{c['gain_pct']:+.2f}%" if c.get("gain_pct") is not None else "n/a"

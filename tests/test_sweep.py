@@ -1,0 +1,466 @@
+"""Sweeps and statistics, end to end: `python -m afbench -m ...` in a subprocess, every run a
+command-engine run of tests/fault_workers/switch_timed.py, whose logged step time is planted
+from the run's switches (0.1 s; x0.7 with optimization.autofuse, x1.2 with
+optimization.add_rmsnorm; 2 % seeded noise). No model is loaded."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+WORKER = Path(__file__).parent / "fault_workers" / "switch_timed.py"
+AF, RMS = "optimization.autofuse", "optimization.add_rmsnorm"
+COMMAND = ["engine=command", f"engine.executable={sys.executable}", f"engine.args=['{WORKER}']",
+           "scheduler.steps=6", "scheduler.measure.first_step=3", "scheduler.measure.last_step=6",
+           "launcher.timeout_s=60", "launcher.kill_grace_s=1"]
+GRID = [f"{AF}=false,true", f"{RMS}=false,true"]
+
+
+def combo(af: bool, rms: bool) -> str:
+    """A combination's name in the sweep report (Hydra writes swept booleans back as True/False)."""
+    return f"{AF}={af},{RMS}={rms}"
+
+
+def afbench(cwd: Path, *args: str, env: dict[str, str] | None = None, popen: bool = False):
+    # Own device-lock folder: the planted step times need no exclusive machine, and runs of
+    # other afbench processes on this machine must not hold these up.
+    (cwd / "locks").mkdir(exist_ok=True)
+    full_env = {**os.environ, "AFBENCH_RECIPE_PATH": str(cwd / "recipes"),
+                "AFBENCH_LOCK_DIR": str(cwd / "locks"), **(env or {})}
+    full_env.pop("HYDRA_FULL_ERROR", None)
+    argv = [sys.executable, "-m", "afbench", *args]
+    if popen:
+        return subprocess.Popen(argv, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    return subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=180)
+
+
+def only(paths: list[Path]) -> Path:
+    assert len(paths) == 1, paths
+    return paths[0]
+
+
+def sweep_dir(cwd: Path) -> Path:
+    return only([p.parent for p in cwd.glob("multirun/*/*/multirun.yaml")])
+
+
+def summary(sweep: Path) -> dict:
+    return json.loads((sweep / "sweep_summary.json").read_text())
+
+
+def by_name(sweep: Path) -> dict[str, dict]:
+    return {c["name"]: c for c in summary(sweep)["combinations"]}
+
+
+def job_of(sweep: Path, name: str) -> Path:
+    return sweep / by_name(sweep)[name]["job"]
+
+
+def run_status(job: Path, run_id: str = "baseline-run-r1") -> dict:
+    return json.loads((job / "runs" / run_id / "status.json").read_text())
+
+
+def counted(path: Path) -> list[str]:
+    """The worker's invocations, one "<variant>-r<repeat> <switches>" line each."""
+    return sorted(path.read_text().splitlines()) if path.exists() else []
+
+
+def file_stamps(root: Path) -> dict[Path, tuple[int, int]]:
+    return {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in root.rglob("*") if p.is_file()}
+
+
+def live_under(marker: Path) -> list[str]:
+    """Live processes whose command line or working directory lies under ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or entry.name == str(os.getpid()):
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(entry / "cwd")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and (str(marker) in cmd or cwd.startswith(str(marker))):
+            found.append(f"{entry.name}: {cmd}")
+    return found
+
+
+def wait_for_step(log_glob: str, cwd: Path, proc: subprocess.Popen, timeout: float = 60) -> None:
+    """Block until a run log matching ``log_glob`` under ``cwd`` holds a step line."""
+    deadline = time.monotonic() + timeout
+    while True:
+        logs = list(cwd.glob(log_glob))
+        if logs and "step:" in logs[0].read_text():
+            return
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, f"no step line in {log_glob}"
+        time.sleep(0.05)
+
+
+# ---------------------------------------------------------------- 2x2 sweep, 3 repeats
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("grid")
+    proc = afbench(cwd, "-m", *COMMAND, *GRID, "experiment.repeats=3")
+    return proc, sweep_dir(cwd)
+
+
+def test_sweep_exits_0_and_writes_the_sweep_report(grid):
+    proc, sweep = grid
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert {"sweep_report.md", "sweep_report.html", "sweep_summary.json"} <= {
+        p.name for p in sweep.iterdir()}
+    s = summary(sweep)
+    assert s["jobs"] == 4 and s["swept_keys"] == [AF, RMS] and s["failed"] == []
+    assert all(len(c["per_repeat_s"]) == 3 and c["ok"] for c in s["combinations"])
+
+
+def test_combinations_are_ranked_fastest_first(grid):
+    _, sweep = grid
+    ranked = summary(sweep)["combinations"]
+    assert [c["name"] for c in ranked] == [combo(True, False), combo(True, True),
+                                           combo(False, False), combo(False, True)]
+    means = [c["mean_step_s"] for c in ranked]
+    assert means == sorted(means)
+    assert means[2] == pytest.approx(0.1, rel=0.05)
+    # the same order, with the same rank numbers, in both rendered reports
+    md = (sweep / "sweep_report.md").read_text()
+    html = (sweep / "sweep_report.html").read_text()
+    for rank, c in enumerate(ranked, 1):
+        assert f"| {rank} | `{c['name']}` |" in md
+        assert f"<tr><td>{rank}</td><td><code>{c['name']}</code></td>" in html
+
+
+def test_baseline_is_the_all_off_combination(grid):
+    _, sweep = grid
+    assert summary(sweep)["baseline"] == combo(False, False)
+    base = by_name(sweep)[combo(False, False)]
+    assert base["verdict"] == "BASELINE" and base["gain_pct"] == 0.0
+
+
+def test_planted_slowdown_is_no_gain_with_an_interval_below_zero(grid):
+    _, sweep = grid
+    slow = by_name(sweep)[combo(False, True)]
+    assert slow["verdict"] == "NO_GAIN"
+    assert slow["ci_low"] < slow["gain_pct"] < slow["ci_high"] < 0
+    assert slow["gain_pct"] == pytest.approx(-20, abs=3)
+    assert "slower" in slow["note"]
+
+
+def test_planted_speedup_is_faster_with_an_interval_above_zero(grid):
+    _, sweep = grid
+    c = by_name(sweep)
+    fast, both = c[combo(True, False)], c[combo(True, True)]
+    assert fast["verdict"] == "FASTER" and 0 < fast["ci_low"] < fast["gain_pct"] < fast["ci_high"]
+    assert fast["gain_pct"] == pytest.approx(30, abs=3)
+    assert both["verdict"] == "FASTER" and both["ci_low"] > 0  # 0.7 x 1.2 = 0.84
+    assert both["gain_pct"] == pytest.approx(16, abs=3)
+
+
+def test_main_effects_name_both_keys_with_the_planted_signs(grid):
+    _, sweep = grid
+    effects = {(e["key"], e["value"]): e["effect_pct"] for e in summary(sweep)["main_effects"]}
+    assert set(effects) == {(AF, "False"), (AF, "True"), (RMS, "False"), (RMS, "True")}
+    assert effects[(AF, "True")] > 10 and effects[(AF, "False")] < -10  # faster when on
+    assert effects[(RMS, "True")] < -5 and effects[(RMS, "False")] > 5  # slower when on
+
+
+def test_sweep_summary_is_strict_json(grid):
+    _, sweep = grid
+
+    def no_constants(name):
+        raise AssertionError(f"{name} in sweep_summary.json")
+
+    json.loads((sweep / "sweep_summary.json").read_text(), parse_constant=no_constants)
+
+
+def test_offline_rerender_of_a_sweep_reproduces_its_summary(grid, tmp_path):
+    _, original = grid
+    sweep = shutil.copytree(original, tmp_path / "sweep")
+    before = summary(sweep)
+    (sweep / "sweep_summary.json").unlink()
+    (sweep / "sweep_report.md").unlink()
+    proc = subprocess.run([sys.executable, "-m", "afbench.report", str(sweep)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    after = summary(sweep)
+    assert after.pop("sweep_dir") == str(sweep) and before.pop("sweep_dir") == str(original)
+    assert after == before
+    assert (sweep / "sweep_report.md").read_text() == (original / "sweep_report.md").read_text() \
+        .replace(str(original), str(sweep))
+
+
+# ---------------------------------------------------------------- a failing job, then resume
+
+
+@pytest.fixture(scope="module")
+def failed_then_resumed(tmp_path_factory):
+    """Sweep 1: the worker fails for autofuse=false, add_rmsnorm=true (job 1 of 4). Sweep 2:
+    the same sweep with resume=<sweep 1> and another baseline (lowercase, as a user types it)."""
+    first_cwd, second_cwd = tmp_path_factory.mktemp("failing"), tmp_path_factory.mktemp("resumed")
+    counter1, counter2 = first_cwd / "invocations", second_cwd / "invocations"
+    first = afbench(first_cwd, "-m", *COMMAND, *GRID, env={
+        "SWITCH_TIMED_FAIL": "autofuse=false,add_rmsnorm=true",
+        "SWITCH_TIMED_COUNTER": str(counter1)})
+    old = sweep_dir(first_cwd)
+    stamps = file_stamps(old)
+    second = afbench(second_cwd, "-m", *COMMAND, *GRID, f"resume={old}",
+                     f"report.sweep_baseline='{AF}=true,{RMS}=false'",
+                     env={"SWITCH_TIMED_COUNTER": str(counter2)})
+    return {"first": first, "old": old, "counter1": counter1, "stamps": stamps,
+            "second": second, "new": sweep_dir(second_cwd), "counter2": counter2}
+
+
+def test_a_failing_job_does_not_end_the_sweep(failed_then_resumed):
+    r = failed_then_resumed
+    assert r["first"].returncode == 1, r["first"].stdout + r["first"].stderr
+    assert "1 sweep job(s) had failures" in r["first"].stderr
+    # every combination ran, the ones after the failing job included
+    assert counted(r["counter1"]) == ["baseline-r1 autofuse=false,add_rmsnorm=false",
+                                      "baseline-r1 autofuse=false,add_rmsnorm=true",
+                                      "baseline-r1 autofuse=true,add_rmsnorm=false",
+                                      "baseline-r1 autofuse=true,add_rmsnorm=true"]
+    assert [run_status(r["old"] / j)["status"] for j in "0123"] == ["OK", "FAILED", "OK", "OK"]
+
+
+def test_the_sweep_report_marks_the_failed_combination_run_failed(failed_then_resumed):
+    old = failed_then_resumed["old"]
+    s = summary(old)
+    assert s["failed"] == [combo(False, True)]
+    bad = by_name(old)[combo(False, True)]
+    assert bad["verdict"] == "RUN_FAILED" and bad["gain_pct"] is None
+    assert any("command exited with status 4" in r for r in bad["reasons"]), bad["reasons"]
+    assert s["combinations"][-1]["name"] == combo(False, True)  # no result: ranked last
+    assert {c["name"]: c["verdict"] for c in s["combinations"]} == {
+        combo(False, False): "BASELINE", combo(True, False): "FASTER",
+        combo(True, True): "FASTER", combo(False, True): "RUN_FAILED"}
+    md = (old / "sweep_report.md").read_text()
+    row = only([l for l in md.splitlines() if f"`{combo(False, True)}`" in l])
+    assert "RUN_FAILED" in row and "command exited with status 4" in row
+
+
+def test_resume_copies_finished_runs_and_runs_only_the_failed_one(failed_then_resumed):
+    r = failed_then_resumed
+    assert r["second"].returncode == 0, r["second"].stdout + r["second"].stderr
+    assert counted(r["counter2"]) == ["baseline-r1 autofuse=false,add_rmsnorm=true"]
+    for af, rms in ((False, False), (True, False), (True, True)):
+        old_job, new_job = job_of(r["old"], combo(af, rms)), job_of(r["new"], combo(af, rms))
+        st = run_status(new_job)
+        assert st["status"] == "OK"
+        assert st["reason"] == f"resumed from {old_job / 'runs' / 'baseline-run-r1'}"
+        assert ((new_job / "runs/baseline-run-r1/stdout.log").read_text()
+                == (old_job / "runs/baseline-run-r1/stdout.log").read_text())
+    rerun = run_status(job_of(r["new"], combo(False, True)))
+    assert rerun["status"] == "OK" and rerun["reason"] == ""
+
+
+def test_resume_leaves_the_old_directory_unchanged(failed_then_resumed):
+    r = failed_then_resumed
+    assert file_stamps(r["old"]) == r["stamps"]
+
+
+def test_resumed_sweep_report_is_complete(failed_then_resumed):
+    new = failed_then_resumed["new"]
+    s = summary(new)
+    assert s["failed"] == [] and len(s["combinations"]) == 4
+    assert all(c["ok"] and c["mean_step_s"] for c in s["combinations"])
+    for job in "0123":
+        job_summary = json.loads((new / job / "summary.json").read_text())
+        assert [run["status"] for run in job_summary["runs"]] == ["OK"]
+
+
+def test_sweep_baseline_picks_another_baseline(failed_then_resumed):
+    new = failed_then_resumed["new"]
+    s = summary(new)
+    assert s["baseline"] == combo(True, False)
+    verdicts = {c["name"]: c["verdict"] for c in s["combinations"]}
+    assert verdicts == {combo(True, False): "BASELINE", combo(True, True): "NO_GAIN",
+                        combo(False, False): "NO_GAIN", combo(False, True): "NO_GAIN"}
+    # one round each: the quick verdict, all slower than the fastest combination
+    assert all(c["gain_pct"] < -10 for c in s["combinations"] if c["verdict"] == "NO_GAIN")
+
+
+def test_offline_rerender_keeps_the_sweeps_own_baseline(failed_then_resumed, tmp_path):
+    new = failed_then_resumed["new"]
+    sweep = shutil.copytree(new, tmp_path / "sweep")
+    (sweep / "sweep_summary.json").unlink()
+    from afbench.report.__main__ import main as report_main
+
+    assert report_main([str(sweep)]) == 0
+    after, before = summary(sweep), summary(new)
+    after.pop("sweep_dir"), before.pop("sweep_dir")
+    assert after == before and after["baseline"] == combo(True, False)
+
+
+def test_resume_index_leaves_out_a_run_whose_log_is_invalid(failed_then_resumed, tmp_path):
+    from afbench.experiment import resume_index
+
+    old = shutil.copytree(failed_then_resumed["old"], tmp_path / "old")
+    ok_hashes = {run_status(old / j)["config_hash"] for j in "023"}
+    assert set(resume_index(old)) == ok_hashes  # the FAILED run is not resumable
+    log = old / "0" / "runs" / "baseline-run-r1" / "stdout.log"
+    log.write_text("\n".join(l for l in log.read_text().splitlines() if "step:  4" not in l))
+    assert set(resume_index(old)) == ok_hashes - {run_status(old / "0")["config_hash"]}
+
+
+def test_resume_from_a_missing_directory_is_a_config_error(tmp_path):
+    from afbench.errors import ConfigError
+    from afbench.experiment import resume_index
+
+    with pytest.raises(ConfigError, match="^resume: "):
+        resume_index(tmp_path / "nowhere")
+
+
+# ---------------------------------------------------------------- interrupt, then resume
+
+
+@pytest.fixture(scope="module")
+def interrupted_then_resumed(tmp_path_factory):
+    """A 2-job sweep with slow steps, SIGINT while job 1's run is logging; then resume."""
+    first_cwd, second_cwd = tmp_path_factory.mktemp("interrupted"), tmp_path_factory.mktemp("re")
+    counter1, counter2 = first_cwd / "invocations", second_cwd / "invocations"
+    args = ["-m", *COMMAND, f"{AF}=false,true"]
+    proc = afbench(first_cwd, *args, popen=True,
+                   env={"SWITCH_TIMED_SLEEP_S": "0.15", "SWITCH_TIMED_COUNTER": str(counter1)})
+    try:
+        wait_for_step("multirun/*/*/1/runs/baseline-run-r1/stdout.log", first_cwd, proc)
+        proc.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        output, _ = proc.communicate(timeout=60)
+        exit_s = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    orphans = live_under(first_cwd)
+    old = sweep_dir(first_cwd)
+    stamps = file_stamps(old)
+    second = afbench(second_cwd, *args, f"resume={old}", env={"SWITCH_TIMED_COUNTER": str(counter2)})
+    return {"first": proc, "output": output, "exit_s": exit_s, "orphans": orphans, "old": old,
+            "counter1": counter1, "stamps": stamps, "second": second,
+            "new": sweep_dir(second_cwd), "counter2": counter2}
+
+
+def test_interrupted_sweep_stops_promptly_and_keeps_finished_runs(interrupted_then_resumed):
+    r = interrupted_then_resumed
+    assert r["first"].returncode != 0, r["output"]
+    assert r["exit_s"] < 20, r["output"]
+    assert r["orphans"] == []
+    assert run_status(r["old"] / "0")["status"] == "OK"
+    st = run_status(r["old"] / "1")
+    assert st["status"] == "FAILED" and st["reason"] == "interrupted"
+    # the partial sweep report covers what ran: job 0 OK, job 1 interrupted
+    summary = json.loads((r["old"] / "sweep_summary.json").read_text())
+    verdicts = sorted(c["verdict"] for c in summary["combinations"])
+    assert verdicts == ["BASELINE", "RUN_FAILED"]
+
+
+def test_interrupted_sweep_exits_130_without_a_traceback(interrupted_then_resumed):
+    r = interrupted_then_resumed
+    assert r["first"].returncode == 130
+    assert "Traceback" not in r["output"] and "interrupted" in r["output"]
+
+
+def test_resume_after_an_interrupt_runs_only_what_did_not_finish(interrupted_then_resumed):
+    r = interrupted_then_resumed
+    assert counted(r["counter1"]) == ["baseline-r1 autofuse=false,add_rmsnorm=false",
+                                      "baseline-r1 autofuse=true,add_rmsnorm=false"]
+    assert r["second"].returncode == 0, r["second"].stdout + r["second"].stderr
+    assert counted(r["counter2"]) == ["baseline-r1 autofuse=true,add_rmsnorm=false"]
+    assert run_status(r["new"] / "0")["reason"].startswith(f"resumed from {r['old'] / '0'}")
+    assert file_stamps(r["old"]) == r["stamps"]
+    s = summary(r["new"])
+    assert s["failed"] == [] and s["baseline"] == f"{AF}=False"
+    assert by_name(r["new"])[f"{AF}=True"]["verdict"] == "FASTER"
+
+
+def test_sigterm_to_the_orchestrator_stops_the_worker_and_records_the_run(tmp_path):
+    # 6 steps of 0.6 s: the worker outlives the 1.5 s wait below by far
+    proc = afbench(tmp_path, *COMMAND, popen=True, env={"SWITCH_TIMED_SLEEP_S": "0.6"})
+    try:
+        wait_for_step("outputs/*/*/runs/baseline-run-r1/stdout.log", tmp_path, proc)
+        proc.terminate()
+        proc.communicate(timeout=30)
+        deadline = time.monotonic() + 1.5
+        while live_under(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        orphans = live_under(tmp_path)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for line in live_under(tmp_path):  # this test's own worker processes
+            try:
+                os.kill(int(line.split(":")[0]), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert orphans == []
+    st = json.loads(only(list(tmp_path.glob("outputs/*/*/runs/baseline-run-r1/status.json")))
+                    .read_text())
+    assert st["status"] == "FAILED" and st["reason"] == "interrupted"
+
+
+# ---------------------------------------------------------------- A/A, and a job that never starts
+
+
+@pytest.fixture(scope="module")
+def aa_sweep(tmp_path_factory):
+    """A 2-job sweep of an A/A recipe (variants `a` and `a_again`, identical; 3 repeats): job 0
+    runs it; job 1 asks its preflight for a million GiB free, so it stops before planning."""
+    cwd = tmp_path_factory.mktemp("aa")
+    (cwd / "recipes").mkdir()
+    recipe = {"experiment": {"name": "aa", "baseline": "a", "variants": {"a": {}, "a_again": {}},
+                             "phases": {"train": {}}, "repeats": 3}}
+    (cwd / "recipes" / "aa.yaml").write_text("# @package _global_\n" + yaml.safe_dump(recipe))
+    proc = afbench(cwd, "-m", "experiment=aa", *COMMAND, "preflight.min_free_gib=0,1000000")
+    return proc, sweep_dir(cwd)
+
+
+def test_aa_identical_variants_give_no_gain_with_an_interval_around_zero(aa_sweep):
+    _, sweep = aa_sweep
+    comp = only(json.loads((sweep / "0" / "summary.json").read_text())["comparisons"])
+    assert comp["aa"] is True and comp["verdict_kind"] == "interval"
+    assert len(comp["baseline_repeats_s"]) == len(comp["variant_repeats_s"]) == 3
+    assert comp["baseline_repeats_s"] != comp["variant_repeats_s"]  # two samples, not one twice
+    assert comp["verdict"] == "NO_GAIN"
+    assert comp["gain_ci_low"] < 0 < comp["gain_ci_high"]
+    assert "**A/A**" in (sweep / "0" / "report.md").read_text()
+    # the sweep report compares the same two variants the same way
+    again = by_name(sweep)["preflight.min_free_gib=0 [a_again]"]
+    assert again["verdict"] == "NO_GAIN" and again["ci_low"] < 0 < again["ci_high"]
+    assert summary(sweep)["baseline"] == "preflight.min_free_gib=0 [a]"
+
+
+def test_a_job_stopped_by_its_preflight_is_run_failed_in_the_sweep_report(aa_sweep):
+    proc, sweep = aa_sweep
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert (sweep / "1" / ".hydra").is_dir() and not (sweep / "1" / "plan.json").exists()
+    s = summary(sweep)
+    assert s["jobs"] == 2 and s["failed"] == ["preflight.min_free_gib=1000000"]
+    bad = by_name(sweep)["preflight.min_free_gib=1000000"]
+    assert bad["verdict"] == "RUN_FAILED" and "no plan.json" in bad["reasons"][0]
+    assert s["combinations"][-1]["name"] == bad["name"]
+
+
+def test_sft_aa_noise_recipe_plans_two_identical_builtin_variants(compose_cfg, tmp_path):
+    from afbench.config import validate_config
+    from afbench.plan import make_plan
+
+    plan = make_plan(validate_config(compose_cfg("experiment=sft_aa_noise")), tmp_path)
+    assert plan.variants == ["a", "a_again"] and plan.repeats == 3 and len(plan.runs) == 6
+    assert [r.run_id for r in plan.runs[:2]] == ["a-train-r1", "a_again-train-r1"]
+    a, a_again = plan.runs[0].config, plan.runs[1].config
+    assert a == a_again and a.engine.name == "builtin"
+    assert (a.scheduler.steps, a.scheduler.measure.first_step, a.scheduler.measure.last_step) == (6, 4, 6)
