@@ -15,6 +15,20 @@ from afbench.cli import register
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_device_locks(tmp_path_factory):
+    """The CPU device lock is machine-wide by default (/tmp): the suite takes its own folder so
+    it neither waits for nor blocks other afbench processes on this machine."""
+    folder = tmp_path_factory.mktemp("locks")
+    old = os.environ.get("AFBENCH_LOCK_DIR")
+    os.environ["AFBENCH_LOCK_DIR"] = str(folder)
+    yield folder
+    if old is None:
+        os.environ.pop("AFBENCH_LOCK_DIR", None)
+    else:
+        os.environ["AFBENCH_LOCK_DIR"] = old
+
+
 @pytest.fixture
 def compose_cfg():
     """compose_cfg(*overrides) -> DictConfig, as the command line would compose it."""

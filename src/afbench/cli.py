@@ -68,7 +68,8 @@ def _task(cfg: DictConfig) -> None:
         # A failing job must not end the sweep: record it, report it, go on with the next.
         job = f"job {hydra_cfg.job.num} ({','.join(hydra_cfg.overrides.task)})"
         try:
-            code = run_experiment(validate_config(cfg), Path(hydra_cfg.runtime.output_dir))
+            code = run_experiment(validate_config(cfg), Path(hydra_cfg.runtime.output_dir),
+                                  job_num=hydra_cfg.job.num)
         except AfbenchError as exc:
             print(f"afbench: error in {job}: {exc}", file=sys.stderr)
             code = exc.exit_code

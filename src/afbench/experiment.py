@@ -150,7 +150,7 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None) -> dict[str,
     return statuses
 
 
-def run_experiment(conf: AfbenchConfig, out_dir: Path) -> int:
+def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> int:
     """Plan, launch, collect, compare and render into ``out_dir``; returns the exit code
     (0 all runs OK or SKIPPED by a backend, 1 if any run FAILED)."""
     from afbench.report import build_report
@@ -158,7 +158,7 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path) -> int:
     out_dir = Path(out_dir)
     if (out_dir / "plan.json").exists():
         raise ConfigError(f"{out_dir} already holds an experiment; an output directory is never reused")
-    plan = make_plan(conf, out_dir)
+    plan = make_plan(conf, out_dir, job_num)
     resume = resume_index(Path(conf.resume)) if conf.resume else None
     preflight(conf, out_dir)
     assets = input_hashes(conf)

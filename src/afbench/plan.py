@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -36,6 +37,10 @@ class RunSpec(BaseModel):
     timeout_s: float
     kill_grace_s: float
     env: dict[str, str] = {}
+    # Resolved backend and the device ids this run holds (afbench.launch.devices); not part of
+    # config_hash, so resume matches runs wherever they ran.
+    backend: Literal["cpu", "cuda", "npu"] | None = None
+    devices: list[int] | None = None
 
 
 class Plan(BaseModel):
@@ -59,8 +64,9 @@ def config_hash(config: RunConfig, variant: str, phase: str, repeat: int) -> str
     return hashlib.sha256(blob).hexdigest()
 
 
-def make_plan(cfg: AfbenchConfig, out_dir: Path) -> Plan:
-    """Expand ``cfg.experiment`` into RunSpecs under ``out_dir/runs``.
+def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> Plan:
+    """Expand ``cfg.experiment`` into RunSpecs under ``out_dir/runs``. ``job_num`` (a sweep
+    job's number) picks the job's block of ``launcher.device_pool``.
 
     Raises ConfigError (naming ``experiment.variants.<v>`` or ``experiment.phases.<p>``) when an
     override names an unknown key or produces an invalid run config.
@@ -83,10 +89,13 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path) -> Plan:
 
                 check_executable(rc.engine)
                 step_regex(rc.engine)
+    from afbench.launch.devices import assign_devices, resolve_backend
+
     for phase in exp.phases:
         for repeat in range(1, exp.repeats + 1):
             for variant in variant_names:
                 rc = configs[(variant, phase)]
+                backend = resolve_backend(rc.backend.name)
                 run_id = f"{variant}-{phase}-r{repeat}"
                 runs.append(
                     RunSpec(
@@ -101,6 +110,9 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path) -> Plan:
                         timeout_s=cfg.launcher.timeout_s,
                         kill_grace_s=cfg.launcher.kill_grace_s,
                         env=dict(cfg.launcher.env),
+                        backend=backend,
+                        devices=assign_devices(rc.parallel, backend, job_num,
+                                               cfg.launcher.device_pool),
                     )
                 )
     verdict_phase = exp.verdict_phase or next(

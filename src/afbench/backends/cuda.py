@@ -5,20 +5,29 @@ Written against the public torch.cuda API; not run on this project's CPU CI (no 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import os
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from afbench.backends.base import Backend
 
 
+def _local_rank() -> int:
+    # under torchrun each rank takes its own device among the visible ones
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
 class CudaBackend(Backend):
     name = "cuda"
 
     def device(self) -> torch.device:
-        # CUDA_VISIBLE_DEVICES (set by the launcher from parallel.devices) makes this device 0.
-        torch.cuda.set_device(0)
-        return torch.device("cuda", 0)
+        # CUDA_VISIBLE_DEVICES (set by the launcher, afbench.launch.devices) makes the run's
+        # devices cuda:0..world_size-1; rank r of a torchrun job takes cuda:r.
+        index = _local_rank()
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
 
     def synchronize(self) -> None:
         torch.cuda.synchronize()
@@ -42,7 +51,7 @@ class CudaBackend(Backend):
 
     def versions(self) -> dict[str, str]:
         return {"torch": torch.__version__, "cuda": str(torch.version.cuda),
-                "device_name": torch.cuda.get_device_name(0)}
+                "device_name": torch.cuda.get_device_name(_local_rank())}
 
     def describe(self) -> str:
-        return f"cuda ({torch.cuda.get_device_name(0)})"
+        return f"cuda ({torch.cuda.get_device_name(_local_rank())})"

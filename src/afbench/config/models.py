@@ -249,6 +249,16 @@ class LauncherConfig(Section):
     timeout_s: PositiveFloat = 1800.0
     kill_grace_s: NonNegativeFloat = 10.0
     env: dict[str, str] = {}
+    # Devices shared out to sweep jobs that set no parallel.devices: job k takes block
+    # k mod (len(pool) // world_size) (Hydra has no per-job device assignment).
+    device_pool: list[NonNegativeInt] | None = None
+
+    @field_validator("device_pool")
+    @classmethod
+    def _pool(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and (not v or len(set(v)) != len(v)):
+            raise ValueError(f"needs distinct device ids, got {v}")
+        return v
 
     _env = field_validator("env", mode="before")(classmethod(lambda cls, v: env_vars(v)))
 

@@ -365,7 +365,10 @@ def build_command(
     flags = trainer_args(spec, engine)
     env: dict[str, str] = {}
     devices = cfg.parallel.devices
-    if devices is not None and backend in VISIBLE_DEVICES_ENV:
+    # Under afbench's launcher the worker already holds its assigned devices as a visibility
+    # mask (afbench.launch.devices); only a bare call sets it from parallel.devices.
+    if (devices is not None and backend in VISIBLE_DEVICES_ENV
+            and VISIBLE_DEVICES_ENV[backend] not in os.environ):
         env[VISIBLE_DEVICES_ENV[backend]] = ",".join(str(d) for d in devices)
     if engine.train_script:
         env.update(NGPU=str(world_size), MODULE=engine.module, CONFIG=engine.config, LOG_RANK="0")

@@ -167,7 +167,7 @@ def held_devices(backend: str, worker_environ: Mapping[str, str], world_size: in
     return mask[:world_size]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def resolve_backend(name: str) -> str:
     """``auto`` -> npu > cuda > cpu (:func:`afbench.backends.base.detect_backend`, imports
     torch); anything else unchanged. Cached: one probe per process."""

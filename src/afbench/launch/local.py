@@ -11,13 +11,21 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
 from pydantic import BaseModel
 
+from afbench.errors import AfbenchError
 from afbench.io import write_json_atomic, write_text_atomic
+from afbench.launch.devices import (
+    device_locks,
+    held_devices,
+    run_devices,
+    visible_devices_env,
+)
 from afbench.plan import RunSpec
 
 SKIPPED_EXIT_CODE = 125  # the reference script's status for a skipped run
@@ -56,11 +64,24 @@ def prepare_run_dir(spec: RunSpec) -> Path:
 
 
 def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
-    """Environment of a worker: this process's, plus per-run compiler caches and TMPDIR.
+    """Environment of a worker: this process's, plus per-run compiler caches and TMPDIR, the
+    CANN environment on npu, and the device visibility of the run's assigned devices.
 
     Inductor writes precompiled headers into ``tempfile.gettempdir()`` even with
     TORCHINDUCTOR_CACHE_DIR set, so TMPDIR is per run too (REFERENCE §8). FX graph and autograd
     caches are off so every compiled run pays (and reports) its real compile time.
+
+    npu: ``<cann_root>/set_env.sh`` sourced in a clean shell
+    (:func:`afbench.backends.npu.npu_worker_env`; root from ``backend.cann_root``,
+    ``$ASCEND_TOOLKIT_HOME`` or ``$ASCEND_HOME_PATH``; none set: the environment afbench was
+    started in is kept as it is), LD_PRELOAD / PYTHONHOME / CONDA_PREFIX removed,
+    PYTORCH_NPU_ALLOC_CONF=expandable_segments:True (REFERENCE §1). cuda/npu: the visibility
+    variable of :func:`afbench.launch.devices.visible_devices_env`, set after ``launcher.env``
+    so that the devices a run is timed on are the devices it holds the locks of.
+
+    Raises:
+        ConfigError: an assigned id is beyond afbench's own visibility mask.
+        PreflightError: sourcing set_env.sh fails.
     """
     env = dict(os.environ)
     cache = run_dir / "cache"
@@ -82,7 +103,15 @@ def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
         TRANSFORMERS_OFFLINE="1",
         TOKENIZERS_PARALLELISM="false",
     )
+    backend, devices = run_devices(spec)
+    if backend == "npu":
+        from afbench.backends.npu import npu_worker_env
+        from afbench.preflight import find_cann_root
+
+        root, _ = find_cann_root(spec.config.backend.cann_root)
+        env = npu_worker_env(env, root)
     env.update(spec.env)
+    env.update(visible_devices_env(backend, devices))
     return env
 
 
@@ -152,13 +181,32 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
     the backend cannot honour a switch), FAILED (non-zero exit, signal, timeout, or no result).
     KeyboardInterrupt stops the worker's process group, records FAILED "interrupted" and is
     re-raised.
+
+    The run's devices (its cuda/npu ids, or the one cpu "device") are locked from before the
+    worker starts until it has ended; a run whose device another afbench run holds waits for
+    it (:func:`afbench.launch.devices.device_locks`). ``wall_s`` and the timeout count from
+    when the locks are held. A lock or device problem records FAILED with its reason.
     """
     run_dir = prepare_run_dir(spec)
     log_path = run_dir / "stdout.log"
-    env = worker_env(spec, run_dir)
+    # The run's devices stay locked from before the worker starts until its process group is
+    # gone: no other afbench run is timed on them meanwhile (afbench.launch.devices).
+    hold = ExitStack()
+    try:
+        env = worker_env(spec, run_dir)
+        backend, _ = run_devices(spec)
+        held = held_devices(backend, env, spec.config.parallel.world_size)
+        hold.enter_context(device_locks(backend, held, label=f"{spec.run_id} ({run_dir})"))
+    except AfbenchError as exc:
+        return _finish(spec, run_dir, "FAILED", None, str(exc), _now(), time.perf_counter())
+    except BaseException as exc:
+        why = ("interrupted while waiting for a device lock" if isinstance(exc, KeyboardInterrupt)
+               else f"{type(exc).__name__}: {exc}")
+        _finish(spec, run_dir, "FAILED", None, why, _now(), time.perf_counter())
+        raise
     started, t0 = _now(), time.perf_counter()
     reason, code = "", None
-    with open(log_path, "wb") as log:
+    with hold, open(log_path, "wb") as log:
         proc = subprocess.Popen(
             worker_argv(spec, python, run_dir),
             cwd=run_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
