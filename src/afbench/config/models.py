@@ -279,6 +279,15 @@ class ReportConfig(Section):
     parity: ParityConfig = ParityConfig()
     # Confidence level of the gain interval when experiment.repeats >= 2.
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
+    @field_validator("template_dir")
+    @classmethod
+    def _template_dir(cls, v: str | None) -> str | None:
+        from pathlib import Path
+
+        if v is not None and not Path(v).is_dir():
+            raise ValueError(f"{v} is not a folder; give a folder with report.md.j2 / report.html.j2")
+        return v
+
     # Sweeps: the combination every other is compared with, as its overrides
     # ("optimization.autofuse=false,optimization.add_rmsnorm=false"); null = all switches off.
     sweep_baseline: str | None = None

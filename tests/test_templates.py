@@ -1,0 +1,31 @@
+"""Users may point report.template_dir at their own templates; a bad folder names the key."""
+
+from __future__ import annotations
+
+import pytest
+
+from afbench.config.models import ReportConfig
+from afbench.errors import ConfigError
+from afbench.report.render import render
+
+
+def test_user_template_dir_overrides_the_shipped_template(tmp_path):
+    (tmp_path / "tpl").mkdir()
+    (tmp_path / "tpl" / "report.md.j2").write_text("custom {{ s.experiment }} {{ L.verdict }}\n")
+    cfg = ReportConfig(template_dir=str(tmp_path / "tpl"), formats=["md"], lang="zh")
+    (path,) = render({"experiment": "exp1"}, tmp_path, cfg)
+    assert path.read_text() == "custom exp1 结论\n"
+
+
+def test_missing_template_dir_is_rejected_before_anything_runs(compose_cfg, tmp_path):
+    from afbench.config import validate_config
+
+    with pytest.raises(ConfigError, match=r"report\.template_dir: .* is not a folder"):
+        validate_config(compose_cfg(f"report.template_dir={tmp_path / 'nope'}"))
+
+
+def test_template_dir_removed_before_rendering_is_a_config_error(tmp_path):
+    cfg = ReportConfig.model_construct(**{**ReportConfig().model_dump(),
+                                          "template_dir": str(tmp_path / "gone"), "formats": ["md"]})
+    with pytest.raises(ConfigError, match="report.template_dir"):
+        render({"experiment": "x"}, tmp_path, cfg)
