@@ -11,7 +11,9 @@ import datetime as _dt
 import json
 import os
 import platform
+import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,6 +55,20 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def repo_state() -> str:
+    """``HEAD <sha>`` and how many tracked files outside bench/ differ from it (others' edits
+    in progress change what is measured); read-only git commands."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                               capture_output=True, text=True, check=True).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return "repo: not a git checkout"
+    others = [line for line in dirty if not line[3:].startswith("bench/")]
+    return f"repo: HEAD {sha}, {len(others)} tracked file(s) outside bench/ modified in the work tree"
+
+
 def header(name: str, argv: list[str] | None = None) -> None:
     """Print what every published number needs beside it: date, machine, versions, load."""
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -61,6 +77,7 @@ def header(name: str, argv: list[str] | None = None) -> None:
     print(f"date: {now}")
     print(f"machine: {os.cpu_count()} cores ({cpu_model()}), {platform.system()} "
           f"{platform.machine()}, Python {platform.python_version()}")
+    print(repo_state())
     print(load_line("load at start"))
     sys.stdout.flush()
 
@@ -126,7 +143,7 @@ def run_afbench(cwd: Path, recipes: Path | None, *args: str, python_flags: tuple
     argv = [PYTHON, *python_flags, "-m", "afbench", *args]
     t0 = time.perf_counter()
     proc = subprocess.run(argv, cwd=cwd, env=afbench_env(recipes), capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, check=False)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr)[-3000:]
@@ -140,6 +157,18 @@ def output_dirs(root: Path) -> list[Path]:
                   key=lambda p: p.stat().st_mtime)
 
 
+def run_afbench_out(cwd: Path, recipes: Path | None, *args: str,
+                    python_flags: tuple[str, ...] = ()) -> tuple[float, float, Path]:
+    """Run afbench once; (wall seconds less device-lock waits, lock-wait seconds, output dir)."""
+    before = set(output_dirs(cwd))
+    wall, _ = run_afbench(cwd, recipes, *args, python_flags=python_flags)
+    new = [d for d in output_dirs(cwd) if d not in before]
+    if len(new) != 1:
+        raise RuntimeError(f"expected one new output dir under {cwd}/outputs, found {new}")
+    wait = lock_wait_s(new[0])
+    return wall - wait, wait, new[0]
+
+
 def read_json(path: Path) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
@@ -148,6 +177,22 @@ def run_walls(out_dir: Path) -> dict[str, float]:
     """run_id -> wall seconds of its worker process (status.json ``wall_s``)."""
     return {p.parent.name: float(read_json(p)["wall_s"])
             for p in sorted((Path(out_dir) / "runs").glob("*/status.json"))}
+
+
+_LOCK_RE = re.compile(r"got device lock .* after ([0-9.]+) s")
+
+
+def lock_wait_s(out_dir: Path) -> float:
+    """Seconds this invocation's runs waited for afbench's device lock (another afbench run,
+    e.g. another engineer's test, held the machine's cpu lock), summed from its cli.log."""
+    log = Path(out_dir) / "cli.log"
+    if not log.is_file():
+        return 0.0
+    return sum(float(m.group(1)) for m in _LOCK_RE.finditer(log.read_text(errors="replace")))
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
 
 
 def mean(values: list[float]) -> float:

@@ -25,9 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
-
 import _common as C
+import pandas as pd
 
 WORKER = C.WORKERS / "matmul_steps.py"
 TARGET_FALSE_FASTER = 0.05
@@ -53,6 +52,16 @@ def step_cvs(out_dir: Path, first_step: int) -> tuple[list[float], dict[str, lis
         within.append(float(t.std(ddof=1) / t.mean()))
         means.setdefault(str(run_id).split("-")[0], []).append(float(t.mean()))
     return within, means
+
+
+def detectable_effect(cv: float, repeats: int, level: float = 0.95, power: float = 0.95) -> float:
+    """Smallest relative slowdown the Welch interval finds with ``power``, for run means with
+    coefficient of variation ``cv`` and ``repeats`` runs per side (equal variances, df 2(n-1))."""
+    from scipy import stats
+
+    df = 2 * (repeats - 1)
+    se = cv * (2 / repeats) ** 0.5
+    return float((stats.t.ppf(1 - (1 - level) / 2, df) + stats.t.ppf(power, df)) * se)
 
 
 def fmt_ci(c: dict) -> str:
@@ -84,11 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     recipes = write_recipe(work, args)
 
     false_faster = aa_slower = detected = 0
-    within_all, between_all, walls, planted_gains = [], [], [], []
+    within_all, between_all, walls, waits, planted_gains = [], [], [], [], []
     for k in range(1, args.trials + 1):
-        wall, _ = C.run_afbench(work, recipes, "experiment=bench_noise")
+        wall, wait, out = C.run_afbench_out(work, recipes, "experiment=bench_noise")
         walls.append(wall)
-        out = C.output_dirs(work)[-1]
+        waits.append(wait)
         summary = C.read_json(out / "summary.json")
         comp = {c["variant"]: c for c in summary["comparisons"]}
         aa, slow = comp["a_copy"], comp["slow"]
@@ -104,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         within_all += within
         between_all += [statistics.stdev(v) / statistics.mean(v) for v in means.values() if len(v) > 1]
         print(f"trial {k:2d}: A/A {fmt_ci(aa)} | planted {fmt_ci(slow)}"
-              f" {'detected' if hit else 'MISSED'} | {wall:.1f} s | {C.load_line('')[2:]}",
+              f" {'detected' if hit else 'MISSED'} | {wall:.1f} s"
+              + (f" (+{wait:.0f} s lock wait)" if wait else "") + f" | {C.load_line('')[2:]}",
               flush=True)
 
     n = args.trials
@@ -114,6 +124,12 @@ def main(argv: list[str] | None = None) -> int:
           f"({len(within_all)} runs)")
     print(f"CV of run means across repeats (per variant and trial): mean {C.mean(between_all):.2%}, "
           f"median {statistics.median(between_all):.2%}, max {max(between_all):.2%}")
+    cv = statistics.median(between_all)
+    mde = detectable_effect(cv, args.repeats)
+    need = next((n for n in range(args.repeats, 1000) if detectable_effect(cv, n) <= args.slowdown),
+                None)
+    print(f"smallest slowdown detectable 95% of the time at this noise (median CV of run means, "
+          f"{args.repeats} repeats): {mde:.1%}; repeats needed for {args.slowdown:.0%}: {need}")
     print(f"planted slowdown measured as gain: mean {C.mean(planted_gains):+.2f}% "
           f"(expected about {-args.slowdown:.0%} of step time)")
     print(f"A/A wrongly FASTER: {false_faster}/{n} = {false_faster / n:.1%}; target <= "
@@ -122,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"planted {args.slowdown:.0%} slowdown detected (interval below 0): {detected}/{n} = "
           f"{detected / n:.1%}; target >= {TARGET_DETECTED:.0%}: "
           f"{C.verdict_mark(detected / n >= TARGET_DETECTED)}")
-    print(f"afbench invocation wall: mean {C.mean(walls):.1f} s per trial")
+    print(f"afbench invocation wall: mean {C.mean(walls):.1f} s per trial, device-lock waits "
+          f"excluded ({sum(waits):.0f} s in {sum(w > 0 for w in waits)} trials: other afbench runs "
+          "held the machine's cpu lock)")
     C.cleanup(work, args.keep)
     C.footer(t_start)
     return 0

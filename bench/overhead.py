@@ -53,25 +53,25 @@ def time_exe(args: list[str]) -> float:
 
 def stats_line(name: str, values: list[float]) -> str:
     sd = statistics.stdev(values) if len(values) > 1 else float("nan")
-    return (f"{name:<44} mean {C.mean(values):7.3f} s  sd {sd:6.3f}  min {min(values):7.3f}"
-            f"  max {max(values):7.3f}  (n={len(values)})")
+    return (f"{name:<48} median {C.median(values):7.3f} s  mean {C.mean(values):7.3f}  "
+            f"sd {sd:6.3f}  min {min(values):7.3f}  max {max(values):7.3f}  (n={len(values)})")
 
 
 def sft_wall(args: argparse.Namespace, work: Path) -> tuple[float | None, str]:
-    """sft_af_compare's wall time (seconds) and where it came from."""
+    """sft_af_compare's wall time (seconds, device-lock waits excluded) and where it came from."""
     if args.sft_wall_s:
         return args.sft_wall_s, "given with --sft-wall-s"
     if args.measure_sft:
         print(C.load_line("load before sft_af_compare"), flush=True)
         sft_cwd = work / "sft"
         sft_cwd.mkdir(exist_ok=True)
-        wall, _ = C.run_afbench(sft_cwd, None, "experiment=sft_af_compare")
-        out = C.output_dirs(sft_cwd)[-1]
+        wall, wait, out = C.run_afbench_out(sft_cwd, None, "experiment=sft_af_compare")
         walls = C.run_walls(out)
         print(C.load_line("load after sft_af_compare"))
-        print(f"sft_af_compare measured: invocation {wall:.1f} s; its runs "
-              + ", ".join(f"{k} {v:.1f} s" for k, v in walls.items()) + f" ({out})")
-        return wall, "measured now (--measure-sft), whole invocation"
+        print(f"sft_af_compare measured: invocation {wall + wait:.1f} s, of which {wait:.1f} s "
+              f"waiting for the device lock -> {wall:.1f} s; its runs "
+              + ", ".join(f"{k} {v:.1f} s" for k, v in walls.items()))
+        return wall, "measured now (--measure-sft), whole invocation less device-lock waits"
     if args.sft_dir:
         walls = C.run_walls(Path(args.sft_dir))
         if not walls:
@@ -114,11 +114,13 @@ def profile(work: Path, recipes_dir: Path) -> None:
     print(C.load_line("load"))
     bare = [time_python(["-c", "pass"]) for _ in range(3)]
     print(f"bare interpreter start (python -c pass): {min(bare):.3f} s")
+    before = set(C.output_dirs(work))
     wall, proc = C.run_afbench(work, recipes_dir, "experiment=bench_overhead_1",
                                python_flags=("-X", "importtime"))
+    wall -= sum(C.lock_wait_s(d) for d in C.output_dirs(work) if d not in before)
     total = sum(int(l.split("|")[0][len("import time:"):]) for l in proc.stderr.splitlines()
                 if l.startswith("import time:") and "self [us]" not in l) / 1e6
-    print(f"main process: wall {wall:.2f} s with -X importtime, of which imports {total:.2f} s")
+    print(f"main process: wall {wall:.2f} s with -X importtime, of which imports {total:.2f} s (device-lock waits excluded)")
     print("top-level imports of the main process (cumulative s):")
     for sec, name in import_costs(proc.stderr):
         print(f"  {sec:6.3f}  {name}")
@@ -175,39 +177,47 @@ def main(argv: list[str] | None = None) -> int:
 
     # one untimed invocation first: the first run writes .pyc files and warms the page cache
     C.run_afbench(work, recipes_dir, "experiment=bench_overhead_1")
-    exe1, af1, exe4, af4, worker_walls = [], [], [], [], []
+    exe1, af1, exe4, af4, worker_walls, waits = [], [], [], [], [], []
     for _ in range(args.rounds):
         exe1.append(time_exe(exe1_args))
-        af1.append(C.run_afbench(work, recipes_dir, "experiment=bench_overhead_1")[0])
-        worker_walls += C.run_walls(C.output_dirs(work)[-1]).values()
+        wall, wait, out = C.run_afbench_out(work, recipes_dir, "experiment=bench_overhead_1")
+        af1.append(wall)
+        waits.append(wait)
+        worker_walls += C.run_walls(out).values()
         exe4.append(sum(time_exe(a) for a in exe4_args))
-        af4.append(C.run_afbench(work, recipes_dir, "experiment=bench_overhead_4")[0])
-        worker_walls += C.run_walls(C.output_dirs(work)[-1]).values()
+        wall, wait, out = C.run_afbench_out(work, recipes_dir, "experiment=bench_overhead_4")
+        af4.append(wall)
+        waits.append(wait)
+        worker_walls += C.run_walls(out).values()
     print(C.load_line("load after timed rounds"))
+    print(f"device-lock waits (another afbench run held /tmp/afbench-cpu.lock), excluded from "
+          f"the walls below: {sum(waits):.1f} s over {sum(w > 0 for w in waits)} of "
+          f"{len(waits)} invocations")
 
     over1 = [a - e for a, e in zip(af1, exe1)]
     over4 = [(a - e) / 4 for a, e in zip(af4, exe4)]
-    marginal = (C.mean(af4) - C.mean(af1) - (C.mean(exe4) - C.mean(exe1))) / 3
+    med = C.median
+    marginal = (med(af4) - med(af1) - (med(exe4) - med(exe1))) / 3
     print("\n-- wall times --")
     print(stats_line("executable alone, 1 run", exe1))
     print(stats_line("python -m afbench, 1-run experiment", af1))
     print(stats_line("executable alone, 4 runs (sum)", exe4))
-    print(stats_line("python -m afbench, 4-run (sft_af_compare shape)", af4))
+    print(stats_line("python -m afbench, 4 runs (sft_af_compare shape)", af4))
     print(stats_line("worker process per run (status.json wall_s)", worker_walls))
-    print("\n-- afbench overhead --")
+    print("\n-- afbench overhead (medians below) --")
     print(stats_line("1-run experiment, whole invocation", over1))
     print(stats_line("4-run experiment, per run", over4))
     print(f"marginal cost of one more run (worker process + bookkeeping): {marginal:.3f} s")
     print(f"worker process overhead per run (worker wall - executable): "
-          f"{C.mean(worker_walls) - C.mean(exe1):.3f} s")
-    print(f"fixed cost per invocation (1-run overhead - marginal): {C.mean(over1) - marginal:.3f} s")
+          f"{med(worker_walls) - med(exe1):.3f} s")
+    print(f"fixed cost per invocation (1-run overhead - marginal): {med(over1) - marginal:.3f} s")
 
     sft_s, source = sft_wall(args, work)
-    total4 = C.mean(af4) - C.mean(exe4)
+    total4 = med(af4) - med(exe4)
     print("\n-- results --")
-    met_run = C.mean(over4) < TARGET_PER_RUN_S and C.mean(over1) < TARGET_PER_RUN_S
-    print(f"overhead per run: {C.mean(over4):.2f} s amortised over a 4-run experiment, "
-          f"{C.mean(over1):.2f} s for a 1-run experiment; target < {TARGET_PER_RUN_S:.0f} s: "
+    met_run = med(over4) < TARGET_PER_RUN_S and med(over1) < TARGET_PER_RUN_S
+    print(f"overhead per run: {med(over4):.2f} s amortised over a 4-run experiment, "
+          f"{med(over1):.2f} s for a 1-run experiment; target < {TARGET_PER_RUN_S:.0f} s: "
           f"{C.verdict_mark(met_run)}")
     if sft_s:
         share = total4 / sft_s

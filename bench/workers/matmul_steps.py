@@ -14,10 +14,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import sys  # noqa: E402
-import time  # noqa: E402
+import sys
+import time
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 iters = int(sys.argv[2]) if len(sys.argv) > 2 else 150

@@ -2,8 +2,7 @@
 
 Multi-round comparisons use :func:`t_interval_of_gain`: Welch's unequal-variance t with the
 delta method for the ratio of means (no resampling, so results are deterministic). The
-Student t quantile is computed here (regularised incomplete beta + bisection) so the module
-needs only numpy.
+Student t distribution comes from scipy.stats, imported only when an interval is computed.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ import math
 from collections.abc import Iterable
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 
 def _as_array(values: Iterable[float], what: str = "values") -> np.ndarray:
@@ -69,6 +67,8 @@ def t_cdf(t: float, df: float) -> float:
     (scipy.stats.t)."""
     if df <= 0:
         raise ValueError(f"degrees of freedom must be > 0, got {df}")
+    from scipy import stats as scipy_stats  # ~0.8 s to import: only when an interval is asked for
+
     return float(scipy_stats.t.cdf(t, df))
 
 
@@ -76,6 +76,8 @@ def t_ppf(p: float, df: float) -> float:
     """Quantile of Student's t, ``0 < p < 1`` (scipy.stats.t)."""
     if not 0 < p < 1:
         raise ValueError(f"probability must be within (0, 1), got {p}")
+    from scipy import stats as scipy_stats
+
     return float(scipy_stats.t.ppf(p, df))
 
 
