@@ -90,3 +90,12 @@ def test_per_variant_policy_keeps_other_variants_going(compose_cfg, tmp_path):
     st = {"af_off-train-r1": "OK", "af_on-train-r1": "FAILED"}
     assert skip_reason(plan, runs["af_off-profile-r1"], st) is None
     assert skip_reason(plan, runs["af_on-profile-r1"], st)
+
+
+def test_command_line_override_shadowed_by_a_phase_is_named(compose_cfg):
+    from afbench.plan import shadowed_overrides
+
+    conf = validate_config(compose_cfg("experiment=sft_af_compare", "scheduler.steps=20"))
+    lines = shadowed_overrides(["scheduler.steps=20", "scheduler.seq_len=128"], conf)
+    assert len(lines) == 2  # both phases set scheduler.steps; nothing sets seq_len
+    assert "experiment.phases.train.scheduler.steps=..." in lines[0]

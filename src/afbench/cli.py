@@ -88,6 +88,10 @@ def _task(cfg: DictConfig) -> None:
         return
     try:
         conf = validate_config(cfg)
+        from afbench.plan import shadowed_overrides
+
+        for line in shadowed_overrides(list(hydra_cfg.overrides.task), conf):
+            print(f"afbench: warning: {line}", file=sys.stderr)
         out_dir = Path(HydraConfig.get().runtime.output_dir)
         if conf.task == "check":
             from afbench.experiment import preflight

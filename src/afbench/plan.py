@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -133,6 +133,34 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
         profile_phase=profile_phase,
         runs=runs,
     )
+
+
+def shadowed_overrides(overrides: list[str], cfg: AfbenchConfig) -> list[str]:
+    """Command-line overrides (``key=value``) that a phase or variant of the experiment sets
+    again, so they have no effect there; one warning line each, naming where to set it."""
+    from afbench.config.validate import expand_dotted
+
+    def has(tree: dict[str, Any], parts: list[str]) -> bool:
+        for part in parts:
+            if not isinstance(tree, dict) or part not in tree:
+                return False
+            tree = tree[part]
+        return True
+
+    out = []
+    exp = cfg.experiment
+    for item in overrides:
+        key = item.split("=", 1)[0].lstrip("+~")
+        if key.startswith(("experiment.", "hydra")) or "=" not in item:
+            continue
+        parts = key.split(".")
+        for kind, entries in (("phases", exp.phases), ("variants", exp.variants)):
+            for name, over in entries.items():
+                if has(expand_dotted(over, f"experiment.{kind}.{name}"), parts):
+                    out.append(f"{key} is set again by experiment.{kind}.{name}, which wins "
+                               f"there; to change it for that {kind[:-1]} use "
+                               f"experiment.{kind}.{name}.{key}=...")
+    return out
 
 
 def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
