@@ -46,7 +46,12 @@ def register() -> None:
         if not folder.is_dir():
             continue
         for path in sorted(folder.glob("*.yaml")):
-            node = OmegaConf.load(path)
+            try:
+                node = OmegaConf.load(path)
+            except Exception as exc:  # yaml.YAMLError and friends: name the file, stop
+                detail = " ".join(str(exc).split())
+                print(f"afbench: error: recipe {path}: not valid YAML: {detail}", file=sys.stderr)
+                sys.exit(2)
             if "experiment" in node:
                 # every scalar key exists, so `experiment.repeats=3` works without a `+`
                 node = OmegaConf.merge({"experiment": dict(EXPERIMENT_SCALARS)}, node)
@@ -165,6 +170,7 @@ def precheck(argv: list[str], conf_dir: str) -> None:
     from omegaconf.errors import OmegaConfBaseException
 
     from afbench.config import validate_config
+    from afbench.plan import make_plan
 
     overrides = _user_overrides(argv)
     if overrides is None:
@@ -174,7 +180,8 @@ def precheck(argv: list[str], conf_dir: str) -> None:
             GlobalHydra.instance().clear()
             with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
                 cfg = compose(config_name="config", overrides=combo)
-            validate_config(cfg)
+            # planning writes nothing: variant and phase errors surface here too
+            make_plan(validate_config(cfg), Path(os.devnull) / "dry-run")
     except (HydraException, OmegaConfBaseException) as exc:
         print(f"afbench: error: {_hydra_message(exc, conf_dir)}", file=sys.stderr)
         sys.exit(2)
@@ -237,6 +244,8 @@ def _terminate(signum: int, frame: object) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
+    # Ctrl-C must reach us even when started from a shell that ignores SIGINT for background jobs
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     register()
     conf_dir = str(importlib.resources.files("afbench.conf"))
     precheck(sys.argv[1:], conf_dir)

@@ -191,8 +191,11 @@ def compare(col: Collected, report: ReportConfig) -> dict[str, Any]:
                      if v["first_step_s"] is not None and v["mean_step_s"] else None)
         saving = (b["mean_step_s"] - v["mean_step_s"]) if gain is not None else None
         break_even = (compile_s / saving if compile_s is not None and saving and saving > 0 else None)
-        reasons = [r for r in runs[runs.run_id.isin(ids(variant, vphase) + ids(base, vphase))]
-                   .reason.tolist() if r] + b["log_errors"] + v["log_errors"]
+        # why a side has no number: its runs that did not succeed, and invalid logs
+        pair = runs[runs.run_id.isin(ids(variant, vphase) + ids(base, vphase))]
+        reasons = [f"{r.run_id}: {r.reason}" for r in pair.itertuples()
+                   if r.status != "OK" and r.reason]
+        reasons += [f"{r.run_id}: {r.log_error}" for r in pair.itertuples() if r.log_error]
         line = verdict + decision["note"]
         if parity["status"] == "DIVERGED" and verdict.endswith("_FASTER"):
             where = parity.get("first_diverging_step", parity.get("first_diverging_position"))

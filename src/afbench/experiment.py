@@ -35,14 +35,18 @@ def content_sha256(path: Path) -> str:
 def preflight(conf: AfbenchConfig, out_dir: Path, show_all: bool = False) -> list:
     """Run the preflight checks (afbench.preflight); print FAIL lines (all lines with
     ``show_all``) and raise PreflightError if any failed."""
-    from afbench.preflight import raise_on_failure, run_preflight
+    from afbench.errors import PreflightError
+    from afbench.preflight import run_preflight
 
     checks = run_preflight(conf, out_dir, min_free_gib=conf.preflight.min_free_gib,
                            min_cann_date=conf.preflight.min_cann_date)
     for check in checks:
         if show_all or not check.ok:
             console.print(check.line(), markup=False)
-    raise_on_failure(checks)
+    failed = [c for c in checks if not c.ok]
+    if failed:  # the FAIL lines are printed above; the error names the count and the fix
+        raise PreflightError(f"preflight: {len(failed)} check(s) failed (the [FAIL] lines above "
+                             "say what to do); nothing was run")
     if not show_all:
         console.print(f"afbench: preflight: {len(checks)} checks passed")
     return checks
@@ -160,6 +164,10 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
         raise ConfigError(f"{out_dir} already holds an experiment; an output directory is never reused")
     plan = make_plan(conf, out_dir, job_num)
     resume = resume_index(Path(conf.resume)) if conf.resume else None
+    if resume is not None:
+        hits = sum(r.config_hash in resume for r in plan.runs)
+        console.print(f"afbench: resume: {hits} of {len(plan.runs)} runs have an OK result in "
+                      f"{conf.resume}" + ("" if hits else " (nothing to reuse: every run runs)"))
     preflight(conf, out_dir)
     assets = input_hashes(conf)
     write_json_atomic(out_dir / "experiment.json", {
@@ -176,4 +184,5 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
         console.print(f"afbench: report {out_dir / 'report.md'}")
     for line in summary.get("headline", []):
         console.print(line)
-    return 1 if "FAILED" in statuses.values() else 0
+    invalid_logs = [r["run_id"] for r in summary.get("runs", []) if r.get("log_error")]
+    return 1 if "FAILED" in statuses.values() or invalid_logs else 0

@@ -43,7 +43,8 @@ def run_values(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
     Keys: run_dir, profile_dir (``<run_dir>/profile``), mode (``profile`` when
     optimization.profiler is on, else ``train``), steps, seed, model_path, data_path, devices
     (comma-separated ids, ``""`` when unset), world_size, seq_len, global_batch_size (``""``
-    for a scheduler without them), variant, phase, repeat.
+    for a scheduler without them), variant, phase, repeat, and the switches autofuse,
+    npugraph_ex, add_rmsnorm, rmsnorm, profiler (``true`` / ``false``).
     """
     cfg: RunConfig = spec.config
     s = cfg.scheduler
@@ -63,6 +64,9 @@ def run_values(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
         "variant": spec.variant,
         "phase": spec.phase,
         "repeat": spec.repeat,
+        # the switches, so the command can honour them: "true" / "false"
+        **{name: str(getattr(cfg.optimization, name)).lower()
+           for name in ("autofuse", "npugraph_ex", "add_rmsnorm", "rmsnorm", "profiler")},
     }
 
 

@@ -84,12 +84,22 @@ def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
         PreflightError: sourcing set_env.sh fails.
     """
     env = dict(os.environ)
-    cache = run_dir / "cache"
+    base = run_dir
+    if any(c.isspace() for c in str(run_dir)):
+        # inductor passes these paths unquoted to the C++ compiler: keep them free of spaces
+        import hashlib
+        import tempfile
+
+        digest = hashlib.sha256(str(run_dir).encode()).hexdigest()[:16]
+        base = Path(tempfile.gettempdir()) / f"afbench-run-{digest}"
+        if any(c.isspace() for c in str(base)):
+            base = Path("/tmp") / f"afbench-run-{digest}"
+    cache = base / "cache"
     dirs = {
         "TORCHINDUCTOR_CACHE_DIR": cache / "inductor",
         "TRITON_CACHE_DIR": cache / "triton",
         "TORCH_EXTENSIONS_DIR": cache / "torch_extensions",
-        "TMPDIR": run_dir / "tmp",
+        "TMPDIR": base / "tmp",
     }
     for name, path in dirs.items():
         path.mkdir(parents=True, exist_ok=True)
