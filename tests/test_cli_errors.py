@@ -64,3 +64,35 @@ def test_task_check_prints_every_line_and_passes(tmp_path):
     proc = afbench(tmp_path, "task=check")
     assert proc.returncode == 0, proc.stderr
     assert "[PASS] model.manifest:" in proc.stderr and "[FAIL]" not in proc.stderr
+
+
+def test_seq_len_above_the_models_max_positions_exits_2_before_running(tmp_path):
+    proc = afbench(tmp_path, "scheduler.seq_len=100000")
+    assert proc.returncode == 2
+    assert "scheduler.seq_len = 100000 exceeds the model's max_position_embeddings 2048" in proc.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_unknown_key_in_a_recipe_variant_exits_2_and_writes_nothing(tmp_path):
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "typo.yaml").write_text(
+        "# @package _global_\nexperiment:\n  name: typo\n  baseline: a\n"
+        "  variants:\n    a: {}\n    b: {optimization: {autofuze: true}}\n  phases:\n    run: {}\n")
+    import os
+    env = {**os.environ, "AFBENCH_RECIPE_PATH": str(tmp_path / "recipes")}
+    proc = subprocess.run([sys.executable, "-m", "afbench", "experiment=typo"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "experiment.variants.b" in proc.stderr and "autofuze: unknown key" in proc.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_recipe_with_broken_yaml_is_named(tmp_path):
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "broken.yaml").write_text("experiment: [unclosed\n")
+    import os
+    env = {**os.environ, "AFBENCH_RECIPE_PATH": str(tmp_path / "recipes")}
+    proc = subprocess.run([sys.executable, "-m", "afbench", "task=check"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "broken.yaml: not valid YAML" in proc.stderr and "Traceback" not in proc.stderr

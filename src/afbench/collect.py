@@ -81,7 +81,7 @@ def collect(out_dir: Path) -> Collected:
             "exit_code": status.get("exit_code"), "reason": status.get("reason", "not run"),
             "wall_s": status.get("wall_s"), "mean_step_s": None, "log_error": "",
             "first_step_s": result.get("first_step_s"), "tokens_per_s": None,
-            "workload": spec.config.scheduler.workload,
+            "workload": spec.config.scheduler.workload, "step_cv_pct": None,
         }
         records = _records(run_dir / "metrics.jsonl")
         for rec in records:
@@ -102,6 +102,15 @@ def collect(out_dir: Path) -> Collected:
             for key in MEANS[sched.workload]:
                 vals = [r[key] for r in in_window if r.get(key) is not None]
                 row[key] = sum(vals) / len(vals) if vals else None
+            times_s = [r["step_time_s"] for r in in_window if r.get("step_time_s")]
+            tokens = [r.get("tokens") or r.get("generated_tokens") for r in in_window]
+            if times_s and all(tokens) and len(tokens) == len(times_s):
+                # tokens/s of the window = its tokens / its time (not a mean of per-step rates)
+                row["tokens_per_s"] = sum(tokens) / sum(times_s)
+            if len(times_s) >= 2:
+                mean = sum(times_s) / len(times_s)
+                var = sum((t - mean) ** 2 for t in times_s) / (len(times_s) - 1)
+                row["step_cv_pct"] = 100.0 * var ** 0.5 / mean
             if "sanity" in result:
                 row["sanity"] = result["sanity"]["status"]
         run_rows.append(row)

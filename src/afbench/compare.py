@@ -163,8 +163,9 @@ def compare(col: Collected, report: ReportConfig) -> dict[str, Any]:
         extra = {k: _mean(sel[k].tolist()) for k in MEANS[workload] if k in sel}
         sanity = [x for x in sel.get("sanity", pd.Series(dtype=object)).tolist() if isinstance(x, str)]
         per_repeat = [x for x in sel.mean_step_s.tolist() if x is not None and x == x]
+        cvs = [x for x in sel.get("step_cv_pct", pd.Series(dtype=float)).tolist() if x is not None and x == x]
         return {"statuses": statuses, "mean_step_s": mean, "first_step_s": first,
-                "per_repeat_s": per_repeat,
+                "per_repeat_s": per_repeat, "step_cv_pct": max(cvs) if cvs else None,
                 "tokens_per_s": _mean(sel.tokens_per_s.tolist()), "log_errors": errors,
                 "metrics": extra, "sanity": sanity[0] if sanity else None,
                 "skipped": bool(statuses) and all(s == "SKIPPED" for s in statuses),
@@ -207,6 +208,7 @@ def compare(col: Collected, report: ReportConfig) -> dict[str, Any]:
             "verdict_kind": decision["kind"], "confidence": report.confidence,
             "aa": variants_cfg.get(variant) == variants_cfg.get(base),
             "baseline_repeats_s": b["per_repeat_s"], "variant_repeats_s": v["per_repeat_s"],
+            "baseline_step_cv_pct": b["step_cv_pct"], "variant_step_cv_pct": v["step_cv_pct"],
             "baseline_tokens_per_s": b["tokens_per_s"],
             "variant_tokens_per_s": v["tokens_per_s"], "baseline_first_step_s": b["first_step_s"],
             "variant_first_step_s": v["first_step_s"], "compile_overhead_s": compile_s,

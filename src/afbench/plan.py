@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from afbench.config.models import AfbenchConfig, RunConfig
 from afbench.config.validate import apply_overrides, validate_run_config
+from afbench.errors import ConfigError
 
 RUN_KEYS = tuple(RunConfig.model_fields)
 
@@ -82,6 +83,7 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
             where = f"experiment.variants.{variant} in phase {phase}"
             data = apply_overrides(phased, exp.variants[variant], f"experiment.variants.{variant}")
             configs[(variant, phase)] = rc = validate_run_config(data, where)
+            _check_model_limits(rc, where)
             if rc.engine.name == "command":
                 # a wrong executable, placeholder or step pattern fails now (exit 2), not as
                 # a FAILED run after the earlier runs spent their time
@@ -133,6 +135,26 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
         profile_phase=profile_phase,
         runs=runs,
     )
+
+
+def _check_model_limits(rc: RunConfig, where: str) -> None:
+    """seq_len / prompt length within the model's max_position_embeddings (from its
+    config.json), so a too-long sequence fails now rather than in the worker."""
+    cfg_file = Path(rc.model.path) / "config.json"
+    if rc.engine.name != "builtin" or not cfg_file.is_file():
+        return
+    try:
+        max_pos = json.loads(cfg_file.read_text()).get("max_position_embeddings")
+    except (OSError, ValueError):
+        return  # preflight reports an unreadable model folder
+    s = rc.scheduler
+    length = getattr(s, "seq_len", None) or (getattr(s, "input_truncated_len", 0)
+                                             + getattr(s, "max_new_tokens", 0))
+    if max_pos and length > max_pos:
+        key = "scheduler.seq_len" if hasattr(s, "seq_len") else \
+            "scheduler.input_truncated_len + max_new_tokens"
+        raise ConfigError(f"{where}: {key} = {length} exceeds the model's "
+                          f"max_position_embeddings {max_pos} ({cfg_file})")
 
 
 def shadowed_overrides(overrides: list[str], cfg: AfbenchConfig) -> list[str]:
