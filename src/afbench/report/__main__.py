@@ -21,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     from afbench.io import read_json
     from afbench.report.render import build_report
 
+    if not args.out_dir.is_dir():
+        print(f"afbench.report: error: {args.out_dir} does not exist", file=sys.stderr)
+        return 2
     if not (args.out_dir / "plan.json").is_file() and any(args.out_dir.glob("*/plan.json")):
         from afbench.sweep import build_sweep_report
 
