@@ -11,6 +11,7 @@ step's latency goes to ``metrics.jsonl``; the texts of the first measured run go
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ from afbench.engines import data as chat
 from afbench.engines.common import MetricsWriter, environment_info, prepare_model
 from afbench.plan import RunSpec
 from afbench.switches import SwitchReport
-from afbench.switches.profiler import StepProfiler
+from afbench.switches.profiler import open_profiler
 
 
 def load_prompts(cfg: Any, s: InferScheduler) -> list[list[dict[str, str]]]:
@@ -151,15 +152,13 @@ def run_infer(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     batches = [encoded[i: i + s.batch_size] for i in range(0, len(encoded), s.batch_size)]
 
     metrics = MetricsWriter(run_dir / "metrics.jsonl")
-    profiler = StepProfiler(backend, o.profiler_window, run_dir / "profile", o.npu_profiler) if o.profiler else None
-    if profiler:
-        switches.append(SwitchReport("profiler", True, f"{type(backend).__name__} profiler, runs "
-                                     f"{o.profiler_window.first_step}-{o.profiler_window.last_step}"))
-        profiler.__enter__()
+    profiler, report = open_profiler(o.profiler, backend, o.profiler_window, run_dir,
+                                     o.npu_profiler, unit="runs")
+    switches += [report] if report else []
     backend.reset_peak_memory()
     first_run_s = None
     kept_texts: list[dict[str, Any]] = []
-    try:
+    with profiler, contextlib.closing(metrics):
         for run in range(1, s.steps + 1):
             measured = run > s.warmup_runs
             keep = run == s.warmup_runs + 1
@@ -195,12 +194,7 @@ def run_infer(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
             print(f"step: {run:2d}  generated_tokens: {generated}  elapsed_time_per_step: {total:.6f}s  "
                   f"tokens_per_s: {rec['tokens_per_s']:.2f}  ttft_ms: {rec['ttft_ms']:.2f}  "
                   f"tpot_ms: {rec['tpot_ms_mean'] or 0:.3f}{'' if measured else '  (warmup)'}", flush=True)
-            if profiler:
-                profiler.step()
-    finally:
-        if profiler:
-            profiler.__exit__(None, None, None)
-        metrics.close()
+            profiler.step()
     with open(run_dir / "generations.jsonl", "w", encoding="utf-8") as fh:
         for row in kept_texts:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -25,8 +25,7 @@ from afbench.engines.common import (
 )
 from afbench.errors import ConfigError, RunFailed
 from afbench.plan import RunSpec
-from afbench.switches import SwitchReport
-from afbench.switches.profiler import StepProfiler
+from afbench.switches.profiler import open_profiler
 
 
 def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
@@ -63,18 +62,14 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     tokens_per_step = s.global_batch_size * s.seq_len
 
     metrics = MetricsWriter(run_dir / ("metrics.jsonl" if info.rank == 0 else f"metrics.rank{info.rank}.jsonl"))
-    profiler = (StepProfiler(backend, o.profiler_window, run_dir / "profile", o.npu_profiler)
-                if o.profiler and info.rank == 0 else None)
-    if profiler:
-        switches.append(SwitchReport("profiler", True, f"{type(backend).__name__} profiler, steps "
-                                     f"{o.profiler_window.first_step}-{o.profiler_window.last_step}"))
+    profiler, report = open_profiler(o.profiler and info.rank == 0, backend, o.profiler_window,
+                                     run_dir, o.npu_profiler)
+    switches += [report] if report else []
     first_step_s = None
     local_losses: list[float] = []
     forward_ddp = forward if not hasattr(forward, "_orig_mod") else forward._orig_mod
     backend.reset_peak_memory()
-    if profiler:
-        profiler.__enter__()
-    try:
+    with profiler, contextlib.closing(metrics):
         for step in range(1, s.steps + 1):
             backend.synchronize()
             t0 = time.perf_counter()
@@ -113,12 +108,7 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
                             **({"local_loss": local_losses[-1]} if info.enabled else {})), flush=True)
             if not finite(loss_v):
                 raise RunFailed(f"loss is {loss_v} at step {step}")
-            if profiler:
-                profiler.step()
-    finally:
-        if profiler:
-            profiler.__exit__(None, None, None)
-        metrics.close()
+            profiler.step()
     agreed = ddp.agreement(model, info, local_losses)
     ddp.shutdown(info)
     return {

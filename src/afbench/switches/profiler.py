@@ -182,3 +182,30 @@ class StepProfiler:
         first_id = self.window.first_step - 1
         step_trace_from_events(prof.events(), device_id, first_id, device_kernels).to_csv(
             self.out_dir / "step_trace_time.csv", index=False)
+
+
+class NoProfiler:
+    """Stands in for StepProfiler when the switch is off: same interface, does nothing."""
+
+    def __enter__(self) -> "NoProfiler":
+        return self
+
+    def step(self) -> None:
+        pass
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+def open_profiler(enabled: bool, backend: Backend, window: ProfilerWindow, run_dir: Path,
+                  npu: NpuProfilerConfig, unit: str = "steps") -> tuple[Any, Any]:
+    """(profiler, switch report or None): a StepProfiler writing to ``run_dir/profile`` when
+    ``enabled``, else a NoProfiler. Use it as a context manager and call ``step()`` after
+    every step."""
+    if not enabled:
+        return NoProfiler(), None
+    from afbench.switches import SwitchReport
+
+    report = SwitchReport("profiler", True, f"{type(backend).__name__} profiler, {unit} "
+                          f"{window.first_step}-{window.last_step}")
+    return StepProfiler(backend, window, run_dir / "profile", npu), report
