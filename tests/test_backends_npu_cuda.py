@@ -14,7 +14,7 @@ import types
 import pytest
 import torch
 
-from afbench.backends.base import detect_backend, get_backend
+from afbench.backends.base import get_backend
 from afbench.config import validate_config
 from afbench.config.models import CompileConfig, NpuProfilerConfig, ProfilerWindow
 from afbench.errors import PreflightError, RunSkipped
@@ -118,35 +118,7 @@ def npu_backend():
     return NpuBackend()
 
 
-# ---------------------------------------------------------------- backend selection
-
-
-def test_auto_prefers_npu_over_cuda(fake_npu, monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert detect_backend() == "npu"
-
-
-def test_auto_takes_cuda_without_torch_npu(monkeypatch):
-    monkeypatch.delitem(sys.modules, "torch_npu", raising=False)
-    monkeypatch.setattr("importlib.util.find_spec",
-                        lambda name, *a: None if name == "torch_npu" else importlib.util.find_spec(name))
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert detect_backend() == "cuda"
-
-
-def test_auto_falls_through_a_broken_torch_npu_to_cuda(monkeypatch):
-    spec = importlib.machinery.ModuleSpec("torch_npu", None)
-    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: spec)
-    monkeypatch.setitem(sys.modules, "torch_npu", None)  # `import torch_npu` raises
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert detect_backend() == "cuda"
-
-
-def test_auto_takes_cpu_when_torch_npu_sees_no_npu_and_there_is_no_cuda(fake_npu, monkeypatch):
-    monkeypatch.setattr(torch.npu, "is_available", lambda: False)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert detect_backend() == "cpu"
-    assert get_backend("auto").name == "cpu"
+# ---------------------------------------------------------------- backend instantiation
 
 
 def test_npu_backend_without_torch_npu_skips_the_run(monkeypatch):

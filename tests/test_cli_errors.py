@@ -28,6 +28,8 @@ def afbench(cwd, *args):
     (["-m", "optimization.autofuse=false,ture"], 2,
      "optimization.autofuse: Input should be a valid boolean"),
     (["+launcher.env.lower=1"], 2, "must match [A-Z_][A-Z0-9_]*"),
+    (["engine=torchtitan", "scheduler=infer"], 2,
+     "scheduler.workload: engine=torchtitan runs SFT only, got 'infer'"),
 ])
 def test_config_errors_exit_2_with_one_line_and_write_nothing(tmp_path, args, code, message):
     proc = afbench(tmp_path, *args)
@@ -96,3 +98,12 @@ def test_recipe_with_broken_yaml_is_named(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "broken.yaml: not valid YAML" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_engine_config_error_is_one_line_before_anything_runs(tmp_path):
+    proc = afbench(tmp_path, "engine=torchtitan", "scheduler=infer")
+    assert proc.returncode == 2, proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("afbench: error: ")
+    assert "scheduler.workload" in lines[0]
+    assert list(tmp_path.iterdir()) == []

@@ -16,7 +16,7 @@ import pytest
 from afbench.config.models import RunConfig
 from afbench.engines.command import run_command
 from afbench.errors import ConfigError, RunFailed
-from afbench.plan import RunSpec
+from afbench.runspec import RunSpec
 
 WORKERS = Path(__file__).parent / "fault_workers"
 LOSS_PATTERN = (r"\bstep:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>\S+)\s+"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from afbench.plan import RunSpec
+from afbench.runspec import RunSpec
 
 WORKERS = Path(__file__).parent / "fault_workers"
 LOSS_PATTERN = (r"\bstep:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>\S+)\s+"

@@ -14,17 +14,16 @@ import pytest
 from afbench.analysis.errors import InvalidLog
 from afbench.analysis.steplog import parse_step_times
 from afbench.config import validate_config
-from afbench.engines.torchtitan import (
-    TorchtitanEngine,
-    build_command,
+from afbench.config.engines import TorchtitanEngine
+from afbench.engines.torchtitan.cmdline import build_command, trainer_args
+from afbench.engines.torchtitan.parsers import (
     find_titan_traces,
     parse_titan_log,
-    run_torchtitan,
     step_records,
     step_time_from_tps,
     step_times_from_structured_logs,
-    trainer_args,
 )
+from afbench.engines.torchtitan.run import run_torchtitan
 from afbench.errors import ConfigError, RunFailed, RunSkipped
 from afbench.plan import make_plan
 from pydantic import ValidationError

@@ -14,7 +14,7 @@ from afbench.analysis.errors import InvalidLog
 from afbench.analysis.kernels import load_kernel_table
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, mean_step_time, read_step_times
 from afbench.io import read_json
-from afbench.plan import Plan, RunSpec
+from afbench.runspec import Plan, RunSpec
 
 
 # Per-run means over the measured window, from metrics.jsonl step records.
@@ -93,7 +93,7 @@ def collect(out_dir: Path) -> Collected:
                      and window.first_step <= r.get("step", 0) <= window.last_step]
         if row["status"] == "OK":
             try:
-                pattern = getattr(spec.config.engine, "step_regex_source", DEFAULT_STEP_PATTERN)
+                pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
                 times = read_step_times(run_dir / "stdout.log", window.first_step, window.last_step,
                                         pattern)
                 row["mean_step_s"] = mean_step_time(times)

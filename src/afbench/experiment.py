@@ -12,8 +12,9 @@ from rich.console import Console
 from afbench.config.models import AfbenchConfig
 from afbench.errors import ConfigError
 from afbench.io import read_json, write_json_atomic, write_text_atomic
-from afbench.launch.local import RunStatus, launch_run, write_skipped
-from afbench.plan import Plan, RunSpec, make_plan, skip_reason
+from afbench.launch.local import launch_run, write_skipped
+from afbench.plan import make_plan, skip_reason
+from afbench.runspec import Plan, RunSpec, RunStatus
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -77,7 +78,8 @@ def _window_parses(run_dir: Path, config_hash: str) -> bool:
         if spec.config_hash != config_hash:
             return False
         window = spec.config.scheduler.measure
-        pattern = getattr(spec.config.engine, "step_regex_source", DEFAULT_STEP_PATTERN)
+        # null (and engines without the key) mean the reference's step line
+        pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
         read_step_times(run_dir / "stdout.log", window.first_step, window.last_step, pattern)
     except (OSError, ValueError):  # InvalidLog and pydantic's ValidationError are ValueErrors
         return False

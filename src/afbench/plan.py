@@ -8,69 +8,28 @@ the variant's (the variant wins: it is what is being compared).
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
+from afbench.backends.resolve import resolve_backend
 from afbench.config.models import AfbenchConfig, RunConfig
-from afbench.config.validate import apply_overrides, validate_run_config
+from afbench.config.validate import apply_overrides, expand_dotted, validate_run_config
+from afbench.engines.registry import engine_for
 from afbench.errors import ConfigError
+from afbench.launch.devices import assign_devices
+from afbench.runspec import Plan, RunSpec, config_hash
 
 RUN_KEYS = tuple(RunConfig.model_fields)
 
 
-class RunSpec(BaseModel):
-    """One worker process. Written to ``<run_dir>/runspec.json``; the worker reads only that."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    run_id: str
-    index: int  # 1-based position in the plan
-    variant: str
-    phase: str
-    repeat: int  # 1-based
-    config: RunConfig
-    config_hash: str  # sha256 of the canonical JSON of (config, variant, phase, repeat)
-    run_dir: str
-    timeout_s: float
-    kill_grace_s: float
-    env: dict[str, str] = {}
-    # Resolved backend and the device ids this run holds (afbench.launch.devices); not part of
-    # config_hash, so resume matches runs wherever they ran.
-    backend: Literal["cpu", "cuda", "npu"] | None = None
-    devices: list[int] | None = None
-
-
-class Plan(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    experiment: str
-    baseline: str
-    variants: list[str]
-    phases: list[str]
-    repeats: int
-    skip_policy: str
-    verdict_phase: str
-    profile_phase: str | None
-    runs: list[RunSpec]
-
-
-def config_hash(config: RunConfig, variant: str, phase: str, repeat: int) -> str:
-    payload = {"config": config.model_dump(mode="json"), "variant": variant, "phase": phase,
-               "repeat": repeat}
-    blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(blob).hexdigest()
-
-
 def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> Plan:
     """Expand ``cfg.experiment`` into RunSpecs under ``out_dir/runs``. ``job_num`` (a sweep
-    job's number) picks the job's block of ``launcher.device_pool``.
+    job's number) picks the job's block of ``launcher.device_pool``. Every RunSpec records its
+    resolved backend (:func:`afbench.backends.resolve.resolve_backend`) and device ids.
 
     Raises ConfigError (naming ``experiment.variants.<v>`` or ``experiment.phases.<p>``) when an
-    override names an unknown key or produces an invalid run config.
+    override names an unknown key or produces an invalid run config, or when the run's engine
+    rejects it (:meth:`afbench.engines.registry.Engine.check`).
     """
     exp = cfg.experiment
     base = cfg.model_dump(mode="json", include=set(RUN_KEYS))
@@ -83,15 +42,12 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
             where = f"experiment.variants.{variant} in phase {phase}"
             data = apply_overrides(phased, exp.variants[variant], f"experiment.variants.{variant}")
             configs[(variant, phase)] = rc = validate_run_config(data, where)
-            _check_model_limits(rc, where)
-            if rc.engine.name == "command":
-                # a wrong executable, placeholder or step pattern fails now (exit 2), not as
-                # a FAILED run after the earlier runs spent their time
-                from afbench.engines.command import check_executable, step_regex
-
-                check_executable(rc.engine)
-                step_regex(rc.engine)
-    from afbench.launch.devices import assign_devices, resolve_backend
+            # an engine's bad setting fails now (exit 2), not as a FAILED run after the
+            # earlier runs spent their time
+            try:
+                engine_for(rc).check(rc)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
 
     for phase in exp.phases:
         for repeat in range(1, exp.repeats + 1):
@@ -137,31 +93,9 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
     )
 
 
-def _check_model_limits(rc: RunConfig, where: str) -> None:
-    """seq_len / prompt length within the model's max_position_embeddings (from its
-    config.json), so a too-long sequence fails now rather than in the worker."""
-    cfg_file = Path(rc.model.path) / "config.json"
-    if rc.engine.name != "builtin" or not cfg_file.is_file():
-        return
-    try:
-        max_pos = json.loads(cfg_file.read_text()).get("max_position_embeddings")
-    except (OSError, ValueError):
-        return  # preflight reports an unreadable model folder
-    s = rc.scheduler
-    length = getattr(s, "seq_len", None) or (getattr(s, "input_truncated_len", 0)
-                                             + getattr(s, "max_new_tokens", 0))
-    if max_pos and length > max_pos:
-        key = "scheduler.seq_len" if hasattr(s, "seq_len") else \
-            "scheduler.input_truncated_len + max_new_tokens"
-        raise ConfigError(f"{where}: {key} = {length} exceeds the model's "
-                          f"max_position_embeddings {max_pos} ({cfg_file})")
-
-
 def shadowed_overrides(overrides: list[str], cfg: AfbenchConfig) -> list[str]:
     """Command-line overrides (``key=value``) that a phase or variant of the experiment sets
     again, so they have no effect there; one warning line each, naming where to set it."""
-    from afbench.config.validate import expand_dotted
-
     def has(tree: dict[str, Any], parts: list[str]) -> bool:
         for part in parts:
             if not isinstance(tree, dict) or part not in tree:

@@ -7,15 +7,14 @@ Line format (REFERENCE §1, the AutoFuse quick-start's preflight)::
 
 Every check is a function of its inputs returning :class:`Check` objects, so each one can be
 tested on a fake tree in a temporary folder; :func:`run_preflight` picks the checks that apply
-to a composed config and :func:`raise_on_failure` turns the FAIL lines into a
-:class:`~afbench.errors.PreflightError`. Nothing here runs a shell: external commands are argv
+to a composed config (:func:`afbench.experiment.preflight` turns FAIL lines into a
+:class:`~afbench.errors.PreflightError`). Nothing here runs a shell: external commands are argv
 lists with a timeout.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import os
 import platform
 import re
@@ -28,8 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from afbench.backends.resolve import probe_backend, resolve_backend
 from afbench.config.models import AfbenchConfig, InferScheduler
-from afbench.errors import PreflightError
 
 DEFAULT_MIN_FREE_GIB = 1.0
 MIN_PYTHON = (3, 10)
@@ -73,13 +72,6 @@ class Check:
             return f"[PASS] {self.item}: current {self.current}"
         return (f"[FAIL] {self.item}: current {self.current}; required {self.required}; "
                 f"action {self.action}")
-
-
-def raise_on_failure(checks: Sequence[Check]) -> None:
-    """Raise PreflightError whose message is every FAIL line (one per line); no-op if all pass."""
-    failed = [c.line() for c in checks if not c.ok]
-    if failed:
-        raise PreflightError("\n".join(failed))
 
 
 # --- platform and packages -------------------------------------------------------------------
@@ -155,47 +147,9 @@ def check_packages(versions: Mapping[str, str | None] | None = None) -> list[Che
 # --- backend and devices ---------------------------------------------------------------------
 
 
-def resolve_backend(name: str) -> str:
-    """``auto`` -> :func:`afbench.backends.base.detect_backend` (npu > cuda > cpu), else
-    ``name`` unchanged."""
-    if name != "auto":
-        return name
-    from afbench.backends.base import detect_backend
-
-    return detect_backend()
-
-
-def probe_backend(backend: str) -> tuple[int | None, str]:
-    """Device count of a backend: ``(count, "")``, or ``(None, why not)`` when unusable.
-
-    cpu: ``(None, "")`` (no device ids). cuda: ``torch.cuda.is_available()`` and
-    ``torch.cuda.device_count()``. npu: ``import torch_npu`` and ``torch.npu.device_count()``.
-    """
-    if backend == "cpu":
-        return None, ""
-    import torch
-
-    if backend == "cuda":
-        if not torch.cuda.is_available():
-            return None, f"torch {torch.__version__} sees no CUDA device"
-        return torch.cuda.device_count(), ""
-    if backend == "npu":
-        if importlib.util.find_spec("torch_npu") is None:
-            return None, "torch_npu is not installed"
-        try:
-            import torch_npu  # noqa: F401  (registers torch.npu)
-
-            count = torch.npu.device_count()
-        except Exception as exc:  # a broken CANN install raises anything from import
-            return None, f"torch_npu fails: {type(exc).__name__}: {exc}"
-        if count < 1:
-            return None, "torch_npu sees no NPU"
-        return count, ""
-    return None, f"unknown backend {backend!r}"
-
-
 def check_backend(requested: str, resolved: str, device_count: int | None, problem: str) -> Check:
-    """The resolved backend is usable (``problem`` empty, as :func:`probe_backend` reports)."""
+    """The resolved backend is usable (``problem`` empty, as
+    :func:`afbench.backends.resolve.probe_backend` reports)."""
     shown = f"{requested} -> {resolved}" if requested != resolved else resolved
     if not problem:
         devices = "" if device_count is None else f", {device_count} device(s)"
@@ -508,7 +462,7 @@ def check_cann(conf: AfbenchConfig, *, min_date: str = DEFAULT_MIN_CANN_DATE,
 def run_preflight(conf: AfbenchConfig, output_root: Path, *, min_free_gib: float | None = None,
                   min_cann_date: str = DEFAULT_MIN_CANN_DATE) -> list[Check]:
     """Run every check that applies to ``conf`` and return them in order (raises nothing for a
-    failed check: pass the result to :func:`raise_on_failure`).
+    failed check).
 
     Order: platform, python, packages, backend, parallel.devices, output root (created 0700 if
     missing), free disk (``min_free_gib``, default 1.0 GiB), model.manifest, model.path, data,

@@ -1,6 +1,7 @@
 """The worker process: ``python -m afbench.worker <run_dir>/runspec.json``.
 
-It reads only its RunSpec, runs the engine, writes ``metrics.jsonl`` and ``result.json`` into
+It reads only its RunSpec, runs the engine (:func:`afbench.engines.registry.engine_for`) on
+the backend the plan recorded (``spec.backend``), writes ``metrics.jsonl`` and ``result.json`` into
 the run directory and exits 0 (OK), 125 (SKIPPED: a switch the backend cannot honour) or 1
 (FAILED, with one ``afbench.worker: error:`` line the launcher puts in the report).
 """
@@ -12,34 +13,10 @@ import sys
 import traceback
 from pathlib import Path
 
+from afbench.engines.registry import engine_for
 from afbench.errors import ConfigError, RunFailed, RunSkipped
 from afbench.io import write_json_atomic
-from afbench.launch.local import ERROR_PREFIX, SKIP_PREFIX, SKIPPED_EXIT_CODE
-from afbench.plan import RunSpec
-
-
-def run(spec: RunSpec) -> dict:
-    cfg = spec.config
-    run_dir = Path(spec.run_dir)
-    if cfg.engine.name == "command":
-        # the user's executable owns the device: no torch, no backend in this process
-        from afbench.engines.command import run_command
-
-        return run_command(spec, run_dir)
-    if cfg.engine.name == "torchtitan":
-        from afbench.engines.torchtitan import run_torchtitan
-
-        return run_torchtitan(spec, run_dir)
-    from afbench.backends import get_backend
-
-    backend = get_backend(cfg.backend.name, cfg.backend.num_threads)
-    if cfg.scheduler.workload == "sft":
-        from afbench.engines.sft import run_sft
-
-        return run_sft(spec, backend, run_dir)
-    from afbench.engines.infer import run_infer
-
-    return run_infer(spec, backend, run_dir)
+from afbench.runspec import ERROR_PREFIX, SKIP_PREFIX, SKIPPED_EXIT_CODE, RunSpec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"afbench.worker: run {spec.run_id} (variant {spec.variant}, phase {spec.phase}, "
           f"repeat {spec.repeat})", flush=True)
     try:
-        result = run(spec)
+        result = engine_for(spec.config).run(spec, Path(spec.run_dir))
     except RunSkipped as exc:
         print(SKIP_PREFIX + str(exc), flush=True)
         return SKIPPED_EXIT_CODE

@@ -47,6 +47,15 @@ def strip_ansi(text: str) -> str:
     return _ANSI_RE.sub("", text)
 
 
+def step_line(step: int, loss: float, step_time_s: float, **fields: float) -> str:
+    """The per-step log line afbench's engines print, which :data:`DEFAULT_STEP_PATTERN` reads
+    back: ``step: N  loss: L  elapsed_time_per_step: X.XXXXXXs`` (seconds) then ``key: value``
+    for each extra field (floats to 4 decimals), in the reference's format so that its strict
+    parsing rules apply to afbench's own logs."""
+    extra = "  ".join(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}" for k, v in fields.items())
+    return f"step: {step:2d}  loss: {loss:8.5f}  elapsed_time_per_step: {step_time_s:.6f}s  {extra}".rstrip()
+
+
 def compile_step_pattern(pattern: str = DEFAULT_STEP_PATTERN) -> re.Pattern[str]:
     """Compile a step-line regex and check that it has named groups ``step`` and ``value``.
 

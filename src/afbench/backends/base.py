@@ -1,12 +1,13 @@
-"""Backend interface and selection (``backend=auto`` picks npu > cuda > cpu)."""
+"""Backend interface and instantiation by name (``backend=auto`` is resolved by
+:mod:`afbench.backends.resolve`: npu > cuda > cpu)."""
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any, Callable
 
 import torch
 
+from afbench.backends.resolve import resolve_backend
 from afbench.config.models import CompileConfig, NpuProfilerConfig
 from afbench.errors import RunSkipped
 
@@ -61,25 +62,10 @@ class Backend:
         return self.name
 
 
-def detect_backend() -> str:
-    """``npu`` if torch_npu imports and sees a device, else ``cuda`` if CUDA sees one, else ``cpu``."""
-    if importlib.util.find_spec("torch_npu") is not None:
-        try:
-            import torch_npu  # noqa: F401
-
-            if torch.npu.is_available():
-                return "npu"
-        except Exception:  # a broken CANN install: fall through to the next backend
-            pass
-    if torch.cuda.is_available():
-        return "cuda"
-    return "cpu"
-
-
 def get_backend(name: str, num_threads: int | None = None) -> Backend:
-    """Instantiate a backend by name (``auto`` resolved with :func:`detect_backend`)."""
-    if name == "auto":
-        name = detect_backend()
+    """Instantiate a backend by name (``auto`` resolved by
+    :func:`afbench.backends.resolve.resolve_backend`, as the planner does)."""
+    name = resolve_backend(name)
     if name == "cpu":
         from afbench.backends.cpu import CpuBackend
 

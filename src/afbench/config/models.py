@@ -8,13 +8,10 @@ behaviour beyond validation; components read them.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from afbench.analysis.steplog import DEFAULT_STEP_PATTERN
-from afbench.engines.torchtitan import TorchtitanEngine
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     NonNegativeFloat,
     NonNegativeInt,
@@ -24,27 +21,8 @@ from pydantic import (
     model_validator,
 )
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-
-
-def env_vars(value: Any) -> dict[str, str]:
-    """Environment variables from YAML: names must match [A-Z_][A-Z0-9_]*; scalar values
-    become strings (YAML reads 1 and true as numbers and booleans)."""
-    if not isinstance(value, dict):
-        raise ValueError(f"expected a mapping of NAME: value, got {value!r}")
-    out = {}
-    for name, val in value.items():
-        if not ENV_NAME.match(str(name)):
-            raise ValueError(f"environment variable name {name!r} must match [A-Z_][A-Z0-9_]*")
-        if isinstance(val, (dict, list)) or val is None:
-            raise ValueError(f"{name}: value must be a string or number, got {val!r}")
-        out[str(name)] = str(val).lower() if isinstance(val, bool) else str(val)
-    return out
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from afbench.config.base import NAME_PATTERN, Section, env_vars
+from afbench.config.engines import BuiltinEngine, EngineConfig
 
 
 class ModelConfig(Section):
@@ -212,38 +190,6 @@ class BackendConfig(Section):
     cann_root: str | None = None
 
 
-class BuiltinEngine(Section):
-    """afbench's own worker (SFT and inference loops)."""
-
-    name: Literal["builtin"] = "builtin"
-
-
-
-
-class CommandEngine(Section):
-    """A user's own executable per run (the reference's custom train command): an absolute
-    path and an argv list (never a shell string); ``{placeholders}`` in args are filled from
-    the run (see afbench.engines.command)."""
-
-    name: Literal["command"] = "command"
-    executable: str
-    args: list[str] = []
-    # Regex with named groups `step` and `value` (seconds), optionally `loss`, for the step
-    # lines of its output; null = the reference's `step: N ... elapsed_time_per_step: X[s]`.
-    step_pattern: str | None = None
-
-    @property
-    def step_regex_source(self) -> str:
-        return self.step_pattern or DEFAULT_STEP_PATTERN
-    env: dict[str, str] = {}
-
-    _env = field_validator("env", mode="before")(classmethod(lambda cls, v: env_vars(v)))
-
-
-EngineConfig = Annotated[Union[BuiltinEngine, CommandEngine, TorchtitanEngine],
-                         Field(discriminator="name")]
-
-
 class LauncherConfig(Section):
     name: Literal["local"] = "local"
     timeout_s: PositiveFloat = 1800.0
@@ -282,8 +228,6 @@ class ReportConfig(Section):
     @field_validator("template_dir")
     @classmethod
     def _template_dir(cls, v: str | None) -> str | None:
-        from pathlib import Path
-
         if v is not None and not Path(v).is_dir():
             raise ValueError(f"{v} is not a folder; give a folder with report.md.j2 / report.html.j2")
         return v
@@ -347,23 +291,15 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> "RunConfig":
+        # Settings one engine cannot honour are that engine's check (afbench.engines.registry,
+        # called for every variant and phase at plan time); these hold for every engine.
         s = self.scheduler
         o = self.optimization
-        builtin = self.engine.name == "builtin"  # a user's command owns its own batching
-        if builtin and self.parallel.tp_size != 1:
-            raise ValueError("parallel.tp_size > 1 is not supported by the builtin engine; use 1")
-        if isinstance(s, SftScheduler):
-            if o.npugraph_ex:
-                raise ValueError(
-                    "optimization.npugraph_ex is inference-only (graph capture has no backward): "
-                    "use it with scheduler=infer"
-                )
-            per_step = s.micro_batch_size * self.parallel.world_size
-            if builtin and s.global_batch_size % per_step:
-                raise ValueError(
-                    f"scheduler.global_batch_size {s.global_batch_size} is not divisible by "
-                    f"micro_batch_size x world_size = {per_step}"
-                )
+        if isinstance(s, SftScheduler) and o.npugraph_ex:
+            raise ValueError(
+                "optimization.npugraph_ex is inference-only (graph capture has no backward): "
+                "use it with scheduler=infer"
+            )
         if o.profiler and o.profiler_window.last_step > s.steps:
             raise ValueError(
                 f"optimization.profiler_window.last_step {o.profiler_window.last_step} is "
@@ -393,6 +329,3 @@ class AfbenchConfig(RunConfig):
     experiment: ExperimentConfig = ExperimentConfig()
     task: Literal["run", "check"] = "run"
     verbose: bool = False
-
-    def run_config(self) -> RunConfig:
-        return RunConfig.model_validate(self.model_dump(include=set(RunConfig.model_fields)))

@@ -13,9 +13,6 @@ from pydantic import BaseModel, ValidationError
 from afbench.config.models import AfbenchConfig, RunConfig
 from afbench.errors import ConfigError
 
-# Tags pydantic inserts in error locations of discriminated unions.
-_UNION_TAGS = {"scheduler": {"sft", "infer"}, "engine": {"builtin", "command", "torchtitan"}}
-
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -24,6 +21,21 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
     for arg in typing.get_args(annotation):
         out.extend(_models_in(arg))
     return out
+
+
+def _union_tags(model: type[BaseModel]) -> dict[str, set[str]]:
+    """Tags pydantic inserts in error locations of discriminated unions, per field: the
+    defaults of each member's discriminator (``{"engine": {"builtin", "command", ...}}``), read
+    from the schemas so that a new engine or workload needs no entry here."""
+    tags: dict[str, set[str]] = {}
+    for name, field in model.model_fields.items():
+        disc = field.discriminator
+        if isinstance(disc, str):
+            tags[name] = {m.model_fields[disc].default for m in _models_in(field.annotation)}
+    return tags
+
+
+_UNION_TAGS = _union_tags(RunConfig)
 
 
 def _fields_at(model: type[BaseModel], path: tuple[str, ...]) -> set[str]:

@@ -2,7 +2,7 @@
 
 REFERENCE §1 lets a user supply their own absolute-path train command; this engine runs one
 such command per RunSpec, as a child of the worker and in the worker's process group (so the
-launcher's group kill on timeout or Ctrl-C reaches it). Its output is copied line by line to
+launcher's group kill on timeout or Ctrl-C reaches it; :mod:`afbench.engines.process`). Its output is copied line by line to
 the worker's stdout (the run's ``stdout.log``, parsed strictly by :mod:`afbench.collect`), and
 every line matching ``engine.step_pattern`` becomes a ``metrics.jsonl`` step record.
 
@@ -14,27 +14,19 @@ from __future__ import annotations
 import math
 import os
 import re
-import selectors
 import signal
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from afbench.analysis.steplog import compile_step_pattern, strip_ansi
-from afbench.config.models import CommandEngine, RunConfig
+from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, compile_step_pattern, strip_ansi
+from afbench.config.engines import CommandEngine
+from afbench.config.models import RunConfig
 from afbench.engines.metrics import MetricsWriter
+from afbench.engines.process import run_child
 from afbench.errors import ConfigError, RunFailed
-from afbench.plan import RunSpec
+from afbench.runspec import RunSpec
 
 ENV_PREFIX = "AFBENCH_"
-# After the command exits, keep reading its output for this long: a grandchild that inherited
-# the pipe (a compile worker, a logger) must not keep the worker waiting until the timeout.
-DRAIN_S = 2.0
-# A "line" this long without a newline (a progress bar redrawn with \r) is passed on as is.
-MAX_LINE_BYTES = 1 << 20
 
 
 def run_values(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
@@ -119,9 +111,10 @@ def command_env(engine: CommandEngine, values: dict[str, Any]) -> dict[str, str]
 
 
 def step_regex(engine: CommandEngine) -> re.Pattern[str]:
-    """The compiled ``engine.step_pattern``; ConfigError naming it when it is unusable."""
+    """The compiled ``engine.step_pattern`` (null: :data:`DEFAULT_STEP_PATTERN`, the
+    reference's step line); ConfigError naming it when it is unusable."""
     try:
-        return compile_step_pattern(engine.step_regex_source)
+        return compile_step_pattern(engine.step_pattern or DEFAULT_STEP_PATTERN)
     except ValueError as exc:
         raise ConfigError(f"engine.step_pattern: {exc}") from None
 
@@ -182,57 +175,6 @@ class _StepLines:
             self.bad_loss = f"loss is {loss} at step {step}"
 
 
-def _stop(proc: subprocess.Popen, grace_s: float) -> None:
-    """SIGTERM the command, SIGKILL it after ``grace_s`` seconds."""
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def _emit(out: TextIO, data: bytes, steps: _StepLines) -> None:
-    text = data.decode("utf-8", errors="replace")
-    # a final line without newline still ends one, so the worker's error line starts a line
-    out.write(text if text.endswith("\n") else text + "\n")
-    out.flush()
-    steps.feed(text)
-
-
-def _stream(proc: subprocess.Popen, steps: _StepLines, grace_s: float) -> None:
-    """Copy the command's output to stdout line by line until EOF (or DRAIN_S after the
-    command exited); stop the command as soon as a non-finite loss is logged."""
-    fd = proc.stdout.fileno()
-    buf = b""
-    exited_at: float | None = None
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        while True:
-            if sel.select(timeout=0.2):
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                buf += chunk
-                *lines, buf = buf.split(b"\n")
-                if len(buf) > MAX_LINE_BYTES:
-                    lines.append(buf)
-                    buf = b""
-                for line in lines:
-                    _emit(sys.stdout, line, steps)
-                    if steps.bad_loss:
-                        _stop(proc, grace_s)
-                        return
-            elif proc.poll() is not None:
-                exited_at = exited_at or time.monotonic()
-                if time.monotonic() - exited_at > DRAIN_S:
-                    break
-    if buf:
-        _emit(sys.stdout, buf, steps)
-
-
 def run_command(spec: RunSpec, run_dir: Path) -> dict:
     """Run ``spec``'s command once; returns the result record (written to result.json).
 
@@ -257,40 +199,23 @@ def run_command(spec: RunSpec, run_dir: Path) -> dict:
 
     metrics = MetricsWriter(run_dir / "metrics.jsonl")
     steps = _StepLines(regex, metrics)
-    forwarded: list[int] = []
-    t0 = time.perf_counter()
-    # No new session: the command stays in the worker's process group, which the launcher
-    # stops as a whole on timeout, Ctrl-C or SIGTERM.
-    proc = subprocess.Popen(argv, cwd=run_dir, env=command_env(engine, values),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
 
-    def forward(signum: int, _frame: Any) -> None:
-        # Pass SIGTERM on and wait for the command to exit: were the worker to die first, the
-        # launcher would SIGKILL the group at once and cut the command's own grace period.
-        forwarded.append(signum)
-        if proc.poll() is None:
-            proc.send_signal(signum)
+    def on_line(text: str) -> bool:
+        steps.feed(text)
+        return steps.bad_loss is not None  # stop the command at its first non-finite loss
 
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, forward) if in_main else None
     try:
-        _stream(proc, steps, spec.kill_grace_s)
-        code = proc.wait()
+        child = run_child(argv, cwd=run_dir, env=command_env(engine, values),
+                          grace_s=spec.kill_grace_s, on_line=on_line)
     finally:
-        if in_main:
-            signal.signal(signal.SIGTERM, previous)
-        if proc.poll() is None:  # an exception escaped the loop: leave no child behind
-            _stop(proc, spec.kill_grace_s)
-        proc.stdout.close()
         metrics.close()
-    wall_s = time.perf_counter() - t0
+    code, wall_s = child.code, child.wall_s
 
     if steps.bad_loss:
         raise RunFailed(steps.bad_loss)
     tail = f"; last output: {steps.last_line[:200]}" if steps.last_line else ""
-    if forwarded:
-        raise RunFailed(f"stopped by {signal.Signals(forwarded[0]).name} sent to the worker "
+    if child.forwarded:
+        raise RunFailed(f"stopped by {signal.Signals(child.forwarded).name} sent to the worker "
                         f"(forwarded to the command, which exited with {code})")
     if code < 0:
         name = signal.Signals(-code).name

@@ -1,4 +1,4 @@
-"""Shared pieces of the builtin engine: model loading, metrics records, the step log line."""
+"""Shared pieces of the builtin engine: model loading, metrics records, environment info."""
 
 from __future__ import annotations
 
@@ -65,13 +65,6 @@ def prepare_model(cfg: Any, backend: Backend, train: bool,
         forward, detail = backend.compile(forward, cfg.optimization.compile)
         switches.append(SwitchReport("autofuse", True, detail))
     return model, forward, tokenizer, switches
-
-
-def step_line(step: int, loss: float, step_time_s: float, **fields: float) -> str:
-    """The per-step log line. ``step: N`` and ``elapsed_time_per_step: X.XXXXs`` follow the
-    reference's format so its strict parsing rules apply to afbench's own logs."""
-    extra = "  ".join(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}" for k, v in fields.items())
-    return f"step: {step:2d}  loss: {loss:8.5f}  elapsed_time_per_step: {step_time_s:.6f}s  {extra}".rstrip()
 
 
 def finite(x: float) -> bool:

@@ -24,7 +24,7 @@ from afbench.backends.base import Backend
 from afbench.config.models import InferScheduler
 from afbench.engines import data as chat
 from afbench.engines.common import MetricsWriter, environment_info, prepare_model
-from afbench.plan import RunSpec
+from afbench.runspec import RunSpec
 from afbench.switches import SwitchReport
 from afbench.switches.profiler import open_profiler
 

@@ -16,15 +16,15 @@ from afbench.backends.base import Backend
 from afbench.config.models import SftScheduler
 from afbench.engines import data as chat
 from afbench.engines import distributed as ddp
+from afbench.analysis.steplog import step_line
 from afbench.engines.common import (
     MetricsWriter,
     environment_info,
     finite,
     prepare_model,
-    step_line,
 )
 from afbench.errors import ConfigError, RunFailed
-from afbench.plan import RunSpec
+from afbench.runspec import RunSpec
 from afbench.switches.profiler import open_profiler
 
 

@@ -1,5 +1,5 @@
 """Launch: one isolated worker process per RunSpec."""
 
-from afbench.launch.local import RunStatus, launch_run, write_skipped
+from afbench.launch.local import launch_run, write_skipped
 
-__all__ = ["RunStatus", "launch_run", "write_skipped"]
+__all__ = ["launch_run", "write_skipped"]

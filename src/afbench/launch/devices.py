@@ -27,7 +27,6 @@ preflight, planning and reports overlap.
 from __future__ import annotations
 
 import fcntl
-import functools
 import logging
 import os
 import re
@@ -40,18 +39,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from afbench.backends.resolve import BACKENDS, VISIBLE_DEVICES_ENV, resolve_backend
 from afbench.config.models import ParallelConfig
 from afbench.errors import AfbenchError, ConfigError
 
 log = logging.getLogger(__name__)
 
-#: The variable that restricts a process to some devices, per backend (cpu: none).
-VISIBLE_DEVICES_ENV: dict[str, str] = {"cuda": "CUDA_VISIBLE_DEVICES",
-                                       "npu": "ASCEND_RT_VISIBLE_DEVICES"}
 #: Folder of the lock files (default: the system temp dir, ``tempfile.gettempdir()``).
 LOCK_DIR_ENV = "AFBENCH_LOCK_DIR"
 CPU_LOCK_NAME = "afbench-cpu.lock"
-BACKENDS = ("cpu", "cuda", "npu")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -167,23 +163,13 @@ def held_devices(backend: str, worker_environ: Mapping[str, str], world_size: in
     return mask[:world_size]
 
 
-@functools.cache
-def resolve_backend(name: str) -> str:
-    """``auto`` -> npu > cuda > cpu (:func:`afbench.backends.base.detect_backend`, imports
-    torch); anything else unchanged. Cached: one probe per process."""
-    if name != "auto":
-        return name
-    from afbench.backends.base import detect_backend
-
-    return detect_backend()
-
-
 def run_devices(spec: Any) -> tuple[str, list[int] | None]:
     """(resolved backend, assigned ids or None) of a RunSpec.
 
     Reads ``spec.backend`` / ``spec.devices`` when the plan recorded them (the assignment of
     :func:`assign_devices`, made at plan time with the sweep's job number), else resolves
-    ``config.backend.name`` and takes ``config.parallel.devices``.
+    ``config.backend.name`` (:func:`afbench.backends.resolve.resolve_backend`) and takes
+    ``config.parallel.devices``.
     """
     cfg = spec.config
     backend = getattr(spec, "backend", None) or resolve_backend(cfg.backend.name)

@@ -6,17 +6,18 @@ whole process group (inductor's compile workers included) and leaves no orphans.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel
 
 from afbench.errors import AfbenchError
 from afbench.io import write_json_atomic, write_text_atomic
@@ -26,25 +27,8 @@ from afbench.launch.devices import (
     run_devices,
     visible_devices_env,
 )
-from afbench.plan import RunSpec
-
-SKIPPED_EXIT_CODE = 125  # the reference script's status for a skipped run
-ERROR_PREFIX = "afbench.worker: error: "
-SKIP_PREFIX = "afbench.worker: skipped: "
-
-
-class RunStatus(BaseModel):
-    """Outcome of one run, written to ``<run_dir>/status.json``."""
-
-    run_id: str
-    status: str  # OK | FAILED | SKIPPED
-    exit_code: int | None
-    reason: str = ""
-    wall_s: float = 0.0  # seconds, wall clock of the whole worker process
-    started_at: str | None = None
-    finished_at: str | None = None
-    config_hash: str
-
+from afbench.engines.registry import engine_for
+from afbench.runspec import ERROR_PREFIX, SKIP_PREFIX, SKIPPED_EXIT_CODE, RunSpec, RunStatus
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -87,8 +71,6 @@ def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
     base = run_dir
     if any(c.isspace() for c in str(run_dir)):
         # inductor passes these paths unquoted to the C++ compiler: keep them free of spaces
-        import hashlib
-        import tempfile
 
         digest = hashlib.sha256(str(run_dir).encode()).hexdigest()[:16]
         base = Path(tempfile.gettempdir()) / f"afbench-run-{digest}"
@@ -115,6 +97,7 @@ def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
     )
     backend, devices = run_devices(spec)
     if backend == "npu":
+        # npu only: backends.npu imports torch (1.5 s), which cpu and cuda runs never pay here
         from afbench.backends.npu import npu_worker_env
         from afbench.preflight import find_cann_root
 
@@ -126,12 +109,13 @@ def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
 
 
 def worker_argv(spec: RunSpec, python: str, run_dir: Path) -> list[str]:
-    """``python -m afbench.worker <runspec>``; with the builtin engine and world_size > 1 the
-    same under torchrun (``python -m torch.distributed.run --standalone``: a free local
-    rendezvous port, one process per rank)."""
+    """``python -m afbench.worker <runspec>``; for an engine whose worker is one process per
+    rank (``Engine.torchrun``: the builtin one) and world_size > 1 the same under torchrun
+    (``python -m torch.distributed.run --standalone``: a free local rendezvous port, one
+    process per rank)."""
     worker = ["-m", "afbench.worker", str(run_dir / "runspec.json")]
     world = spec.config.parallel.world_size
-    if world > 1 and spec.config.engine.name == "builtin":
+    if world > 1 and engine_for(spec.config).torchrun:
         return [python, "-m", "torch.distributed.run", "--standalone",
                 f"--nproc_per_node={world}", *worker]
     return [python, *worker]

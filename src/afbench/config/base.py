@@ -1,0 +1,33 @@
+"""Pieces every config section shares: the frozen, extra-forbidding base model, the name
+pattern of variants/phases/experiments, and the validation of environment-variable maps."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+def env_vars(value: Any) -> dict[str, str]:
+    """Environment variables from YAML: names must match [A-Z_][A-Z0-9_]*; scalar values
+    become strings (YAML reads 1 and true as numbers and booleans)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a mapping of NAME: value, got {value!r}")
+    out = {}
+    for name, val in value.items():
+        if not ENV_NAME.match(str(name)):
+            raise ValueError(f"environment variable name {name!r} must match [A-Z_][A-Z0-9_]*")
+        if isinstance(val, (dict, list)) or val is None:
+            raise ValueError(f"{name}: value must be a string or number, got {val!r}")
+        out[str(name)] = str(val).lower() if isinstance(val, bool) else str(val)
+    return out
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+

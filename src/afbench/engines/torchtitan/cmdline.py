@@ -1,0 +1,247 @@
+"""torchtitan's command line for one run: torchrun options, trainer flags, environment.
+
+Pure (no process is started, torch is not imported): testable on a CPU-only machine. Flag
+names and their order follow torchtitan 0.3.0 and torchtitan-npu; see
+:mod:`afbench.engines.torchtitan` for the formats.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from afbench.backends.resolve import VISIBLE_DEVICES_ENV, resolve_backend
+from afbench.config.engines import FLAVOR_DEFAULTS, TorchtitanEngine
+from afbench.config.models import RunConfig
+from afbench.errors import ConfigError, RunSkipped
+
+#: The reference's data options (REFERENCE §1): torchtitan-npu's chat dataloader over one
+#: parquet file. ``{data_path}`` is replaced by ``data.path``.
+NPU_CHAT_PARQUET_ARGS = (
+    "dataloader:chat-data-loader-config",
+    "--dataloader.dataset-path", "parquet",
+    "--dataloader.data-files", "{data_path}",
+)
+
+#: What each flavor's ``scripts/run_train.sh`` exports before torchrun (torchtitan:
+#: ``run_train.sh`` at the repo root; torchtitan-npu: ``scripts/run_train.sh``). Set when the
+#: engine runs torchrun directly, so that a direct run and a script run see the same settings.
+LAUNCH_ENV: dict[str, dict[str, str]] = {
+    "torchtitan": {"PYTORCH_ALLOC_CONF": "expandable_segments:True"},
+    "torchtitan_npu": {
+        "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True",
+        "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+        "CPU_AFFINITY_CONF": "1",
+        "TASK_QUEUE_ENABLE": "2",
+        "HCCL_CONNECT_TIMEOUT": "3600",
+        "STREAMS_PER_DEVICE": "32",
+        "MULTI_STREAM_MEMORY_RESERVE": "1",
+    },
+}
+
+#: Settings of the afbench config that the command line does not carry: torchtitan takes them
+#: from the config function (``--config``). Listed in the run's result.
+NOT_TRANSLATED = (
+    "scheduler.lr", "scheduler.weight_decay", "scheduler.max_grad_norm", "model.dtype",
+    "model.attn_implementation", "data.packing", "data.max_samples",
+    "optimization.compile.mode", "optimization.compile.fullgraph",
+    "optimization.compile.dynamic", "optimization.compile.options",
+    "optimization.profiler_window.record_shapes", "optimization.profiler_window.with_stack",
+    "optimization.npu_profiler",
+)
+
+
+
+
+
+def check_config(cfg: RunConfig, engine: TorchtitanEngine) -> None:
+    """What torchtitan cannot run, known from the config alone (plan time, and again before
+    the command line is built).
+
+    Raises:
+        ConfigError: ``scheduler.workload`` is not sft; ``model.path`` is not absolute while
+            ``hf_assets`` is on (torchtitan requires an absolute
+            ``checkpoint.initial_load_path``); a profiler window torchtitan-npu cannot record.
+    """
+    if cfg.scheduler.workload != "sft":
+        raise ConfigError(
+            f"scheduler.workload: engine=torchtitan runs SFT only, got "
+            f"{cfg.scheduler.workload!r}; use scheduler=sft, or engine=builtin for inference")
+    if engine.hf_assets and not os.path.isabs(cfg.model.path):
+        raise ConfigError(
+            f"model.path: {cfg.model.path!r} is relative; engine=torchtitan loads it as "
+            "checkpoint.initial_load_path, which torchtitan requires to be absolute")
+    _check_profiler_window(cfg, engine)
+
+
+def _check_profiler_window(cfg: RunConfig, engine: TorchtitanEngine) -> None:
+    w = cfg.optimization.profiler_window
+    if cfg.optimization.profiler and engine.flavor == "torchtitan_npu" and w.first_step < 2:
+        raise ConfigError(
+            "optimization.profiler_window.first_step: torchtitan-npu needs a first step "
+            f">= 2 (one warmup step before it), got {w.first_step}")
+
+
+def profiler_args(spec: Any, engine: TorchtitanEngine) -> list[str]:
+    """The profiler options for ``optimization.profiler_window`` (1-based, inclusive steps).
+
+    torchtitan (``Profiler.Config``): a torch.profiler schedule repeating every
+    ``profile_freq`` steps with ``wait = freq - warmup - active``; step ``k`` is profiler step
+    ``k - 1``, so ``profile_freq = last``, ``profiler_active = last - first + 1``,
+    ``profiler_warmup = warmup_steps`` and ``profiler_repeat = 1`` record exactly
+    ``first..last`` once, written to ``<profile>/iteration_<last>/``.
+
+    torchtitan-npu (``ProfilingConfig``, ``torchtitan_npu/tools/profiling.py``): ``active =
+    end - start`` (end exclusive), one warmup step, so ``start = first``, ``end = last + 1``
+    (window 6..10 -> 6, 11, as the reference). Its warmup is fixed at one step and it needs
+    ``start >= 2``.
+
+    Raises:
+        ConfigError: torchtitan_npu with ``first_step < 2``.
+    """
+    o = spec.config.optimization
+    if not o.profiler:
+        return []
+    w = o.profiler_window
+    folder = str(Path(spec.run_dir) / "profile")
+    _check_profiler_window(spec.config, engine)
+    if engine.flavor == "torchtitan_npu":
+        return [
+            "--profiling.enable_profiling",
+            "--profiling.profile_step_start", str(w.first_step),
+            "--profiling.profile_step_end", str(w.last_step + 1),
+            "--profiling.save_traces_folder", folder,
+        ]
+    return [
+        "--profiler.enable_profiling",
+        "--profiler.save_traces_folder", folder,
+        "--profiler.profile_freq", str(w.last_step),
+        "--profiler.profiler_warmup", str(w.warmup_steps),
+        "--profiler.profiler_active", str(w.last_step - w.first_step + 1),
+        "--profiler.profiler_repeat", "1",
+    ]
+
+
+def trainer_args(spec: Any, engine: TorchtitanEngine) -> list[str]:
+    """torchtitan options for ``spec`` (no launcher, no ``--module/--config``), in order:
+    model and checkpoint, training, seed, compile, profiler, dump folder and metrics,
+    ``extra_args``, then the data options (a tyro subcommand must come last).
+
+    Raises:
+        ConfigError: see :func:`check_config`.
+        RunSkipped: a switch torchtitan cannot honour from the command line
+            (``add_rmsnorm``, ``rmsnorm``, ``npugraph_ex``).
+    """
+    cfg = spec.config
+    s = cfg.scheduler
+    o = cfg.optimization
+    check_config(cfg, engine)
+    for switch in ("add_rmsnorm", "rmsnorm", "npugraph_ex"):
+        if getattr(o, switch):
+            raise RunSkipped(
+                f"optimization.{switch} is applied by afbench's builtin engine; torchtitan takes "
+                "model rewrites from its config function (model converters such as "
+                "npu_rms_norm): name a config that has them (engine.config) instead"
+            )
+    args: list[str] = []
+    if engine.hf_assets:
+        args += ["--hf_assets_path", cfg.model.path]
+    if engine.hf_assets:
+        # torchtitan loads nothing unless checkpointing is enabled.
+        args += ["--checkpoint.enable"]
+    # load_only: a benchmark run never writes checkpoints (the reference's setting).
+    args += ["--checkpoint.load_only"]
+    if engine.hf_assets:
+        args += ["--checkpoint.initial_load_path", cfg.model.path,
+                 "--checkpoint.initial_load_in_hf"]
+    args += [
+        "--training.steps", str(s.steps),
+        "--training.seq_len", str(s.seq_len),
+        "--training.global_batch_size", str(s.global_batch_size),
+        "--training.local_batch_size", str(s.micro_batch_size),
+        "--debug.seed", str(s.seed),
+    ]
+    if o.autofuse:
+        # On NPU the AutoFuse codegen is torchtitan-npu's business (its entry imports
+        # inductor_npu_ext); afbench only turns compilation on.
+        args += ["--compile.enable", "--compile.backend", o.compile.backend]
+    else:
+        args += ["--compile.no-enable"]
+    args += profiler_args(spec, engine)
+    args += [
+        "--dump_folder", str(Path(spec.run_dir) / engine.dump_folder_name),
+        "--metrics.log_freq", "1",
+        "--metrics.disable_color_printing",
+    ]
+    args += list(engine.extra_args)
+    data_args = engine.data_args
+    if data_args is None:
+        data_args = list(NPU_CHAT_PARQUET_ARGS) if engine.flavor == "torchtitan_npu" else []
+    args += [a.replace("{data_path}", cfg.data.path) for a in data_args]
+    return args
+
+
+def build_command(
+    spec: Any, engine: TorchtitanEngine, python: str, *, backend: str | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """The argv (a list, never a shell string) and the environment variables to add for one run.
+
+    Direct (``engine.train_script`` null)::
+
+        <python> -m torch.distributed.run --nproc_per_node=<world_size> --rdzv_backend c10d
+            --rdzv_endpoint=localhost:0 --local-ranks-filter 0 --role rank --tee 3
+            --log-dir <run_dir>/<dump>/torchrun -m <entry> --module M --config C <trainer args>
+
+    ``python -m torch.distributed.run`` is torchrun (torch's ``torchrun`` console script runs
+    ``torch.distributed.run:main``) on the interpreter given, which is the one checked for
+    torchtitan. The torchrun options are those of the flavors' ``run_train.sh``: port 0 picks a
+    free port; only local rank 0 is echoed, prefixed ``[rank0]:``; every rank's output is kept
+    under ``--log-dir``. Script (``engine.train_script`` set): ``bash <script> <trainer args>``,
+    with NGPU / MODULE / CONFIG / LOG_RANK (and TRAIN_FILE for a non-default entry) in the
+    environment, as the reference runs ``scripts/run_train.sh``.
+
+    Environment: ``ASCEND_RT_VISIBLE_DEVICES`` (npu) or ``CUDA_VISIBLE_DEVICES`` (cuda) from
+    ``parallel.devices`` (left alone when null: ranks use devices 0..world_size-1); direct runs
+    also get what the flavor's run_train.sh exports (:data:`LAUNCH_ENV`).
+
+    Args:
+        spec: the RunSpec; ``spec.config.engine`` is not read (``engine`` is).
+        engine: the torchtitan engine settings.
+        python: interpreter for torchrun (direct runs).
+        backend: the resolved backend name; default the plan's ``spec.backend``, else
+            ``spec.config.backend.name`` resolved by
+            :func:`afbench.backends.resolve.resolve_backend`.
+
+    Raises:
+        ConfigError, RunSkipped: see :func:`trainer_args`.
+    """
+    cfg = spec.config
+    world_size = cfg.parallel.world_size
+    backend = backend or getattr(spec, "backend", None) or resolve_backend(cfg.backend.name)
+    flags = trainer_args(spec, engine)
+    env: dict[str, str] = {}
+    devices = cfg.parallel.devices
+    # Under afbench's launcher the worker already holds its assigned devices as a visibility
+    # mask (afbench.launch.devices); only a bare call sets it from parallel.devices.
+    if (devices is not None and backend in VISIBLE_DEVICES_ENV
+            and VISIBLE_DEVICES_ENV[backend] not in os.environ):
+        env[VISIBLE_DEVICES_ENV[backend]] = ",".join(str(d) for d in devices)
+    if engine.train_script:
+        env.update(NGPU=str(world_size), MODULE=engine.module, CONFIG=engine.config, LOG_RANK="0")
+        if engine.entry:
+            env["TRAIN_FILE"] = engine.entry
+        return ["bash", engine.train_script, *flags], env
+    env.update(LAUNCH_ENV[engine.flavor])
+    dump = Path(spec.run_dir) / engine.dump_folder_name
+    argv = [
+        python, "-m", "torch.distributed.run",
+        f"--nproc_per_node={world_size}",
+        "--rdzv_backend", "c10d", "--rdzv_endpoint=localhost:0",
+        "--local-ranks-filter", "0", "--role", "rank", "--tee", "3",
+        "--log-dir", str(dump / "torchrun"),
+        "-m", engine.entry_module,
+        "--module", engine.module, "--config", engine.config,
+        *flags,
+    ]
+    return argv, env

@@ -1,0 +1,202 @@
+"""Running one torchtitan job: check that it can start, run it as a child of the worker, and
+turn its outputs into afbench's ``metrics.jsonl`` records and reference step lines."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from afbench.analysis.errors import InvalidLog
+from afbench.analysis.steplog import step_line, strip_ansi
+from afbench.backends.resolve import resolve_backend
+from afbench.config.engines import TorchtitanEngine
+from afbench.engines.metrics import MetricsWriter
+from afbench.engines.process import run_child
+from afbench.engines.torchtitan.cmdline import NOT_TRANSLATED, build_command
+from afbench.engines.torchtitan.parsers import (
+    find_titan_traces,
+    parse_titan_log,
+    step_records,
+    step_times_from_structured_logs,
+)
+from afbench.errors import ConfigError, RunFailed, RunSkipped
+from afbench.runspec import RunSpec
+from afbench.switches import SwitchReport
+
+log = logging.getLogger(__name__)
+
+_PROBE = (
+    "import importlib.util as u, sys\n"
+    "missing = []\n"
+    "for name in sys.argv[1:]:\n"
+    "    try:\n"
+    "        ok = u.find_spec(name) is not None\n"
+    "    except Exception:\n"
+    "        ok = False\n"
+    "    if not ok:\n"
+    "        missing.append(name)\n"
+    "print(' '.join(missing))\n"
+)
+
+
+def missing_modules(
+    python: str, modules: list[str], env: dict[str, str] | None = None
+) -> list[str]:
+    """Which of ``modules`` ``python`` cannot find (``importlib.util.find_spec``), checked in a
+    subprocess so the interpreter and environment are those of the run."""
+    try:
+        out = subprocess.run(
+            [python, "-c", _PROBE, *modules], env=env, capture_output=True, text=True,
+            timeout=120, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [f"{python} ({exc})"]
+    if out.returncode != 0:
+        return [f"{python} (exit status {out.returncode}: {out.stderr.strip()[-200:]})"]
+    return out.stdout.split()
+
+
+def _check_runnable(engine: TorchtitanEngine, python: str, env: dict[str, str], cwd: Path) -> None:
+    if engine.train_script:
+        script = Path(engine.train_script)
+        script = script if script.is_absolute() else cwd / script
+        if not script.is_file():
+            raise RunSkipped(f"engine.train_script {script} does not exist (engine.workdir {cwd})")
+        if shutil.which("torchrun", path=env.get("PATH")) is None:
+            raise RunSkipped("torchrun is not on PATH, which engine.train_script needs")
+        return
+    wanted = ["torch", engine.entry_package]
+    if engine.entry_package != "torchtitan":
+        wanted.append("torchtitan")
+    missing = missing_modules(python, wanted, env)
+    if missing:
+        raise RunSkipped(
+            f"engine=torchtitan needs {', '.join(missing)} importable by {python} "
+            f"(torchrun -m {engine.entry_module}); install "
+            + ("torchtitan-npu" if engine.flavor == "torchtitan_npu" else "torchtitan")
+            + " on the accelerator machine"
+        )
+
+
+def run_torchtitan(spec: RunSpec, run_dir: Path, *,
+                   python: str = sys.executable) -> dict[str, Any]:
+    """Run ``spec`` with torchtitan; returns the result record (written to result.json).
+
+    Streams the process's output to stdout and to ``<run_dir>/<dump>/console.log``
+    (:func:`afbench.engines.process.run_child`). When it
+    ends, each step line becomes a ``step`` record in ``<run_dir>/metrics.jsonl`` (see
+    :func:`step_records`) and, for steps whose line has no ``elapsed_time_per_step`` of its
+    own, afbench prints its reference line ``step: N  loss: X  elapsed_time_per_step: Ys``, so
+    the strict verdict parser finds each step exactly once in the run's log.
+
+    Raises:
+        RunSkipped: torch / torchtitan (or torchtitan_npu) not importable by ``python`` (a
+            CPU-only machine), the train script missing, the planned backend being cpu
+            (torchtitan needs an accelerator, REFERENCE §7), or a switch it cannot honour.
+        ConfigError: the engine is not torchtitan, or see :func:`trainer_args`.
+        RunFailed: the process exits non-zero, prints no step line, or logs a non-finite loss
+            (the records read so far are still written).
+    """
+    cfg = spec.config
+    engine = cfg.engine
+    if not isinstance(engine, TorchtitanEngine):
+        raise ConfigError(
+            f"engine.name: run_torchtitan needs engine=torchtitan, got {engine.name!r}")
+    run_dir = Path(run_dir)
+    cwd = Path(engine.workdir) if engine.workdir else run_dir
+    base_env = {**os.environ, **spec.env}
+    _check_runnable(engine, python, base_env, cwd)
+
+    backend = spec.backend or resolve_backend(cfg.backend.name)
+    if backend == "cpu":
+        raise RunSkipped(
+            "engine=torchtitan needs an accelerator (cuda or npu): torchtitan does not train on "
+            "CPU (it sets a device, FlexAttention has no CPU backward, gloo lacks PREMUL_SUM)"
+        )
+    argv, extra_env = build_command(spec, engine, python, backend=backend)
+    env = {**os.environ, **extra_env, **spec.env}
+    dump = run_dir / engine.dump_folder_name
+    dump.mkdir(parents=True, exist_ok=True)
+    console = dump / "console.log"
+    print("afbench.torchtitan: " + " ".join(argv), flush=True)
+
+    with open(console, "wb") as sink:
+        child = run_child(argv, cwd=cwd, env=env, grace_s=spec.kill_grace_s, copy_to=sink)
+    code = child.code
+
+    s = cfg.scheduler
+    world_size = cfg.parallel.world_size
+    tokens_per_step = s.global_batch_size * s.seq_len
+    text = console.read_text(encoding="utf-8", errors="replace")
+    parsed = parse_titan_log(text, world_size=world_size, pattern=engine.log_pattern)
+    try:
+        structured = step_times_from_structured_logs(dump)
+    except InvalidLog as exc:
+        log.warning("ignoring structured logs: %s", exc)
+        structured = {}
+    records, source = step_records(parsed, tokens_per_step=tokens_per_step,
+                                   world_size=world_size, structured=structured)
+    metrics = MetricsWriter(run_dir / "metrics.jsonl")
+    try:
+        for rec in records:
+            metrics.write("step", **rec)
+            # A line with its own elapsed_time_per_step (torchtitan-npu) already serves the
+            # verdict parser; a second line for the step would make it a duplicate.
+            if rec["step_time_source"] != "log" and rec["step_time_s"] is not None:
+                loss = rec["loss"] if rec["loss"] is not None else float("nan")
+                tps = rec["tokens_per_s"]
+                extra = {"tokens_per_s": round(tps, 1)} if tps else {}
+                print(step_line(rec["step"], loss, rec["step_time_s"], **extra), flush=True)
+    finally:
+        metrics.close()
+
+    if child.forwarded:
+        raise RunFailed(f"stopped by {signal.Signals(child.forwarded).name} sent to the worker "
+                        f"(forwarded to torchtitan, which exited with {code})")
+    if code != 0:
+        tail = next((ln for ln in reversed(strip_ansi(text).splitlines()) if ln.strip()), "")
+        raise RunFailed(f"torchtitan exited with status {code}: {tail.strip()[:300]}")
+    if not records:
+        raise RunFailed(
+            f"torchtitan printed no step line matching engine.log_pattern ({console})"
+        )
+    bad = next((r for r in records if r["loss"] is not None and not math.isfinite(r["loss"])),
+               None)
+    if bad is not None:
+        raise RunFailed(f"loss is {bad['loss']} at step {bad['step']}")
+
+    o = cfg.optimization
+    switches = []
+    if o.autofuse:
+        switches.append(SwitchReport("autofuse", True, "torchtitan --compile.enable "
+                                     f"--compile.backend {o.compile.backend}"))
+    if o.profiler:
+        w = o.profiler_window
+        switches.append(SwitchReport("profiler", True, f"torchtitan {engine.flavor} profiler, "
+                                     f"steps {w.first_step}-{w.last_step}"))
+    traces = find_titan_traces(run_dir / "profile")
+    return {
+        "workload": "sft",
+        "engine": "torchtitan",
+        "flavor": engine.flavor,
+        "backend": backend,
+        "python": sys.version.split()[0],
+        "argv": argv,
+        "env": extra_env,
+        "tokens_per_step": tokens_per_step,
+        "first_step_s": records[0]["step_time_s"],
+        "step_time_source": source,
+        "dump_folder": str(dump),
+        "profile_traces": {str(k): [str(p) for p in v] for k, v in traces.items()},
+        "not_translated": list(NOT_TRANSLATED) + [
+            key for key, path in (("model.path", cfg.model.path), ("data.path", cfg.data.path))
+            if not any(path in a for a in argv)],
+        "switches": [vars(sw) for sw in switches],
+    }

@@ -1,0 +1,87 @@
+"""The worker contract: what a run is (RunSpec), what a plan is, how its identity is hashed,
+how its outcome is recorded (RunStatus), and the worker protocol (exit code and log prefixes).
+
+A leaf module (it imports only :mod:`afbench.config` and :mod:`afbench.errors`), so that the
+planner, the launcher, the worker, the engines and the collector all read one definition and
+none of them has to import another to learn it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from afbench.config.models import RunConfig
+
+#: Exit status of a worker whose run was skipped (a switch the backend cannot honour); the
+#: reference script's status for a skipped run.
+SKIPPED_EXIT_CODE = 125
+#: Prefix of the one line a failing worker prints last; the launcher puts the rest of the
+#: line into status.json and the report.
+ERROR_PREFIX = "afbench.worker: error: "
+#: Prefix of the line a skipped worker prints with the reason.
+SKIP_PREFIX = "afbench.worker: skipped: "
+
+
+class RunSpec(BaseModel):
+    """One worker process. Written to ``<run_dir>/runspec.json``; the worker reads only that."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str
+    index: int  # 1-based position in the plan
+    variant: str
+    phase: str
+    repeat: int  # 1-based
+    config: RunConfig
+    config_hash: str  # sha256 of the canonical JSON of (config, variant, phase, repeat)
+    run_dir: str
+    timeout_s: float
+    kill_grace_s: float
+    env: dict[str, str] = {}
+    # Resolved backend and the device ids this run holds (afbench.launch.devices); not part of
+    # config_hash, so resume matches runs wherever they ran.
+    backend: Literal["cpu", "cuda", "npu"] | None = None
+    devices: list[int] | None = None
+
+
+class Plan(BaseModel):
+    """Every RunSpec of one experiment in launch order, with what the report needs to read them
+    (baseline, verdict and profile phase). Written to ``<out>/plan.json``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    experiment: str
+    baseline: str
+    variants: list[str]
+    phases: list[str]
+    repeats: int
+    skip_policy: str
+    verdict_phase: str
+    profile_phase: str | None
+    runs: list[RunSpec]
+
+
+class RunStatus(BaseModel):
+    """Outcome of one run, written to ``<run_dir>/status.json``."""
+
+    run_id: str
+    status: str  # OK | FAILED | SKIPPED
+    exit_code: int | None
+    reason: str = ""
+    wall_s: float = 0.0  # seconds, wall clock of the whole worker process
+    started_at: str | None = None
+    finished_at: str | None = None
+    config_hash: str
+
+
+def config_hash(config: RunConfig, variant: str, phase: str, repeat: int) -> str:
+    """Hex sha256 of the canonical JSON (sorted keys, no spaces) of ``{config, variant, phase,
+    repeat}``: a run's identity for resume, independent of where and when it ran."""
+    payload = {"config": config.model_dump(mode="json"), "variant": variant, "phase": phase,
+               "repeat": repeat}
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()
