@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     import transformers.utils.logging as hf_logging
     from transformers import AutoTokenizer
 
-    from afbench.backends.base import get_backend
+    from afbench.backends.resolve import get_backend
     from afbench.engines import data as chat
 
     hf_logging.disable_progress_bar()  # "Loading weights" bars: noise in the output

@@ -14,7 +14,7 @@ import types
 import pytest
 import torch
 
-from afbench.backends.base import get_backend
+from afbench.backends.resolve import get_backend
 from afbench.config import validate_config
 from afbench.config.models import CompileConfig, NpuProfilerConfig, ProfilerWindow
 from afbench.errors import PreflightError, RunSkipped

@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
 from afbench.assets.manifest import default_assets_dir
-from afbench.backends.base import get_backend
+from afbench.backends.resolve import get_backend
 from afbench.errors import ConfigError
 from afbench.switches import fused_ops
 from afbench.switches.converters import apply_add_rmsnorm, apply_rmsnorm

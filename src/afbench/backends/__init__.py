@@ -1,7 +1,7 @@
 """Device backends: device selection, synchronisation, memory statistics, and what each
 optimization switch means on that device (../shared/DESIGN.md, "Switch meaning per backend").
 
-Import the submodules: :mod:`afbench.backends.resolve` (which backend, no torch) is what the
-orchestrator needs; :mod:`afbench.backends.base` (``Backend``, ``get_backend``) imports torch
-and is for the worker.
+Import the submodules: :mod:`afbench.backends.resolve` (which backend, without torch; and
+``get_backend``, which loads it) is what the orchestrator and the worker call;
+:mod:`afbench.backends.base` (``Backend``) and the device modules import torch.
 """

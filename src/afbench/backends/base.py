@@ -1,5 +1,5 @@
-"""Backend interface and instantiation by name (``backend=auto`` is resolved by
-:mod:`afbench.backends.resolve`: npu > cuda > cpu)."""
+"""Backend interface: what a device means to a worker (instances come from
+:func:`afbench.backends.resolve.get_backend`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from typing import Any, Callable
 
 import torch
 
-from afbench.backends.resolve import resolve_backend
 from afbench.config.models import CompileConfig, NpuProfilerConfig
 from afbench.errors import RunSkipped
 
@@ -60,22 +59,3 @@ class Backend:
 
     def describe(self) -> str:
         return self.name
-
-
-def get_backend(name: str, num_threads: int | None = None) -> Backend:
-    """Instantiate a backend by name (``auto`` resolved by
-    :func:`afbench.backends.resolve.resolve_backend`, as the planner does)."""
-    name = resolve_backend(name)
-    if name == "cpu":
-        from afbench.backends.cpu import CpuBackend
-
-        return CpuBackend(num_threads)
-    if name == "cuda":
-        from afbench.backends.cuda import CudaBackend
-
-        return CudaBackend()
-    if name == "npu":
-        from afbench.backends.npu import NpuBackend
-
-        return NpuBackend()
-    raise ValueError(f"unknown backend {name!r}")

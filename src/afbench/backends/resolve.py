@@ -29,7 +29,10 @@ import os
 import shutil
 import subprocess
 from collections.abc import Mapping
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:  # the annotation only: importing base would import torch
+    from afbench.backends.base import Backend
 
 Resolved = Literal["cpu", "cuda", "npu"]
 BACKENDS: tuple[str, ...] = ("cpu", "cuda", "npu")
@@ -136,3 +139,27 @@ def probe_backend(backend: str) -> tuple[int | None, str]:
             return None, "torch_npu sees no NPU"
         return count, ""
     return None, f"unknown backend {backend!r}"
+
+
+def get_backend(name: str, num_threads: int | None = None) -> "Backend":
+    """Instantiate a backend by name (``auto`` resolved by :func:`resolve_backend`, as the
+    planner does). Imports torch (and torch_npu for npu): worker only.
+
+    Raises:
+        RunSkipped: npu without an importable torch_npu.
+        ValueError: an unknown name.
+    """
+    name = resolve_backend(name)
+    if name == "cpu":
+        from afbench.backends.cpu import CpuBackend  # torch: worker only
+
+        return CpuBackend(num_threads)
+    if name == "cuda":
+        from afbench.backends.cuda import CudaBackend  # torch: worker only
+
+        return CudaBackend()
+    if name == "npu":
+        from afbench.backends.npu import NpuBackend  # torch, torch_npu: worker only
+
+        return NpuBackend()
+    raise ValueError(f"unknown backend {name!r}")

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from afbench.config.engines import CommandEngine, TorchtitanEngine
 from afbench.config.models import RunConfig, SftScheduler
+from afbench.backends.resolve import get_backend, probe_backend, resolve_backend
 from afbench.engines import command
 from afbench.engines.torchtitan import cmdline as titan_cmdline
 from afbench.errors import ConfigError, RunFailed
@@ -65,10 +66,6 @@ class BuiltinRunner:
         _check_model_limits(rc)
 
     def run(self, spec: RunSpec, run_dir: Path) -> dict[str, Any]:
-        # torch and the model code load only in the worker, never at plan time
-        from afbench.backends.base import get_backend
-        from afbench.backends.resolve import probe_backend, resolve_backend
-
         name = spec.backend or resolve_backend(spec.config.backend.name)
         _, problem = probe_backend(name)
         if problem:
