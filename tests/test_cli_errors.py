@@ -107,3 +107,15 @@ def test_engine_config_error_is_one_line_before_anything_runs(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("afbench: error: ")
     assert "scheduler.workload" in lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_preflight_fail_lines_reach_the_terminal_and_cli_log(tmp_path):
+    proc = afbench(tmp_path, "model.path=/nonexistent/model")
+    assert proc.returncode == 3, proc.stderr
+    logs = list(tmp_path.glob("outputs/*/*/cli.log"))
+    assert len(logs) == 1
+    text = logs[0].read_text()
+    for line in ("[FAIL] model.path: current /nonexistent/model/config.json not found",
+                 "afbench: error: preflight: 1 check(s) failed"):
+        assert line in proc.stderr and line in text
+

@@ -127,6 +127,18 @@ def test_failed_runs_make_the_orchestrator_exit_1_and_still_report(faults_run):
     assert (out / "summary.json").is_file() and (out / "report.md").is_file()
 
 
+def test_terminal_and_cli_log_get_preflight_run_status_eta_and_headline(faults_run):
+    proc, out = faults_run
+    cli_log = (out / "cli.log").read_text()
+    n = len(FAULTS) + 1
+    expected = ["checks passed", f"[1/{n}] good-train-r1", "ETA ",
+                f"[2/{n}] crash-train-r1", "FAILED", "afbench: report "]
+    headline = json.loads((out / "summary.json").read_text())["headline"]
+    assert headline
+    for text in expected + headline:
+        assert text in proc.stderr and text in cli_log, text
+
+
 @pytest.mark.parametrize("variant", list(FAULTS))
 def test_faulty_run_is_failed_with_its_reason_in_status_and_report(faults_run, variant):
     _, out = faults_run

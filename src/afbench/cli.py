@@ -4,21 +4,43 @@ Hydra composes conf/ + the chosen recipe; afbench validates, plans, launches, co
 renders. Errors of afbench's own types become one message and an exit code here
 (2 config, 3 preflight, 1 failed runs, 130 interrupted); ``verbose=true`` or
 HYDRA_FULL_ERROR=1 adds the traceback.
+
+Messages go through :mod:`logging` (Hydra's job logging: the terminal and ``<out>/cli.log``);
+only what happens before Hydra has configured logging and made the output directory (the
+precheck, a broken recipe) or after it has finished (the sweep's failed jobs) is printed to
+stderr directly, since there is no cli.log to write to then.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib.resources
+import logging
 import os
+import re
 import signal
 import sys
 from pathlib import Path
 
 import hydra
+from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
+from afbench.assets.manifest import default_assets_dir
+from afbench.config import validate_config
 from afbench.errors import AfbenchError
+from afbench.experiment import preflight, run_experiment
+from afbench.plan import make_plan, shadowed_overrides
+from afbench.sweep import FAILED_JOBS, build_sweep_report
+
+log = logging.getLogger(__name__)
 
 RECIPE_PATH_ENV = "AFBENCH_RECIPE_PATH"
 EXPERIMENT_SCALARS = {"repeats": 1, "skip_policy": "per_variant", "verdict_phase": None}
@@ -35,8 +57,6 @@ def recipe_dirs() -> list[Path]:
 
 def register() -> None:
     """Register OmegaConf resolvers and store every recipe as ``experiment/<name>``."""
-    from afbench.assets.manifest import default_assets_dir
-
     if not OmegaConf.has_resolver("afbench_assets"):
         OmegaConf.register_new_resolver("afbench_assets", lambda: str(default_assets_dir()))
     if not OmegaConf.has_resolver("afbench_uid"):
@@ -60,13 +80,6 @@ def register() -> None:
 
 
 def _task(cfg: DictConfig) -> None:
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    from afbench.config import validate_config
-    from afbench.experiment import run_experiment
-    from afbench.sweep import FAILED_JOBS
-
     verbose = bool(cfg.get("verbose", False)) or os.environ.get("HYDRA_FULL_ERROR") == "1"
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode == RunMode.MULTIRUN:
@@ -76,44 +89,34 @@ def _task(cfg: DictConfig) -> None:
             code = run_experiment(validate_config(cfg), Path(hydra_cfg.runtime.output_dir),
                                   job_num=hydra_cfg.job.num)
         except AfbenchError as exc:
-            print(f"afbench: error in {job}: {exc}", file=sys.stderr)
+            log.error("afbench: error in %s: %s", job, exc)
             code = exc.exit_code
         except KeyboardInterrupt:
             # Ctrl-C / SIGTERM stops the whole sweep; the finished jobs still get their report
-            from afbench.sweep import build_sweep_report
-
-            print(f"afbench: sweep interrupted in {job}; partial results are kept", file=sys.stderr)
+            log.error("afbench: sweep interrupted in %s; partial results are kept", job)
             try:
                 build_sweep_report(Path(hydra_cfg.sweep.dir))
             except Exception as exc:  # the jobs' own reports are there in any case
-                print(f"afbench: no sweep report: {exc}", file=sys.stderr)
+                log.error("afbench: no sweep report: %s", exc)
             sys.exit(130)
         if code:
             FAILED_JOBS.append(job)
         return
     try:
         conf = validate_config(cfg)
-        from afbench.plan import shadowed_overrides
-
         for line in shadowed_overrides(list(hydra_cfg.overrides.task), conf):
-            print(f"afbench: warning: {line}", file=sys.stderr)
+            log.warning("afbench: warning: %s", line)
         out_dir = Path(HydraConfig.get().runtime.output_dir)
         if conf.task == "check":
-            from afbench.experiment import preflight
-
             preflight(conf, out_dir, show_all=True)
             code = 0
         else:
             code = run_experiment(conf, out_dir)
     except AfbenchError as exc:
-        if verbose:
-            import traceback
-
-            traceback.print_exc()
-        print(f"afbench: error: {exc}", file=sys.stderr)
+        log.error("afbench: error: %s", exc, exc_info=verbose)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        print("afbench: interrupted; partial results are in the output directory", file=sys.stderr)
+        log.error("afbench: interrupted; partial results are in the output directory")
         sys.exit(130)
     if code:
         sys.exit(code)
@@ -147,8 +150,6 @@ def _user_overrides(argv: list[str]) -> list[str] | None:
 def _combinations_to_check(overrides: list[str]) -> list[list[str]]:
     """Override lists that together try every value of every swept key once (the other swept
     keys at their first value): enough to catch any bad value without running the product."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     parsed = OverridesParser.create().parse_overrides(overrides)
     values = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
               if o.is_sweep_override() else [o.input_line] for o in parsed]
@@ -164,14 +165,6 @@ def precheck(argv: list[str], conf_dir: str) -> None:
     """Compose and validate the command line once before Hydra runs (and makes an output
     directory): a wrong key, value or recipe costs a second and exits 2 with one line per
     problem. Sweeps are checked with the first value of each swept key."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    from afbench.config import validate_config
-    from afbench.plan import make_plan
-
     overrides = _user_overrides(argv)
     if overrides is None:
         return
@@ -194,12 +187,6 @@ def precheck(argv: list[str], conf_dir: str) -> None:
 
 def _hydra_message(exc: Exception, conf_dir: str) -> str:
     """One line for a Hydra composition error, with a did-you-mean for an unknown key."""
-    import difflib
-    import re
-
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
     msg = str(exc).strip()
     unknown = re.search(r"Could not override '([^']+)'", msg)
     if unknown and "To append to your config" in msg:
@@ -250,8 +237,6 @@ def main() -> None:
     conf_dir = str(importlib.resources.files("afbench.conf"))
     precheck(sys.argv[1:], conf_dir)
     hydra.main(version_base="1.3", config_path=conf_dir, config_name="config")(_task)()
-    from afbench.sweep import FAILED_JOBS
-
     if FAILED_JOBS:
         print(f"afbench: {len(FAILED_JOBS)} sweep job(s) had failures: " + "; ".join(FAILED_JOBS),
               file=sys.stderr)

@@ -3,27 +3,28 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
-from rich.console import Console
-
+from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, read_step_times
+from afbench.assets.manifest import sha256_file
 from afbench.config.models import AfbenchConfig
-from afbench.errors import ConfigError
+from afbench.errors import ConfigError, PreflightError
 from afbench.io import read_json, write_json_atomic, write_text_atomic
 from afbench.launch.local import launch_run, write_skipped
+from afbench.logs import console
 from afbench.plan import make_plan, skip_reason
+from afbench.preflight import run_preflight
 from afbench.runspec import Plan, RunSpec, RunStatus
 
-console = Console(stderr=True, highlight=False, soft_wrap=True)
+log = logging.getLogger(__name__)
 
 
 def content_sha256(path: Path) -> str:
     """SHA-256 of a file's bytes, or of a folder's files (sorted relative paths, each file's
     sha256 and path hashed together); independent of where the folder lies."""
-    from afbench.assets.manifest import sha256_file
-
     path = Path(path)
     if path.is_file():
         return sha256_file(path)
@@ -34,22 +35,20 @@ def content_sha256(path: Path) -> str:
 
 
 def preflight(conf: AfbenchConfig, out_dir: Path, show_all: bool = False) -> list:
-    """Run the preflight checks (afbench.preflight); print FAIL lines (all lines with
+    """Run the preflight checks (afbench.preflight); log FAIL lines (all lines with
     ``show_all``) and raise PreflightError if any failed."""
-    from afbench.errors import PreflightError
-    from afbench.preflight import run_preflight
 
     checks = run_preflight(conf, out_dir, min_free_gib=conf.preflight.min_free_gib,
                            min_cann_date=conf.preflight.min_cann_date)
     for check in checks:
         if show_all or not check.ok:
-            console.print(check.line(), markup=False)
+            log.log(logging.INFO if check.ok else logging.ERROR, "%s", check.line())
     failed = [c for c in checks if not c.ok]
     if failed:  # the FAIL lines are printed above; the error names the count and the fix
         raise PreflightError(f"preflight: {len(failed)} check(s) failed (the [FAIL] lines above "
                              "say what to do); nothing was run")
     if not show_all:
-        console.print(f"afbench: preflight: {len(checks)} checks passed")
+        log.info("afbench: preflight: %d checks passed", len(checks))
     return checks
 
 
@@ -61,18 +60,14 @@ def input_hashes(conf: AfbenchConfig) -> dict[str, dict[str, str]]:
 
 
 def _progress(i: int, n: int, run_id: str, status: RunStatus) -> None:
-    colour = {"OK": "green", "SKIPPED": "yellow"}.get(status.status, "red")
     reason = f"  ({status.reason})" if status.reason else ""
-    console.print(f"[{i}/{n}] {run_id:<28} [{colour}]{status.status:<7}[/{colour}] "
-                  f"{status.wall_s:7.1f}s{reason}")
+    log.info("[%d/%d] %-28s %-7s %7.1fs%s", i, n, run_id, status.status, status.wall_s, reason)
 
 
 def _window_parses(run_dir: Path, config_hash: str) -> bool:
     """Whether ``run_dir``'s runspec.json has ``config_hash`` and its log's measured window
     passes the strict parse that collect applies. A run that fails it is reported RUN_FAILED,
     so resume must run it again rather than copy it."""
-    from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, read_step_times
-
     try:
         spec = RunSpec.model_validate_json((run_dir / "runspec.json").read_text(encoding="utf-8"))
         if spec.config_hash != config_hash:
@@ -139,6 +134,7 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None) -> dict[str,
             elif resume and run.config_hash in resume:
                 st = reuse_run(run, resume[run.config_hash])
             else:
+                # the live spinner shares the log handler's console, so lines print above it
                 with console.status(f"[{i}/{n}] {run.run_id} running"):
                     st = launch_run(run)
         except KeyboardInterrupt:
@@ -152,14 +148,15 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None) -> dict[str,
             spent += st.wall_s if not st.reason.startswith("resumed") else 0.0
             launched += 0 if st.reason.startswith("resumed") else 1
             if launched and i < n:
-                console.print(f"      ETA {spent / launched * (n - i) / 60:.1f} min for {n - i} more run(s)")
+                log.info("      ETA %.1f min for %d more run(s)", spent / launched * (n - i) / 60,
+                         n - i)
     return statuses
 
 
 def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> int:
     """Plan, launch, collect, compare and render into ``out_dir``; returns the exit code
     (0 all runs OK or SKIPPED by a backend, 1 if any run FAILED)."""
-    from afbench.report import build_report
+    from afbench.report import build_report  # pandas, jinja2, matplotlib: not for task=check
 
     out_dir = Path(out_dir)
     if (out_dir / "plan.json").exists():
@@ -168,8 +165,9 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     resume = resume_index(Path(conf.resume)) if conf.resume else None
     if resume is not None:
         hits = sum(r.config_hash in resume for r in plan.runs)
-        console.print(f"afbench: resume: {hits} of {len(plan.runs)} runs have an OK result in "
-                      f"{conf.resume}" + ("" if hits else " (nothing to reuse: every run runs)"))
+        log.info("afbench: resume: %d of %d runs have an OK result in %s%s", hits,
+                 len(plan.runs), conf.resume,
+                 "" if hits else " (nothing to reuse: every run runs)")
     preflight(conf, out_dir)
     assets = input_hashes(conf)
     write_json_atomic(out_dir / "experiment.json", {
@@ -178,13 +176,13 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
         "assets": assets,
     })
     write_json_atomic(out_dir / "plan.json", plan.model_dump(mode="json"))
-    console.print(f"afbench: experiment {plan.experiment}: {len(plan.runs)} runs -> {out_dir}")
+    log.info("afbench: experiment %s: %d runs -> %s", plan.experiment, len(plan.runs), out_dir)
     try:
         statuses = execute_plan(plan, resume)
     finally:
         summary = build_report(out_dir)
-        console.print(f"afbench: report {out_dir / 'report.md'}")
+        log.info("afbench: report %s", out_dir / "report.md")
     for line in summary.get("headline", []):
-        console.print(line)
+        log.info("%s", line)
     invalid_logs = [r["run_id"] for r in summary.get("runs", []) if r.get("log_error")]
     return 1 if "FAILED" in statuses.values() or invalid_logs else 0

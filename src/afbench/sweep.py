@@ -10,6 +10,7 @@ launcher: the report reads only files.
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,11 @@ from typing import Any
 import yaml
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
-from rich.console import Console
 
 from afbench.analysis.verdict import RUN_FAILED
 from afbench.io import write_json_atomic, write_text_atomic
 
-console = Console(stderr=True, highlight=False, soft_wrap=True)
+log = logging.getLogger(__name__)
 # Set by jobs that failed (same process with the basic launcher); read by afbench.cli.main.
 FAILED_JOBS: list[str] = []
 
@@ -245,7 +245,7 @@ class SweepCallback(Callback):
         self.t0 = time.perf_counter()
         self.multirun = True
         self.total = _count_jobs(list(config.hydra.overrides.task))
-        console.print(f"afbench: sweep of {self.total or '?'} jobs -> {config.hydra.sweep.dir}")
+        log.info("afbench: sweep of %s jobs -> %s", self.total or "?", config.hydra.sweep.dir)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         if not self.multirun:
@@ -256,8 +256,8 @@ class SweepCallback(Callback):
         if self.total:
             left = (elapsed / self.done) * (self.total - self.done)
             eta = f", ETA {left / 60:.1f} min"
-        console.print(f"afbench: sweep job {self.done}/{self.total or '?'} done "
-                      f"({elapsed / 60:.1f} min elapsed{eta})")
+        log.info("afbench: sweep job %d/%s done (%.1f min elapsed%s)", self.done,
+                 self.total or "?", elapsed / 60, eta)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -267,7 +267,7 @@ class SweepCallback(Callback):
             summary = build_sweep_report(sweep_dir, report.get("sweep_baseline"),
                                          float(confidence) if confidence is not None else None)
         except Exception as exc:  # the jobs' own reports stay; say why the sweep one is missing
-            console.print(f"afbench: sweep report failed: {exc}")
+            log.error("afbench: sweep report failed: %s", exc)
             FAILED_JOBS.append("sweep report")
             return
         if not FAILED_JOBS:
@@ -277,7 +277,7 @@ class SweepCallback(Callback):
             FAILED_JOBS.extend(f"job {c['job']} ({c['name']})" for c in summary["combinations"]
                                if not c["statuses"]
                                or {"FAILED", "NOT_RUN"} & set(c["statuses"]))
-        console.print(f"afbench: sweep report {sweep_dir / 'sweep_report.md'}")
+        log.info("afbench: sweep report %s", sweep_dir / "sweep_report.md")
         for c in summary["combinations"]:
             gain = f"{c['gain_pct']:+.2f}%" if c.get("gain_pct") is not None else "n/a"
-            console.print(f"  {c['name']}: {c['verdict']}{c.get('note', '')}, gain {gain}")
+            log.info("  %s: %s%s, gain %s", c["name"], c["verdict"], c.get("note", ""), gain)
