@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from afbench.analysis import (
+from afbench.analysis.kernels import (
     KERNEL_COLUMNS,
     RMSNORM_PIECES,
     build_kernel_table,

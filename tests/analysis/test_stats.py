@@ -7,8 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from afbench.analysis import describe, percentile, t_interval_of_gain
-from afbench.analysis.stats import t_cdf, t_ppf
+from afbench.analysis.stats import describe, percentile, t_cdf, t_interval_of_gain, t_ppf
 
 
 def test_describe_summarises_a_sample():

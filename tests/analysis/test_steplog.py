@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from afbench.analysis import (
+from afbench.analysis.errors import InvalidLog
+from afbench.analysis.steplog import (
     DEFAULT_STEP_PATTERN,
-    InvalidLog,
     mean_step_time,
     parse_step_times,
     read_step_times,

@@ -7,15 +7,14 @@ from io import StringIO
 import pandas as pd
 import pytest
 
-from afbench.analysis import (
+from afbench.analysis.errors import ProfileIncomparable, ProfileUnavailable
+from afbench.analysis.steptrace import (
     COMPARABLE,
     DEFAULT_PROFILE_STEPS,
     INCOMPARABLE,
     PHASE_COLUMNS,
     STEP_TRACE_COLUMNS,
     UNAVAILABLE,
-    ProfileIncomparable,
-    ProfileUnavailable,
     find_step_trace,
     profiling_status,
     read_step_trace,

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from afbench.analysis import NO_GAIN, RUN_FAILED, SKIPPED, gain_pct, quick_verdict, verdict_label
+from afbench.analysis.verdict import (
+    NO_GAIN,
+    RUN_FAILED,
+    SKIPPED,
+    gain_pct,
+    quick_verdict,
+    verdict_label,
+)
 
 
 def test_gain_is_time_saved_in_percent_of_baseline():
