@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from afbench.assets.manifest import verify_manifest
 from afbench.backends.resolve import probe_backend, resolve_backend
 from afbench.config.models import AfbenchConfig, InferScheduler
 
@@ -255,8 +256,6 @@ def check_disk(root: Path, min_free_gib: float = DEFAULT_MIN_FREE_GIB) -> Check:
 
 def check_manifest(manifest: str | Path | None) -> Check:
     """Every file listed in the sha256 manifest (``model.manifest``) matches; null = skipped."""
-    from afbench.assets.manifest import verify_manifest
-
     if manifest is None:
         return Check("model.manifest", True, "null (no integrity check)")
     manifest = Path(manifest)

@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[OK] all files listed in {manifest} match")
         return 0
 
+    # transformers, tokenizers: only for `build`, not `verify`
     from afbench.assets.build import AssetBuildError, BuildConfig, build_assets
 
     overrides = {}

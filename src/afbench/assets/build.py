@@ -68,8 +68,8 @@ def build_assets(out: Path, cfg: BuildConfig = BuildConfig()) -> BuildReport:
     stale file from an older build cannot linger in it. Raises
     :class:`AssetBuildError` when a step fails for a known reason.
     """
-    from afbench.assets import model as tiny
-    from afbench.assets import tokenizer as bpe
+    from afbench.assets import model as tiny  # torch, transformers: only when assets are built
+    from afbench.assets import tokenizer as bpe  # tokenizers: only when assets are built
 
     layout = AssetLayout(out.resolve())
     layout.root.mkdir(parents=True, exist_ok=True)

@@ -45,7 +45,7 @@ class TinyTrainConfig:
 
 def tiny_qwen3_config(vocab_size: int, special_ids: dict[str, int]):
     """``Qwen3Config`` of the tiny model; ``special_ids`` maps token text to id."""
-    from transformers import Qwen3Config
+    from transformers import Qwen3Config  # transformers: ~2 s, only when the model is built
 
     return Qwen3Config(
         vocab_size=vocab_size,
@@ -101,6 +101,7 @@ def _lr_at(step: int, cfg: TinyTrainConfig) -> float:
 
 def build_model(vocab_size: int, special_ids: dict[str, int], seed: int):
     """A freshly initialised ``Qwen3ForCausalLM`` (fp32); same ``seed`` gives the same weights."""
+    # transformers: ~2 s, only when the model is built
     from transformers import GenerationConfig, Qwen3ForCausalLM
 
     torch.manual_seed(seed)
@@ -180,6 +181,7 @@ def save_model(model, folder: Path) -> list[Path]:
 
 def greedy_reply(model_dir: Path, messages: list[dict[str, str]], max_new_tokens: int = 48) -> str:
     """Greedy continuation of ``messages`` by the saved model (for smoke checks and reports)."""
+    # transformers: ~2 s, only when the model is checked
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)

@@ -26,6 +26,7 @@ def is_wordle_word(word: str) -> bool:
 
 def words_from_package() -> list[str]:
     """Sorted five-letter words from ``english_words``; raises ``ImportError`` if absent."""
+    # english-words: the [assets] extra, only needed to rebuild
     from english_words import get_english_words_set
 
     return sorted({w for w in get_english_words_set(list(SOURCES)) if is_wordle_word(w)})

@@ -15,6 +15,8 @@ from afbench.backends.base import Backend
 from afbench.config.models import ModelConfig
 from afbench.engines.metrics import MetricsWriter  # noqa: F401  (re-exported)
 from afbench.errors import ConfigError
+from afbench.switches import SwitchReport
+from afbench.switches.converters import apply_converters
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -23,7 +25,7 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     torch.manual_seed(seed)
     try:
-        import numpy as np
+        import numpy as np  # optional in the worker: seeded only when installed
 
         np.random.seed(seed % 2**32)
     except ImportError:  # numpy is optional for the worker
@@ -32,6 +34,7 @@ def seed_everything(seed: int) -> None:
 
 def load_model_and_tokenizer(cfg: ModelConfig, backend: Backend) -> tuple[Any, Any]:
     """Load an HF-format folder with transformers (offline). Raises ConfigError naming model.path."""
+    # transformers: ~2 s, paid when a model loads
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(cfg.path)
@@ -53,8 +56,6 @@ def prepare_model(cfg: Any, backend: Backend, train: bool,
     Returns (model, forward, tokenizer, switch reports): ``forward`` is the (wrapped, compiled)
     module to call; the optimizer must use ``model``'s parameters.
     """
-    from afbench.switches import SwitchReport
-    from afbench.switches.converters import apply_converters
 
     seed_everything(cfg.scheduler.seed)
     model, tokenizer = load_model_and_tokenizer(cfg.model, backend)
@@ -72,7 +73,7 @@ def finite(x: float) -> bool:
 
 
 def environment_info(backend: Backend) -> dict[str, Any]:
-    import transformers
+    import transformers  # transformers: ~2 s, paid when a model loads
 
     return {
         "python": sys.version.split()[0],

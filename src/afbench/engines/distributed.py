@@ -43,7 +43,7 @@ def init(backend_name: str, info: DistInfo) -> None:
 def wrap(model: torch.nn.Module, info: DistInfo, device: torch.device) -> torch.nn.Module:
     if not info.enabled:
         return model
-    from torch.nn.parallel import DistributedDataParallel
+    from torch.nn.parallel import DistributedDataParallel  # DDP: only for world_size > 1
 
     ids = [device.index] if device.type != "cpu" else None
     return DistributedDataParallel(model, device_ids=ids)

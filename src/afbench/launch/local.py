@@ -28,6 +28,7 @@ from afbench.launch.devices import (
     visible_devices_env,
 )
 from afbench.engines.registry import engine_for
+from afbench.preflight import find_cann_root
 from afbench.runspec import ERROR_PREFIX, SKIP_PREFIX, SKIPPED_EXIT_CODE, RunSpec, RunStatus
 
 def _now() -> str:
@@ -99,7 +100,6 @@ def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
     if backend == "npu":
         # npu only: backends.npu imports torch (1.5 s), which cpu and cuda runs never pay here
         from afbench.backends.npu import npu_worker_env
-        from afbench.preflight import find_cann_root
 
         root, _ = find_cann_root(spec.config.backend.cann_root)
         env = npu_worker_env(env, root)

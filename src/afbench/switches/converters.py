@@ -68,6 +68,7 @@ class FusedRMSNorm(nn.Module):
 
 
 def _ops(backend: Backend) -> tuple[Callable, str, Callable, str]:
+    # fused_ops registers torch.library ops: only when a converter runs
     from afbench.switches import fused_ops
 
     add_op, add_name = backend.add_rms_norm()

@@ -20,6 +20,7 @@ import torch
 
 from afbench.backends.base import Backend
 from afbench.config.models import NpuProfilerConfig, ProfilerWindow
+from afbench.switches import SwitchReport
 
 STEP_TRACE_COLUMNS = [
     "Device_id", "Step", "Computing", "Communication(Not Overlapped)", "Overlapped",
@@ -146,7 +147,7 @@ class StepProfiler:
     def __enter__(self) -> "StepProfiler":
         args = schedule_args(self.window)
         if self.backend.name == "npu":  # pragma: no cover - needs an Ascend NPU
-            import torch_npu
+            import torch_npu  # torch_npu: npu only
 
             self.prof = torch_npu.profiler.profile(
                 activities=self.backend.profiler_activities(),
@@ -204,7 +205,6 @@ def open_profiler(enabled: bool, backend: Backend, window: ProfilerWindow, run_d
     every step."""
     if not enabled:
         return NoProfiler(), None
-    from afbench.switches import SwitchReport
 
     report = SwitchReport("profiler", True, f"{type(backend).__name__} profiler, {unit} "
                           f"{window.first_step}-{window.last_step}")
