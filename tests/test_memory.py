@@ -96,6 +96,16 @@ def test_training_efficiency_is_per_device_and_mfu_needs_a_peak():
     assert mine["mfu_pct"] == pytest.approx(100 * 1024 * per_token / 1e12 / 0.5)
 
 
+def test_an_unreadable_model_config_gives_na_with_the_reason_not_a_failed_run():
+    config = {"model_type": "llama", "hidden_size": 8}
+    out = efficiency.training_efficiency(config, 128, 4096, 2.0, 1, peak_tflops=None,
+                                         device_name="x86_64", dtype="float32")
+    assert out["flops_per_token"] is None and out["mfu_pct"] is None
+    assert out["tflops_source"].startswith("n/a: model config.json: missing num_hidden_layers")
+    kv = efficiency.kv_cache_fields(config, [(10, 1)], 4, "float32")
+    assert kv["kv_cache_gib"] is None and "missing num_hidden_layers" in kv["kv_cache_source"]
+
+
 def test_kv_cache_is_that_of_the_largest_batch():
     config = json.loads((TINY / "config.json").read_text())  # 4 layers, 2 KV heads of 64
     out = efficiency.kv_cache_fields(config, [(100, 2), (120, 1)], 28, "float32")

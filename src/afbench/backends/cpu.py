@@ -13,11 +13,12 @@ import torch
 from afbench.backends.base import GIB, Backend, PeakMemory
 
 #: Linux: writing "5" to clear_refs resets the process's peak RSS (VmHWM) to its current RSS
-#: (proc(5), /proc/pid/clear_refs, Linux >= 4.0); VmHWM is read back from status.
+#: (proc(5), /proc/pid/clear_refs, Linux >= 4.0); VmHWM is read back from status. (getrusage's
+#: ru_maxrss of the process follows the same counter on Linux, so it too is reset.)
 CLEAR_REFS = Path("/proc/self/clear_refs")
 STATUS = Path("/proc/self/status")
 VM_HWM = re.compile(r"^VmHWM:\s*(\d+)\s*kB", re.M)
-# torch keeps no allocator statistics for CPU tensors (torch.cpu has no memory_stats in 2.x),
+# torch keeps no allocator statistics for CPU tensors (torch.cpu has no memory_stats, checked on torch 2.13),
 # so the process's resident set is the only peak there is.
 HWM_SOURCE = "VmHWM from /proc/self/status after clear_refs reset (peak RSS of the whole process)"
 MAXRSS_SOURCE = ("resource.getrusage ru_maxrss (peak RSS of the whole process since it started, "
@@ -28,6 +29,7 @@ class CpuBackend(Backend):
     name = "cpu"
 
     def __init__(self, num_threads: int | None = None) -> None:
+        self._hwm_reset = False  # True once clear_refs reset the peak RSS of this process
         if num_threads:
             torch.set_num_threads(num_threads)
         # Name each inductor C++ kernel in the profiler (cpp_fused_*), not only the whole graph.
@@ -37,8 +39,6 @@ class CpuBackend(Backend):
 
     def device(self) -> torch.device:
         return torch.device("cpu")
-
-    _hwm_reset = False
 
     def reset_peak_memory(self) -> None:
         try:

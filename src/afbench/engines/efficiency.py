@@ -18,6 +18,8 @@ from afbench.engines.metrics import MetricsWriter
 
 TFLOPS_SOURCE = ("afbench: 6N + 12*L*H*Q*T FLOPs per token (PaLM App. B, as torchtitan) "
                  "x measured tokens/s per device over the window")
+KV_CACHE_SOURCE = ("2 (K, V) x layers x kv_heads x head_dim x (longest prompt + max_new_tokens) "
+                   "x batch x dtype bytes, from config.json")
 PEAK_FIELDS = ("peak_memory_allocated_gib", "peak_memory_reserved_gib", "peak_rss_gib")
 
 
@@ -88,10 +90,15 @@ def training_efficiency(model_config: dict[str, Any], seq_len: int, tokens: int,
         ``tflops_per_device`` (TFLOPs/s per device over the window), ``peak_tflops`` and
         ``peak_tflops_source``, ``mfu_pct`` (None when there is no peak), ``tflops_source``.
 
-    Raises:
-        ModelConfigError: the model config lacks a key the count needs.
+    A config the count cannot read gives None for every number and the reason in
+    ``tflops_source``: a finished run is not failed for its FLOP count.
     """
-    shape = flops.TransformerShape.from_config(model_config, "model config.json")
+    try:
+        shape = flops.TransformerShape.from_config(model_config, "model config.json")
+    except flops.ModelConfigError as exc:
+        return {key: None for key in ("flops_per_token", "flops_params", "tflops_per_device",
+                                      "peak_tflops", "peak_tflops_source", "mfu_pct")} | {
+            "tflops_source": f"n/a: {exc}"}
     per_token = flops.training_flops_per_token(shape, seq_len)
     tflops = (flops.achieved_tflops(tokens / seconds / world_size, per_token)
               if seconds > 0 else None)
@@ -99,7 +106,12 @@ def training_efficiency(model_config: dict[str, Any], seq_len: int, tokens: int,
     return {"flops_per_token": per_token, "flops_params": flops.count_params(shape).flops_params,
             "tflops_per_device": tflops, "peak_tflops": peak, "peak_tflops_source": source,
             "mfu_pct": flops.mfu_pct(tflops, peak) if peak and tflops is not None else None,
-            "tflops_source": TFLOPS_SOURCE}
+            "tflops_source": TFLOPS_SOURCE + _architecture_caveat(model_config)}
+
+
+def _architecture_caveat(model_config: dict[str, Any]) -> str:
+    kind = model_config.get("model_type", "qwen3")
+    return "" if kind == "qwen3" else f" (parameters counted as Qwen3's; model_type is {kind})"
 
 
 def kv_cache_fields(model_config: dict[str, Any], batches: list[tuple[int, int]],
@@ -113,15 +125,20 @@ def kv_cache_fields(model_config: dict[str, Any], batches: list[tuple[int, int]]
     Returns:
         ``kv_cache_gib`` (GiB, model dtype, K and V of every layer; an upper bound when
         generation stops at EOS first), ``kv_cache_tokens`` (positions per sequence) and
-        ``kv_cache_batch`` (sequences) of that batch.
+        ``kv_cache_batch`` (sequences) of that batch, ``kv_cache_source`` (the formula).
 
-    Raises:
-        ModelConfigError: the model config lacks a key the count needs.
+    All None without prompts or with a config the count cannot read (the reason is then in
+    ``kv_cache_source``).
     """
+    none = {"kv_cache_gib": None, "kv_cache_tokens": None, "kv_cache_batch": None}
     if not batches:
-        return {"kv_cache_gib": None, "kv_cache_tokens": None, "kv_cache_batch": None}
-    shape = flops.TransformerShape.from_config(model_config, "model config.json")
+        return none | {"kv_cache_source": "n/a: no prompts"}
+    try:
+        shape = flops.TransformerShape.from_config(model_config, "model config.json")
+    except flops.ModelConfigError as exc:
+        return none | {"kv_cache_source": f"n/a: {exc}"}
     width, batch = max(batches, key=lambda b: (b[0] + max_new_tokens) * b[1])
     tokens = width + max_new_tokens
     size = flops.kv_cache_bytes(shape, tokens, batch, flops.DTYPE_BYTES[dtype])
-    return {"kv_cache_gib": size / 2**30, "kv_cache_tokens": tokens, "kv_cache_batch": batch}
+    return {"kv_cache_gib": size / 2**30, "kv_cache_tokens": tokens, "kv_cache_batch": batch,
+            "kv_cache_source": KV_CACHE_SOURCE}
