@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from afbench.analysis.efficiency import not_reported
 from afbench.analysis.steplog import compile_step_pattern, strip_ansi
 from afbench.config.models import CommandEngine, RunConfig
 from afbench.engines.metrics import MetricsWriter
@@ -307,4 +308,5 @@ def run_command(spec: RunSpec, run_dir: Path) -> dict:
         "first_step_s": steps.first_step_s,
         "steps_logged": steps.count,
         "command_wall_s": round(wall_s, 3),
+        **not_reported("command"),
     }
