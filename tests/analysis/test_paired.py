@@ -22,6 +22,7 @@ from afbench.analysis.paired import (
     run_statistic,
     step_level_gain,
     sweep_level,
+    trimmed_t_parts,
     verdict_word,
 )
 from afbench.analysis.stats import t_interval_of_gain
@@ -237,3 +238,26 @@ def test_estimates_convert_to_plain_dicts():
     d = dataclasses.asdict(est)
     assert d["n_pairs"] == 3 and d["decision"] in (FASTER, SLOWER, NO_GAIN, INCONCLUSIVE)
     assert set(d) >= {"gain_pct", "ci_low_pct", "ci_high_pct", "level", "method", "mde_pct"}
+
+
+def test_trimmed_t_matches_yuen_by_hand():
+    d = np.array([[0.01, 0.02, 0.03, 0.04, 0.30]])  # g = floor(0.2 * 5) = 1
+    center, se, df = trimmed_t_parts(d, 0.2)
+    winsorized = np.array([0.02, 0.02, 0.03, 0.04, 0.04])
+    assert center[0] == pytest.approx(0.03)
+    assert se[0] == pytest.approx(winsorized.std(ddof=1) / (0.6 * math.sqrt(5)))
+    assert df[0] == 2
+    plain_center, plain_se, plain_df = trimmed_t_parts(d, 0.0)
+    assert plain_center[0] == pytest.approx(d.mean()) and plain_df[0] == 4
+    assert plain_se[0] == pytest.approx(d.std(ddof=1) / math.sqrt(5))
+
+
+def test_one_loaded_repeat_does_not_hide_a_clear_gain():
+    rng = np.random.default_rng(21)
+    levels = 0.05 * np.exp(rng.normal(0, 0.01, 8))
+    baseline = [_steps(rng, lv, n=15, cv=0.02) for lv in levels]
+    variant = [_steps(rng, lv * 0.95, n=15, cv=0.02) for lv in levels]
+    variant[5] = list(np.asarray(variant[5]) * 1.3)  # another process loaded this whole run
+    assert paired_gain(baseline, variant, trim=0.0).decision == INCONCLUSIVE
+    trimmed = paired_gain(baseline, variant)
+    assert trimmed.decision == FASTER and trimmed.df == 5

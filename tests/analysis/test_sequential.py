@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from afbench.analysis.paired import FASTER, SLOWER
+from afbench.analysis.paired import FASTER, SLOWER, trimmed_t_parts
 from afbench.analysis.sequential import (
     CONTINUE,
     EXCLUDES_ZERO,
@@ -28,13 +28,13 @@ def _paths(rng, trials, n, shift=0.0, sd=0.03):
     return rng.normal(shift, sd, (trials, n))
 
 
-def _first_crossing(d, looks, bounds):
+def _first_crossing(d, looks, bounds, trim=0.0):
     """(crossed at some look, pairs used) for each simulated path."""
     crossed = np.zeros(d.shape[0], dtype=bool)
     used = np.full(d.shape[0], looks[-1])
     for n, c in zip(looks, bounds):
-        x = d[:, :n]
-        t = x.mean(axis=1) / (x.std(axis=1, ddof=1) / math.sqrt(n))
+        center, se, _ = trimmed_t_parts(d[:, :n], trim)
+        t = center / se
         hit = ~crossed & (np.abs(t) > c)
         used[hit] = n
         crossed |= hit
@@ -70,6 +70,13 @@ def test_sequential_false_positive_rate_stays_at_alpha_while_naive_peeking_infla
     naive = [stats.t.ppf(0.975, n - 1) for n in looks]  # a full-level test at every look
     peeked, _ = _first_crossing(d, looks, naive)
     assert peeked.mean() > 0.08
+
+
+def test_trimmed_boundaries_keep_the_false_positive_rate():
+    rng = np.random.default_rng(54321)
+    d = _paths(rng, 40_000, 8)
+    crossed, _ = _first_crossing(d, list(range(3, 9)), t_boundaries(3, 8, 0.05, trim=0.2), 0.2)
+    assert crossed.mean() <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / d.shape[0])
 
 
 def test_sequential_power_is_near_fixed_n_at_max_pairs_with_fewer_pairs_used():

@@ -42,10 +42,13 @@ BURST_MIN_LOG_DISTANCE = math.log(1.25)
 #: every gain of this size or more. 2% is below the smallest published switch effect
 #: (+2.7% fused Add+RMSNorm on Llama-2-7B).
 DEFAULT_MIN_GAIN_PCT = 2.0
+#: Fraction of pairs trimmed from each end of the per-pair log ratios (Yuen's trimmed t):
+#: from 5 pairs on, the most extreme pair on each side is set aside (bench/stats_power.py).
+DEFAULT_PAIR_TRIM = 0.2
 #: Power at which the minimum detectable effect is stated.
 DEFAULT_MDE_POWER = 0.8
 
-PAIRED_T_METHOD = "paired log-ratio t of per-run medians"
+PAIRED_T_METHOD = "paired log-ratio trimmed t (Yuen, 20%) of per-run medians"
 STEP_LEVEL_METHOD = "step-level difference of medians, AR(1)-corrected"
 BOOTSTRAP_METHOD = "hierarchical bootstrap (pairs, then steps) of per-run medians"
 
@@ -283,15 +286,20 @@ def paired_gain(
     min_gain_pct: float = DEFAULT_MIN_GAIN_PCT,
     mde_power: float = DEFAULT_MDE_POWER,
     critical_value: float | None = None,
+    trim: float = DEFAULT_PAIR_TRIM,
     method: str = PAIRED_T_METHOD,
 ) -> GainEstimate:
     """Gain of the variant from paired repeats (a fixed number of pairs).
 
     Each run is reduced to its median step time (:func:`run_statistic`); pair ``i`` gives
-    ``d_i = ln(variant_i / baseline_i)``. The interval is ``mean(d) -+ c * sd(d) / sqrt(n)``
-    with ``c`` Student's t quantile at ``(1 + level) / 2`` and ``n - 1`` degrees of freedom,
-    mapped to percent by ``gain = (1 - exp(d)) * 100``. The minimum detectable effect is
-    ``(c + t_{mde_power, n-1}) * se`` on the log scale.
+    ``d_i = ln(variant_i / baseline_i)``. The interval is Yuen's trimmed t
+    (:func:`trimmed_t_parts`): ``center -+ c * se`` with ``c`` Student's t quantile at
+    ``(1 + level) / 2`` and ``h - 1`` degrees of freedom (``h`` pairs left after trimming
+    ``floor(trim * n)`` from each end; with fewer than 5 pairs nothing is trimmed and this
+    is the plain paired t with ``n - 1`` df), mapped to percent by
+    ``gain = (1 - exp(d)) * 100``. Trimming keeps one loaded repeat (a whole run slowed by
+    another process) from widening the interval until nothing is decided. The minimum
+    detectable effect is ``(c + t_{mde_power, h-1}) * se`` on the log scale.
 
     Args:
         baseline_runs, variant_runs: per-repeat lists of measured step times (seconds),
@@ -301,6 +309,7 @@ def paired_gain(
         mde_power: power at which the minimum detectable effect is stated.
         critical_value: a multiplier that replaces the t quantile (the sequential rule passes
             its repeated-confidence-interval boundary here); ``level`` is then reported as is.
+        trim: fraction of pairs trimmed from each end, ``0 <= trim < 0.5`` (0: plain t).
         method: the method's name recorded in the estimate.
 
     Raises:
@@ -314,15 +323,15 @@ def paired_gain(
         raise ValueError(
             f"a paired interval needs at least 2 pairs, got {n}; use step_level_gain for one round"
         )
-    d = log_ratios(base, var)
-    df = float(n - 1)
+    parts = trimmed_t_parts(log_ratios(base, var)[None, :], trim)
+    center, se, df = (float(x[0]) for x in parts)
     if critical_value is None:
         from scipy import stats
 
         critical_value = float(stats.t.ppf(0.5 + level / 2.0, df))
     return _estimate(
-        float(d.mean()),
-        float(d.std(ddof=1)) / math.sqrt(n),
+        center,
+        se,
         critical_value,
         df,
         level=level,
@@ -333,6 +342,37 @@ def paired_gain(
         baseline=base,
         variant=var,
     )
+
+
+def trimmed_t_parts(d: np.ndarray, trim: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Yuen's trimmed-mean t for one sample, row-wise (Yuen, "The two-sample trimmed t for
+    unequal population variances", Biometrika 61, 1974; one-sample form in Wilcox,
+    "Introduction to Robust Estimation and Hypothesis Testing", ch. 4).
+
+    Args:
+        d: shape ``(rows, n)``, one sample per row (e.g. log ratios of ``n`` pairs).
+        trim: fraction trimmed from each end; ``g = floor(trim * n)`` values per end.
+
+    Returns:
+        ``(center, se, df)`` per row: the trimmed mean, its standard error
+        ``s_w / ((1 - 2g/n) sqrt(n))`` with ``s_w`` the winsorized standard deviation, and
+        ``h - 1`` degrees of freedom, ``h = n - 2g``. ``g = 0`` gives the ordinary mean,
+        ``s / sqrt(n)`` and ``n - 1``.
+
+    Raises:
+        ValueError: ``trim`` outside [0, 0.5) or fewer than 2 values left after trimming.
+    """
+    if not 0 <= trim < 0.5:
+        raise ValueError(f"trim must be within [0, 0.5), got {trim}")
+    n = d.shape[1]
+    g = int(math.floor(trim * n + 1e-9))
+    h = n - 2 * g
+    if h < 2:
+        raise ValueError(f"trimming {g} of {n} values per end leaves {h}; need >= 2")
+    s = np.sort(d, axis=1)
+    winsorized = np.clip(s, s[:, [g]], s[:, [n - g - 1]])
+    se = winsorized.std(axis=1, ddof=1) / ((h / n) * math.sqrt(n))
+    return s[:, g : n - g].mean(axis=1), se, np.full(d.shape[0], float(h - 1))
 
 
 def lag1_autocorrelation(values: Sequence[float]) -> float:

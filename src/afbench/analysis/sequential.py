@@ -10,13 +10,14 @@ fraction ``t_k = n_k / max_pairs``) the two-sided error spent so far is
   and the power at ``max_pairs`` is nearly that of a fixed design);
 * Pocock type: ``alpha(t) = alpha ln(1 + (e - 1) t)``.
 
-The test statistic is the paired t of the per-pair log ratios (:mod:`afbench.analysis.paired`),
-whose variance is estimated from the pairs themselves, so the usual normal boundaries do not
-apply at 3-8 pairs. The boundaries ``c_k`` for ``|T_k|`` are found by a seeded Monte Carlo of
-the t-statistic path under H0 with normal log ratios (the path's law does not depend on the
-variance, so one simulation serves every machine): ``c_1`` is exactly Student's t quantile
-at ``1 - alpha(t_1)/2`` with ``n_1 - 1`` degrees of freedom, each later ``c_k`` is the
-quantile that makes the probability of first crossing at look ``k`` equal
+The test statistic is the paired (Yuen-trimmed) t of the per-pair log ratios
+(:mod:`afbench.analysis.paired`), whose variance is estimated from the pairs themselves, so
+the usual normal boundaries do not apply at 3-8 pairs. The boundaries ``c_k`` for ``|T_k|``
+are found by a seeded Monte Carlo of the same statistic's path under H0 with normal log
+ratios (the path's law does not depend on the variance, so one simulation serves every
+machine): ``c_1`` is exactly Student's t quantile at ``1 - alpha(t_1)/2`` with ``n_1 - 1``
+degrees of freedom when the first look trims nothing, and each later ``c_k`` is the quantile
+that makes the probability of first crossing at look ``k`` equal
 ``alpha(t_k) - alpha(t_{k-1})``. Results are cached per design.
 
 The interval reported at every look is the repeated confidence interval
@@ -40,10 +41,12 @@ import numpy as np
 from afbench.analysis.paired import (
     DEFAULT_MDE_POWER,
     DEFAULT_MIN_GAIN_PCT,
+    DEFAULT_PAIR_TRIM,
     FASTER,
     SLOWER,
     GainEstimate,
     paired_gain,
+    trimmed_t_parts,
 )
 
 OBRIEN_FLEMING = "obrien_fleming"
@@ -78,6 +81,7 @@ class SequentialDesign:
         time_budget_s: stop when another pair, at the mean pair duration so far, would end
             past this many seconds of the loop; ``None`` for no budget.
         spending: ``"obrien_fleming"`` or ``"pocock"``.
+        trim: fraction of pairs trimmed per end of the log ratios (Yuen), ``0 <= trim < 0.5``.
         min_gain_pct, mde_power: as in :func:`afbench.analysis.paired.paired_gain`.
 
     Raises:
@@ -90,6 +94,7 @@ class SequentialDesign:
     precision_pct: float | None = DEFAULT_PRECISION_PCT
     time_budget_s: float | None = None
     spending: str = OBRIEN_FLEMING
+    trim: float = DEFAULT_PAIR_TRIM
     min_gain_pct: float = DEFAULT_MIN_GAIN_PCT
     mde_power: float = DEFAULT_MDE_POWER
 
@@ -110,10 +115,14 @@ class SequentialDesign:
             raise ValueError(
                 f"spending must be one of {SPENDING_FUNCTIONS}, got {self.spending!r}"
             )
+        if not 0 <= self.trim < 0.5:
+            raise ValueError(f"trim must be within [0, 0.5), got {self.trim}")
 
     def boundaries(self) -> tuple[float, ...]:
         """Critical ``|t|`` at each look, for ``min_pairs, ..., max_pairs`` pairs."""
-        return t_boundaries(self.min_pairs, self.max_pairs, 1.0 - self.level, self.spending)
+        return t_boundaries(
+            self.min_pairs, self.max_pairs, 1.0 - self.level, self.spending, self.trim
+        )
 
     def boundary(self, n_pairs: int) -> float:
         """Critical ``|t|`` at the look with ``n_pairs`` pairs.
@@ -172,17 +181,24 @@ def spent_alpha(t: float, alpha: float, spending: str) -> float:
 
 @lru_cache(maxsize=32)
 def t_boundaries(
-    min_pairs: int, max_pairs: int, alpha: float, spending: str = OBRIEN_FLEMING
+    min_pairs: int,
+    max_pairs: int,
+    alpha: float,
+    spending: str = OBRIEN_FLEMING,
+    trim: float = 0.0,
 ) -> tuple[float, ...]:
-    """Critical values of ``|T_k|`` (paired t with ``n_k - 1`` df) at looks
-    ``n_k = min_pairs..max_pairs``, for a two-sided error ``alpha`` spent by ``spending``.
+    """Critical values of ``|T_k|`` at looks ``n_k = min_pairs..max_pairs``, for a two-sided
+    error ``alpha`` spent by ``spending``; ``T_k`` is the paired t of the first ``n_k`` log
+    ratios, trimmed by ``trim`` per end as in :func:`afbench.analysis.paired.trimmed_t_parts`.
 
     Seeded Monte Carlo (400,000 paths, fixed seed: deterministic; cached). The first
-    boundary is exact (scipy's t quantile). Boundaries are floored at the fixed-n t quantile
-    at ``alpha``: a look never demands less than a single test at the full level would.
+    boundary is exact (scipy's t quantile) when that look trims nothing. Boundaries are
+    floored at the fixed-n quantile at ``alpha``: a look never demands less than a single
+    test at the full level would.
 
     Raises:
-        ValueError: ``min_pairs < 2``, ``max_pairs < min_pairs``, ``alpha`` outside (0, 1).
+        ValueError: ``min_pairs < 2``, ``max_pairs < min_pairs``, ``alpha`` outside (0, 1),
+            ``trim`` outside [0, 0.5).
     """
     if min_pairs < 2 or max_pairs < min_pairs:
         raise ValueError(f"need 2 <= min_pairs <= max_pairs, got {min_pairs}, {max_pairs}")
@@ -190,24 +206,21 @@ def t_boundaries(
 
     looks = list(range(min_pairs, max_pairs + 1))
     spent = [spent_alpha(n / max_pairs, alpha, spending) for n in looks]
-    first = float(stats.t.ppf(1 - spent[0] / 2, min_pairs - 1))
-    if len(looks) == 1:
-        return (first,)
-    rng = np.random.default_rng(_SEED)
-    d = rng.standard_normal((_N_SIMULATIONS, max_pairs))
-    sums, squares = np.cumsum(d, axis=1), np.cumsum(d * d, axis=1)
+    first_trims = math.floor(trim * min_pairs + 1e-9) > 0
+    if len(looks) == 1 and not first_trims:
+        return (float(stats.t.ppf(1 - spent[0] / 2, min_pairs - 1)),)
+    d = np.random.default_rng(_SEED).standard_normal((_N_SIMULATIONS, max_pairs))
     alive = np.ones(_N_SIMULATIONS, dtype=bool)
-    bounds = []
+    bounds: list[float] = []
     for k, n in enumerate(looks):
-        mean = sums[:, n - 1] / n
-        var = (squares[:, n - 1] - n * mean * mean) / (n - 1)
-        t_abs = np.abs(mean) / np.sqrt(np.maximum(var, 1e-300) / n)
-        floor = float(stats.t.ppf(1 - alpha / 2, n - 1))
-        if k == 0:
-            c = first
+        center, se, df = trimmed_t_parts(d[:, :n], trim)
+        t_abs = np.abs(center) / np.maximum(se, 1e-300)
+        floor = float(stats.t.ppf(1 - alpha / 2, df[0]))
+        if k == 0 and not first_trims:
+            c = float(stats.t.ppf(1 - spent[0] / 2, df[0]))
         else:
             # first crossings allowed at this look: the newly spent error, as paths
-            n_cross = int(round((spent[k] - spent[k - 1]) * _N_SIMULATIONS))
+            n_cross = int(round((spent[k] - (spent[k - 1] if k else 0.0)) * _N_SIMULATIONS))
             survivors = np.sort(t_abs[alive])[::-1]
             c = float(survivors[n_cross]) if 0 <= n_cross < survivors.size else floor
         c = max(c, floor)
@@ -291,8 +304,10 @@ def sequential_decision(
             min_gain_pct=design.min_gain_pct,
             mde_power=design.mde_power,
             critical_value=design.boundary(n),
+            trim=design.trim,
             method=(
-                f"group-sequential paired log-ratio t of per-run medians, "
+                f"group-sequential paired log-ratio t (Yuen, trim {design.trim:g}) of per-run "
+                f"medians, "
                 f"{design.spending.replace('_', '-')} alpha spending (Lan-DeMets), "
                 f"repeated CI (Jennison-Turnbull), looks at {design.min_pairs}.."
                 f"{design.max_pairs} pairs"
