@@ -21,7 +21,8 @@ Methods compared:
 * ``paired3`` / ``paired8``: paired log-ratio t of per-run medians, 3 / 8 counterbalanced
   pairs (afbench.analysis.paired.paired_gain);
 * ``boot3``: hierarchical bootstrap of per-run medians, 3 pairs;
-* ``auto``: the sequential rule with its defaults (afbench.analysis.sequential).
+* ``auto``: the sequential rule with its defaults (afbench.analysis.sequential);
+  ``auto_pocock`` / ``auto_trim``: the same with Pocock spending / a 20%-trimmed statistic.
 
     .venv/bin/python bench/stats_power.py [--trials 500] [--between-cv 0.015] [--seed 1]
 """
@@ -154,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loaded-p", type=float, default=0.05, help="P(loaded run) (0.05)")
     ap.add_argument("--burst-p", type=float, default=0.03, help="P(burst step) (0.03)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--methods", default="today,paired3,boot3,paired8,auto,auto_pocock",
+    ap.add_argument("--methods", default="today,paired3,boot3,paired8,auto,auto_pocock,auto_trim",
                     help="comma-separated subset")
     args = ap.parse_args(argv)
 
@@ -165,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         "paired8": paired(8),
         "auto": auto(SequentialDesign()),
         "auto_pocock": auto(SequentialDesign(spending="pocock")),
+        "auto_trim": auto(SequentialDesign(trim=0.2)),
     }
     chosen = [m for m in args.methods.split(",") if m]
     print("== bench/stats_power.py (simulation; no afbench run, no timing)")

@@ -10,7 +10,7 @@ fraction ``t_k = n_k / max_pairs``) the two-sided error spent so far is
   and the power at ``max_pairs`` is nearly that of a fixed design);
 * Pocock type: ``alpha(t) = alpha ln(1 + (e - 1) t)``.
 
-The test statistic is the paired (Yuen-trimmed) t of the per-pair log ratios
+The test statistic is the paired t (optionally Yuen-trimmed) of the per-pair log ratios
 (:mod:`afbench.analysis.paired`), whose variance is estimated from the pairs themselves, so
 the usual normal boundaries do not apply at 3-8 pairs. The boundaries ``c_k`` for ``|T_k|``
 are found by a seeded Monte Carlo of the same statistic's path under H0 with normal log
@@ -41,7 +41,6 @@ import numpy as np
 from afbench.analysis.paired import (
     DEFAULT_MDE_POWER,
     DEFAULT_MIN_GAIN_PCT,
-    DEFAULT_PAIR_TRIM,
     FASTER,
     SLOWER,
     GainEstimate,
@@ -64,6 +63,10 @@ TIME_BUDGET = "time_budget"
 DEFAULT_MIN_PAIRS = 3
 DEFAULT_MAX_PAIRS = 8
 DEFAULT_PRECISION_PCT = 1.0
+#: No trimming in the sequential rule: trimmed statistics at 5-8 pairs need much larger
+#: boundaries (their tails are heavier), which cost more power than the trimming wins back
+#: (bench/stats_power.py; docs/statistics.md §8).
+DEFAULT_SEQUENTIAL_TRIM = 0.0
 _N_SIMULATIONS = 400_000
 _SEED = 20131  # fixed: boundaries must not change between calls or machines
 
@@ -94,7 +97,7 @@ class SequentialDesign:
     precision_pct: float | None = DEFAULT_PRECISION_PCT
     time_budget_s: float | None = None
     spending: str = OBRIEN_FLEMING
-    trim: float = DEFAULT_PAIR_TRIM
+    trim: float = DEFAULT_SEQUENTIAL_TRIM
     min_gain_pct: float = DEFAULT_MIN_GAIN_PCT
     mde_power: float = DEFAULT_MDE_POWER
 
