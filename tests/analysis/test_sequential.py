@@ -115,7 +115,7 @@ def _run_loop(rng, design, ratio):
 def test_aa_loop_through_the_api_rarely_calls_faster_or_slower():
     rng = np.random.default_rng(31)
     design = SequentialDesign(max_pairs=6, precision_pct=None)
-    trials = 300
+    trials = 250
     wrong = sum(
         _run_loop(rng, design, 1.0).estimate.decision in (FASTER, SLOWER) for _ in range(trials)
     )
