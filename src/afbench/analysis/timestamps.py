@@ -13,8 +13,8 @@ from decimal import Decimal, InvalidOperation
 
 def us_to_ns(value: object) -> int:
     """Integer nanoseconds of a microsecond timestamp or duration given as a string (with or
-    without a fraction, surrounding whitespace and torch_npu's trailing tab), an int or a
-    float.
+    without a fraction, surrounding whitespace and torch_npu's trailing tab), an int, a
+    :class:`decimal.Decimal` (JSON read with ``parse_float=Decimal``) or a float.
 
     Raises:
         ValueError: the value is empty, not a number, or not finite.
@@ -23,7 +23,7 @@ def us_to_ns(value: object) -> int:
         raise ValueError(f"timestamp {value!r} is not a number")
     if isinstance(value, int):
         return value * 1000
-    text = value.strip() if isinstance(value, str) else repr(value)
+    text = value.strip() if isinstance(value, str) else str(value)
     try:
         number = Decimal(text)
     except InvalidOperation:
