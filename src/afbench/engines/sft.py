@@ -29,6 +29,17 @@ from afbench.plan import RunSpec
 from afbench.switches.profiler import open_profiler
 
 
+def dynamo_unique_graphs() -> int:
+    """Graphs torch._dynamo has compiled in this process so far (cumulative; 0 in eager runs).
+
+    Source: ``torch._dynamo.utils.counters["stats"]["unique_graphs"]``; a rise during a
+    measured step is a recompile there (see :mod:`afbench.analysis.recompiles`).
+    """
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
 def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     """Run the SFT workload of ``spec``; returns the result record (written to result.json).
 
@@ -105,7 +116,8 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
             tps = tokens_per_step / dt
             window.after_step(step, dt)
             metrics.write("step", step=step, step_time_s=dt, loss=loss_v, grad_norm=gn,
-                          tokens=tokens_per_step, tokens_per_s=tps, lr=s.lr)
+                          tokens=tokens_per_step, tokens_per_s=tps, lr=s.lr,
+                          dynamo_unique_graphs=dynamo_unique_graphs())
             # rank 0 writes the step log the verdict is parsed from; other ranks their own log
             print(step_line(step, loss_v, dt, grad_norm=gn, tokens_per_s=round(tps, 1),
                             **({"local_loss": local_losses[-1]} if info.enabled else {})), flush=True)
