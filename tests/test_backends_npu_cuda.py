@@ -142,13 +142,19 @@ def test_npu_device_is_the_first_visible_one_or_the_ranks(fake_npu, monkeypatch)
     assert [c[0] for c in torch.npu.set_device.calls] == [(0,), (1,)]
 
 
-def test_npu_sync_and_memory_read_torch_npu(fake_npu):
+def test_npu_sync_and_memory_read_torch_npu(fake_npu, monkeypatch):
     backend = npu_backend()
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
     backend.synchronize()
     backend.reset_peak_memory()
     assert len(torch.npu.synchronize.calls) == 1
-    assert len(torch.npu.reset_peak_memory_stats.calls) == 1
-    assert backend.memory_stats() == {"peak_allocated_gib": 3.0, "peak_reserved_gib": 4.0}
+    assert torch.npu.reset_peak_memory_stats.calls == [((0,), {})]
+    peak = backend.peak_memory()
+    assert (peak.peak_memory_allocated_gib, peak.peak_memory_reserved_gib) == (3.0, 4.0)
+    assert peak.peak_rss_gib is None
+    assert peak.source == ("torch.npu.max_memory_allocated / max_memory_reserved of npu:0 "
+                           "after torch.npu.reset_peak_memory_stats")
+    assert torch.npu.max_memory_reserved.calls == [((0,), {})]
     assert backend.versions()["torch_npu"] == "2.x.fake"
     assert backend.describe() == "npu (Ascend910B-fake)"
 
@@ -333,8 +339,16 @@ def test_cuda_device_sync_and_memory_read_torch_cuda(fake_cuda, monkeypatch):
     assert [c[0] for c in calls["set_device"].calls] == [(0,), (3,)]
     backend.synchronize()
     backend.reset_peak_memory()
-    assert len(calls["synchronize"].calls) == 1 and len(calls["reset_peak_memory_stats"].calls) == 1
-    assert backend.memory_stats() == {"peak_allocated_gib": 1.5, "peak_reserved_gib": 2.0}
+    assert len(calls["synchronize"].calls) == 1
+    # rank 3's own device: the counters and the peaks are per device
+    assert calls["reset_peak_memory_stats"].calls == [((3,), {})]
+    assert backend.peak_memory().fields() == {
+        "peak_memory_allocated_gib": 1.5, "peak_memory_reserved_gib": 2.0, "peak_rss_gib": None,
+        "memory_source": "torch.cuda.max_memory_allocated / max_memory_reserved of cuda:3 "
+                         "after torch.cuda.reset_peak_memory_stats"}
+    assert calls["max_memory_allocated"].calls == [((3,), {})]
+    assert calls["max_memory_reserved"].calls == [((3,), {})]
+    assert backend.device_name() == "H100-fake"
     assert backend.profiler_activities() == [torch.profiler.ProfilerActivity.CPU,
                                              torch.profiler.ProfilerActivity.CUDA]
 

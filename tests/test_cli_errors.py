@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +121,56 @@ def test_preflight_fail_lines_reach_the_terminal_and_cli_log(tmp_path):
                  "afbench: error: preflight: 1 check(s) failed"):
         assert line in proc.stderr and line in text
 
+
+# Overrides as users type them (issue 10, item 9; Hydra issues 1577, 938, 1897, 3018).
+
+@pytest.mark.parametrize("key, value", [
+    ("model.path", "/ckpt/byol/checkpoints/epoch=3-step=1200.ckpt"),  # PyTorch Lightning name
+    ("data.path", "/data/wordle/split=b/train-00000-of-00001.parquet"),  # partition folder
+])
+def test_value_holding_equals_names_the_key_and_shows_the_quoted_form(tmp_path, key, value):
+    proc = afbench(tmp_path, f"{key}={value}")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"afbench: error: {key}: ")
+    assert f"'{key}=\"{value}\"'" in lines[0]
+    assert "mismatched input" not in proc.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_quoted_value_holding_equals_gets_past_the_override_grammar(tmp_path):
+    value = str(tmp_path / "epoch=3-step=1200.ckpt")
+    proc = afbench(tmp_path, f'model.path="{value}"', "model.manifest=null")
+    # it reaches preflight, which looks for the (absent) model folder under that exact path
+    assert proc.returncode == 3, proc.stderr
+    assert f"[FAIL] model.path: current {value}/" in proc.stderr
+
+
+def test_comma_value_without_multirun_exits_2_and_points_to_m(tmp_path):
+    proc = afbench(tmp_path, "optimization.autofuse=false,true")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("afbench: error: optimization.autofuse: ")
+    assert "-m" in lines[0] and "Ambiguous value" not in proc.stderr
+    assert not (tmp_path / "outputs").exists() and not (tmp_path / "multirun").exists()
+
+
+def test_sweep_over_list_values_gives_two_jobs_with_integer_lists(tmp_path):
+    import yaml
+
+    worker = Path(__file__).parent / "fault_workers" / "good.py"
+    (tmp_path / "locks").mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "afbench", "-m", "engine=command",
+         f"engine.executable={sys.executable}", f"engine.args=['{worker}']", "backend=cpu",
+         "parallel.world_size=2", "scheduler.micro_batch_size=2",
+         "parallel.devices=[0,1],[2,3]"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=170,
+        env={**os.environ, "AFBENCH_LOCK_DIR": str(tmp_path / "locks")})
+    # device ids do not apply on cpu: each job stops at its preflight, after Hydra composed it
+    assert proc.returncode == 1, proc.stderr
+    jobs = sorted(tmp_path.glob("multirun/*/*/[0-9]*/.hydra/config.yaml"))
+    assert len(jobs) == 2
+    devices = [yaml.safe_load(p.read_text())["parallel"]["devices"] for p in jobs]
+    assert devices == [[0, 1], [2, 3]]
+    assert all(isinstance(d, int) for pair in devices for d in pair)

@@ -70,6 +70,9 @@ def test_args_placeholders_and_env_are_filled_from_the_run(tmp_path, capsys):
     assert result["argv"][0] == sys.executable and result["argv"][3] == "5"
     assert result["first_step_s"] == pytest.approx(0.02)
     assert result["steps_logged"] == 5
+    # afbench cannot see inside the user's process: memory is "not reported", never a guess
+    assert result["memory_source"] == "not reported (engine command)"
+    assert result["peak_memory_reserved_gib"] is None and result["mfu_pct"] is None
 
 
 def test_output_is_streamed_to_stdout_and_step_lines_become_records(tmp_path, capsys):

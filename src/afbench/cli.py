@@ -161,6 +161,36 @@ def _combinations_to_check(overrides: list[str]) -> list[list[str]]:
     return out
 
 
+def _override_problem(argv: list[str], overrides: list[str]) -> str | None:
+    """One line for an override users commonly type and Hydra rejects with a bare grammar
+    error, or runs as something else: a value holding ``=`` (``epoch=3-step=1200.ckpt``,
+    ``split=b``: Hydra 1577, 938) and a comma value without ``-m`` (Hydra's "Ambiguous value",
+    1897). None when every override is fine."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    multirun = any(a in ("-m", "--multirun") for a in argv) or any(
+        a.replace(" ", "").lower() == "hydra.mode=multirun" for a in argv)
+    for line in overrides:
+        key, _, value = line.partition("=")
+        key = key.lstrip("+~")
+        try:
+            (parsed,) = parser.parse_overrides([line])
+        except OverrideParseException:
+            if "=" in value:
+                return (f"{key}: the value {value!r} contains '=', which Hydra's override "
+                        f"grammar reads as a second key; quote it for Hydra inside quotes for "
+                        f"the shell: '{key}=\"{value}\"'")
+            continue  # the compose below reports Hydra's own message for it
+        if parsed.is_sweep_override() and not multirun:
+            n = len(list(parsed.sweep_string_iterator()))
+            return (f"{key}: '{value}' is a sweep over {n} values, which needs -m "
+                    f"(python -m afbench -m '{line}'); for a list write '{key}=[{value}]', "
+                    f"for a string '{key}=\"{value}\"'")
+    return None
+
+
 def precheck(argv: list[str], conf_dir: str) -> None:
     """Compose and validate the command line once before Hydra runs (and makes an output
     directory): a wrong key, value or recipe costs a second and exits 2 with one line per
@@ -168,6 +198,10 @@ def precheck(argv: list[str], conf_dir: str) -> None:
     overrides = _user_overrides(argv)
     if overrides is None:
         return
+    problem = _override_problem(argv, overrides)
+    if problem:
+        print(f"afbench: error: {problem}", file=sys.stderr)
+        sys.exit(2)
     try:
         for combo in _combinations_to_check(overrides):
             GlobalHydra.instance().clear()

@@ -113,6 +113,9 @@ def collect(out_dir: Path) -> Collected:
                 row["step_cv_pct"] = 100.0 * var ** 0.5 / mean
             if "sanity" in result:
                 row["sanity"] = result["sanity"]["status"]
+            if row["log_error"]:  # an invalid log yields no statistics at all
+                for key in (*MEANS[sched.workload], "tokens_per_s", "step_cv_pct"):
+                    row[key] = None
         run_rows.append(row)
         table = load_kernel_table(run_dir / "profile") if (run_dir / "profile").is_dir() else None
         if table is not None and len(table):

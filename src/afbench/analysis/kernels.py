@@ -25,9 +25,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+
+from afbench.analysis.timestamps import ns_to_us, us_to_ns
 
 KERNEL_COLUMNS = ["op_type", "count", "total_us", "ratio_pct"]
 
@@ -62,9 +65,9 @@ def _column_key(name: object) -> str:
     return re.sub(r"\s*\)", ")", text)
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+def _read_csv(path: Path, dtype: type | None = None) -> pd.DataFrame:
     try:
-        return pd.read_csv(path, encoding="utf-8-sig", skipinitialspace=True)
+        return pd.read_csv(path, encoding="utf-8-sig", skipinitialspace=True, dtype=dtype)
     except pd.errors.EmptyDataError:
         raise ValueError(f"{path}: file is empty") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
@@ -149,6 +152,77 @@ def read_kernel_details(path: Path | str) -> pd.DataFrame:
     durations = _numbers(_pick(df, path, "Duration(us)"), path, "Duration(us)")
     return build_kernel_table(
         pd.DataFrame({"op_type": _op_types(types), "count": 1, "total_us": durations})
+    )
+
+
+#: Columns of :attr:`StepDeviceTime.table`.
+STEP_DEVICE_COLUMNS = ["step", "device_id", "kernels", "kernel_us", "span_us"]
+
+
+@dataclass
+class StepDeviceTime:
+    """Device time per profiled step from ``kernel_details.csv``.
+
+    Attributes:
+        table: one row per (``Step Id``, ``Device_id``), columns :data:`STEP_DEVICE_COLUMNS`:
+            ``step`` (int, torch_npu's profiler step, numbered like ``step_trace_time.csv``
+            ``Step``), ``device_id`` (str; empty without a ``Device_id`` column),
+            ``kernels`` (int launches), ``kernel_us`` (float, summed ``Duration(us)``) and
+            ``span_us`` (float, first kernel start to last kernel end, from exact integer
+            nanoseconds); ``None`` when the file has no ``Step Id`` column.
+        note: empty, or why there is no table (``"per-step breakdown unavailable: ..."``).
+    """
+
+    table: pd.DataFrame | None
+    note: str = ""
+
+
+def kernel_details_per_step(path: Path | str) -> StepDeviceTime:
+    """Device time per step of torch_npu ``kernel_details.csv`` (needs its optional leading
+    ``Step Id`` column, written when the profiler ran with a schedule).
+
+    ``Start Time(us)`` is absolute microseconds with a nanosecond fraction and, as torch_npu
+    writes it, a trailing tab; shape columns are quoted and hold commas
+    (``"4,1024;2048,1024"``). Both parse.
+
+    Raises:
+        ValueError: file empty/unreadable, ``Duration(us)`` or ``Start Time(us)`` missing, or
+            a step, start or duration that is not a number.
+        OSError: the file cannot be opened.
+    """
+    path = Path(path)
+    df = _read_csv(path, dtype=str)  # as text: a float64 start time loses its nanoseconds
+    keys = {_column_key(c) for c in df.columns}
+    if _column_key("Step Id") not in keys:
+        return StepDeviceTime(
+            None, f"per-step breakdown unavailable: no 'Step Id' column in {path}"
+        )
+    steps = _numbers(_pick(df, path, "Step Id"), path, "Step Id").astype("int64")
+    durations = _numbers(_pick(df, path, "Duration(us)"), path, "Duration(us)")
+    starts_raw = _pick(df, path, "Start Time(us)")
+    try:
+        starts = [us_to_ns(v) for v in starts_raw]
+        ends = [s + us_to_ns(d) for s, d in zip(starts, _pick(df, path, "Duration(us)"))]
+    except ValueError as exc:
+        raise ValueError(f"{path}: column 'Start Time(us)' or 'Duration(us)': {exc}") from None
+    devices = (
+        _pick(df, path, "Device_id").astype(str).str.strip()
+        if _column_key("Device_id") in keys
+        else pd.Series([""] * len(df))
+    )
+    frame = pd.DataFrame(
+        {"step": steps.to_numpy(), "device_id": devices.to_numpy(), "dur": durations.to_numpy(),
+         "start": starts, "end": ends}
+    )
+    table = (
+        frame.groupby(["step", "device_id"], sort=True)
+        .agg(kernels=("dur", "size"), kernel_us=("dur", "sum"), first=("start", "min"),
+             last=("end", "max"))
+        .reset_index()
+    )
+    table["span_us"] = [ns_to_us(int(b) - int(a)) for a, b in zip(table["first"], table["last"])]
+    return StepDeviceTime(
+        table[STEP_DEVICE_COLUMNS].astype({"kernels": "int64", "kernel_us": float})
     )
 
 

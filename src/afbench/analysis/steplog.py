@@ -23,12 +23,27 @@ from afbench.analysis.errors import InvalidLog
 VERDICT_FIRST_STEP = 6
 VERDICT_LAST_STEP = 10
 
-#: Matches ``step: N`` then, anywhere later on the line, ``elapsed_time_per_step: X``.
-#: ``value`` takes the whole token after the key (minus an optional trailing ``s``) so that
-#: a malformed value such as ``nan`` or ``n/a`` is reported rather than silently skipped.
-#: ``\bstep`` does not match inside ``elapsed_time_per_step`` (``_`` is a word character).
+#: Lines that are never step lines, whatever they contain: glog-style lines (``W1201
+#: 12:00:00.123456 4242 torch/_dynamo/convert_frame.py:964] ...``, the header of dynamo's
+#: recompile warnings, possibly behind a torchrun ``[rankN]:`` prefix), lines carrying a
+#: dynamo compile id or a progress counter in brackets (``[0/8]``, ``[6/10]``), tqdm bars
+#: (``60%|██████``) and anything naming ``torch._dynamo``.
+NOT_A_STEP_LINE = (
+    r"^(?:\[[^\]]*\]:)?[IWEF]\d{4}\s"
+    r"|\[\s*\d+\s*/\s*\d+\s*\]"
+    r"|\d%\|"
+    r"|torch\._dynamo"
+)
+
+#: Matches ``step: N`` (N an integer token: ``step: 6.5``, ``step: 6/10`` and ``step=7`` are
+#: not steps) then, anywhere later on the line, ``elapsed_time_per_step: X``; a line matching
+#: :data:`NOT_A_STEP_LINE` never matches. ``value`` takes the whole token after the key
+#: (minus an optional trailing ``s``) so that a malformed value such as ``nan`` or ``n/a`` is
+#: reported rather than silently skipped. ``\bstep`` does not match inside
+#: ``elapsed_time_per_step`` (``_`` is a word character).
 DEFAULT_STEP_PATTERN = (
-    r"\bstep:\s*(?P<step>\d+)\b(?:.*?\bloss:\s*(?P<loss>\S+))?"
+    rf"^(?!.*(?:{NOT_A_STEP_LINE})).*?"
+    r"\bstep:\s*(?P<step>\d+)(?=\s|$)(?:.*?\bloss:\s*(?P<loss>\S+))?"
     r".*?\belapsed_time_per_step:\s*(?P<value>\S+?)s?(?=\s|$)"
 )
 
@@ -125,7 +140,8 @@ def parse_step_times(
         ValueError: ``pattern`` lacks the named groups, or ``first > last``.
         InvalidLog: a window step is missing or appears more than once, or its value is
             non-numeric, NaN, infinite, zero or negative; the message lists every problem
-            with its step and line numbers.
+            with its step and line numbers, and says that several ranks are logging when
+            every window step appears equally often (see :func:`duplicate_step_problems`).
     """
     compiled = compile_step_pattern(pattern)
     if first > last:
@@ -152,14 +168,14 @@ def parse_step_times(
 
     problems: list[str] = []
     times: dict[int, float] = {}
-    for step in range(first, last + 1):
+    window = range(first, last + 1)
+    problems += duplicate_step_problems({s: [h[0] for h in seen[s]] for s in window if s in seen})
+    for step in window:
         hits = seen.get(step, [])
         if not hits:
             problems.append(f"step {step} is missing")
             continue
         if len(hits) > 1:
-            lines = ", ".join(str(hit[0]) for hit in hits)
-            problems.append(f"step {step} is duplicated ({len(hits)} times, lines {lines})")
             continue
         lineno, raw_value, shown = hits[0]
         parsed = _parse_value(raw_value, shown)
@@ -172,6 +188,57 @@ def parse_step_times(
             f"{source}: invalid step window {first}..{last}: " + "; ".join(problems)
         )
     return times
+
+
+#: Said when every step of a window is logged the same number of times (> 1).
+RANK_HINT = (
+    "several ranks are logging without a rank prefix; keep one rank's output "
+    "(set the rank filter, e.g. torchtitan's LOG_RANK=0 or torchrun --local-ranks-filter 0)"
+)
+
+
+def duplicate_step_problems(lines_by_step: dict[int, list[int]]) -> list[str]:
+    """One message per step logged more than once, plus :data:`RANK_HINT` when every step
+    given is logged the same number of times (the shape of a log that every rank of a
+    data-parallel job writes into, with no ``[rankN]:`` prefix to tell them apart).
+
+    Args:
+        lines_by_step: ``{step: [line numbers it appears on]}`` (1-based line numbers).
+
+    Returns:
+        e.g. ``["step 6 is duplicated (2 times, lines 3, 4)", ..., "every step appears 2
+        times: several ranks are logging ..."]``; empty when no step repeats.
+    """
+    problems = [
+        f"step {step} is duplicated ({len(lines)} times, lines {', '.join(map(str, lines))})"
+        for step, lines in sorted(lines_by_step.items())
+        if len(lines) > 1
+    ]
+    counts = {len(lines) for lines in lines_by_step.values()}
+    if problems and len(counts) == 1:
+        problems.append(f"every step appears {counts.pop()} times: {RANK_HINT}")
+    return problems
+
+
+def check_unique_steps(steps: list[tuple[int, int]], *, source: str = "log") -> None:
+    """Raise when a step is logged more than once, so that no parser lets the first (or the
+    last) of several lines for one step silently win.
+
+    Args:
+        steps: ``(step, line number)`` pairs of one rank's step lines, in log order.
+        source: name of the log used in the message.
+
+    Raises:
+        InvalidLog: a step appears more than once; the message lists every such step with
+            its count and lines, and says that several ranks are logging when every step
+            repeats equally often.
+    """
+    lines_by_step: dict[int, list[int]] = {}
+    for step, lineno in steps:
+        lines_by_step.setdefault(step, []).append(lineno)
+    problems = duplicate_step_problems(lines_by_step)
+    if problems:
+        raise InvalidLog(f"{source}: " + "; ".join(problems))
 
 
 def read_step_times(

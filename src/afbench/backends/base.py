@@ -3,12 +3,51 @@
 
 from __future__ import annotations
 
+import importlib.util
+from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 import torch
 
 from afbench.config.models import CompileConfig, NpuProfilerConfig
 from afbench.errors import RunSkipped
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class PeakMemory:
+    """Peak memory of one process over a window, in GiB (2**30 bytes); None = not measured.
+
+    ``allocated``: the most bytes held by live tensors at once (``max_memory_allocated``);
+    ``reserved``: the most the caching allocator held from the device (``max_memory_reserved``,
+    what decides an out-of-memory); ``rss``: peak resident set of the process (CPU); ``source``:
+    how the figures were obtained, e.g. "torch.cuda.max_memory_allocated/max_memory_reserved
+    after reset_peak_memory_stats".
+    """
+
+    source: str
+    peak_memory_allocated_gib: float | None = None
+    peak_memory_reserved_gib: float | None = None
+    peak_rss_gib: float | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The result.json / metrics.jsonl fields: the three peaks and ``memory_source``."""
+        out = asdict(self)
+        out["memory_source"] = out.pop("source")
+        return out
+
+
+
+def device_peak_memory(device_module: Any, kind: str, index: int) -> PeakMemory:
+    """Peak allocated / reserved bytes of ``torch.cuda`` or ``torch.npu`` (``device_module``,
+    whose memory functions share one API) for device ``kind:index``, in GiB."""
+    return PeakMemory(
+        source=f"torch.{kind}.max_memory_allocated / max_memory_reserved of {kind}:{index} "
+               f"after torch.{kind}.reset_peak_memory_stats",
+        peak_memory_allocated_gib=device_module.max_memory_allocated(index) / GIB,
+        peak_memory_reserved_gib=device_module.max_memory_reserved(index) / GIB,
+    )
 
 
 class Backend:
@@ -23,11 +62,16 @@ class Backend:
         """Block until queued device work is done, so wall-clock step times are honest."""
 
     def reset_peak_memory(self) -> None:
-        """Start a new peak-memory window (no-op where the device has none)."""
+        """Start a new peak-memory window: called after the warm-up steps, so that
+        :meth:`peak_memory` covers the measured steps only."""
 
-    def memory_stats(self) -> dict[str, float]:
-        """Peak memory in GiB since the last reset: keys depend on the device."""
-        return {}
+    def peak_memory(self) -> PeakMemory:
+        """Peak memory since :meth:`reset_peak_memory` (or since start, as ``source`` says)."""
+        return PeakMemory(source=f"not measured on backend {self.name}")
+
+    def device_name(self) -> str:
+        """The device's own name (e.g. ``NVIDIA H100 80GB HBM3``), for the published-peak table."""
+        return self.name
 
     def compile(self, module: torch.nn.Module, cfg: CompileConfig) -> tuple[Any, str]:
         """The ``autofuse`` switch: return (compiled module, what was done)."""

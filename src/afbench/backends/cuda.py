@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from afbench.backends.base import Backend
+from afbench.backends.base import Backend, PeakMemory, device_peak_memory
 
 
 def _local_rank() -> int:
@@ -33,13 +33,13 @@ class CudaBackend(Backend):
         torch.cuda.synchronize()
 
     def reset_peak_memory(self) -> None:
-        torch.cuda.reset_peak_memory_stats()
+        torch.cuda.reset_peak_memory_stats(_local_rank())
 
-    def memory_stats(self) -> dict[str, float]:
-        return {
-            "peak_allocated_gib": torch.cuda.max_memory_allocated() / 2**30,
-            "peak_reserved_gib": torch.cuda.max_memory_reserved() / 2**30,
-        }
+    def peak_memory(self) -> PeakMemory:
+        return device_peak_memory(torch.cuda, "cuda", _local_rank())
+
+    def device_name(self) -> str:
+        return torch.cuda.get_device_name(_local_rank())
 
     def graph_mode(self, fn: Callable, options: dict[str, Any]) -> tuple[Callable, str]:
         # CUDA analogue of npugraph_ex: capture once, replay (REFERENCE §3).
@@ -51,7 +51,7 @@ class CudaBackend(Backend):
 
     def versions(self) -> dict[str, str]:
         return {"torch": torch.__version__, "cuda": str(torch.version.cuda),
-                "device_name": torch.cuda.get_device_name(_local_rank())}
+                "device_name": self.device_name()}
 
     def describe(self) -> str:
-        return f"cuda ({torch.cuda.get_device_name(_local_rank())})"
+        return f"cuda ({self.device_name()})"

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from afbench.backends.base import Backend
+from afbench.backends.base import Backend, PeakMemory, device_peak_memory
 from afbench.config.models import CompileConfig, NpuProfilerConfig
 from afbench.errors import PreflightError, RunSkipped
 
@@ -132,13 +132,15 @@ class NpuBackend(Backend):
         torch.npu.synchronize()
 
     def reset_peak_memory(self) -> None:
-        torch.npu.reset_peak_memory_stats()
+        torch.npu.reset_peak_memory_stats(_local_rank())
 
-    def memory_stats(self) -> dict[str, float]:
-        return {
-            "peak_allocated_gib": torch.npu.max_memory_allocated() / 2**30,
-            "peak_reserved_gib": torch.npu.max_memory_reserved() / 2**30,
-        }
+    def peak_memory(self) -> PeakMemory:
+        # Written against torch_npu's API (torch.npu mirrors torch.cuda's memory functions);
+        # it has not run on an NPU here, only against the fakes of tests/test_backends_npu_cuda.py.
+        return device_peak_memory(torch.npu, "npu", _local_rank())
+
+    def device_name(self) -> str:
+        return torch.npu.get_device_name(_local_rank())
 
     def compile(self, module: torch.nn.Module, cfg: CompileConfig) -> tuple[Any, str]:
         """AutoFuse: inductor with ``npu_backend="ascendc"``; needs torchair's inductor_npu_ext."""
@@ -180,4 +182,4 @@ class NpuBackend(Backend):
         return {"torch": torch.__version__, "torch_npu": getattr(self.torch_npu, "__version__", "?")}
 
     def describe(self) -> str:
-        return f"npu ({torch.npu.get_device_name(_local_rank())})"
+        return f"npu ({self.device_name()})"

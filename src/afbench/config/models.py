@@ -188,6 +188,9 @@ class BackendConfig(Section):
     num_threads: PositiveInt | None = None
     # NPU: CANN install whose set_env.sh is sourced for workers.
     cann_root: str | None = None
+    # Dense peak TFLOPs of one device at the model's precision, the denominator of MFU; null:
+    # the published BF16 peak when the device name is known (afbench.analysis.flops), else n/a.
+    peak_tflops: PositiveFloat | None = None
 
 
 class LauncherConfig(Section):

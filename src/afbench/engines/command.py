@@ -18,6 +18,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from afbench.analysis.efficiency import not_reported
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, compile_step_pattern, strip_ansi
 from afbench.config.engines import CommandEngine
 from afbench.config.models import RunConfig
@@ -232,4 +233,5 @@ def run_command(spec: RunSpec, run_dir: Path) -> dict:
         "first_step_s": steps.first_step_s,
         "steps_logged": steps.count,
         "command_wall_s": round(wall_s, 3),
+        **not_reported("command"),
     }

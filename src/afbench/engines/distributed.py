@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -56,6 +57,16 @@ def mean_across_ranks(value: torch.Tensor, info: DistInfo) -> torch.Tensor:
     out = value.detach().clone()
     dist.all_reduce(out, op=dist.ReduceOp.SUM)
     return out / info.world_size
+
+
+def gather_objects(obj: Any, info: DistInfo) -> list[Any]:
+    """``obj`` (picklable) of every rank, in rank order, on every rank; ``[obj]`` without
+    torchrun. A collective: every rank must call it."""
+    if not info.enabled:
+        return [obj]
+    out: list[Any] = [None] * info.world_size
+    dist.all_gather_object(out, obj)
+    return out
 
 
 def agreement(model: torch.nn.Module, info: DistInfo, local_losses: list[float]) -> dict:

@@ -23,7 +23,9 @@ from afbench.analysis.sanity import sanity_check
 from afbench.backends.base import Backend
 from afbench.config.models import InferScheduler
 from afbench.engines import data as chat
+from afbench.engines import efficiency
 from afbench.engines.common import MetricsWriter, environment_info, prepare_model
+from afbench.engines.distributed import DistInfo
 from afbench.runspec import RunSpec
 from afbench.switches import SwitchReport
 from afbench.switches.profiler import open_profiler
@@ -155,11 +157,12 @@ def run_infer(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     profiler, report = open_profiler(o.profiler, backend, o.profiler_window, run_dir,
                                      o.npu_profiler, unit="runs")
     switches += [report] if report else []
-    backend.reset_peak_memory()
+    window = efficiency.MeasuredWindow(backend, s.measure, metrics, DistInfo(), unit="runs")
     first_run_s = None
     kept_texts: list[dict[str, Any]] = []
     with profiler, contextlib.closing(metrics):
         for run in range(1, s.steps + 1):
+            window.before_step(run)
             measured = run > s.warmup_runs
             keep = run == s.warmup_runs + 1
             prompt_tokens = generated = 0
@@ -181,6 +184,7 @@ def run_infer(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
                         from safetensors.torch import save_file
 
                         save_file({"logits": res["logits"].contiguous()}, str(run_dir / "logits.safetensors"))
+            window.after_step(run, total)
             if first_run_s is None:
                 first_run_s = total
             tpot = [d * 1e3 for d in decode]
@@ -205,7 +209,10 @@ def run_infer(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
         "params": sum(p.numel() for p in model.parameters()),
         "num_prompts": len(encoded),
         "first_step_s": first_run_s,
-        "memory": backend.memory_stats(),
+        **window.result_fields(),
+        **efficiency.kv_cache_fields(model.config.to_dict(),
+                                     [(max(len(p) for p in b), len(b)) for b in batches],
+                                     s.max_new_tokens, cfg.model.dtype),
         "sanity": sanity,
         "switches": [vars(sw) for sw in switches],
     }

@@ -17,6 +17,7 @@ from afbench.config.models import SftScheduler
 from afbench.engines import data as chat
 from afbench.engines import distributed as ddp
 from afbench.analysis.steplog import step_line
+from afbench.engines import efficiency
 from afbench.engines.common import (
     MetricsWriter,
     environment_info,
@@ -26,6 +27,17 @@ from afbench.engines.common import (
 from afbench.errors import ConfigError, RunFailed
 from afbench.runspec import RunSpec
 from afbench.switches.profiler import open_profiler
+
+
+def dynamo_unique_graphs() -> int:
+    """Graphs torch._dynamo has compiled in this process so far (cumulative; 0 in eager runs).
+
+    Source: ``torch._dynamo.utils.counters["stats"]["unique_graphs"]``; a rise during a
+    measured step is a recompile there (see :mod:`afbench.analysis.recompiles`).
+    """
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
 
 
 def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
@@ -68,9 +80,10 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     first_step_s = None
     local_losses: list[float] = []
     forward_ddp = forward if not hasattr(forward, "_orig_mod") else forward._orig_mod
-    backend.reset_peak_memory()
+    window = efficiency.MeasuredWindow(backend, s.measure, metrics, info)
     with profiler, contextlib.closing(metrics):
         for step in range(1, s.steps + 1):
+            window.before_step(step)
             backend.synchronize()
             t0 = time.perf_counter()
             loss_sum = torch.zeros((), device=device)
@@ -101,14 +114,17 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
             if first_step_s is None:
                 first_step_s = dt
             tps = tokens_per_step / dt
+            window.after_step(step, dt)
             metrics.write("step", step=step, step_time_s=dt, loss=loss_v, grad_norm=gn,
-                          tokens=tokens_per_step, tokens_per_s=tps, lr=s.lr)
+                          tokens=tokens_per_step, tokens_per_s=tps, lr=s.lr,
+                          dynamo_unique_graphs=dynamo_unique_graphs())
             # rank 0 writes the step log the verdict is parsed from; other ranks their own log
             print(step_line(step, loss_v, dt, grad_norm=gn, tokens_per_s=round(tps, 1),
                             **({"local_loss": local_losses[-1]} if info.enabled else {})), flush=True)
             if not finite(loss_v):
                 raise RunFailed(f"loss is {loss_v} at step {step}")
             profiler.step()
+    memory = window.result_fields()
     agreed = ddp.agreement(model, info, local_losses)
     ddp.shutdown(info)
     return {
@@ -121,6 +137,10 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
         "grad_accum_steps": accum,
         "num_blocks": int(inputs.shape[0]),
         "first_step_s": first_step_s,
-        "memory": backend.memory_stats(),
+        **memory,
+        **efficiency.training_efficiency(
+            model.config.to_dict(), s.seq_len, tokens_per_step * window.steps, window.seconds,
+            info.world_size, peak_tflops=cfg.backend.peak_tflops,
+            device_name=backend.device_name(), dtype=cfg.model.dtype),
         "switches": [vars(sw) for sw in switches],
     }

@@ -70,6 +70,10 @@ def _intersection(x: list[tuple[float, float]], y: list[tuple[float, float]]) ->
     return total
 
 
+def _on_device(ev: Any) -> bool:
+    return str(getattr(ev, "device_type", "")).endswith(("CUDA", "PrivateUse1"))
+
+
 def step_trace_from_events(events: Any, device_id: str, first_step_id: int,
                            device_kernels: bool = False) -> pd.DataFrame:
     """Per-step phase table (µs) from torch.profiler FunctionEvents, in torch_npu's layout.
@@ -83,15 +87,17 @@ def step_trace_from_events(events: Any, device_id: str, first_step_id: int,
     Overlapped = their intersection; Free = Stage minus the union of both. Bubble and
     Preparing are 0 (no pipeline stages here).
     """
-    spans = sorted((ev.time_range.start, ev.time_range.end) for ev in events if _STEP.match(ev.name))
+    # On CUDA every step is also a gpu_user_annotation event of the same name on the device:
+    # only the host span is the step, or each step would be counted twice.
+    spans = sorted((ev.time_range.start, ev.time_range.end) for ev in events
+                   if _STEP.match(ev.name) and not _on_device(ev))
     rows = []
     for step, (s0, s1) in enumerate(spans, start=first_step_id):
         comp, comm = [], []
         for ev in events:
             if _STEP.match(ev.name):
                 continue
-            on_device = str(getattr(ev, "device_type", "")).endswith(("CUDA", "PrivateUse1"))
-            if device_kernels and not on_device and not _COMM.search(ev.name):
+            if device_kernels and not _on_device(ev) and not _COMM.search(ev.name):
                 continue
             if not device_kernels:
                 parent = getattr(ev, "cpu_parent", None)

@@ -1,0 +1,144 @@
+"""Peak memory over the measured window, TFLOPs/MFU and KV-cache size for the builtin engine.
+
+What :func:`afbench.engines.sft.run_sft` and :func:`afbench.engines.infer.run_infer` record
+(field names and units: :mod:`afbench.analysis.efficiency` and the docstrings below). The
+arithmetic is :mod:`afbench.analysis.flops`; this module only ties it to a running model, a
+backend and the ranks of a torchrun job.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from afbench.analysis import flops
+from afbench.backends.base import Backend, PeakMemory
+from afbench.config.models import StepWindow
+from afbench.engines import distributed as ddp
+from afbench.engines.metrics import MetricsWriter
+
+TFLOPS_SOURCE = ("afbench: 6N + 12*L*H*Q*T FLOPs per token (PaLM App. B, as torchtitan) "
+                 "x measured tokens/s per device over the window")
+KV_CACHE_SOURCE = ("2 (K, V) x layers x kv_heads x head_dim x (longest prompt + max_new_tokens) "
+                   "x batch x dtype bytes, from config.json")
+PEAK_FIELDS = ("peak_memory_allocated_gib", "peak_memory_reserved_gib", "peak_rss_gib")
+
+
+class MeasuredWindow:
+    """Peak memory of the measured steps: the counters are reset right before the window's
+    first step (after the warm-up steps) and read right after its last, every rank its own.
+
+    Call :meth:`before_step` before timing a step and :meth:`after_step` after it; then
+    :meth:`result_fields` on every rank (it gathers over the ranks of a torchrun job).
+    """
+
+    def __init__(self, backend: Backend, window: StepWindow, metrics: MetricsWriter,
+                 info: ddp.DistInfo, unit: str = "steps") -> None:
+        self.backend, self.window, self.metrics, self.info = backend, window, metrics, info
+        self.label = (f"{unit} {window.first_step}-{window.last_step} (counters reset after "
+                      f"{window.first_step - 1} warm-up {unit})")
+        self.seconds = 0.0
+        self.steps = 0
+        self.peak: PeakMemory | None = None
+
+    def before_step(self, step: int) -> None:
+        if step == self.window.first_step:
+            self.backend.synchronize()  # the warm-up's device work belongs to the warm-up
+            self.backend.reset_peak_memory()
+
+    def after_step(self, step: int, step_time_s: float) -> None:
+        if self.window.first_step <= step <= self.window.last_step:
+            self.seconds += step_time_s
+            self.steps += 1
+        if step == self.window.last_step:
+            self.peak = self.backend.peak_memory()
+            self.metrics.write("memory", rank=self.info.rank, memory_window=self.label,
+                               **self.peak.fields())
+
+    def result_fields(self) -> dict[str, Any]:
+        """result.json fields: each peak as the max over ranks (GiB), ``memory_source``,
+        ``memory_window``, and ``memory_per_rank`` (one dict of the peaks per rank, in rank
+        order). A collective under torchrun: every rank must call it."""
+        peak = self.peak or PeakMemory(source="not measured: the window's last step never ran")
+        return memory_fields(ddp.gather_objects(peak.fields(), self.info), self.label)
+
+
+def memory_fields(per_rank: list[dict[str, Any]], window: str) -> dict[str, Any]:
+    """Max over ranks of each peak (None where no rank measured it), the distinct sources
+    joined with ``; ``, the window and the per-rank dicts (``rank`` added)."""
+    out: dict[str, Any] = {}
+    for key in PEAK_FIELDS:
+        values = [r[key] for r in per_rank if r.get(key) is not None]
+        out[key] = max(values) if values else None
+    out["memory_source"] = "; ".join(dict.fromkeys(r["memory_source"] for r in per_rank))
+    out["memory_window"] = window
+    out["memory_per_rank"] = [{"rank": i, **r} for i, r in enumerate(per_rank)]
+    return out
+
+
+def training_efficiency(model_config: dict[str, Any], seq_len: int, tokens: int, seconds: float,
+                        world_size: int, *, peak_tflops: float | None, device_name: str,
+                        dtype: str) -> dict[str, Any]:
+    """FLOPs per token, achieved TFLOPs per device and MFU of an SFT run's measured window.
+
+    Args:
+        model_config: the model's HF config dict (``model.config.to_dict()``).
+        tokens, seconds: tokens trained by the whole job in the window, and its wall seconds.
+        peak_tflops: ``backend.peak_tflops`` (None: the published peak of ``device_name``).
+
+    Returns:
+        ``flops_per_token`` (FLOPs per trained token), ``flops_params`` (N of 6N),
+        ``tflops_per_device`` (TFLOPs/s per device over the window), ``peak_tflops`` and
+        ``peak_tflops_source``, ``mfu_pct`` (None when there is no peak), ``tflops_source``.
+
+    A config the count cannot read gives None for every number and the reason in
+    ``tflops_source``: a finished run is not failed for its FLOP count.
+    """
+    try:
+        shape = flops.TransformerShape.from_config(model_config, "model config.json")
+    except flops.ModelConfigError as exc:
+        return {key: None for key in ("flops_per_token", "flops_params", "tflops_per_device",
+                                      "peak_tflops", "peak_tflops_source", "mfu_pct")} | {
+            "tflops_source": f"n/a: {exc}"}
+    per_token = flops.training_flops_per_token(shape, seq_len)
+    tflops = (flops.achieved_tflops(tokens / seconds / world_size, per_token)
+              if seconds > 0 else None)
+    peak, source = flops.resolve_peak_tflops(peak_tflops, device_name, dtype)
+    return {"flops_per_token": per_token, "flops_params": flops.count_params(shape).flops_params,
+            "tflops_per_device": tflops, "peak_tflops": peak, "peak_tflops_source": source,
+            "mfu_pct": flops.mfu_pct(tflops, peak) if peak and tflops is not None else None,
+            "tflops_source": TFLOPS_SOURCE + _architecture_caveat(model_config)}
+
+
+def _architecture_caveat(model_config: dict[str, Any]) -> str:
+    kind = model_config.get("model_type", "qwen3")
+    return "" if kind == "qwen3" else f" (parameters counted as Qwen3's; model_type is {kind})"
+
+
+def kv_cache_fields(model_config: dict[str, Any], batches: list[tuple[int, int]],
+                    max_new_tokens: int, dtype: str) -> dict[str, Any]:
+    """Size of the largest KV cache one generation holds at full length.
+
+    Args:
+        batches: (longest prompt in tokens, sequences) of each batch: prompts are left-padded
+            to the longest, so every sequence caches that many positions + ``max_new_tokens``.
+
+    Returns:
+        ``kv_cache_gib`` (GiB, model dtype, K and V of every layer; an upper bound when
+        generation stops at EOS first), ``kv_cache_tokens`` (positions per sequence) and
+        ``kv_cache_batch`` (sequences) of that batch, ``kv_cache_source`` (the formula).
+
+    All None without prompts or with a config the count cannot read (the reason is then in
+    ``kv_cache_source``).
+    """
+    none = {"kv_cache_gib": None, "kv_cache_tokens": None, "kv_cache_batch": None}
+    if not batches:
+        return none | {"kv_cache_source": "n/a: no prompts"}
+    try:
+        shape = flops.TransformerShape.from_config(model_config, "model config.json")
+    except flops.ModelConfigError as exc:
+        return none | {"kv_cache_source": f"n/a: {exc}"}
+    width, batch = max(batches, key=lambda b: (b[0] + max_new_tokens) * b[1])
+    tokens = width + max_new_tokens
+    size = flops.kv_cache_bytes(shape, tokens, batch, flops.DTYPE_BYTES[dtype])
+    return {"kv_cache_gib": size / 2**30, "kv_cache_tokens": tokens, "kv_cache_batch": batch,
+            "kv_cache_source": KV_CACHE_SOURCE}
