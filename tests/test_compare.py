@@ -13,23 +13,24 @@ from afbench.compare import decide, generation_parity, loss_parity
 
 
 def test_one_round_is_the_reference_quick_verdict():
-    d = decide("af_on", [1.0], [0.9], failed=False, skipped=False, level=0.95)
-    assert d["verdict"] == "AF_ON_FASTER" and d["kind"] == "quick"
-    assert d["gain_pct"] == pytest.approx(10.0)
-    assert decide("af_on", [1.0], [1.0], False, False, 0.95)["verdict"] == "NO_GAIN"
+    verdict, speed = decide("af_on", [1.0], [0.9], failed=False, skipped=False, level=0.95)
+    assert verdict == "AF_ON_FASTER" and speed.kind == "quick"
+    assert speed.gain_pct == pytest.approx(10.0) and speed.ci_low is None
+    assert decide("af_on", [1.0], [1.0], False, False, 0.95)[0] == "NO_GAIN"
 
 
 def test_repeats_need_the_interval_above_zero():
-    clear = decide("v", [1.00, 1.01, 0.99], [0.80, 0.81, 0.79], False, False, 0.95)
-    assert clear["verdict"] == "V_FASTER" and clear["ci_low"] > 0
-    noisy = decide("v", [1.0, 1.3, 0.7], [0.9, 1.2, 0.6], False, False, 0.95)
-    assert noisy["verdict"] == "NO_GAIN" and noisy["ci_low"] < 0 < noisy["ci_high"]
+    verdict, clear = decide("v", [1.00, 1.01, 0.99], [0.80, 0.81, 0.79], False, False, 0.95)
+    assert verdict == "V_FASTER" and clear.ci_low > 0 and clear.level == 0.95
+    verdict, noisy = decide("v", [1.0, 1.3, 0.7], [0.9, 1.2, 0.6], False, False, 0.95)
+    assert verdict == "NO_GAIN" and noisy.ci_low < 0 < noisy.ci_high
 
 
 def test_failed_or_skipped_sides():
-    assert decide("v", [], [1.0], False, False, 0.95)["verdict"] == "RUN_FAILED"
-    assert decide("v", [1.0], [1.0], True, False, 0.95)["verdict"] == "RUN_FAILED"
-    assert decide("v", [1.0], [], False, True, 0.95)["verdict"] == "SKIPPED"
+    assert decide("v", [], [1.0], False, False, 0.95)[0] == "RUN_FAILED"
+    assert decide("v", [1.0], [1.0], True, False, 0.95)[0] == "RUN_FAILED"
+    verdict, speed = decide("v", [1.0], [], False, True, 0.95)
+    assert verdict == "SKIPPED" and speed.gain_pct is None
 
 
 def _steps(losses_a, losses_b):
@@ -40,9 +41,9 @@ def _steps(losses_a, losses_b):
 
 def test_loss_parity_match_and_divergence():
     ok = loss_parity(_steps([2.0, 1.5, 1.2], [2.0, 1.5000001, 1.2]), ["a"], ["b"], 1e-3)
-    assert ok["status"] == "MATCH" and ok["steps_compared"] == 3
+    assert ok.status == "MATCH" and ok.steps_compared == 3 and len(ok.curve) == 3
     bad = loss_parity(_steps([2.0, 1.5, 1.2], [2.0, 1.5, 1.3]), ["a"], ["b"], 1e-3)
-    assert bad["status"] == "DIVERGED" and bad["first_diverging_step"] == 3
+    assert bad.status == "DIVERGED" and bad.first_diverging_step == 3 and bad.diverged_at == 3
 
 
 def _write_run(root, run_id, rows, logits=None):
@@ -59,20 +60,20 @@ def test_generation_parity_identical_tokens_and_bf16_ulp_logits_match(tmp_path):
     _write_run(tmp_path, "a", rows, base)
     _write_run(tmp_path, "b", rows, base + 2 ** -6)  # one bf16 ulp at magnitude 4
     res = generation_parity(tmp_path, ["a"], ["b"], rtol=2e-2)
-    assert res["status"] == "MATCH" and res["logits_match"]
+    assert res.status == "MATCH" and res.logits_match
 
 
 def test_generation_parity_reports_first_diverging_token_and_texts(tmp_path):
     _write_run(tmp_path, "a", [{"prompt_index": 0, "token_ids": [1, 2, 3], "text": "abc"}])
     _write_run(tmp_path, "b", [{"prompt_index": 0, "token_ids": [1, 2, 9], "text": "abz"}])
     res = generation_parity(tmp_path, ["a"], ["b"], rtol=1e-3)
-    assert res["status"] == "DIVERGED" and res["first_diverging_position"] == 2
-    assert res["first_divergence"]["baseline_text"] == "abc"
-    assert res["first_divergence"]["variant_text"] == "abz"
+    assert res.status == "DIVERGED" and res.first_diverging_position == 2
+    assert res.first_divergence.baseline_text == "abc"
+    assert res.first_divergence.variant_text == "abz"
 
 
 def test_generation_parity_logits_beyond_tolerance_diverge(tmp_path):
     rows = [{"prompt_index": 0, "token_ids": [1, 2], "text": "ab"}]
     _write_run(tmp_path, "a", rows, np.ones((2, 4), dtype=np.float32))
     _write_run(tmp_path, "b", rows, np.full((2, 4), 1.5, dtype=np.float32))
-    assert generation_parity(tmp_path, ["a"], ["b"], rtol=1e-3)["status"] == "DIVERGED"
+    assert generation_parity(tmp_path, ["a"], ["b"], rtol=1e-3).status == "DIVERGED"

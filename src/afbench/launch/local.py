@@ -27,6 +27,7 @@ from afbench.launch.devices import (
     visible_devices_env,
 )
 from afbench.plan import RunSpec
+from afbench.results import SCHEMA_VERSION
 
 SKIPPED_EXIT_CODE = 125  # the reference script's status for a skipped run
 ERROR_PREFIX = "afbench.worker: error: "
@@ -34,8 +35,10 @@ SKIP_PREFIX = "afbench.worker: skipped: "
 
 
 class RunStatus(BaseModel):
-    """Outcome of one run, written to ``<run_dir>/status.json``."""
+    """Outcome of one run, written to ``<run_dir>/status.json``. One written before
+    ``schema_version`` existed (version 0) holds the same fields and loads as this one."""
 
+    schema_version: int = SCHEMA_VERSION
     run_id: str
     status: str  # OK | FAILED | SKIPPED
     exit_code: int | None
