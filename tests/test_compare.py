@@ -9,7 +9,8 @@ import pytest
 from safetensors.numpy import save_file
 import numpy as np
 
-from afbench.compare import decide, generation_parity, loss_parity
+from afbench.compare import compile_cost, decide, generation_parity, loss_parity, verdict_line
+from afbench.results import Parity, Side, Speed
 
 
 def test_one_round_is_the_reference_quick_verdict():
@@ -77,3 +78,22 @@ def test_generation_parity_logits_beyond_tolerance_diverge(tmp_path):
     _write_run(tmp_path, "a", rows, np.ones((2, 4), dtype=np.float32))
     _write_run(tmp_path, "b", rows, np.full((2, 4), 1.5, dtype=np.float32))
     assert generation_parity(tmp_path, ["a"], ["b"], rtol=1e-3).status == "DIVERGED"
+
+
+def test_compile_cost_pays_back_over_the_per_step_saving():
+    base = Side(name="off", mean_step_s=1.0, first_step_s=1.5)
+    fast = Side(name="on", mean_step_s=0.8, first_step_s=20.8)
+    cost = compile_cost(base, fast, Speed(gain_pct=20.0))
+    assert cost.overhead_s == pytest.approx(20.0)
+    assert cost.break_even_steps == pytest.approx(100.0)  # 20 s / 0.2 s saved per step
+    slow = Side(name="on", mean_step_s=1.2, first_step_s=21.2)
+    assert compile_cost(base, slow, Speed(gain_pct=-20.0)).break_even_steps is None
+
+
+def test_a_faster_variant_whose_results_diverged_says_so_in_its_verdict_line():
+    diverged = Parity(status="DIVERGED", first_diverging_step=7)
+    line = verdict_line("V_FASTER", Speed(note=" (quick verdict: one round)"), diverged, "sft")
+    assert line == "V_FASTER (quick verdict: one round) (but parity DIVERGED at step 7)"
+    assert verdict_line("NO_GAIN", Speed(), diverged, "sft") == "NO_GAIN"
+    token = Parity(status="DIVERGED", first_diverging_position=3)
+    assert verdict_line("V_FASTER", Speed(), token, "infer").endswith("at token 3)")

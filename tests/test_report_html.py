@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pytest

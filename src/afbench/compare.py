@@ -18,8 +18,9 @@ from afbench.analysis.verdict import (NO_GAIN, RUN_FAILED, SKIPPED, gain_pct, qu
                                       verdict_label)
 from afbench.collect import MEANS, Collected
 from afbench.config.models import ReportConfig
-from afbench.results import (Comparison, Compile, FusedEvidence, KernelDiffRow, KernelRow, Parity,
-                             PhaseParameters, ProfilingComparison, Side, Speed, Summary)
+from afbench.results import (Comparison, Compile, Environment, FusedEvidence, KernelDiffRow,
+                             KernelRow, Parity, PhaseParameters, ProfilingComparison, Side, Speed,
+                             Summary)
 
 CAVEAT = ("One quick round per variant is directional evidence, not a formal multi-round result: "
           "use experiment.repeats >= 3 for a confidence interval.")
@@ -304,8 +305,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
         "variants": {name: _dotted(over) for name, over in
                      col.experiment.get("config", {}).get("experiment", {}).get("variants", {}).items()},
         "assets": col.experiment.get("assets", {}),
-        "environment": env.model_dump(include={"python", "platform", "backend", "device",
-                                               "torch_threads", "versions", "params"},
+        "environment": env.model_dump(include=set(Environment.model_fields),
                                       exclude_none=True) if env else {},
         "parameters": _parameters(col),
         "runs": _records(col.runs.where(col.runs.notna(), None)),

@@ -70,17 +70,10 @@ class RankAgreement(_Open):
     params_identical: bool
 
 
-class RunResult(_Open):
-    """``result.json`` of one successful run, written by the worker. Engines add their own
-    fields (argv, memory, tokens_per_step, ...), which are kept.
+class Environment(BaseModel):
+    """Where the runs ran, as a run's result.json records it (the
+    summary shows the first run's); params: the model's parameter count."""
 
-    first_step_s: seconds of the first step (time to first step, includes compilation).
-    """
-
-    schema_version: int = SCHEMA_VERSION
-    workload: str | None = None
-    engine: str | None = None
-    first_step_s: float | None = None
     python: str | None = None
     platform: str | None = None
     backend: str | None = None
@@ -88,6 +81,21 @@ class RunResult(_Open):
     torch_threads: int | None = None
     versions: dict[str, Any] = {}
     params: int | None = None
+
+
+class RunResult(Environment):
+    """``result.json`` of one successful run, written by the worker. Engines add their own
+    fields (argv, memory, tokens_per_step, ...), which are kept.
+
+    first_step_s: seconds of the first step (time to first step, includes compilation).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = SCHEMA_VERSION
+    workload: str | None = None
+    engine: str | None = None
+    first_step_s: float | None = None
     switches: list[SwitchRecord] = []
     ranks: RankAgreement | None = None  # data-parallel runs only
     sanity: dict[str, Any] | None = None  # afbench.analysis.sanity.sanity_check's dict
@@ -307,18 +315,6 @@ class RunRow(_Open):
     tokens_per_s: float | None = None
     workload: str | None = None
     step_cv_pct: float | None = None
-
-
-class Environment(BaseModel):
-    """Where the runs ran, from the first run's result.json."""
-
-    python: str | None = None
-    platform: str | None = None
-    backend: str | None = None
-    device: str | None = None
-    torch_threads: int | None = None
-    versions: dict[str, Any] = {}
-    params: int | None = None
 
 
 class Asset(BaseModel):
