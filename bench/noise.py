@@ -28,6 +28,8 @@ from pathlib import Path
 import _common as C
 import pandas as pd
 
+from afbench.results import Comparison, read_summary
+
 WORKER = C.WORKERS / "matmul_steps.py"
 TARGET_FALSE_FASTER = 0.05
 TARGET_DETECTED = 0.95
@@ -64,11 +66,11 @@ def detectable_effect(cv: float, repeats: int, level: float = 0.95, power: float
     return float((stats.t.ppf(1 - (1 - level) / 2, df) + stats.t.ppf(power, df)) * se)
 
 
-def fmt_ci(c: dict) -> str:
-    if c.get("gain_pct") is None:
-        return f"{c['verdict']}"
-    return (f"{c['verdict']:<14} gain {c['gain_pct']:+6.2f}% "
-            f"[{c['gain_ci_low']:+6.2f}%, {c['gain_ci_high']:+6.2f}%]")
+def fmt_ci(c: Comparison) -> str:
+    if c.speed.gain_pct is None:
+        return c.verdict
+    return (f"{c.verdict:<14} gain {c.speed.gain_pct:+6.2f}% "
+            f"[{c.speed.ci_low:+6.2f}%, {c.speed.ci_high:+6.2f}%]")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,17 +100,17 @@ def main(argv: list[str] | None = None) -> int:
         wall, wait, out = C.run_afbench_out(work, recipes, "experiment=bench_noise")
         walls.append(wall)
         waits.append(wait)
-        summary = C.read_json(out / "summary.json")
-        comp = {c["variant"]: c for c in summary["comparisons"]}
+        summary = read_summary(out / "summary.json")
+        comp = {c.variant.name: c for c in summary.comparisons}
         aa, slow = comp["a_copy"], comp["slow"]
-        if aa["verdict"].endswith("_FASTER"):
+        if aa.verdict.endswith("_FASTER"):
             false_faster += 1
-        if aa.get("gain_ci_high") is not None and aa["gain_ci_high"] < 0:
+        if aa.speed.ci_high is not None and aa.speed.ci_high < 0:
             aa_slower += 1
-        hit = slow.get("gain_ci_high") is not None and slow["gain_ci_high"] < 0
+        hit = slow.speed.ci_high is not None and slow.speed.ci_high < 0
         detected += hit
-        if slow.get("gain_pct") is not None:
-            planted_gains.append(slow["gain_pct"])
+        if slow.speed.gain_pct is not None:
+            planted_gains.append(slow.speed.gain_pct)
         within, means = step_cvs(out, args.first_step)
         within_all += within
         between_all += [statistics.stdev(v) / statistics.mean(v) for v in means.values() if len(v) > 1]

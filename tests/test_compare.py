@@ -9,27 +9,29 @@ import pytest
 from safetensors.numpy import save_file
 import numpy as np
 
-from afbench.compare import decide, generation_parity, loss_parity
+from afbench.compare import compile_cost, decide, generation_parity, loss_parity, verdict_line
+from afbench.results import Parity, Side, Speed
 
 
 def test_one_round_is_the_reference_quick_verdict():
-    d = decide("af_on", [1.0], [0.9], failed=False, skipped=False, level=0.95)
-    assert d["verdict"] == "AF_ON_FASTER" and d["kind"] == "quick"
-    assert d["gain_pct"] == pytest.approx(10.0)
-    assert decide("af_on", [1.0], [1.0], False, False, 0.95)["verdict"] == "NO_GAIN"
+    verdict, speed = decide("af_on", [1.0], [0.9], failed=False, skipped=False, level=0.95)
+    assert verdict == "AF_ON_FASTER" and speed.kind == "quick"
+    assert speed.gain_pct == pytest.approx(10.0) and speed.ci_low is None
+    assert decide("af_on", [1.0], [1.0], False, False, 0.95)[0] == "NO_GAIN"
 
 
 def test_repeats_need_the_interval_above_zero():
-    clear = decide("v", [1.00, 1.01, 0.99], [0.80, 0.81, 0.79], False, False, 0.95)
-    assert clear["verdict"] == "V_FASTER" and clear["ci_low"] > 0
-    noisy = decide("v", [1.0, 1.3, 0.7], [0.9, 1.2, 0.6], False, False, 0.95)
-    assert noisy["verdict"] == "NO_GAIN" and noisy["ci_low"] < 0 < noisy["ci_high"]
+    verdict, clear = decide("v", [1.00, 1.01, 0.99], [0.80, 0.81, 0.79], False, False, 0.95)
+    assert verdict == "V_FASTER" and clear.ci_low > 0 and clear.level == 0.95
+    verdict, noisy = decide("v", [1.0, 1.3, 0.7], [0.9, 1.2, 0.6], False, False, 0.95)
+    assert verdict == "NO_GAIN" and noisy.ci_low < 0 < noisy.ci_high
 
 
 def test_failed_or_skipped_sides():
-    assert decide("v", [], [1.0], False, False, 0.95)["verdict"] == "RUN_FAILED"
-    assert decide("v", [1.0], [1.0], True, False, 0.95)["verdict"] == "RUN_FAILED"
-    assert decide("v", [1.0], [], False, True, 0.95)["verdict"] == "SKIPPED"
+    assert decide("v", [], [1.0], False, False, 0.95)[0] == "RUN_FAILED"
+    assert decide("v", [1.0], [1.0], True, False, 0.95)[0] == "RUN_FAILED"
+    verdict, speed = decide("v", [1.0], [], False, True, 0.95)
+    assert verdict == "SKIPPED" and speed.gain_pct is None
 
 
 def _steps(losses_a, losses_b):
@@ -40,9 +42,9 @@ def _steps(losses_a, losses_b):
 
 def test_loss_parity_match_and_divergence():
     ok = loss_parity(_steps([2.0, 1.5, 1.2], [2.0, 1.5000001, 1.2]), ["a"], ["b"], 1e-3)
-    assert ok["status"] == "MATCH" and ok["steps_compared"] == 3
+    assert ok.status == "MATCH" and ok.steps_compared == 3 and len(ok.curve) == 3
     bad = loss_parity(_steps([2.0, 1.5, 1.2], [2.0, 1.5, 1.3]), ["a"], ["b"], 1e-3)
-    assert bad["status"] == "DIVERGED" and bad["first_diverging_step"] == 3
+    assert bad.status == "DIVERGED" and bad.first_diverging_step == 3 and bad.diverged_at == 3
 
 
 def _write_run(root, run_id, rows, logits=None):
@@ -59,20 +61,39 @@ def test_generation_parity_identical_tokens_and_bf16_ulp_logits_match(tmp_path):
     _write_run(tmp_path, "a", rows, base)
     _write_run(tmp_path, "b", rows, base + 2 ** -6)  # one bf16 ulp at magnitude 4
     res = generation_parity(tmp_path, ["a"], ["b"], rtol=2e-2)
-    assert res["status"] == "MATCH" and res["logits_match"]
+    assert res.status == "MATCH" and res.logits_match
 
 
 def test_generation_parity_reports_first_diverging_token_and_texts(tmp_path):
     _write_run(tmp_path, "a", [{"prompt_index": 0, "token_ids": [1, 2, 3], "text": "abc"}])
     _write_run(tmp_path, "b", [{"prompt_index": 0, "token_ids": [1, 2, 9], "text": "abz"}])
     res = generation_parity(tmp_path, ["a"], ["b"], rtol=1e-3)
-    assert res["status"] == "DIVERGED" and res["first_diverging_position"] == 2
-    assert res["first_divergence"]["baseline_text"] == "abc"
-    assert res["first_divergence"]["variant_text"] == "abz"
+    assert res.status == "DIVERGED" and res.first_diverging_position == 2
+    assert res.first_divergence.baseline_text == "abc"
+    assert res.first_divergence.variant_text == "abz"
 
 
 def test_generation_parity_logits_beyond_tolerance_diverge(tmp_path):
     rows = [{"prompt_index": 0, "token_ids": [1, 2], "text": "ab"}]
     _write_run(tmp_path, "a", rows, np.ones((2, 4), dtype=np.float32))
     _write_run(tmp_path, "b", rows, np.full((2, 4), 1.5, dtype=np.float32))
-    assert generation_parity(tmp_path, ["a"], ["b"], rtol=1e-3)["status"] == "DIVERGED"
+    assert generation_parity(tmp_path, ["a"], ["b"], rtol=1e-3).status == "DIVERGED"
+
+
+def test_compile_cost_pays_back_over_the_per_step_saving():
+    base = Side(name="off", mean_step_s=1.0, first_step_s=1.5)
+    fast = Side(name="on", mean_step_s=0.8, first_step_s=20.8)
+    cost = compile_cost(base, fast, Speed(gain_pct=20.0))
+    assert cost.overhead_s == pytest.approx(20.0)
+    assert cost.break_even_steps == pytest.approx(100.0)  # 20 s / 0.2 s saved per step
+    slow = Side(name="on", mean_step_s=1.2, first_step_s=21.2)
+    assert compile_cost(base, slow, Speed(gain_pct=-20.0)).break_even_steps is None
+
+
+def test_a_faster_variant_whose_results_diverged_says_so_in_its_verdict_line():
+    diverged = Parity(status="DIVERGED", first_diverging_step=7)
+    line = verdict_line("V_FASTER", Speed(note=" (quick verdict: one round)"), diverged, "sft")
+    assert line == "V_FASTER (quick verdict: one round) (but parity DIVERGED at step 7)"
+    assert verdict_line("NO_GAIN", Speed(), diverged, "sft") == "NO_GAIN"
+    token = Parity(status="DIVERGED", first_diverging_position=3)
+    assert verdict_line("V_FASTER", Speed(), token, "infer").endswith("at token 3)")

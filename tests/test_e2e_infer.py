@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from afbench.results import read_summary
+
 pytestmark = pytest.mark.e2e
 SHORT = ["scheduler.max_new_tokens=8", "scheduler.num_prompts=2", "scheduler.measured_runs=2"]
 
@@ -26,22 +28,22 @@ def test_infer_rmsnorm_compare_reports_speed_parity_and_fusion(tmp_path):
     proc = run(tmp_path, "experiment=infer_rmsnorm_compare", *SHORT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = out_dir(tmp_path)
-    s = json.loads((out / "summary.json").read_text())
-    c = s["comparisons"][0]
-    assert c["variant"] == "add_rmsnorm" and c["workload"] == "infer"
-    assert c["verdict"] in ("ADD_RMSNORM_FASTER", "NO_GAIN")
-    for side in ("baseline_metrics", "variant_metrics"):
-        m = c[side]
-        assert m["tokens_per_s"] > 0 and m["ttft_ms"] > 0 and m["tpot_ms_mean"] > 0
-        assert m["tpot_ms_p50"] <= m["tpot_ms_p90"]
-    assert c["baseline_sanity"] in ("ok", "warning") and c["variant_sanity"] in ("ok", "warning")
-    assert c["parity"]["status"] == "MATCH", c["parity"]
-    assert c["parity"]["max_abs_logit_diff"] <= c["parity"]["logit_tolerance"]
-    ev = s["fused_evidence"]["add_rmsnorm"]
-    assert ev["fusion_evident"]
-    assert ev["fused"]["baseline"] == 0 and ev["fused"]["variant"] > 0
+    s = read_summary(out / "summary.json")
+    c = s.comparisons[0]
+    assert c.variant.name == "add_rmsnorm" and c.workload == "infer"
+    assert c.verdict in ("ADD_RMSNORM_FASTER", "NO_GAIN")
+    for side in (c.baseline, c.variant):
+        m = side.metrics
+        assert m.tokens_per_s > 0 and m.ttft_ms > 0 and m.tpot_ms_mean > 0
+        assert m.tpot_ms_p50 <= m.tpot_ms_p90
+        assert side.sanity in ("ok", "warning")
+    assert c.parity.status == "MATCH", c.parity
+    assert c.parity.max_abs_logit_diff <= c.parity.logit_tolerance
+    ev = s.fused_evidence["add_rmsnorm"]
+    assert ev.fusion_evident
+    assert ev.fused.baseline == 0 and ev.fused.variant > 0
     for piece in ("pow", "mean", "rsqrt"):
-        assert ev["pieces"][piece]["delta"] < 0
+        assert ev.pieces[piece].delta < 0
     report = (out / "report.md").read_text()
     for text in ("TTFT (ms)", "TPOT p90 (ms)", "text sanity", "afbench::add_rms_norm",
                  "the RMSNorm pieces drop and the fused op appears"):
@@ -57,8 +59,7 @@ def test_graph_mode_is_skipped_on_cpu_and_the_rest_reports(tmp_path):
     status = json.loads((out / "runs" / "npugraph_ex-infer-r1" / "status.json").read_text())
     assert status["status"] == "SKIPPED" and status["exit_code"] == 125
     assert "npugraph_ex (graph mode) is not available on backend cpu" in status["reason"]
-    s = json.loads((out / "summary.json").read_text())
-    assert s["comparisons"][0]["verdict"] == "SKIPPED"
+    assert read_summary(out / "summary.json").comparisons[0].verdict == "SKIPPED"
     assert "npugraph_ex vs eager: SKIPPED" in (out / "report.md").read_text()
     assert json.loads((out / "runs" / "eager-infer-r1" / "status.json").read_text())["status"] == "OK"
 

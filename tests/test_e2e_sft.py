@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from afbench.results import read_summary
+
 pytestmark = pytest.mark.e2e
 
 SHORT = [
@@ -57,21 +59,22 @@ def test_sft_af_compare_exits_zero_and_writes_four_runs(af_compare_run):
 def test_report_has_real_verdict_and_comparable_profile(af_compare_run):
     cwd, _ = af_compare_run
     out = only_output_dir(cwd)
-    summary = json.loads((out / "summary.json").read_text())
-    comp = summary["comparisons"][0]
-    assert comp["variant"] == "af_on" and comp["baseline"] == "af_off"
-    assert comp["verdict"] in ("AF_ON_FASTER", "NO_GAIN")
-    assert comp["baseline_mean_s"] > 0 and comp["variant_mean_s"] > 0
-    expected_gain = (comp["baseline_mean_s"] - comp["variant_mean_s"]) / comp["baseline_mean_s"] * 100
-    assert comp["gain_pct"] == pytest.approx(expected_gain)
-    assert comp["parity"]["status"] == "MATCH"
-    assert comp["variant_first_step_s"] > comp["variant_mean_s"]  # compile happens in step 1
-    prof = summary["profiling"][0]
-    assert prof["status"] == "COMPARABLE", prof["reason"]
-    assert prof["profiler_steps"] == [2, 3, 4]
-    assert {p["phase"] for p in prof["phases"]} >= {"Computing", "Free", "Stage"}
+    summary = read_summary(out / "summary.json")
+    comp = summary.comparisons[0]
+    b, v = comp.baseline, comp.variant
+    assert v.name == "af_on" and b.name == "af_off"
+    assert comp.verdict in ("AF_ON_FASTER", "NO_GAIN")
+    assert b.mean_step_s > 0 and v.mean_step_s > 0
+    expected_gain = (b.mean_step_s - v.mean_step_s) / b.mean_step_s * 100
+    assert comp.speed.gain_pct == pytest.approx(expected_gain)
+    assert comp.parity.status == "MATCH"
+    assert v.first_step_s > v.mean_step_s  # compile happens in step 1
+    prof = summary.profiling[0]
+    assert prof.status == "COMPARABLE", prof.reason
+    assert prof.profiler_steps == [2, 3, 4]
+    assert {p.phase for p in prof.phases} >= {"Computing", "Free", "Stage"}
     report = (out / "report.md").read_text()
-    assert f"af_on vs af_off: {comp['verdict']}" in report
+    assert f"af_on vs af_off: {comp.verdict}" in report
     assert "COMPARABLE" in report
     assert "| OP Type | Count | Total(us) | Ratio(%) |" in report
     assert (out / "report.html").read_text().count("<table>") >= 3

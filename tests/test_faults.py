@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from afbench.results import read_summary
 from afbench.runspec import RunSpec
 
 WORKERS = Path(__file__).parent / "fault_workers"
@@ -149,9 +150,9 @@ def test_faulty_run_is_failed_with_its_reason_in_status_and_report(faults_run, v
     assert not (out / "runs" / f"{variant}-train-r1" / "result.json").exists()
     row = report_row(out, f"{variant}-train-r1")
     assert "| FAILED |" in row and reason in row
-    summary = json.loads((out / "summary.json").read_text())
-    comp = next(c for c in summary["comparisons"] if c["variant"] == variant)
-    assert comp["verdict"] == "RUN_FAILED" and reason in " ".join(comp["reasons"])
+    comp = next(c for c in read_summary(out / "summary.json").comparisons
+                if c.variant.name == variant)
+    assert comp.verdict == "RUN_FAILED" and reason in " ".join(comp.reasons)
 
 
 def test_the_good_run_is_ok_with_its_metrics_and_result_intact(faults_run):
@@ -161,10 +162,10 @@ def test_the_good_run_is_ok_with_its_metrics_and_result_intact(faults_run):
     assert result["engine"] == "command" and result["steps_logged"] == 6
     metrics = (out / "runs" / "good-train-r1" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(l)["step"] for l in metrics] == [1, 2, 3, 4, 5, 6]
-    summary = json.loads((out / "summary.json").read_text())
-    run = next(r for r in summary["runs"] if r["run_id"] == "good-train-r1")
-    assert run["mean_step_s"] == pytest.approx(GOOD_MEAN_S) and not run["log_error"]
-    assert all(c["baseline_mean_s"] == pytest.approx(GOOD_MEAN_S) for c in summary["comparisons"])
+    summary = read_summary(out / "summary.json")
+    run = next(r for r in summary.runs if r.run_id == "good-train-r1")
+    assert run.mean_step_s == pytest.approx(GOOD_MEAN_S) and not run.log_error
+    assert all(c.baseline.mean_step_s == pytest.approx(GOOD_MEAN_S) for c in summary.comparisons)
     assert "| OK |" in report_row(out, "good-train-r1")
 
 
@@ -177,9 +178,9 @@ def test_failed_runs_keep_the_step_records_logged_before_the_fault(faults_run):
 
 def test_parity_of_a_failed_run_is_not_a_match(faults_run):
     _, out = faults_run
-    summary = json.loads((out / "summary.json").read_text())
-    comp = next(c for c in summary["comparisons"] if c["variant"] == "exit3")
-    assert comp["parity"]["status"] == "N/A"
+    comp = next(c for c in read_summary(out / "summary.json").comparisons
+                if c.variant.name == "exit3")
+    assert comp.parity.status == "N/A"
 
 
 def _files(out: Path, hydra_record: bool) -> dict[Path, int]:

@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pytest
@@ -18,13 +17,14 @@ from markupsafe import escape
 
 from afbench.config.models import ReportConfig
 from afbench.report.render import labels, render
+from afbench.results import Parity, Summary
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 
 
 def synthetic(n_variants: int = 3, workload: str = "sft", ci: bool = False,
-              profile: bool = True, steps_per_run: int = 8) -> tuple[dict[str, Any], pd.DataFrame]:
-    """A summary shaped like compare()'s (n_variants incl. the baseline) and its steps table."""
+              profile: bool = True, steps_per_run: int = 8) -> tuple[Summary, pd.DataFrame]:
+    """A Summary as compare() builds it (n_variants incl. the baseline) and its steps table."""
     base = "baseline"
     names = [base] + [f"v{i:02d}" for i in range(1, n_variants)]
     mean = {name: 0.5 - 0.02 * i for i, name in enumerate(names)}
@@ -40,19 +40,21 @@ def synthetic(n_variants: int = 3, workload: str = "sft", ci: bool = False,
                    "max_rel_diff": 2.0e-7, "rtol": 1e-3,
                    "curve": [{"step": s, "baseline": 3.5 - 0.1 * s, "variant": 3.5 - 0.1 * s,
                               "abs_diff": 0.0} for s in (6, 7, 8)]})
-        comp = {
-            "variant": name, "baseline": base, "phase": phase, "verdict": f"{name.upper()}_FASTER",
-            "verdict_line": f"{name.upper()}_FASTER", "baseline_mean_s": mean[base],
-            "variant_mean_s": mean[name], "gain_pct": gain, "baseline_tokens_per_s": 2048.0,
-            "variant_tokens_per_s": 2048.0 * mean[base] / mean[name], "baseline_first_step_s": 7.1,
-            "variant_first_step_s": 51.0, "compile_overhead_s": 51.0 - mean[name],
-            "break_even_steps": 93.5, "parity": parity, "reasons": [], "workload": workload,
-            "baseline_metrics": {**metrics, "tokens_per_s": 1000 / mean[base]},
-            "variant_metrics": metrics, "baseline_sanity": "ok", "variant_sanity": "ok",
-        }
-        comp.update(gain_ci_low=gain - 1.5 if ci else None, gain_ci_high=gain + 2.0 if ci else None,
-                    verdict_kind="interval" if ci else "quick", confidence=0.95, aa=False)
-        comparisons.append(comp)
+        comparisons.append({
+            "baseline": {"name": base, "mean_step_s": mean[base], "tokens_per_s": 2048.0,
+                         "first_step_s": 7.1, "sanity": "ok",
+                         "metrics": {**metrics, "tokens_per_s": 1000 / mean[base]}},
+            "variant": {"name": name, "mean_step_s": mean[name], "first_step_s": 51.0,
+                        "tokens_per_s": 2048.0 * mean[base] / mean[name], "sanity": "ok",
+                        "metrics": metrics},
+            "phase": phase, "workload": workload, "verdict": f"{name.upper()}_FASTER",
+            "verdict_line": f"{name.upper()}_FASTER",
+            "speed": {"gain_pct": gain, "ci_low": gain - 1.5 if ci else None,
+                      "ci_high": gain + 2.0 if ci else None, "level": 0.95,
+                      "kind": "interval" if ci else "quick"},
+            "compile": {"overhead_s": 51.0 - mean[name], "break_even_steps": 93.5},
+            "parity": parity, "reasons": [], "aa": False,
+        })
 
     def phases(i: int) -> list[dict[str, float]]:
         return [{"phase": "Computing", "us": 200_000.0 - 5000 * i},
@@ -108,10 +110,10 @@ def synthetic(n_variants: int = 3, workload: str = "sft", ci: bool = False,
             else:
                 row.update(loss=3.5 - 0.1 * step)
             rows.append(row)
-    return summary, pd.DataFrame(rows)
+    return Summary.model_validate(summary), pd.DataFrame(rows)
 
 
-def write_report(tmp_path: Path, summary: dict[str, Any], steps: pd.DataFrame | None,
+def write_report(tmp_path: Path, summary: Summary, steps: pd.DataFrame | None,
                  lang: str = "en") -> str:
     if steps is not None:
         (tmp_path / "results").mkdir(exist_ok=True)
@@ -130,11 +132,11 @@ def test_html_report_is_self_contained(tmp_path):
 def test_html_report_carries_verdicts_and_key_numbers(tmp_path):
     summary, steps = synthetic()
     html = write_report(tmp_path, summary, steps)
-    for c in summary["comparisons"]:
-        assert f"{c['variant']} vs {c['baseline']}: <b>{c['verdict_line']}</b>" in html
-        assert f"{c['gain_pct']:+.2f}%" in html
-        assert f"{c['variant_mean_s']:.4f}" in html
-    assert f"{summary['comparisons'][0]['baseline_mean_s']:.4f}" in html
+    for c in summary.comparisons:
+        assert f"{c.variant.name} vs {c.baseline.name}: <b>{c.verdict_line}</b>" in html
+        assert f"{c.speed.gain_pct:+.2f}%" in html
+        assert f"{c.variant.mean_step_s:.4f}" in html
+    assert f"{summary.comparisons[0].baseline.mean_step_s:.4f}" in html
     assert "398214.1" in html  # top op, kernel table
     for section in ("Verdict", "Result parity (loss per step)", "Profiling", "Runs", "Variants",
                     "Run parameters", "Inputs and environment", "Caveat"):
@@ -145,14 +147,14 @@ def test_html_report_inlines_one_svg_per_plot(tmp_path):
     summary, steps = synthetic(n_variants=3)
     html = write_report(tmp_path, summary, steps)
     # gains, step time, phases, and one top-ops plot per variant with a kernel table
-    assert html.count("<svg") == 3 + len(summary["kernels"])
+    assert html.count("<svg") == 3 + len(summary.kernels)
     assert html.count('<figure class="plot"') == html.count("<svg")
 
 
 def test_missing_data_omits_each_plot_with_a_one_line_note(tmp_path):
     summary, _ = synthetic(profile=False)
-    for c in summary["comparisons"]:
-        c["gain_pct"] = None
+    for c in summary.comparisons:
+        c.speed.gain_pct = None
     html = write_report(tmp_path, summary, None)
     L = labels("en")
     assert "<svg" not in html
@@ -174,7 +176,7 @@ def test_phase_bars_stack_only_computing_communication_and_free(tmp_path):
     html = write_report(tmp_path, summary, steps)
     figure = html[html.index('id="plot-phases"'):]
     figure = figure[: figure.index("</figure>")]
-    us = {ph["phase"]: ph["baseline_us"] for ph in summary["profiling"][0]["phases"]}
+    us = {ph.phase: ph.baseline_us for ph in summary.profiling[0].phases}
     stacked_ms = (us["Computing"] + us["Communication(Not Overlapped)"] + us["Free"]) / 1e3
     assert f"{stacked_ms:,.1f}" in figure
     assert f"{stacked_ms + us['Overlapped'] / 1e3:,.1f}" not in figure
@@ -196,12 +198,12 @@ def test_html_report_renders_in_chinese(tmp_path):
     assert '<html lang="zh-CN">' in html
     for key in ("verdict", "profiling", "runs", "plot_step_time", "axis_step_time", "caveat_text"):
         assert str(escape(zh[key])) in html
-    assert f"{summary['comparisons'][0]['gain_pct']:+.2f}%" in html
+    assert f"{summary.comparisons[0].speed.gain_pct:+.2f}%" in html
 
 
 def test_model_output_and_op_names_are_escaped(tmp_path):
     summary, steps = synthetic(workload="infer")
-    summary["comparisons"][0]["parity"].update(
+    summary.comparisons[0].parity = Parity(
         status="DIVERGED", first_divergence={"prompt_index": 0, "position": 3,
                                              "baseline_text": "<script>alert(1)</script>",
                                              "variant_text": "a & b"})
@@ -264,10 +266,10 @@ def test_browser_page_text_carries_the_key_numbers(browser_page):
     dom = proc.stdout
     assert "</html>" in dom, proc.stderr[-2000:]
     text = re.sub(r"<[^>]+>", "", dom)
-    for c in summary["comparisons"]:
-        assert f"{c['variant']} vs {c['baseline']}: {c['verdict_line']}" in text
-        assert f"{c['gain_pct']:+.2f}%" in text
-    assert dom.count("<svg") == 3 + len(summary["kernels"])
+    for c in summary.comparisons:
+        assert f"{c.variant.name} vs {c.baseline.name}: {c.verdict_line}" in text
+        assert f"{c.speed.gain_pct:+.2f}%" in text
+    assert dom.count("<svg") == 3 + len(summary.kernels)
 
 
 def test_a_failing_plot_becomes_a_note_and_the_report_still_renders(tmp_path, monkeypatch):
@@ -280,13 +282,13 @@ def test_a_failing_plot_becomes_a_note_and_the_report_still_renders(tmp_path, mo
     monkeypatch.setattr(plots, "kernel_plots", broken)
     summary, steps = synthetic()
     html = write_report(tmp_path, summary, steps)
-    assert html.count("Plot failed: ValueError: bad data") == 1 + len(summary["kernels"])
+    assert html.count("Plot failed: ValueError: bad data") == 1 + len(summary.kernels)
     assert 'id="plot-gains"' in html and 'id="plot-step-time"' in html
 
 
 def test_a_over_a_variant_is_called_the_noise_floor(tmp_path):
     summary, steps = synthetic(ci=True)
-    summary["comparisons"][0]["aa"] = True
+    summary.comparisons[0].aa = True
     html = write_report(tmp_path, summary, steps)
     assert html.count("<b>A/A</b>") == 1
     assert "is this machine's noise floor" in html

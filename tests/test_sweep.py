@@ -17,12 +17,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from afbench.results import read_summary
+
 WORKER = Path(__file__).parent / "fault_workers" / "switch_timed.py"
 AF, RMS = "optimization.autofuse", "optimization.add_rmsnorm"
 COMMAND = ["engine=command", f"engine.executable={sys.executable}", f"engine.args=['{WORKER}']",
            "scheduler.steps=6", "scheduler.measure.first_step=3", "scheduler.measure.last_step=6",
            "launcher.timeout_s=60", "launcher.kill_grace_s=1"]
 GRID = [f"{AF}=false,true", f"{RMS}=false,true"]
+
 
 
 def combo(af: bool, rms: bool) -> str:
@@ -430,12 +433,12 @@ def aa_sweep(tmp_path_factory):
 
 def test_aa_identical_variants_give_no_gain_with_an_interval_around_zero(aa_sweep):
     _, sweep = aa_sweep
-    comp = only(json.loads((sweep / "0" / "summary.json").read_text())["comparisons"])
-    assert comp["aa"] is True and comp["verdict_kind"] == "interval"
-    assert len(comp["baseline_repeats_s"]) == len(comp["variant_repeats_s"]) == 3
-    assert comp["baseline_repeats_s"] != comp["variant_repeats_s"]  # two samples, not one twice
-    assert comp["verdict"] == "NO_GAIN"
-    assert comp["gain_ci_low"] < 0 < comp["gain_ci_high"]
+    comp = only(read_summary(sweep / "0" / "summary.json").comparisons)
+    assert comp.aa is True and comp.speed.kind == "interval"
+    assert len(comp.baseline.repeats_s) == len(comp.variant.repeats_s) == 3
+    assert comp.baseline.repeats_s != comp.variant.repeats_s  # two samples, not one twice
+    assert comp.verdict == "NO_GAIN"
+    assert comp.speed.ci_low < 0 < comp.speed.ci_high
     assert "**A/A**" in (sweep / "0" / "report.md").read_text()
     # the sweep report compares the same two variants the same way
     again = by_name(sweep)["preflight.min_free_gib=0 [a_again]"]

@@ -7,14 +7,16 @@ import pytest
 from afbench.config.models import ReportConfig
 from afbench.errors import ConfigError
 from afbench.report.render import render
+from afbench.results import Summary
 
 
 def test_user_template_dir_overrides_the_shipped_template(tmp_path):
     (tmp_path / "tpl").mkdir()
-    (tmp_path / "tpl" / "report.md.j2").write_text("custom {{ s.experiment }} {{ L.verdict }}\n")
+    (tmp_path / "tpl" / "report.md.j2").write_text(
+        "custom {{ s.experiment }} {{ L.verdict }} v{{ s.schema_version }}\n")
     cfg = ReportConfig(template_dir=str(tmp_path / "tpl"), formats=["md"], lang="zh")
-    (path,) = render({"experiment": "exp1"}, tmp_path, cfg)
-    assert path.read_text() == "custom exp1 结论\n"
+    (path,) = render(Summary(experiment="exp1"), tmp_path, cfg)
+    assert path.read_text() == "custom exp1 结论 v1\n"
 
 
 def test_missing_template_dir_is_rejected_before_anything_runs(compose_cfg, tmp_path):

@@ -4,6 +4,7 @@ offline on any (also partial) output directory."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,11 @@ import pandas as pd
 
 from afbench.analysis.errors import InvalidLog
 from afbench.analysis.kernels import load_kernel_table
+from afbench.analysis.stats import describe, finite_mean
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, mean_step_time, read_step_times
+from afbench.errors import OutputError
 from afbench.io import read_json
+from afbench.results import RunResult, StepRecord, load_result
 from afbench.runspec import Plan, RunSpec
 
 
@@ -35,6 +39,7 @@ class Collected:
     steps: one row per logged step from metrics.jsonl (run_id, variant, phase, repeat, step,
       step_time_s, loss, grad_norm, tokens_per_s) or per decode run for inference.
     kernels: run_id + the normalised kernel table (op_type, count, total_us, ratio_pct).
+    results: run_id -> its result.json (None for a run without one).
     """
 
     out_dir: Path
@@ -43,22 +48,39 @@ class Collected:
     runs: pd.DataFrame
     steps: pd.DataFrame
     kernels: pd.DataFrame
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    results: dict[str, RunResult | None] = field(default_factory=dict)
 
     def spec(self, run_id: str) -> RunSpec:
         return next(r for r in self.plan.runs if r.run_id == run_id)
 
 
-def _records(path: Path) -> list[dict[str, Any]]:
+def _step_records(path: Path) -> list[StepRecord]:
+    """The ``step`` records of a metrics.jsonl (other kinds, e.g. inference ``decode``, are
+    left out)."""
     out = []
     if not path.is_file():
         return out
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            out.append(json.loads(line))
+            rec = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line cut by a crash; the strict log parse decides validity
+        if rec.get("kind") == "step":
+            try:
+                out.append(StepRecord.model_validate(rec))
+            except ValueError as exc:
+                raise OutputError(f"{path}: step record {line[:120]!r} does not fit the step "
+                                  f"schema: {str(exc).splitlines()[1:3]}") from exc
     return out
+
+
+def _result(path: Path) -> RunResult | None:
+    if not path.exists():
+        return None
+    try:
+        return load_result(read_json(path))
+    except ValueError as exc:  # also pydantic's ValidationError
+        raise OutputError(f"{path}: {' '.join(str(exc).splitlines()[:3])}") from exc
 
 
 def collect(out_dir: Path) -> Collected:
@@ -72,7 +94,7 @@ def collect(out_dir: Path) -> Collected:
         if not run_dir.is_dir():  # plan moved with its directory: runs/ lies beside plan.json
             run_dir = out_dir / "runs" / spec.run_id
         status = read_json(run_dir / "status.json") if (run_dir / "status.json").exists() else {}
-        result = read_json(run_dir / "result.json") if (run_dir / "result.json").exists() else {}
+        result = _result(run_dir / "result.json")
         results[spec.run_id] = result
         ident = {"run_id": spec.run_id, "variant": spec.variant, "phase": spec.phase,
                  "repeat": spec.repeat}
@@ -80,17 +102,16 @@ def collect(out_dir: Path) -> Collected:
             **ident, "status": status.get("status", "NOT_RUN"),
             "exit_code": status.get("exit_code"), "reason": status.get("reason", "not run"),
             "wall_s": status.get("wall_s"), "mean_step_s": None, "log_error": "",
-            "first_step_s": result.get("first_step_s"), "tokens_per_s": None,
+            "first_step_s": result.first_step_s if result else None, "tokens_per_s": None,
             "workload": spec.config.scheduler.workload, "step_cv_pct": None,
         }
-        records = _records(run_dir / "metrics.jsonl")
+        records = _step_records(run_dir / "metrics.jsonl")
         for rec in records:
-            if rec.get("kind") == "step":
-                step_rows.append({**ident, **{k: v for k, v in rec.items() if k != "kind"}})
+            # only the keys the engine wrote: the steps table keeps today's columns
+            step_rows.append({**ident, **rec.model_dump(exclude={"kind"}, exclude_unset=True)})
         sched = spec.config.scheduler
         window = sched.measure
-        in_window = [r for r in records if r.get("kind") == "step"
-                     and window.first_step <= r.get("step", 0) <= window.last_step]
+        in_window = [r for r in records if window.first_step <= r.step <= window.last_step]
         if row["status"] == "OK":
             try:
                 pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
@@ -100,19 +121,17 @@ def collect(out_dir: Path) -> Collected:
             except InvalidLog as exc:
                 row["log_error"] = str(exc)
             for key in MEANS[sched.workload]:
-                vals = [r[key] for r in in_window if r.get(key) is not None]
-                row[key] = sum(vals) / len(vals) if vals else None
-            times_s = [r["step_time_s"] for r in in_window if r.get("step_time_s")]
-            tokens = [r.get("tokens") or r.get("generated_tokens") for r in in_window]
+                row[key] = finite_mean(getattr(r, key) for r in in_window)
+            times_s = [r.step_time_s for r in in_window if r.step_time_s]
+            tokens = [r.tokens or r.generated_tokens for r in in_window]
             if times_s and all(tokens) and len(tokens) == len(times_s):
                 # tokens/s of the window = its tokens / its time (not a mean of per-step rates)
                 row["tokens_per_s"] = sum(tokens) / sum(times_s)
-            if len(times_s) >= 2:
-                mean = sum(times_s) / len(times_s)
-                var = sum((t - mean) ** 2 for t in times_s) / (len(times_s) - 1)
-                row["step_cv_pct"] = 100.0 * var ** 0.5 / mean
-            if "sanity" in result:
-                row["sanity"] = result["sanity"]["status"]
+            finite = [t for t in times_s if math.isfinite(t)]
+            if len(finite) >= 2:
+                row["step_cv_pct"] = 100.0 * describe(finite)["cv"]
+            if result is not None and result.sanity is not None:
+                row["sanity"] = result.sanity["status"]
             if row["log_error"]:  # an invalid log yields no statistics at all
                 for key in (*MEANS[sched.workload], "tokens_per_s", "step_cv_pct"):
                     row[key] = None

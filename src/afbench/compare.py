@@ -1,11 +1,11 @@
 """Compare every variant with the baseline: verdicts, gains, parity, compile cost, profiling
-status, kernel tables. Pure functions over :class:`afbench.collect.Collected`; the result is
-the plain dict written as ``summary.json`` and handed to the report templates."""
+status, kernel tables. Pure functions over :class:`afbench.collect.Collected` that build the
+typed results of :mod:`afbench.results`; :func:`compare` returns the :class:`Summary` written as
+``summary.json`` and handed to the report templates."""
 
 from __future__ import annotations
 
 import json
-import math
 from datetime import datetime, timezone
 from typing import Any
 
@@ -13,75 +13,70 @@ import pandas as pd
 
 from afbench.analysis import kernels as K
 from afbench.analysis.steptrace import profiling_status
-from afbench.analysis.stats import t_interval_of_gain
+from afbench.analysis.stats import finite_mean, t_interval_of_gain
 from afbench.analysis.verdict import (NO_GAIN, RUN_FAILED, SKIPPED, gain_pct, quick_verdict,
                                       verdict_label)
 from afbench.collect import MEANS, Collected
 from afbench.config.models import ReportConfig
+from afbench.results import (Comparison, Compile, Environment, FusedEvidence, KernelDiffRow,
+                             KernelRow, Parity, PhaseParameters, ProfilingComparison, Side, Speed,
+                             Summary)
 
 CAVEAT = ("One quick round per variant is directional evidence, not a formal multi-round result: "
           "use experiment.repeats >= 3 for a confidence interval.")
 
 
-def _mean(values: list[float]) -> float | None:
-    vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
-    return sum(vals) / len(vals) if vals else None
-
-
 def loss_parity(steps: pd.DataFrame, baseline_ids: list[str], variant_ids: list[str],
-                rtol: float) -> dict[str, Any]:
+                rtol: float) -> Parity:
     """Per-step loss of baseline vs variant (first repeat of each): MATCH when every step's
     |Δloss| <= rtol x |baseline loss|, else DIVERGED (first diverging step named); N/A when a
     side has no losses."""
     if steps.empty or not baseline_ids or not variant_ids or "loss" not in steps:
-        return {"status": "N/A", "reason": "no per-step losses"}
+        return Parity(status="N/A", reason="no per-step losses")
     a = steps[steps.run_id == baseline_ids[0]].set_index("step")["loss"].dropna()
     b = steps[steps.run_id == variant_ids[0]].set_index("step")["loss"].dropna()
     if a.empty or b.empty:
-        return {"status": "N/A", "reason": "no per-step losses logged"}
+        return Parity(status="N/A", reason="no per-step losses logged")
     common = a.index.intersection(b.index)
     if not len(common):
-        return {"status": "N/A", "reason": "no common steps"}
+        return Parity(status="N/A", reason="no common steps")
     diff = (a[common] - b[common]).abs()
     rel = diff / a[common].abs().clip(lower=1e-12)
     bad = rel[rel > rtol]
-    out = {"steps_compared": int(len(common)), "max_abs_diff": float(diff.max()),
-           "max_rel_diff": float(rel.max()), "rtol": rtol,
-           "curve": [{"step": int(s), "baseline": float(a[s]), "variant": float(b[s]),
-                      "abs_diff": float(diff[s])} for s in common]}
-    if len(bad):
-        out.update(status="DIVERGED", first_diverging_step=int(bad.index[0]))
-    else:
-        out.update(status="MATCH")
-    return out
+    return Parity(
+        status="DIVERGED" if len(bad) else "MATCH",
+        first_diverging_step=int(bad.index[0]) if len(bad) else None,
+        steps_compared=int(len(common)), max_abs_diff=float(diff.max()),
+        max_rel_diff=float(rel.max()), rtol=rtol,
+        curve=[{"step": int(s), "baseline": float(a[s]), "variant": float(b[s]),
+                "abs_diff": float(diff[s])} for s in common])
 
 
 def decide(variant: str, baseline_s: list[float], variant_s: list[float], failed: bool,
-           skipped: bool, level: float) -> dict[str, Any]:
-    """Verdict of a variant against the baseline from per-repeat mean step times (seconds).
+           skipped: bool, level: float) -> tuple[str, Speed]:
+    """Verdict of a variant against the baseline from per-repeat mean step times (seconds),
+    and its :class:`Speed` (gain, interval, note).
 
     One value per side: the reference's quick verdict (``<VARIANT>_FASTER`` if the gain > 0),
     labelled as a single round. Two or more: Welch-t interval of the gain at ``level``;
     ``<VARIANT>_FASTER`` only when the whole interval is above zero, else ``NO_GAIN`` with the
     interval shown. ``RUN_FAILED`` / ``SKIPPED`` when a side has no valid number.
     """
-    out: dict[str, Any] = {"gain_pct": None, "ci_low": None, "ci_high": None, "note": "",
-                           "kind": "none"}
     if skipped:
-        return {**out, "verdict": SKIPPED}
+        return SKIPPED, Speed(level=level)
     if failed or not baseline_s or not variant_s:
-        return {**out, "verdict": RUN_FAILED}
-    mb, mv = sum(baseline_s) / len(baseline_s), sum(variant_s) / len(variant_s)
+        return RUN_FAILED, Speed(level=level)
     if len(baseline_s) >= 2 and len(variant_s) >= 2:
         gain, lo, hi = t_interval_of_gain(baseline_s, variant_s, level)
-        verdict = verdict_label(variant) if lo > 0 else NO_GAIN
         note = f" ({level:.0%} interval of the gain [{lo:+.2f}%, {hi:+.2f}%]"
         note += ", slower)" if hi < 0 else ")"
-        return {**out, "verdict": verdict, "gain_pct": gain, "ci_low": lo, "ci_high": hi,
-                "note": note, "kind": "interval"}
-    verdict = quick_verdict(variant, mb, mv, failed=False)
-    return {**out, "verdict": verdict, "gain_pct": gain_pct(mb, mv),
-            "note": " (quick verdict: one round)", "kind": "quick"}
+        return (verdict_label(variant) if lo > 0 else NO_GAIN,
+                Speed(gain_pct=gain, ci_low=lo, ci_high=hi, level=level, kind="interval",
+                      method="welch_t_delta", note=note))
+    mb, mv = finite_mean(baseline_s), finite_mean(variant_s)
+    return (quick_verdict(variant, mb, mv, failed=False),
+            Speed(gain_pct=gain_pct(mb, mv), level=level, kind="quick", method="one_round",
+                  note=" (quick verdict: one round)"))
 
 
 def _generations(run_dir) -> list[dict[str, Any]]:
@@ -91,17 +86,17 @@ def _generations(run_dir) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def generation_parity(out_dir, baseline_ids: list[str], variant_ids: list[str], rtol: float) -> dict[str, Any]:
+def generation_parity(out_dir, baseline_ids: list[str], variant_ids: list[str], rtol: float) -> Parity:
     """Greedy tokens of the first measured run, baseline vs variant, prompt by prompt: MATCH
     when identical, else DIVERGED with the first diverging prompt/position and both texts.
     Logits (first prompt, every generated position up to the first divergence): max abs
     difference, MATCH when <= rtol x max |baseline logit| (rtol per dtype: one bf16 ulp passes)."""
     if not baseline_ids or not variant_ids:
-        return {"status": "N/A", "reason": "no runs"}
+        return Parity(status="N/A", reason="no runs")
     b_dir, v_dir = out_dir / "runs" / baseline_ids[0], out_dir / "runs" / variant_ids[0]
     gb, gv = _generations(b_dir), _generations(v_dir)
     if not gb or not gv:
-        return {"status": "N/A", "reason": "no generations.jsonl on one side"}
+        return Parity(status="N/A", reason="no generations.jsonl on one side")
     out: dict[str, Any] = {"prompts_compared": min(len(gb), len(gv)), "rtol": rtol}
     first_div = None
     for a, b in zip(gb, gv):
@@ -132,156 +127,195 @@ def generation_parity(out_dir, baseline_ids: list[str], variant_ids: list[str], 
                    reason="tokens identical but logits differ beyond tolerance")
     else:
         out.update(status="MATCH")
-    return out
+    return Parity.model_validate(out)
 
 
 def _status_of(runs: pd.DataFrame, ids: list[str]) -> list[str]:
     return runs[runs.run_id.isin(ids)].status.tolist()
 
 
-def compare(col: Collected, report: ReportConfig) -> dict[str, Any]:
+def run_ids(col: Collected, variant: str, phase: str | None) -> list[str]:
+    """Run ids of one variant and phase, in repeat order."""
+    return [r.run_id for r in col.plan.runs if r.variant == variant and r.phase == phase]
+
+
+def side(col: Collected, variant: str, phase: str | None, workload: str) -> Side:
+    """``variant``'s numbers on ``phase`` from the runs table: means over its repeats (a mean
+    step time only when every run is OK), the worst repeat's step-time CV, the means of the
+    ``workload``'s window metrics (:data:`afbench.collect.MEANS`), the first run's inference
+    sanity."""
+    runs = col.runs
+    sel = runs[runs.run_id.isin(run_ids(col, variant, phase))]
+    statuses = sel.status.tolist()
+    errors = [e for e in sel.log_error.tolist() if e]
+    sanity = [x for x in sel.get("sanity", pd.Series(dtype=object)).tolist() if isinstance(x, str)]
+    per_repeat = [x for x in sel.mean_step_s.tolist() if x is not None and x == x]
+    cvs = [x for x in sel.get("step_cv_pct", pd.Series(dtype=float)).tolist() if x is not None and x == x]
+    return Side(
+        name=variant, statuses=statuses, log_errors=errors, repeats_s=per_repeat,
+        mean_step_s=finite_mean(sel.mean_step_s.tolist()) if (sel.status == "OK").all() else None,
+        first_step_s=finite_mean(sel.first_step_s.tolist()) if "first_step_s" in sel else None,
+        step_cv_pct=max(cvs) if cvs else None, tokens_per_s=finite_mean(sel.tokens_per_s.tolist()),
+        metrics={k: finite_mean(sel[k].tolist()) for k in MEANS[workload] if k in sel},
+        sanity=sanity[0] if sanity else None,
+        skipped=bool(statuses) and all(s == "SKIPPED" for s in statuses),
+        ok=bool(statuses) and all(s == "OK" for s in statuses) and not errors)
+
+
+def compile_cost(b: Side, v: Side, speed: Speed) -> Compile:
+    """Compile overhead (variant's time to first step - its mean step time, s) and the steps
+    its per-step saving over the baseline needs to pay that back (None without a saving)."""
+    overhead = (v.first_step_s - v.mean_step_s
+                if v.first_step_s is not None and v.mean_step_s else None)
+    saving = (b.mean_step_s - v.mean_step_s) if speed.gain_pct is not None else None
+    return Compile(overhead_s=overhead, break_even_steps=(
+        overhead / saving if overhead is not None and saving and saving > 0 else None))
+
+
+def failure_reasons(col: Collected, ids: list[str]) -> list[str]:
+    """Why a side has no number: the reasons of its runs that did not succeed, then the
+    strict-parse errors of its logs, each as ``run_id: reason``."""
+    pair = col.runs[col.runs.run_id.isin(ids)]
+    reasons = [f"{r.run_id}: {r.reason}" for r in pair.itertuples() if r.status != "OK" and r.reason]
+    return reasons + [f"{r.run_id}: {r.log_error}" for r in pair.itertuples() if r.log_error]
+
+
+def parity_of(col: Collected, b: Side, v: Side, phase: str | None, workload: str,
+              rtol: float) -> Parity:
+    """Loss parity (training) or generation parity (inference) of the first runs of a pair."""
+    if not (b.ok and v.ok):
+        return Parity(status="N/A", reason="a run of the pair did not succeed")
+    b_ids, v_ids = run_ids(col, b.name, phase), run_ids(col, v.name, phase)
+    if workload == "infer":
+        return generation_parity(col.out_dir, b_ids, v_ids, rtol)
+    return loss_parity(col.steps, b_ids, v_ids, rtol)
+
+
+def verdict_line(verdict: str, speed: Speed, parity: Parity, workload: str) -> str:
+    """The verdict with its note, and a warning when a faster variant's results diverged."""
+    line = verdict + speed.note
+    if parity.status == "DIVERGED" and verdict.endswith("_FASTER"):
+        line += f" (but parity DIVERGED at {'step' if workload == 'sft' else 'token'} {parity.diverged_at})"
+    return line
+
+
+def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rtol: float,
+                 aa: bool) -> Comparison:
+    """One variant against the baseline side ``b`` on the verdict phase."""
+    phase, workload = col.plan.verdict_phase, workload_of(col)
+    v = side(col, variant, phase, workload)
+    verdict, speed = decide(variant, b.repeats_s, v.repeats_s, failed=not (b.ok and v.ok),
+                            skipped=v.skipped and b.ok, level=report.confidence)
+    parity = parity_of(col, b, v, phase, workload, rtol)
+    return Comparison(
+        baseline=b, variant=v, phase=phase, workload=workload, verdict=verdict,
+        verdict_line=verdict_line(verdict, speed, parity, workload), speed=speed, parity=parity,
+        compile=compile_cost(b, v, speed), aa=aa,
+        reasons=failure_reasons(col, run_ids(col, variant, phase) + run_ids(col, b.name, phase)))
+
+
+def workload_of(col: Collected) -> str:
+    """The workload (``sft`` | ``infer``) of the baseline's verdict-phase run."""
+    plan = col.plan
+    spec = next(r for r in plan.runs if r.variant == plan.baseline and r.phase == plan.verdict_phase)
+    return spec.config.scheduler.workload
+
+
+def comparisons(col: Collected, report: ReportConfig) -> list[Comparison]:
+    """One :class:`Comparison` per non-baseline variant, in plan order."""
+    plan = col.plan
+    spec = next(r for r in plan.runs if r.variant == plan.baseline and r.phase == plan.verdict_phase)
+    rtol = getattr(report.parity, f"rtol_{spec.config.model.dtype}")
+    variants_cfg = col.experiment.get("config", {}).get("experiment", {}).get("variants", {})
+    b = side(col, plan.baseline, plan.verdict_phase, workload_of(col))
+    return [compare_pair(col, b, variant, report, rtol,
+                         aa=variants_cfg.get(variant) == variants_cfg.get(plan.baseline))
+            for variant in plan.variants if variant != plan.baseline]
+
+
+def kernel_tables(col: Collected) -> dict[str, pd.DataFrame]:
+    """Variant -> normalised kernel table of its first profile run (variants with one only)."""
+    tables = {}
+    for variant in col.plan.variants:
+        rid = run_ids(col, variant, col.plan.profile_phase)[0]
+        sel = col.kernels[col.kernels.run_id == rid]
+        if len(sel):
+            tables[variant] = sel.drop(columns="run_id").reset_index(drop=True)
+    return tables
+
+
+def profiling_pair(col: Collected, variant: str, expected: list[int]) -> ProfilingComparison:
+    """Profiling status of the first profile runs of ``variant`` and the baseline."""
+    base, pphase = col.plan.baseline, col.plan.profile_phase
+    b_id, v_id = run_ids(col, base, pphase)[0], run_ids(col, variant, pphase)[0]
+    res = profiling_status(col.out_dir / "runs" / b_id / "profile",
+                           col.out_dir / "runs" / v_id / "profile", expected,
+                           baseline_failed=_status_of(col.runs, [b_id]) != ["OK"],
+                           variant_failed=_status_of(col.runs, [v_id]) != ["OK"])
+    phases = ([] if res.means is None else
+              [{"phase": ph, "baseline_us": float(row["baseline"]), "variant_us": float(row["variant"])}
+               for ph, row in res.means.iterrows()])
+    return ProfilingComparison(variant=variant, baseline=base, phase=pphase, status=res.status,
+                               reason=res.reason, phases=phases,
+                               device_ids={k: str(v) for k, v in res.device_ids.items()},
+                               profiler_steps=expected)
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return df.to_dict("records")
+
+
+def compare(col: Collected, report: ReportConfig) -> Summary:
     """Build the summary: one comparison per non-baseline variant on the verdict phase, one
     profiling status per variant on the profile phase, kernel tables, parameters, runs."""
-    plan, runs = col.plan, col.runs
+    plan = col.plan
     base = plan.baseline
-    vphase = plan.verdict_phase
-
-    def ids(variant: str, phase: str | None) -> list[str]:
-        return [r.run_id for r in plan.runs if r.variant == variant and r.phase == phase]
-
-    base_spec = next(r for r in plan.runs if r.variant == base and r.phase == vphase)
-    workload = base_spec.config.scheduler.workload
-    dtype = base_spec.config.model.dtype
-    rtol = getattr(report.parity, f"rtol_{dtype}")
-
-    def side(variant: str) -> dict[str, Any]:
-        sel = runs[runs.run_id.isin(ids(variant, vphase))]
-        statuses = sel.status.tolist()
-        mean = _mean(sel.mean_step_s.tolist()) if (sel.status == "OK").all() else None
-        first = _mean(sel.first_step_s.tolist()) if "first_step_s" in sel else None
-        errors = [e for e in sel.log_error.tolist() if e]
-        extra = {k: _mean(sel[k].tolist()) for k in MEANS[workload] if k in sel}
-        sanity = [x for x in sel.get("sanity", pd.Series(dtype=object)).tolist() if isinstance(x, str)]
-        per_repeat = [x for x in sel.mean_step_s.tolist() if x is not None and x == x]
-        cvs = [x for x in sel.get("step_cv_pct", pd.Series(dtype=float)).tolist() if x is not None and x == x]
-        return {"statuses": statuses, "mean_step_s": mean, "first_step_s": first,
-                "per_repeat_s": per_repeat, "step_cv_pct": max(cvs) if cvs else None,
-                "tokens_per_s": _mean(sel.tokens_per_s.tolist()), "log_errors": errors,
-                "metrics": extra, "sanity": sanity[0] if sanity else None,
-                "skipped": bool(statuses) and all(s == "SKIPPED" for s in statuses),
-                "ok": bool(statuses) and all(s == "OK" for s in statuses) and not errors}
-
-    variants_cfg = col.experiment.get("config", {}).get("experiment", {}).get("variants", {})
-    b = side(base)
-    comparisons = []
-    for variant in plan.variants:
-        if variant == base:
-            continue
-        v = side(variant)
-        decision = decide(variant, b["per_repeat_s"], v["per_repeat_s"],
-                          failed=not (b["ok"] and v["ok"]), skipped=v["skipped"] and b["ok"],
-                          level=report.confidence)
-        verdict, gain = decision["verdict"], decision["gain_pct"]
-        if not (b["ok"] and v["ok"]):
-            parity = {"status": "N/A", "reason": "a run of the pair did not succeed"}
-        elif workload == "infer":
-            parity = generation_parity(col.out_dir, ids(base, vphase), ids(variant, vphase), rtol)
-        else:
-            parity = loss_parity(col.steps, ids(base, vphase), ids(variant, vphase), rtol)
-        compile_s = (v["first_step_s"] - v["mean_step_s"]
-                     if v["first_step_s"] is not None and v["mean_step_s"] else None)
-        saving = (b["mean_step_s"] - v["mean_step_s"]) if gain is not None else None
-        break_even = (compile_s / saving if compile_s is not None and saving and saving > 0 else None)
-        # why a side has no number: its runs that did not succeed, and invalid logs
-        pair = runs[runs.run_id.isin(ids(variant, vphase) + ids(base, vphase))]
-        reasons = [f"{r.run_id}: {r.reason}" for r in pair.itertuples()
-                   if r.status != "OK" and r.reason]
-        reasons += [f"{r.run_id}: {r.log_error}" for r in pair.itertuples() if r.log_error]
-        line = verdict + decision["note"]
-        if parity["status"] == "DIVERGED" and verdict.endswith("_FASTER"):
-            where = parity.get("first_diverging_step", parity.get("first_diverging_position"))
-            line += f" (but parity DIVERGED at {'step' if workload == 'sft' else 'token'} {where})"
-        comparisons.append({
-            "variant": variant, "baseline": base, "phase": vphase, "verdict": verdict,
-            "verdict_line": line, "baseline_mean_s": b["mean_step_s"], "variant_mean_s": v["mean_step_s"],
-            "gain_pct": gain, "gain_ci_low": decision["ci_low"], "gain_ci_high": decision["ci_high"],
-            "verdict_kind": decision["kind"], "confidence": report.confidence,
-            "aa": variants_cfg.get(variant) == variants_cfg.get(base),
-            "baseline_repeats_s": b["per_repeat_s"], "variant_repeats_s": v["per_repeat_s"],
-            "baseline_step_cv_pct": b["step_cv_pct"], "variant_step_cv_pct": v["step_cv_pct"],
-            "baseline_tokens_per_s": b["tokens_per_s"],
-            "variant_tokens_per_s": v["tokens_per_s"], "baseline_first_step_s": b["first_step_s"],
-            "variant_first_step_s": v["first_step_s"], "compile_overhead_s": compile_s,
-            "break_even_steps": break_even, "parity": parity, "reasons": reasons,
-            "workload": workload, "baseline_metrics": b["metrics"], "variant_metrics": v["metrics"],
-            "baseline_sanity": b["sanity"], "variant_sanity": v["sanity"],
-        })
-
-    profiling = []
-    kernels: dict[str, list[dict[str, Any]]] = {}
-    kernel_diffs: dict[str, list[dict[str, Any]]] = {}
-    fused_evidence: dict[str, dict[str, Any]] = {}
-    pphase = plan.profile_phase
-    if pphase is not None:
-        spec = next(r for r in plan.runs if r.variant == base and r.phase == pphase)
-        win = spec.config.optimization.profiler_window
-        expected = [s - 1 for s in win.steps]  # profiler step ids are 0-based (REFERENCE §1)
-        tables = {}
-        for variant in plan.variants:
-            rid = ids(variant, pphase)[0]
-            sel = col.kernels[col.kernels.run_id == rid]
-            if len(sel):
-                tables[variant] = sel.drop(columns="run_id").reset_index(drop=True)
-                kernels[variant] = K.top_n(tables[variant], report.top_n_kernels).to_dict("records")
+    comps = comparisons(col, report)
+    profiling: list[ProfilingComparison] = []
+    kernels: dict[str, list[KernelRow]] = {}
+    kernel_diffs: dict[str, list[KernelDiffRow]] = {}
+    fused_evidence: dict[str, FusedEvidence] = {}
+    if plan.profile_phase is not None:
+        spec = next(r for r in plan.runs if r.variant == base and r.phase == plan.profile_phase)
+        # profiler step ids are 0-based (REFERENCE §1)
+        expected = [s - 1 for s in spec.config.optimization.profiler_window.steps]
+        tables = kernel_tables(col)
+        kernels = {v: _records(K.top_n(t, report.top_n_kernels)) for v, t in tables.items()}
         for variant in plan.variants:
             if variant == base:
                 continue
-            b_id, v_id = ids(base, pphase)[0], ids(variant, pphase)[0]
-            b_ok = _status_of(runs, [b_id]) == ["OK"]
-            v_ok = _status_of(runs, [v_id]) == ["OK"]
-            res = profiling_status(col.out_dir / "runs" / b_id / "profile",
-                                   col.out_dir / "runs" / v_id / "profile", expected,
-                                   baseline_failed=not b_ok, variant_failed=not v_ok)
-            phases = []
-            if res.means is not None:
-                for ph, row in res.means.iterrows():
-                    phases.append({"phase": ph, "baseline_us": float(row["baseline"]),
-                                   "variant_us": float(row["variant"])})
-            profiling.append({"variant": variant, "baseline": base, "phase": pphase,
-                              "status": res.status, "reason": res.reason, "phases": phases,
-                              "device_ids": {k: str(v) for k, v in res.device_ids.items()},
-                              "profiler_steps": expected})
+            profiling.append(profiling_pair(col, variant, expected))
             if base in tables and variant in tables:
                 diff = K.diff_kernel_tables(tables[base], tables[variant])
-                kernel_diffs[variant] = diff.head(report.top_n_kernels).to_dict("records")
+                kernel_diffs[variant] = _records(diff.head(report.top_n_kernels))
                 fused_evidence[variant] = K.rmsnorm_evidence(tables[base], tables[variant])
 
-    env = next((r for r in col.results.values() if r), {})
-    params = _parameters(col)
-    headline = [f"{c['variant']} vs {c['baseline']}: {c['verdict_line']}"
-                + (f", gain {c['gain_pct']:+.2f}%" if c["gain_pct"] is not None else "")
-                for c in comparisons]
-    headline += [f"profiling {p['variant']}: {p['status']}" for p in profiling]
-    return {
+    results = {rid: r for rid, r in col.results.items() if r is not None}
+    env = next(iter(results.values()), None)
+    headline = [f"{c.variant.name} vs {c.baseline.name}: {c.verdict_line}"
+                + (f", gain {c.speed.gain_pct:+.2f}%" if c.speed.gain_pct is not None else "")
+                for c in comps]
+    headline += [f"profiling {p.variant}: {p.status}" for p in profiling]
+    return Summary.model_validate({
         "experiment": plan.experiment, "out_dir": str(col.out_dir),
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "created_at": col.experiment.get("created_at"), "baseline": base,
-        "verdict_phase": vphase, "profile_phase": pphase, "repeats": plan.repeats,
-        "skip_policy": plan.skip_policy,
+        "verdict_phase": plan.verdict_phase, "profile_phase": plan.profile_phase,
+        "repeats": plan.repeats, "skip_policy": plan.skip_policy,
         "variants": {name: _dotted(over) for name, over in
                      col.experiment.get("config", {}).get("experiment", {}).get("variants", {}).items()},
         "assets": col.experiment.get("assets", {}),
-        "environment": {k: env.get(k) for k in ("python", "platform", "backend", "device",
-                                                "torch_threads", "versions", "params")},
-        "parameters": params,
-        "runs": col.runs.where(col.runs.notna(), None).to_dict("records"),
-        "switches": {rid: r.get("switches", []) for rid, r in col.results.items() if r},
-        "ranks": {rid: r["ranks"] for rid, r in col.results.items() if r and r.get("ranks")},
-        "comparisons": comparisons, "profiling": profiling, "kernels": kernels,
+        "environment": env.model_dump(include=set(Environment.model_fields),
+                                      exclude_none=True) if env else {},
+        "parameters": _parameters(col),
+        "runs": _records(col.runs.where(col.runs.notna(), None)),
+        "switches": {rid: r.switches for rid, r in results.items()},
+        "ranks": {rid: r.ranks for rid, r in results.items() if r.ranks},
+        "comparisons": comps, "profiling": profiling, "kernels": kernels,
         "kernel_diffs": kernel_diffs, "fused_evidence": fused_evidence,
         "caveat": CAVEAT if plan.repeats == 1 else "",
         "headline": headline,
-    }
+    })
 
 
 def _dotted(overrides: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -295,7 +329,7 @@ def _dotted(overrides: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _parameters(col: Collected) -> list[dict[str, Any]]:
+def _parameters(col: Collected) -> list[PhaseParameters]:
     """Per phase: the run parameters of the baseline's run (the variants differ only by their
     overrides, listed beside)."""
     out = []
@@ -304,9 +338,9 @@ def _parameters(col: Collected) -> list[dict[str, Any]]:
         c = spec.config
         s = c.scheduler.model_dump()
         s.pop("workload", None)
-        out.append({"phase": phase, "workload": c.scheduler.workload, "model": c.model.name,
-                    "dtype": c.model.dtype, "data": c.data.name, "world_size": c.parallel.world_size,
-                    "backend": c.backend.name, "scheduler": s,
-                    "profiler": (c.optimization.profiler_window.model_dump()
-                                 if c.optimization.profiler else None)})
+        out.append(PhaseParameters(
+            phase=phase, workload=c.scheduler.workload, model=c.model.name, dtype=c.model.dtype,
+            data=c.data.name, world_size=c.parallel.world_size, backend=c.backend.name,
+            scheduler=s, profiler=(c.optimization.profiler_window.model_dump()
+                                   if c.optimization.profiler else None)))
     return out

@@ -41,3 +41,10 @@ class RunSkipped(AfbenchError):
     """A switch or setting that the backend cannot honour; the run is SKIPPED with the reason."""
 
     exit_code = 125
+
+
+class OutputError(AfbenchError):
+    """A file of an output directory (result.json, summary.json) does not fit its schema or is
+    of a newer schema_version; the message names the file."""
+
+    exit_code = 2

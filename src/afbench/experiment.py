@@ -182,7 +182,7 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     finally:
         summary = build_report(out_dir)
         log.info("afbench: report %s", out_dir / "report.md")
-    for line in summary.get("headline", []):
+    for line in summary.headline:
         log.info("%s", line)
-    invalid_logs = [r["run_id"] for r in summary.get("runs", []) if r.get("log_error")]
+    invalid_logs = [r.run_id for r in summary.runs if r.log_error]
     return 1 if "FAILED" in statuses.values() or invalid_logs else 0

@@ -66,8 +66,12 @@ class Plan(BaseModel):
 
 
 class RunStatus(BaseModel):
-    """Outcome of one run, written to ``<run_dir>/status.json``."""
+    """Outcome of one run, written to ``<run_dir>/status.json``. One written before
+    ``schema_version`` existed (version 0) holds the same fields and loads as this one."""
 
+    # the output schema version, equal to afbench.results.SCHEMA_VERSION (a test pins it;
+    # this leaf module may not import afbench.results)
+    schema_version: int = 1
     run_id: str
     status: str  # OK | FAILED | SKIPPED
     exit_code: int | None

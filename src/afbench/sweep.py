@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 
 from afbench.analysis.verdict import RUN_FAILED
 from afbench.io import write_json_atomic, write_text_atomic
+from afbench.results import SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 # Set by jobs that failed (same process with the basic launcher); read by afbench.cli.main.
@@ -96,14 +97,12 @@ def _report_settings(jobs: list[Path]) -> dict[str, Any]:
     return {}
 
 
-def _finite_mean(values: list[Any]) -> float | None:
-    vals = [float(v) for v in values if v is not None and v == v]
-    return sum(vals) / len(vals) if vals else None
-
-
 def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[dict[str, Any]]:
-    """One entry per variant of one job (one entry, failed, for a job that never planned)."""
+    """One entry per variant of one job (one entry, failed, for a job that never planned),
+    from the variant's :class:`afbench.results.Side` on the verdict phase."""
+    from afbench.analysis.stats import finite_mean
     from afbench.collect import collect
+    from afbench.compare import side, workload_of
 
     name = ",".join(f"{k}={setting.get(k, '')}" for k in keys) or job.name
     if not (job / "plan.json").is_file():
@@ -115,17 +114,17 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[d
     col = collect(job)
     runs = col.runs
     out = []
+    workload = workload_of(col)
     for variant in col.plan.variants:
         sel = runs[(runs.variant == variant) & (runs.phase == col.plan.verdict_phase)]
-        ok = bool(len(sel)) and (sel.status == "OK").all() and not any(sel.log_error)
-        per_repeat = [float(x) for x in sel.mean_step_s.tolist() if x is not None and x == x]
-        tokens = sel.tokens_per_s.tolist() if "tokens_per_s" in sel and ok else []
+        v = side(col, variant, col.plan.verdict_phase, workload)
         out.append({"name": name + (f" [{variant}]" if len(col.plan.variants) > 1 else ""),
                     "job": job.name, "variant": variant, "setting": setting,
-                    "ok": ok, "statuses": sel.status.tolist(), "per_repeat_s": per_repeat,
-                    "mean_step_s": sum(per_repeat) / len(per_repeat) if per_repeat else None,
-                    # NaN (no tokens/s logged) would make sweep_summary.json invalid JSON
-                    "tokens_per_s": _finite_mean(tokens),
+                    "ok": v.ok, "statuses": v.statuses, "per_repeat_s": v.repeats_s,
+                    # unlike a comparison's side, a sweep ranks by the repeats that did finish
+                    "mean_step_s": finite_mean(v.repeats_s),
+                    "tokens_per_s": v.tokens_per_s if v.ok else None,
+                    # every run's note, resumed ones included, without the run id
                     "reasons": [r for r in sel.reason.tolist() + sel.log_error.tolist() if r],
                     "is_plan_baseline": variant == col.plan.baseline})
     return out
@@ -163,16 +162,16 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
         if c is base:
             c.update(verdict="BASELINE", gain_pct=0.0, ci_low=None, ci_high=None, note="")
             continue
-        d = decide("variant", base["per_repeat_s"] if base else [],
-                   c["per_repeat_s"], failed=not (c["ok"] and base and base["ok"]), skipped=False,
-                   level=level)
-        verdict = d["verdict"].replace("VARIANT_FASTER", "FASTER")
-        c.update(verdict=verdict, gain_pct=d["gain_pct"], ci_low=d["ci_low"], ci_high=d["ci_high"],
-                 note=d["note"])
+        verdict, speed = decide("variant", base["per_repeat_s"] if base else [],
+                                c["per_repeat_s"], failed=not (c["ok"] and base and base["ok"]),
+                                skipped=False, level=level)
+        c.update(verdict=verdict.replace("VARIANT_FASTER", "FASTER"), gain_pct=speed.gain_pct,
+                 ci_low=speed.ci_low, ci_high=speed.ci_high, note=speed.note)
     ranked = sorted(combos, key=lambda c: (c["verdict"] == RUN_FAILED, c["mean_step_s"] is None,
                                            c["mean_step_s"] or 0.0))
     effects = main_effects(combos, keys)
-    summary = {"sweep_dir": str(sweep_dir), "jobs": len(jobs), "swept_keys": keys,
+    summary = {"schema_version": SCHEMA_VERSION,
+               "sweep_dir": str(sweep_dir), "jobs": len(jobs), "swept_keys": keys,
                "baseline": base["name"] if base else None, "sweep_baseline": baseline,
                "confidence": level, "combinations": ranked, "main_effects": effects,
                "failed": [c["name"] for c in combos if c["verdict"] == RUN_FAILED]}
@@ -209,12 +208,14 @@ def main_effects(combos: list[dict], keys: list[str]) -> list[dict[str, Any]]:
     valid = [c for c in combos if c.get("gain_pct") is not None]
     if not valid:
         return []
-    overall = sum(c["gain_pct"] for c in valid) / len(valid)
+    from afbench.analysis.stats import finite_mean
+
+    overall = finite_mean(c["gain_pct"] for c in valid)
     out = []
     for key in keys:
         for value in sorted({c["setting"].get(key, "") for c in valid}):
             group = [c["gain_pct"] for c in valid if c["setting"].get(key, "") == value]
-            mean = sum(group) / len(group)
+            mean = finite_mean(group)
             out.append({"key": key, "value": value, "combinations": len(group),
                         "mean_gain_pct": mean, "effect_pct": mean - overall})
     return out

@@ -17,6 +17,7 @@ from afbench.engines.registry import engine_for
 from afbench.errors import ConfigError, RunFailed, RunSkipped
 from afbench.io import write_json_atomic
 from afbench.runspec import ERROR_PREFIX, SKIP_PREFIX, SKIPPED_EXIT_CODE, RunSpec
+from afbench.results import SCHEMA_VERSION
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         print(ERROR_PREFIX + f"{type(exc).__name__}: {exc}".splitlines()[0], flush=True)
         return 1
     if rank == 0:
-        write_json_atomic(Path(spec.run_dir) / "result.json", result)
+        write_json_atomic(Path(spec.run_dir) / "result.json",
+                          {"schema_version": SCHEMA_VERSION, **result})
     return 0
 
 

@@ -107,3 +107,11 @@ def test_interval_rejects_too_few_values_bad_level_or_non_positive_baseline(
 ):
     with pytest.raises(ValueError):
         t_interval_of_gain(baseline, variant, level)
+
+
+def test_finite_mean_leaves_out_missing_and_non_finite_entries():
+    from afbench.analysis.stats import finite_mean
+
+    assert finite_mean([1.0, None, float("nan"), 3.0, float("inf")]) == 2.0
+    assert finite_mean([None, float("nan")]) is None
+    assert finite_mean([]) is None

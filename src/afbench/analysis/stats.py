@@ -124,3 +124,11 @@ def t_interval_of_gain(
     df = variance**2 / (term_v**2 / (v.size - 1) + term_b**2 / (b.size - 1))
     half_width = t_ppf(0.5 + level / 2.0, df) * math.sqrt(variance) * 100.0
     return gain, gain - half_width, gain + half_width
+
+
+def finite_mean(values: Iterable[float | None]) -> float | None:
+    """Mean of the finite entries of ``values`` (``None``, NaN and inf are left out, as a
+    missing number in a table is), in the input unit; ``None`` when no entry is left."""
+    array = np.asarray([v for v in values if v is not None], dtype=float)
+    array = array[np.isfinite(array)]
+    return float(array.mean()) if array.size else None

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     except AfbenchError as exc:
         print(f"afbench.report: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    for line in summary.get("headline", []):
+    for line in summary.headline:
         print(line)
     print(f"afbench.report: wrote {args.out_dir / 'report.md'}")
     return 0

@@ -1,7 +1,7 @@
 """Plots of the HTML report, as inline SVG markup.
 
-Pure functions of the summary (the dict of :func:`afbench.compare.compare`, as in summary.json)
-and the per-step table (collect's ``steps``, ``results/steps.parquet``). Each returns a
+Pure functions of the summary (the :class:`afbench.results.Summary` of
+:func:`afbench.compare.compare`, read by attribute) and the per-step table (collect's ``steps``, ``results/steps.parquet``). Each returns a
 :class:`Plot`: its ``<svg>`` markup, or no markup and a one-line ``note`` saying why it is
 omitted, because a partial output directory (no profile, failed runs) is normal, not an error.
 
@@ -22,9 +22,12 @@ import re
 import sys
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from afbench.results import Summary
 
 log = logging.getLogger(__name__)
 
@@ -126,13 +129,13 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def variant_colours(summary: dict[str, Any]) -> dict[str, str]:
+def variant_colours(summary: Summary) -> dict[str, str]:
     """One colour per variant, stable across the plots: the baseline slate, the others a palette
-    in the order of ``summary["variants"]`` (then of the comparisons)."""
-    base = summary.get("baseline")
-    names = list(summary.get("variants") or {})
-    names += [c["variant"] for c in summary.get("comparisons", []) if c["variant"] not in names]
-    names += [v for v in summary.get("kernels", {}) if v not in names]
+    in the order of ``summary.variants`` (then of the comparisons)."""
+    base = summary.baseline
+    names = list(summary.variants)
+    names += [c.variant.name for c in summary.comparisons if c.variant.name not in names]
+    names += [v for v in summary.kernels if v not in names]
     out, i = {}, 0
     for name in names:
         if name == base:
@@ -145,12 +148,12 @@ def variant_colours(summary: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _measured_window(summary: dict[str, Any], steps: pd.DataFrame) -> tuple[float, float] | None:
+def _measured_window(summary: Summary, steps: pd.DataFrame) -> tuple[float, float] | None:
     """(first, last) measured step of the verdict phase: the scheduler's ``measure`` window for
     training, the ``measured`` flag of the per-run rows for inference."""
-    for p in summary.get("parameters", []):
-        if p.get("phase") == summary.get("verdict_phase"):
-            m = (p.get("scheduler") or {}).get("measure")
+    for p in summary.parameters:
+        if p.phase == summary.verdict_phase:
+            m = p.scheduler.get("measure")
             if isinstance(m, dict) and _finite(m.get("first_step")) and _finite(m.get("last_step")):
                 return float(m["first_step"]), float(m["last_step"])
     if "measured" in steps:
@@ -164,7 +167,7 @@ def _legend_columns(n: int) -> int:
     return 1 if n <= 14 else 2
 
 
-def step_time_plot(summary: dict[str, Any], steps: pd.DataFrame | None,
+def step_time_plot(summary: Summary, steps: pd.DataFrame | None,
                    L: dict[str, str]) -> Plot:
     """Step time (s) against step, one line per run of the verdict phase, coloured by variant
     (later repeats fainter), the measured window shaded; log scale when the slowest step is
@@ -173,12 +176,12 @@ def step_time_plot(summary: dict[str, Any], steps: pd.DataFrame | None,
     if steps is None or steps.empty or not {"step", "step_time_s", "run_id", "variant"} <= set(steps):
         return Plot(note=L["no_steps_plot"])
     sel = steps
-    if "phase" in steps and summary.get("verdict_phase") is not None:
-        sel = steps[steps["phase"] == summary["verdict_phase"]]
+    if "phase" in steps and summary.verdict_phase is not None:
+        sel = steps[steps["phase"] == summary.verdict_phase]
     sel = sel[pd.to_numeric(sel["step_time_s"], errors="coerce").gt(0)]
     if sel.empty:
         return Plot(note=L["no_steps_plot"])
-    infer = any(c.get("workload") == "infer" for c in summary.get("comparisons", [])) or (
+    infer = any(c.workload == "infer" for c in summary.comparisons) or (
         "tpot_ms_mean" in sel and "loss" not in sel)
     panels = [("step_time_s", L["axis_step_time"])]
     if infer and "tpot_ms_mean" in sel and pd.to_numeric(sel["tpot_ms_mean"], errors="coerce").gt(0).any():
@@ -229,23 +232,23 @@ def step_time_plot(summary: dict[str, Any], steps: pd.DataFrame | None,
     return Plot(svg=_svg(fig))
 
 
-def gain_plot(summary: dict[str, Any], L: dict[str, str]) -> Plot:
+def gain_plot(summary: Summary, L: dict[str, str]) -> Plot:
     """Gain vs baseline (%) per variant as horizontal bars (green faster, red slower), with
-    error bars from ``gain_ci_low``/``gain_ci_high`` where a comparison carries them; a
+    error bars from ``speed.ci_low``/``speed.ci_high`` where a comparison carries them; a
     variant without a gain (failed, skipped) is listed with "n/a"."""
-    comps = summary.get("comparisons", [])
-    if not any(_finite(c.get("gain_pct")) for c in comps):
+    comps = summary.comparisons
+    if not any(_finite(c.speed.gain_pct) for c in comps):
         return Plot(note=L["no_gain_plot"])
     n = len(comps)
-    gains = [c["gain_pct"] if _finite(c.get("gain_pct")) else None for c in comps]
-    lows = [c.get("gain_ci_low") for c in comps]
-    highs = [c.get("gain_ci_high") for c in comps]
+    gains = [c.speed.gain_pct if _finite(c.speed.gain_pct) else None for c in comps]
+    lows = [c.speed.ci_low for c in comps]
+    highs = [c.speed.ci_high for c in comps]
     has_ci = [g is not None and _finite(lo) and _finite(hi) for g, lo, hi in zip(gains, lows, highs)]
-    level = next((c.get("confidence") for c in comps if c.get("confidence") is not None), None)
+    level = next((c.speed.level for c in comps if c.speed.level is not None), None)
     top = 0.32 if any(has_ci) else 0.1  # room for the error bars' legend above the axes
     fig = _figure(WIDE_IN, 0.65 + top + 0.3 * max(n, 2))
     ax = fig.add_subplot()
-    names = [c["variant"] for c in comps]
+    names = [c.variant.name for c in comps]
     _margins(fig, left=0.3 + max(_text_in(x, 9) for x in names), right=0.3, bottom=0.5, top=top)
     ys = list(range(n))
     ax.barh(ys, [g or 0.0 for g in gains], height=0.6 if n > 1 else 0.45,
@@ -278,21 +281,21 @@ def gain_plot(summary: dict[str, Any], L: dict[str, str]) -> Plot:
     return Plot(svg=_svg(fig))
 
 
-def phase_plot(summary: dict[str, Any], L: dict[str, str]) -> Plot:
+def phase_plot(summary: Summary, L: dict[str, str]) -> Plot:
     """Per-step phase means (ms) of the profile phase: Computing / Communication(Not Overlapped)
     / Free stacked per variant (baseline first), and Overlapped in its own panel beside, since
     it overlaps the others and adding it would count time twice."""
-    entries = [p for p in summary.get("profiling", []) if p.get("phases")]
+    entries = [p for p in summary.profiling if p.phases]
     if not entries:
         return Plot(note=L["no_phase_plot"])
-    base = entries[0]["baseline"]
+    base = entries[0].baseline
     rows: list[tuple[str, dict[str, float]]] = [
-        (base, {ph["phase"]: ph["baseline_us"] / 1e3 for ph in entries[0]["phases"]
-                if _finite(ph.get("baseline_us"))})]
+        (base, {ph.phase: ph.baseline_us / 1e3 for ph in entries[0].phases
+                if _finite(ph.baseline_us)})]
     for p in entries:
-        label = p["variant"] if p.get("status") == "COMPARABLE" else f"{p['variant']} ({p.get('status')})"
-        rows.append((label, {ph["phase"]: ph["variant_us"] / 1e3 for ph in p["phases"]
-                             if _finite(ph.get("variant_us"))}))
+        label = p.variant if p.status == "COMPARABLE" else f"{p.variant} ({p.status})"
+        rows.append((label, {ph.phase: ph.variant_us / 1e3 for ph in p.phases
+                             if _finite(ph.variant_us)}))
     n = len(rows)
     fig = _figure(WIDE_IN, 1.05 + 0.32 * n)
     ax, ax_ov = fig.subplots(1, 2, sharey=True, width_ratios=[4, 1.2])
@@ -338,19 +341,19 @@ def _short(name: str, n: int = KERNEL_LABEL_CHARS) -> str:
     return name[:head] + "…" + name[len(name) - (n - 1 - head):]
 
 
-def kernel_plots(summary: dict[str, Any], L: dict[str, str]) -> dict[str, Plot]:
+def kernel_plots(summary: Summary, L: dict[str, str]) -> dict[str, Plot]:
     """Top ops per variant by self time (ms), horizontal bars labelled with ms and % of the
     profiled time, one shared x scale so variants compare at a glance (the full names are in
     the table beside). Laid out by hand, without tick machinery: a sweep draws one per variant,
     so each must be cheap."""
-    tables = {v: rows for v, rows in summary.get("kernels", {}).items() if rows}
+    tables = {v: rows for v, rows in summary.kernels.items() if rows}
     if not tables:
         return {}
     colours = variant_colours(summary)
     all_rows = [r for rows in tables.values() for r in rows]
-    xmax = max((r["total_us"] for r in all_rows if _finite(r.get("total_us"))), default=0.0) / 1e3 or 1.0
+    xmax = max((r.total_us for r in all_rows if _finite(r.total_us)), default=0.0) / 1e3 or 1.0
     size = 8.0
-    label_in = 0.1 + max(len(_short(r["op_type"])) for r in all_rows) * 0.61 * size / 72
+    label_in = 0.1 + max(len(_short(r.op_type)) for r in all_rows) * 0.61 * size / 72
     value_in = 0.1 + _text_in(f" {xmax:,.1f} ms · 100.0%", size)
     width = KERNEL_WIDTH_IN
     out = {}
@@ -360,22 +363,22 @@ def kernel_plots(summary: dict[str, Any], L: dict[str, str]) -> dict[str, Plot]:
         fig = _figure(width, height)
         ax = fig.add_axes((label_in / width, 0.08 / height, 1 - (label_in + value_in) / width,
                            1 - 0.16 / height))
-        vals = [r["total_us"] / 1e3 if _finite(r.get("total_us")) else 0.0 for r in rows]
+        vals = [r.total_us / 1e3 if _finite(r.total_us) else 0.0 for r in rows]
         ax.barh(range(n), vals, height=0.68, color=colours.get(variant, PALETTE[0]))
         ax.set_xlim(0, xmax)
         ax.set_ylim(n - 0.5, -0.5)
         label_tf = ax.get_yaxis_transform()
         for i, (r, v) in enumerate(zip(rows, vals)):
-            ax.text(-0.015, i, _short(r["op_type"]), transform=label_tf, ha="right", va="center",
+            ax.text(-0.015, i, _short(r.op_type), transform=label_tf, ha="right", va="center",
                     fontsize=size, color="#1e293b", family="monospace")
-            pct = f" · {r['ratio_pct']:.1f}%" if _finite(r.get("ratio_pct")) else ""
+            pct = f" · {r.ratio_pct:.1f}%" if _finite(r.ratio_pct) else ""
             ax.text(v, i, f" {v:,.1f} ms{pct}", ha="left", va="center", fontsize=size, color="#334155")
         ax.set_axis_off()
         out[variant] = Plot(svg=_svg(fig))
     return out
 
 
-def report_plots(summary: dict[str, Any], steps: pd.DataFrame | None,
+def report_plots(summary: Summary, steps: pd.DataFrame | None,
                  L: dict[str, str]) -> dict[str, Any]:
     """All plots of the HTML report: ``step_time``, ``gains``, ``phases`` (each a
     :class:`Plot`), ``kernels`` (variant -> :class:`Plot`) and ``kernels_note`` (why a variant

@@ -1,9 +1,10 @@
 """Render the summary with Jinja2 into report.md and report.html, and write the tables.
 
 Templates: ``report.md.j2`` and ``report.html.j2`` from ``report.template_dir`` when set (a
-user's own), else the shipped ``templates/``. They get ``s`` (the summary, as in summary.json)
-and ``L`` (the labels of ``report.lang`` from ``templates/labels.yaml``); the HTML template also
-gets ``plots`` (:func:`afbench.report.plots.report_plots`: inline SVG figures, or notes).
+user's own), else the shipped ``templates/``. They get ``s`` (the :class:`afbench.results.Summary`;
+its attributes, e.g. ``s.comparisons[0].variant.mean_step_s``) and ``L`` (the labels of
+``report.lang`` from ``templates/labels.yaml``); the HTML template also gets ``plots``
+(:func:`afbench.report.plots.report_plots`: inline SVG figures, or notes).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import yaml
 
 from afbench.config.models import ReportConfig
 from afbench.io import read_json, write_json_atomic, write_text_atomic
+from afbench.results import Summary, load_summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,10 +60,12 @@ def environment(template_dir: str | None) -> jinja2.Environment:
     return env
 
 
-def render(summary: dict[str, Any], out_dir: Path, report: ReportConfig) -> list[Path]:
+def render(summary: Summary | dict[str, Any], out_dir: Path, report: ReportConfig) -> list[Path]:
     """Render ``report.md`` / ``report.html`` (per ``report.formats``) atomically into out_dir.
-    The HTML's step-time plot reads ``out_dir/results/steps.parquet`` when it exists."""
-    return _render(summary, Path(out_dir), report, steps=None)
+    ``summary``: a Summary, or summary.json's content of any schema version
+    (:func:`afbench.results.load_summary`). The HTML's step-time plot reads
+    ``out_dir/results/steps.parquet`` when it exists."""
+    return _render(load_summary(summary), Path(out_dir), report, steps=None)
 
 
 def _steps_table(out_dir: Path) -> pd.DataFrame | None:
@@ -73,7 +77,7 @@ def _steps_table(out_dir: Path) -> pd.DataFrame | None:
     return pd.read_parquet(path)
 
 
-def _render(summary: dict[str, Any], out_dir: Path, report: ReportConfig,
+def _render(summary: Summary, out_dir: Path, report: ReportConfig,
             steps: pd.DataFrame | None) -> list[Path]:
     env = environment(report.template_dir)
     L = labels(report.lang)
@@ -92,9 +96,10 @@ def _render(summary: dict[str, Any], out_dir: Path, report: ReportConfig,
     return written
 
 
-def build_report(out_dir: Path, report: ReportConfig | None = None) -> dict[str, Any]:
+def build_report(out_dir: Path, report: ReportConfig | None = None) -> Summary:
     """Collect ``out_dir``, compare, write tables (results/*.parquet + .csv), summary.json and
-    the rendered report. Works offline on any existing (also partial) output directory."""
+    the rendered report; returns the summary. Works offline on any existing (also partial)
+    output directory, of any schema version."""
     from afbench.collect import collect
     from afbench.compare import compare
 
@@ -110,6 +115,6 @@ def build_report(out_dir: Path, report: ReportConfig | None = None) -> dict[str,
         (tables / f".{name}.parquet.tmp").replace(tables / f"{name}.parquet")
         write_text_atomic(tables / f"{name}.csv", df.to_csv(index=False))
     summary = compare(col, report)
-    write_json_atomic(out_dir / "summary.json", summary)
+    write_json_atomic(out_dir / "summary.json", summary.model_dump(mode="json"))
     _render(summary, out_dir, report, steps=col.steps)
     return summary

@@ -1,0 +1,455 @@
+"""Typed results: what afbench writes after a run and after a comparison, and reads back.
+
+The worker writes ``result.json`` (:class:`RunResult`) and ``metrics.jsonl`` lines
+(:class:`StepRecord`); :func:`afbench.compare.compare` builds a :class:`Summary`, written as
+``summary.json`` and handed to the report templates and plots, which read its attributes.
+
+Every file carries ``schema_version`` (:data:`SCHEMA_VERSION`). Directories written before
+it existed have none: that is version 0, and the ``load_*`` functions read both, so resume and
+offline re-render keep working on old output directories (tests/fixtures/results holds one
+directory per version). A leaf module: pydantic and the standard library only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SCHEMA_VERSION = 1
+
+
+class _Open(BaseModel):
+    """A record that keeps fields it does not name (engine-specific or newer ones)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# --- one run ------------------------------------------------------------------------------
+
+class StepRecord(_Open):
+    """One ``metrics.jsonl`` line of kind ``step``: one training step, or one inference run
+    over every prompt. JSON keys as every engine writes them; an engine may add its own
+    (``lr``, ``step_time_source``, ``total_time_s``, ...), which are kept.
+
+    step_time_s: seconds per step, wall clock, device-synchronised (the engine's own timer;
+      the verdict uses the strict parse of the step log instead). tokens: tokens in the step.
+    """
+
+    kind: str = "step"
+    step: int
+    step_time_s: float | None = None
+    loss: float | None = None
+    grad_norm: float | None = None
+    # counts, but a command engine's regex may capture them as floats: both are kept as written
+    tokens: int | float | None = None
+    tokens_per_s: float | None = None
+    measured: bool | None = None  # inference: False for warmup runs
+    prompt_tokens: int | float | None = None
+    generated_tokens: int | float | None = None
+    ttft_ms: float | None = None  # time to first token, ms, mean over the run's batches
+    tpot_ms_mean: float | None = None  # time per output token, ms
+    tpot_ms_p50: float | None = None
+    tpot_ms_p90: float | None = None
+
+
+class SwitchRecord(_Open):
+    """What one switch did in one run (:class:`afbench.switches.SwitchReport` as JSON)."""
+
+    name: str
+    applied: bool | None = None
+    detail: str = ""
+
+
+class RankAgreement(_Open):
+    """Data-parallel runs: whether every rank ended with the same parameters."""
+
+    world_size: int
+    param_checksums: list[float] = []
+    params_identical: bool
+
+
+class Environment(BaseModel):
+    """Where the runs ran, as a run's result.json records it (the
+    summary shows the first run's); params: the model's parameter count."""
+
+    python: str | None = None
+    platform: str | None = None
+    backend: str | None = None
+    device: str | None = None
+    torch_threads: int | None = None
+    versions: dict[str, Any] = {}
+    params: int | None = None
+
+
+class RunResult(Environment):
+    """``result.json`` of one successful run, written by the worker. Engines add their own
+    fields (argv, memory, tokens_per_step, ...), which are kept.
+
+    first_step_s: seconds of the first step (time to first step, includes compilation).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = SCHEMA_VERSION
+    workload: str | None = None
+    engine: str | None = None
+    first_step_s: float | None = None
+    switches: list[SwitchRecord] = []
+    ranks: RankAgreement | None = None  # data-parallel runs only
+    sanity: dict[str, Any] | None = None  # afbench.analysis.sanity.sanity_check's dict
+
+    @field_validator("ranks", mode="before")
+    @classmethod
+    def _single_process_has_no_ranks(cls, value: Any) -> Any:
+        return value or None  # a single-process SFT run writes {}
+
+
+# --- one comparison -----------------------------------------------------------------------
+
+class WindowMetrics(BaseModel):
+    """Means over the measured window of a side's runs (repeats averaged); ``None`` where the
+    workload does not log the field. ms for TTFT/TPOT, tokens/s, token counts per step."""
+
+    tokens_per_s: float | None = None
+    loss: float | None = None
+    ttft_ms: float | None = None
+    tpot_ms_mean: float | None = None
+    tpot_ms_p50: float | None = None
+    tpot_ms_p90: float | None = None
+    generated_tokens: float | None = None
+    prompt_tokens: float | None = None
+
+
+class Side(BaseModel):
+    """One variant's numbers on the verdict phase, over its repeats.
+
+    mean_step_s: mean of the per-repeat mean step times (seconds, strict log parse of the
+      measured window); ``None`` unless every run is OK. repeats_s: those per-repeat means.
+    first_step_s: mean time to first step (s). step_cv_pct: the worst repeat's coefficient of
+    variation of its window's step times, in percent. tokens_per_s: mean over the repeats.
+    """
+
+    name: str
+    statuses: list[str] = []
+    ok: bool = False
+    skipped: bool = False
+    mean_step_s: float | None = None
+    repeats_s: list[float] = []
+    first_step_s: float | None = None
+    step_cv_pct: float | None = None
+    tokens_per_s: float | None = None
+    log_errors: list[str] = []
+    metrics: WindowMetrics = WindowMetrics()
+    sanity: str | None = None  # inference text sanity of the first run: ok | warning | failed
+
+
+class Speed(_Open):
+    """The gain of the variant over the baseline and its interval.
+
+    gain_pct: ``(baseline - variant) / baseline * 100`` of the mean step time (positive =
+    faster). ci_low/ci_high: the interval at ``level`` (None for a quick one-round verdict).
+    kind: ``quick`` | ``interval`` | ``none``; method names the statistic. Open to new fields
+    (``n_pairs``, ``mde_pct``, ...) so a statistics upgrade adds them without a new schema.
+    """
+
+    gain_pct: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    level: float | None = None
+    kind: str = "none"
+    method: str | None = None
+    note: str = ""  # appended to the verdict in the verdict line
+
+
+class CurvePoint(BaseModel):
+    step: int
+    baseline: float
+    variant: float
+    abs_diff: float
+
+
+class Divergence(BaseModel):
+    prompt_index: int
+    position: int
+    baseline_text: str
+    variant_text: str
+
+
+class Parity(BaseModel):
+    """Result parity of the pair: MATCH | DIVERGED | N/A (with ``reason``).
+
+    Training fills the loss fields (per-step loss, relative tolerance ``rtol``); inference the
+    generation fields (greedy tokens, then logits against ``logit_tolerance`` = rtol x max
+    |baseline logit|).
+    """
+
+    status: str
+    reason: str | None = None
+    rtol: float | None = None
+    steps_compared: int | None = None
+    max_abs_diff: float | None = None
+    max_rel_diff: float | None = None
+    first_diverging_step: int | None = None
+    curve: list[CurvePoint] | None = None
+    prompts_compared: int | None = None
+    logits_positions: int | None = None
+    max_abs_logit_diff: float | None = None
+    logit_tolerance: float | None = None
+    logits_match: bool | None = None
+    first_diverging_position: int | None = None
+    first_divergence: Divergence | None = None
+
+    @property
+    def diverged_at(self) -> int | None:
+        """The first diverging step (training) or token position (inference)."""
+        return (self.first_diverging_step if self.first_diverging_step is not None
+                else self.first_diverging_position)
+
+
+class Compile(BaseModel):
+    """Compile cost of the variant: overhead = time to first step - mean step time (s);
+    break-even = overhead / per-step saving (steps), ``None`` when there is no saving."""
+
+    overhead_s: float | None = None
+    break_even_steps: float | None = None
+
+
+class Comparison(BaseModel):
+    """One non-baseline variant against the baseline on the verdict phase."""
+
+    baseline: Side
+    variant: Side
+    phase: str
+    workload: str
+    verdict: str  # <VARIANT>_FASTER | NO_GAIN | RUN_FAILED | SKIPPED
+    verdict_line: str
+    speed: Speed = Speed()
+    parity: Parity = Parity(status="N/A")
+    compile: Compile = Compile()
+    aa: bool = False  # same settings as the baseline: an A/A pair
+    reasons: list[str] = []  # why a side has no number
+
+
+class PhaseMeans(BaseModel):
+    """Per-step mean of one step_trace_time.csv phase, µs."""
+
+    phase: str
+    baseline_us: float
+    variant_us: float
+
+
+class ProfilingComparison(BaseModel):
+    """Profiling status of one variant against the baseline on the profile phase:
+    COMPARABLE | UNAVAILABLE | INCOMPARABLE (:func:`afbench.analysis.steptrace.profiling_status`)."""
+
+    variant: str
+    baseline: str
+    phase: str
+    status: str
+    reason: str = ""
+    phases: list[PhaseMeans] = []
+    device_ids: dict[str, str] = {}
+    profiler_steps: list[int] = []  # 0-based profiler step ids
+
+
+class KernelRow(_Open):
+    """One op type of a normalised kernel table (afbench.analysis.kernels.KERNEL_COLUMNS)."""
+
+    op_type: str
+    count: int
+    total_us: float
+    ratio_pct: float
+
+
+class KernelDiffRow(_Open):
+    """One op type of :func:`afbench.analysis.kernels.diff_kernel_tables`."""
+
+    op_type: str
+    count_baseline: int
+    count_variant: int
+    count_delta: int
+    total_us_baseline: float
+    total_us_variant: float
+    total_us_delta: float
+
+
+class PieceCount(BaseModel):
+    baseline: int
+    variant: int
+    delta: int
+
+
+class FusedCount(PieceCount):
+    op_types: list[str] = []
+
+
+class FusedEvidence(_Open):
+    """:func:`afbench.analysis.kernels.rmsnorm_evidence`: launch counts of the RMSNorm pieces
+    and of the fused op, baseline vs variant."""
+
+    pieces: dict[str, PieceCount]
+    fused: FusedCount
+    pieces_baseline: int | None = None
+    pieces_variant: int | None = None
+    fusion_evident: bool
+
+
+# --- the summary --------------------------------------------------------------------------
+
+class RunRow(_Open):
+    """One row of ``results/runs`` (afbench.collect.Collected.runs), None for missing."""
+
+    run_id: str
+    variant: str
+    phase: str
+    repeat: int
+    status: str
+    exit_code: int | None = None
+    reason: str | None = None
+    wall_s: float | None = None
+    mean_step_s: float | None = None
+    log_error: str | None = ""
+    first_step_s: float | None = None
+    tokens_per_s: float | None = None
+    workload: str | None = None
+    step_cv_pct: float | None = None
+
+
+class Asset(BaseModel):
+    path: str | None = None
+    sha256: str | None = None
+
+
+class Assets(BaseModel):
+    """Content SHA-256 of the model folder and data file (experiment.json ``assets``)."""
+
+    model: Asset = Asset()
+    data: Asset = Asset()
+
+
+class PhaseParameters(BaseModel):
+    """A phase's run parameters, from its baseline run's config."""
+
+    phase: str
+    workload: str
+    model: str
+    dtype: str
+    data: str
+    world_size: int
+    backend: str
+    scheduler: dict[str, Any] = {}
+    profiler: dict[str, Any] | None = None
+
+
+class Summary(BaseModel):
+    """``summary.json``: everything the report shows, machine-readable."""
+
+    schema_version: int = SCHEMA_VERSION
+    experiment: str
+    out_dir: str = ""
+    generated_at: str = ""
+    created_at: str | None = None
+    baseline: str | None = None
+    verdict_phase: str | None = None
+    profile_phase: str | None = None
+    repeats: int = 1
+    skip_policy: str = ""
+    variants: dict[str, dict[str, Any]] = {}  # variant -> dotted overrides
+    assets: Assets = Assets()
+    environment: Environment = Environment()
+    parameters: list[PhaseParameters] = []
+    runs: list[RunRow] = []
+    switches: dict[str, list[SwitchRecord]] = {}
+    ranks: dict[str, RankAgreement] = {}
+    comparisons: list[Comparison] = []
+    profiling: list[ProfilingComparison] = []
+    kernels: dict[str, list[KernelRow]] = {}
+    kernel_diffs: dict[str, list[KernelDiffRow]] = {}
+    fused_evidence: dict[str, FusedEvidence] = {}
+    caveat: str = ""
+    headline: list[str] = Field(default_factory=list)
+
+    @property
+    def workload(self) -> str | None:
+        """The verdict phase's workload (``sft`` | ``infer``), from the comparisons or the
+        parameters; ``None`` when neither says."""
+        if self.comparisons:
+            return self.comparisons[0].workload
+        return next((p.workload for p in self.parameters if p.phase == self.verdict_phase), None)
+
+
+# --- reading ------------------------------------------------------------------------------
+
+def _version(data: dict[str, Any], what: str) -> int:
+    version = data.get("schema_version", 0)
+    if not isinstance(version, int) or not 0 <= version <= SCHEMA_VERSION:
+        raise ValueError(f"{what}: schema_version {version!r} is not one this afbench reads "
+                         f"(0..{SCHEMA_VERSION}); re-render with a newer afbench")
+    return version
+
+
+def _side_v0(c: dict[str, Any], prefix: str) -> dict[str, Any]:
+    return {"name": c.get(prefix, ""), "mean_step_s": c.get(f"{prefix}_mean_s"),
+            "repeats_s": c.get(f"{prefix}_repeats_s") or [],
+            "first_step_s": c.get(f"{prefix}_first_step_s"),
+            "step_cv_pct": c.get(f"{prefix}_step_cv_pct"),
+            "tokens_per_s": c.get(f"{prefix}_tokens_per_s"),
+            "metrics": c.get(f"{prefix}_metrics") or {}, "sanity": c.get(f"{prefix}_sanity")}
+
+
+def _comparison_v0(c: dict[str, Any]) -> dict[str, Any]:
+    """A version-0 comparison (one dict, ``baseline_*``/``variant_*`` keys) as version 1."""
+    return {
+        "baseline": _side_v0(c, "baseline"), "variant": _side_v0(c, "variant"),
+        "phase": c["phase"], "workload": c.get("workload", "sft"), "verdict": c["verdict"],
+        "verdict_line": c.get("verdict_line", c["verdict"]),
+        "speed": {"gain_pct": c.get("gain_pct"), "ci_low": c.get("gain_ci_low"),
+                  "ci_high": c.get("gain_ci_high"), "level": c.get("confidence"),
+                  "kind": c.get("verdict_kind", "none")},
+        "parity": c.get("parity") or {"status": "N/A"},
+        "compile": {"overhead_s": c.get("compile_overhead_s"),
+                    "break_even_steps": c.get("break_even_steps")},
+        "aa": c.get("aa", False), "reasons": c.get("reasons") or [],
+    }
+
+
+def load_summary(data: dict[str, Any] | Summary) -> Summary:
+    """A :class:`Summary` from ``summary.json``'s content, version 0 or 1.
+
+    Raises ValueError (pydantic's ValidationError is one) for a newer schema_version or a
+    summary that does not fit the schema.
+    """
+    if isinstance(data, Summary):
+        return data
+    if _version(data, "summary.json") == 0:
+        data = {**data, "schema_version": SCHEMA_VERSION,
+                "comparisons": [_comparison_v0(c) for c in data.get("comparisons", [])],
+                "environment": {k: v for k, v in (data.get("environment") or {}).items()
+                                if v is not None}}
+    return Summary.model_validate(data)
+
+
+def read_summary(path: Path) -> Summary:
+    """:func:`load_summary` of the ``summary.json`` at ``path``.
+
+    Raises OutputError naming the file when it is not JSON or does not fit the schema."""
+    import json
+
+    from afbench.errors import OutputError
+
+    try:
+        return load_summary(json.loads(Path(path).read_text(encoding="utf-8")))
+    except ValueError as exc:  # JSONDecodeError and pydantic's ValidationError are ValueErrors
+        raise OutputError(f"{path}: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: Exception) -> str:
+    return " ".join(str(exc).split("\n")[:2])
+
+
+def load_result(data: dict[str, Any]) -> RunResult:
+    """A :class:`RunResult` from ``result.json``'s content; no ``schema_version`` = version 0
+    (the same fields). Raises ValueError for a newer version or a malformed result."""
+    return RunResult.model_validate({**data, "schema_version": _version(data, "result.json")})

@@ -1,0 +1,112 @@
+"""Stored output directories of every summary schema version (tests/fixtures/results, see its
+README) still load and re-render to the report they were stored with."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from afbench.config.models import ReportConfig
+from afbench.errors import OutputError
+from afbench.report.render import build_report, labels, render
+from afbench.results import SCHEMA_VERSION, load_result, read_summary
+
+STORED = Path(__file__).parent / "fixtures" / "results"
+VERSIONS = ["v0", "v1"]
+
+
+def rebuild(out_dir: Path):
+    """build_report with the directory's own report settings, Markdown only (the HTML's
+    plots are tested in test_report_html.py and cost seconds here)."""
+    stored = json.loads((out_dir / "experiment.json").read_text())["config"]["report"]
+    return build_report(out_dir, ReportConfig.model_validate({**stored, "formats": ["md"]}))
+
+
+def report_text(path: Path) -> list[str]:
+    """report.md without its "Generated <time> ..., directory <dir>" line."""
+    generated = labels("en")["generated"]
+    return [line for line in path.read_text(encoding="utf-8").splitlines()
+            if not line.startswith(generated)]
+
+
+@pytest.fixture(params=VERSIONS)
+def stored_copy(request, tmp_path) -> tuple[str, Path]:
+    copy = tmp_path / request.param
+    shutil.copytree(STORED / request.param, copy)
+    return request.param, copy
+
+
+def test_rerendering_a_stored_directory_reproduces_its_report(stored_copy):
+    version, copy = stored_copy
+    summary = rebuild(copy)
+    assert report_text(copy / "report.md") == report_text(STORED / version / "report.md")
+    assert summary.schema_version == SCHEMA_VERSION
+    assert json.loads((copy / "summary.json").read_text())["schema_version"] == SCHEMA_VERSION
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_stored_summary_renders_its_report_without_the_run_directories(version, tmp_path):
+    summary = read_summary(STORED / version / "summary.json")
+    render(summary, tmp_path, ReportConfig(formats=["md"]))
+    assert report_text(tmp_path / "report.md") == report_text(STORED / version / "report.md")
+
+
+def numbers(model, fields: tuple[str, ...]) -> dict:
+    """The named fields of a model, flattened one level (metrics -> metrics.<key>), for
+    pytest.approx."""
+    out = {}
+    for name, value in model.model_dump(include=set(fields)).items():
+        if isinstance(value, dict):
+            out.update({f"{name}.{k}": v for k, v in value.items()})
+        elif isinstance(value, list):
+            out.update({f"{name}[{i}]": v for i, v in enumerate(value)})
+        else:
+            out[name] = value
+    return out
+
+
+def test_version_0_comparison_keys_become_the_two_sides(tmp_path):
+    old = read_summary(STORED / "v0" / "summary.json")
+    shutil.copytree(STORED / "v0", tmp_path / "v0")
+    new = rebuild(tmp_path / "v0")  # recomputed from the run directories
+    side_fields = ("name", "mean_step_s", "repeats_s", "first_step_s", "step_cv_pct",
+                   "tokens_per_s", "metrics", "sanity")
+    assert len(old.comparisons) == len(new.comparisons) == 3
+    for a, b in zip(old.comparisons, new.comparisons):
+        for side in ("baseline", "variant"):
+            assert numbers(getattr(a, side), side_fields) == pytest.approx(
+                numbers(getattr(b, side), side_fields))
+        assert numbers(a.speed, ("gain_pct", "ci_low", "ci_high", "level", "kind")) == \
+            pytest.approx(numbers(b.speed, ("gain_pct", "ci_low", "ci_high", "level", "kind")))
+        assert a.compile.model_dump() == pytest.approx(b.compile.model_dump())
+        assert (a.verdict, a.verdict_line, a.aa, a.reasons) == (b.verdict, b.verdict_line, b.aa,
+                                                                b.reasons)
+        assert a.parity == b.parity
+
+
+def test_result_json_without_schema_version_loads_as_version_0():
+    old = load_result(json.loads((STORED / "v0" / "runs" / "plain-train-r1" / "result.json")
+                                 .read_text()))
+    new = load_result(json.loads((STORED / "v1" / "runs" / "plain-train-r1" / "result.json")
+                                 .read_text()))
+    assert (old.schema_version, new.schema_version) == (0, 1)
+    assert old.first_step_s == new.first_step_s == 3.0
+    assert old.argv[-1].endswith("worker.py")  # an engine's own field is kept
+
+
+def test_a_summary_of_a_newer_schema_is_refused_naming_the_file(tmp_path):
+    data = json.loads((STORED / "v1" / "summary.json").read_text())
+    (tmp_path / "summary.json").write_text(json.dumps({**data, "schema_version": 99}))
+    with pytest.raises(OutputError, match=r"summary\.json: schema_version 99 .* newer afbench"):
+        read_summary(tmp_path / "summary.json")
+
+
+def test_status_json_carries_the_same_schema_version_as_the_other_outputs():
+    from afbench.results import SCHEMA_VERSION
+    from afbench.runspec import RunStatus
+
+    status = RunStatus(run_id="a-train-r1", status="OK", exit_code=0, config_hash="0" * 64)
+    assert status.schema_version == SCHEMA_VERSION
