@@ -442,8 +442,7 @@ class SweepRow(_Open):
 class MainEffect(_Open):
     """One swept key's main effect: ``value`` against ``reference`` (the baseline
     combination's value), ``effect_pct`` (percent, positive = faster), the median over
-    ``cells`` cells of the other keys (``dropped``: cells left out, a side failed or is
-    untrusted), with its sign-test interval ``ci_low``/``ci_high`` at ``coverage``."""
+    ``cells`` cells of the other keys (``dropped``: cells left out, a side has no result), with its sign-test interval ``ci_low``/``ci_high`` at ``coverage``."""
 
     key: str
     value: str

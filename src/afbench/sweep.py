@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -100,6 +101,7 @@ def _report_settings(jobs: list[Path]) -> dict[str, Any]:
     return {}
 
 
+_LOG_PREFIX = re.compile(r"^\[[^\]]*\]\[[A-Z]+\] ")  # "[time][LEVEL] " of the job log
 STOPPED_BEFORE_PLAN = ("job stopped before its first run (no plan.json): a config or preflight "
                        "error")
 
@@ -116,12 +118,13 @@ def job_failure_reason(job: Path) -> str:
         except OSError:
             continue
         for line in text:
-            body = line.split("] ", 2)[-1] if line.startswith("[") else line
-            if "afbench: error" in body:
-                lines.append(body.split(": ", 2)[-1] if body.startswith("afbench: error in")
-                             else body.removeprefix("afbench: error: "))
-            elif body.lstrip().startswith("[FAIL]") and body.strip() not in lines:
-                lines.append(body.strip())
+            body = _LOG_PREFIX.sub("", line).strip()
+            if body.startswith("afbench: error in job"):
+                lines.append(body.partition("): ")[2] or body)
+            elif body.startswith("afbench: error: "):
+                lines.append(body.removeprefix("afbench: error: "))
+            elif body.startswith("[FAIL]"):
+                lines.append(body)
     detail = "; ".join(dict.fromkeys(lines))
     return f"{STOPPED_BEFORE_PLAN}: {detail}" if detail else STOPPED_BEFORE_PLAN
 
@@ -348,8 +351,9 @@ def main_effects(rows: list[SweepRow], keys: list[str], base: SweepRow | None,
     the median, over the cells of the other keys (and variants), of
     ``ln(median step with the value / median step with the reference)``, as a gain in
     percent, with a sign-test interval (:func:`afbench.analysis.factorial.main_effect`).
-    A cell with a failed or untrusted side is dropped and counted, so one loaded run cannot
-    carry a whole switch's effect."""
+    Each side is a median of run medians and the effect a median over cells, so one loaded
+    run cannot carry a whole switch's effect; a cell with a side without a result is
+    dropped and counted."""
     from afbench.analysis.factorial import MAIN_EFFECT_METHOD, main_effect  # numpy, on demand
 
     if base is None:
@@ -359,20 +363,25 @@ def main_effects(rows: list[SweepRow], keys: list[str], base: SweepRow | None,
         reference = base.setting.get(key, "")
         others = [k for k in keys if k != key]
 
-        def cell(r: SweepRow) -> tuple:
-            return (r.variant, *(r.setting.get(k, "") for k in others))
+        def others_of(r: SweepRow) -> tuple:
+            return tuple(r.setting.get(k, "") for k in others)
 
-        refs = {cell(r): r for r in rows if same_value(r.setting.get(key, ""), reference)}
+        def same_cell(r: SweepRow, ref: SweepRow) -> bool:
+            # a job that never planned has no variant name: it stands for any of its job's
+            return others_of(r) == others_of(ref) and (
+                r.variant == ref.variant or not r.variant or not ref.variant)
+
+        refs = [r for r in rows if same_value(r.setting.get(key, ""), reference)]
         values = dict.fromkeys(r.setting.get(key, "") for r in rows)
         for value in values:
             if same_value(value, reference):
                 continue
             ratios, dropped = [], 0
             for r in rows:
-                ref = refs.get(cell(r))
+                ref = next((x for x in refs if same_cell(r, x)), None)
                 if r.setting.get(key, "") != value or ref is None:
                     continue
-                if r.median_step_s and ref.median_step_s and not (r.untrusted or ref.untrusted):
+                if r.median_step_s and ref.median_step_s:
                     ratios.append(math.log(r.median_step_s / ref.median_step_s))
                 else:
                     dropped += 1
@@ -390,6 +399,7 @@ def main_effects(rows: list[SweepRow], keys: list[str], base: SweepRow | None,
 def _count_jobs(task_overrides: list[str]) -> int | None:
     """Number of jobs a basic sweep of these overrides makes (None if not computable)."""
     try:
+        # Hydra's parser, 0.2 s: only the sweep's first job needs it, for the ETA
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         parsed = OverridesParser.create().parse_overrides(task_overrides)

@@ -82,6 +82,7 @@ class Plot:
 def _matplotlib() -> tuple[Any, Any, dict[str, Any]]:
     """(matplotlib, Figure, rc settings of the report), imported once; the Agg backend unless
     an interactive session (pyplot already imported) chose its own."""
+    # matplotlib takes about 1 s to import: only an HTML report with plots pays for it
     import matplotlib
 
     if "matplotlib.pyplot" not in sys.modules:
@@ -516,7 +517,7 @@ def sweep_grid_plot(summary: Any, L: dict[str, str]) -> Plot:
     its gain and verdict and linked to the job's report; failed cells grey, untrusted ones
     outlined in amber. ``summary``: an :class:`afbench.results.SweepSummary`."""
     keys = summary.swept_keys
-    if len(keys) != 2 or len({r.variant for r in summary.combinations}) > 1:
+    if len(keys) != 2 or len({r.variant for r in summary.combinations if r.variant}) > 1:
         return Plot(note=L["no_grid_plot"])
     rows_v = list(dict.fromkeys(r.setting.get(keys[0], "") for r in summary.combinations))
     cols_v = list(dict.fromkeys(r.setting.get(keys[1], "") for r in summary.combinations))
@@ -532,8 +533,8 @@ def sweep_grid_plot(summary: Any, L: dict[str, str]) -> Plot:
     ax = fig.add_subplot()
     _margins(fig, left=0.35 + max(_text_in(v, 9) for v in rows_v) + 0.3, right=1.2, bottom=0.55,
              top=0.15)
-    image = ax.imshow(gains, cmap="RdYlGn", vmin=-span, vmax=span, aspect="auto")
-    image.cmap.set_bad("#e2e8f0")
+    cmap = _matplotlib()[0].colormaps["RdYlGn"].with_extremes(bad="#e2e8f0")  # failed: grey
+    image = ax.imshow(gains, cmap=cmap, vmin=-span, vmax=span, aspect="auto")
     for i, a in enumerate(rows_v):
         for j, b in enumerate(cols_v):
             r = cell.get((a, b))
