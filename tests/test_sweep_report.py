@@ -182,3 +182,22 @@ def test_a_main_effect_is_a_median_one_outlying_cell_cannot_move():
     effect = main_effect(cells, 0.9)
     assert effect.effect_pct == pytest.approx(30) and effect.n_cells == 5
     assert effect.ci_low_pct < effect.effect_pct <= effect.ci_high_pct
+
+
+def test_a_sweep_summary_of_the_flat_rows_before_the_typed_one_still_loads():
+    old = {"schema_version": 1, "sweep_dir": "/x", "jobs": 2, "swept_keys": [AF],
+           "baseline": f"{AF}=False", "sweep_baseline": None, "confidence": 0.95,
+           "combinations": [{"name": f"{AF}=True", "job": "1", "variant": "baseline",
+                             "setting": {AF: "True"}, "ok": True, "statuses": ["OK"],
+                             "per_repeat_s": [0.07], "mean_step_s": 0.07, "tokens_per_s": None,
+                             "reasons": [], "is_plan_baseline": True, "verdict": "FASTER",
+                             "gain_pct": 30.0, "ci_low": None, "ci_high": None,
+                             "note": " (quick verdict: one round)"}],
+           "main_effects": [{"key": AF, "value": "True", "combinations": 1,
+                             "mean_gain_pct": 30.0, "effect_pct": 15.0}],
+           "failed": []}
+    s = load_sweep_summary(old)
+    assert s.combinations[0].gain_pct == 30.0 and s.combinations[0].median_step_s is None
+    assert s.main_effects[0].effect_pct == 15.0 and s.main_effects[0].mean_gain_pct == 30.0
+    with pytest.raises(ValueError, match="schema_version"):
+        load_sweep_summary({**old, "schema_version": 99})
