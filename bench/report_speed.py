@@ -89,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         per_job.append(time.perf_counter() - t0)
     print(C.load_line("load after timing"))
 
-    verdicts = [c["verdict"] for c in summary["combinations"]]
-    print(f"sweep summary: {len(summary['combinations'])} combinations, swept keys "
-          f"{summary['swept_keys']}, baseline {summary['baseline']!r}, verdicts "
+    verdicts = [c.verdict for c in summary.combinations]
+    print(f"sweep summary: {len(summary.combinations)} combinations, swept keys "
+          f"{summary.swept_keys}, baseline {summary.baseline!r}, verdicts "
           + ", ".join(f"{v} x{verdicts.count(v)}" for v in sorted(set(verdicts))))
     print("\n-- results --")
     print(f"{'build_sweep_report, first call (cold)':<36} {cold:6.3f} s")

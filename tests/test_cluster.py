@@ -77,7 +77,8 @@ def test_submitit_sweep_report_is_complete(autofuse_sweep):
     assert summary["baseline"] == "optimization.autofuse=False" and summary["failed"] == []
     verdicts = {c["name"]: c["verdict"] for c in summary["combinations"]}
     assert verdicts["optimization.autofuse=False"] == "BASELINE"
-    assert verdicts["optimization.autofuse=True"] in ("FASTER", "NO_GAIN")
+    # equal planted times, one round each: the step-level interval holds 0
+    assert verdicts["optimization.autofuse=True"] in ("NO_GAIN", "INCONCLUSIVE")
     assert all(c["mean_step_s"] == pytest.approx(0.1) for c in summary["combinations"])
     report = (sweep / "sweep_report.md").read_text()
     for name in verdicts:

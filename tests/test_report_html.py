@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -213,15 +212,14 @@ def test_model_output_and_op_names_are_escaped(tmp_path):
     assert "<code>&lt;lambda&gt;</code>" in html
 
 
-def test_sixteen_variant_sweep_renders_well_under_two_seconds(tmp_path):
+def test_sixteen_variants_get_one_top_ops_plot_each_and_compact_cards(tmp_path):
+    # the speed of this render is bench/report_speed.py's to measure, not a unit test's
     summary, steps = synthetic(n_variants=16, steps_per_run=30)
-    write_report(tmp_path, *synthetic(n_variants=2))  # first use imports matplotlib
-    wall, cpu = time.perf_counter(), time.process_time()
     html = write_report(tmp_path, summary, steps)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     assert html.count("<svg") == 3 + 16
-    # CPU time: a busy CI machine stretches the wall clock, not the work done
-    assert cpu < 2.0, f"render of a 16-variant sweep took {cpu:.2f} s CPU ({wall:.2f} s wall)"
+    assert '<div class="cards many">' in html
+    for name in summary.kernels:
+        assert f"{name} <span class=\"method\">" in html
 
 
 # --- in a real browser -----------------------------------------------------------------------

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
+import re
+import statistics
 import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +24,9 @@ import yaml
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from afbench.analysis.verdict import RUN_FAILED
-from afbench.io import write_json_atomic, write_text_atomic
-from afbench.results import SCHEMA_VERSION
+from afbench.analysis.verdict import RUN_FAILED, SKIPPED
+from afbench.io import read_json, write_json_atomic
+from afbench.results import MainEffect, SweepRow, SweepSummary
 
 log = logging.getLogger(__name__)
 # Set by jobs that failed (same process with the basic launcher); read by afbench.cli.main.
@@ -84,9 +89,8 @@ def _job_dirs(sweep_dir: Path) -> list[Path]:
 
 def _report_settings(jobs: list[Path]) -> dict[str, Any]:
     """The ``report`` section the jobs ran with (from their experiment.json), so that an
-    offline re-render keeps the sweep's own baseline and confidence level."""
-    from afbench.io import read_json
-
+    offline re-render keeps the sweep's own baseline, confidence level, language and
+    templates."""
     for job in jobs:
         path = job / "experiment.json"
         if path.is_file():
@@ -97,52 +101,186 @@ def _report_settings(jobs: list[Path]) -> dict[str, Any]:
     return {}
 
 
-def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[dict[str, Any]]:
+_LOG_PREFIX = re.compile(r"^\[[^\]]*\]\[[A-Z]+\] ")  # "[time][LEVEL] " of the job log
+STOPPED_BEFORE_PLAN = ("job stopped before its first run (no plan.json): a config or preflight "
+                       "error")
+
+
+def job_failure_reason(job: Path) -> str:
+    """Why a job that never planned stopped: its ``afbench: error`` message and the
+    ``[FAIL]`` lines of preflight, from the job's own log (Hydra job logging writes
+    ``<job>/<job name>.log``), after :data:`STOPPED_BEFORE_PLAN`; that text alone when the
+    log holds none."""
+    lines: list[str] = []
+    for log_file in sorted(job.glob("*.log")):
+        try:
+            text = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in text:
+            body = _LOG_PREFIX.sub("", line).strip()
+            if body.startswith("afbench: error in job"):
+                lines.append(body.partition("): ")[2] or body)
+            elif body.startswith("afbench: error: "):
+                lines.append(body.removeprefix("afbench: error: "))
+            elif body.startswith("[FAIL]"):
+                lines.append(body)
+    detail = "; ".join(dict.fromkeys(lines))
+    return f"{STOPPED_BEFORE_PLAN}: {detail}" if detail else STOPPED_BEFORE_PLAN
+
+
+@dataclass
+class _Combination:
+    """A sweep row while it is built, with what the statistics and the plots need but the
+    summary does not keep: each OK run's measured step times and the per-step table."""
+
+    row: SweepRow
+    run_steps: list[list[float]] = field(default_factory=list)
+    steps: Any = None  # pandas DataFrame of the verdict-phase steps, or None
+
+    @property
+    def has_result(self) -> bool:
+        return self.row.ok and bool(self.run_steps)
+
+
+MEMORY_FIELDS = ("peak_rss_gib", "peak_memory_allocated_gib", "peak_memory_reserved_gib",
+                 "tflops_per_device", "mfu_pct")
+
+
+def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[_Combination]:
     """One entry per variant of one job (one entry, failed, for a job that never planned),
-    from the variant's :class:`afbench.results.Side` on the verdict phase."""
+    from the variant's verdict-phase runs: each run's strict-parse window, its median and
+    bursts (:func:`afbench.analysis.paired.run_statistic`), step CV, memory and efficiency."""
+    # collect/compare pull in pandas and the config models: only the report needs them
+    from afbench.analysis.errors import InvalidLog
+    from afbench.analysis.factorial import UNTRUSTED_CV_PCT, outlier_runs
+    from afbench.analysis.paired import run_statistic
     from afbench.analysis.stats import finite_mean
+    from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, read_step_times
     from afbench.collect import collect
-    from afbench.compare import side, workload_of
+    from afbench.compare import run_ids, side, workload_of
 
     name = ",".join(f"{k}={setting.get(k, '')}" for k in keys) or job.name
     if not (job / "plan.json").is_file():
-        return [{"name": name, "job": job.name, "variant": "", "setting": setting, "ok": False,
-                 "statuses": [], "per_repeat_s": [], "mean_step_s": None, "tokens_per_s": None,
-                 "reasons": ["job stopped before its first run (no plan.json): a config or "
-                             "preflight error, printed on the sweep's console"],
-                 "is_plan_baseline": True}]
+        return [_Combination(SweepRow(name=name, job=job.name, setting=setting,
+                                      reasons=[job_failure_reason(job)], is_plan_baseline=True))]
     col = collect(job)
-    runs = col.runs
-    out = []
+    runs = col.runs.set_index("run_id")
+    phase = col.plan.verdict_phase
     workload = workload_of(col)
+    report = "report.html" if (job / "report.html").is_file() else None
+    out = []
     for variant in col.plan.variants:
-        sel = runs[(runs.variant == variant) & (runs.phase == col.plan.verdict_phase)]
-        v = side(col, variant, col.plan.verdict_phase, workload)
-        out.append({"name": name + (f" [{variant}]" if len(col.plan.variants) > 1 else ""),
-                    "job": job.name, "variant": variant, "setting": setting,
-                    "ok": v.ok, "statuses": v.statuses, "per_repeat_s": v.repeats_s,
-                    # unlike a comparison's side, a sweep ranks by the repeats that did finish
-                    "mean_step_s": finite_mean(v.repeats_s),
-                    "tokens_per_s": v.tokens_per_s if v.ok else None,
-                    # every run's note, resumed ones included, without the run id
-                    "reasons": [r for r in sel.reason.tolist() + sel.log_error.tolist() if r],
-                    "is_plan_baseline": variant == col.plan.baseline})
+        ids = run_ids(col, variant, phase)
+        v = side(col, variant, phase, workload)
+        sel = runs.loc[ids]
+        row = SweepRow(
+            name=name + (f" [{variant}]" if len(col.plan.variants) > 1 else ""), job=job.name,
+            variant=variant, setting=setting, ok=v.ok, statuses=v.statuses,
+            per_repeat_s=v.repeats_s, mean_step_s=finite_mean(v.repeats_s),
+            tokens_per_s=v.tokens_per_s if v.ok else None, step_cv_pct=v.step_cv_pct,
+            # every run's note, resumed ones included, without the run id
+            reasons=[r for r in sel.reason.tolist() + sel.log_error.tolist() if r],
+            is_plan_baseline=variant == col.plan.baseline,
+            report=f"{job.name}/{report}" if report else None)
+        combo = _Combination(row)
+        medians, frames = [], []
+        for rid in ids:
+            spec = col.spec(rid)
+            window = spec.config.scheduler.measure
+            row.window = [window.first_step, window.last_step]
+            if sel.at[rid, "status"] != "OK" or sel.at[rid, "log_error"]:
+                continue
+            run_dir = Path(spec.run_dir) if Path(spec.run_dir).is_dir() else job / "runs" / rid
+            pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
+            try:
+                times = read_step_times(run_dir / "stdout.log", window.first_step,
+                                        window.last_step, pattern)
+            except InvalidLog:  # collect has put the reason into log_error already
+                continue
+            steps = [times[k] for k in sorted(times)]
+            stat = run_statistic(steps, rid)
+            combo.run_steps.append(steps)
+            medians.append((rid, stat.location_s))
+            row.n_bursts += stat.n_bursts
+            row.n_steps += stat.n_steps
+        row.run_medians_s = [m for _, m in medians]
+        if row.run_medians_s:
+            row.median_step_s = float(statistics.median(row.run_medians_s))
+        row.outlier_runs = [medians[i][0] for i in outlier_runs(row.run_medians_s)]
+        row.untrusted = bool(row.outlier_runs) or (
+            row.step_cv_pct is not None and row.step_cv_pct > UNTRUSTED_CV_PCT)
+        for key in MEMORY_FIELDS:
+            setattr(row, key, finite_mean(getattr(col.results.get(rid), key, None) for rid in ids))
+        row.memory_source = next((getattr(col.results.get(rid), "memory_source", None)
+                                  for rid in ids if getattr(col.results.get(rid), "memory_source",
+                                                            None)), None)
+        if not col.steps.empty and {"run_id", "step", "step_time_s"} <= set(col.steps):
+            frame = col.steps[col.steps.run_id.isin(ids)]
+            combo.steps = frame.assign(combination=row.name) if len(frame) else None
+        out.append(combo)
     return out
 
 
+def _compare_to_baseline(combo: _Combination, base: _Combination | None, level: float) -> None:
+    """Fill ``combo.row``'s verdict, gain and interval against the baseline combination:
+    :func:`afbench.analysis.paired.paired_gain` over the repeats paired by index (2 or more),
+    :func:`~afbench.analysis.paired.step_level_gain` for one round each."""
+    # numpy here, scipy inside (0.8 s): a sweep's jobs never pay for them
+    from afbench.analysis.paired import INCONCLUSIVE, paired_gain, step_level_gain
+
+    row = combo.row
+    row.level = level
+    if row.statuses and all(s == "SKIPPED" for s in row.statuses):
+        row.verdict = SKIPPED
+        return
+    if base is None or not base.has_result or not combo.has_result:
+        row.verdict = RUN_FAILED
+        if combo.has_result and base is not None:
+            row.reasons = [*row.reasons, f"no baseline result: {base.row.name} has none"]
+        return
+    n = min(len(base.run_steps), len(combo.run_steps))
+    try:
+        if n >= 2:
+            est = paired_gain(base.run_steps[:n], combo.run_steps[:n], level)
+            row.note = (f" ({level:.2%} interval [{est.ci_low_pct:+.2f}%, "
+                        f"{est.ci_high_pct:+.2f}%], {n} pairs)")
+        else:
+            est = step_level_gain(base.run_steps[0], combo.run_steps[0], level)
+            row.note = " (one round: step-level interval, directional evidence)"
+    except ValueError as exc:  # too few measured steps for an interval
+        row.verdict, row.note = INCONCLUSIVE, f" (no interval: {exc})"
+        if row.median_step_s and base.row.median_step_s:
+            row.gain_pct = (1 - row.median_step_s / base.row.median_step_s) * 100
+        return
+    row.verdict, row.gain_pct, row.method = est.decision, est.gain_pct, est.method
+    row.ci_low, row.ci_high = est.ci_low_pct, est.ci_high_pct
+    row.n_pairs, row.mde_pct = est.n_pairs, est.mde_pct
+
+
 def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
-                       level: float | None = None) -> dict[str, Any]:
-    """Collect every job below ``sweep_dir``, rank the combinations and write
-    sweep_summary.json, sweep_report.md and sweep_report.html. Returns the summary.
+                       level: float | None = None, lang: str | None = None,
+                       template_dir: str | None = None) -> SweepSummary:
+    """Collect every job below ``sweep_dir``, compare every combination with the baseline
+    combination, rank them and write sweep_summary.json and sweep_report.md / .html (per
+    ``report.formats``). Returns the :class:`afbench.results.SweepSummary`.
 
-    ``baseline`` (``"key=value,key=value"``) and ``level`` default to the ``report`` settings
-    the jobs ran with (``report.sweep_baseline``, ``report.confidence``). Combinations are
-    ranked by mean step time, fastest first; those without a valid result come last.
+    ``baseline`` (``"key=value,key=value"``), ``level`` (family-wise confidence), ``lang``
+    and ``template_dir`` default to the ``report`` settings the jobs ran with
+    (``report.sweep_baseline``, ``report.confidence``, ``report.lang``,
+    ``report.template_dir``). Each of the m comparisons gets the Bonferroni level
+    ``1 - (1 - level) / m`` (:func:`afbench.analysis.paired.sweep_level`). Combinations are
+    ranked by the median of their runs' median step times, fastest first; those without a
+    valid result come last.
 
-    Raises ConfigError naming ``report.sweep_baseline`` when no combination matches it.
+    Raises ConfigError naming ``report.sweep_baseline`` when no combination matches it, or
+    ``report.template_dir`` when that is not a folder.
     """
-    from afbench.compare import decide
-    from afbench.report.render import environment, labels
+    # pandas, scipy and Jinja2 load only once a report is written, not at Hydra start-up
+    from afbench.analysis.factorial import UNTRUSTED_CV_PCT
+    from afbench.analysis.paired import sweep_level
+    from afbench.config.models import ReportConfig
+    from afbench.report.render import render_sweep
 
     sweep_dir = Path(sweep_dir).resolve()
     jobs = _job_dirs(sweep_dir)
@@ -151,79 +289,117 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
         baseline = settings.get("sweep_baseline")
     if level is None:
         level = float(settings.get("confidence", 0.95))
+    report = ReportConfig.model_validate({
+        **{k: v for k, v in settings.items() if k in ("lang", "formats", "template_dir")},
+        **({"lang": lang} if lang else {}), **({"template_dir": template_dir} if template_dir else {})})
     all_overrides = [job_overrides(j) for j in jobs]
     keys = swept_keys(all_overrides)
-    combos = []
+    combos: list[_Combination] = []
     for job, ovs in zip(jobs, all_overrides):
         setting = {k: v for k, v in map(split_override, ovs) if k in keys}
         combos += _combinations(job, setting, keys)
     base = _pick_baseline(combos, keys, baseline)
+    m = max(len(combos) - 1, 1)
+    per_comparison = sweep_level(level, m)
     for c in combos:
         if c is base:
-            c.update(verdict="BASELINE", gain_pct=0.0, ci_low=None, ci_high=None, note="")
+            c.row.level = per_comparison
+            if c.has_result:
+                c.row.verdict, c.row.gain_pct = "BASELINE", 0.0
             continue
-        verdict, speed = decide("variant", base["per_repeat_s"] if base else [],
-                                c["per_repeat_s"], failed=not (c["ok"] and base and base["ok"]),
-                                skipped=False, level=level)
-        c.update(verdict=verdict.replace("VARIANT_FASTER", "FASTER"), gain_pct=speed.gain_pct,
-                 ci_low=speed.ci_low, ci_high=speed.ci_high, note=speed.note)
-    ranked = sorted(combos, key=lambda c: (c["verdict"] == RUN_FAILED, c["mean_step_s"] is None,
-                                           c["mean_step_s"] or 0.0))
-    effects = main_effects(combos, keys)
-    summary = {"schema_version": SCHEMA_VERSION,
-               "sweep_dir": str(sweep_dir), "jobs": len(jobs), "swept_keys": keys,
-               "baseline": base["name"] if base else None, "sweep_baseline": baseline,
-               "confidence": level, "combinations": ranked, "main_effects": effects,
-               "failed": [c["name"] for c in combos if c["verdict"] == RUN_FAILED]}
-    write_json_atomic(sweep_dir / "sweep_summary.json", summary)
-    env = environment(None)
-    for fmt in ("md", "html"):
-        text = env.get_template(f"sweep.{fmt}.j2").render(s=summary, L=labels("en"))
-        write_text_atomic(sweep_dir / f"sweep_report.{fmt}", text)
+        _compare_to_baseline(c, base, per_comparison)
+    rows = [c.row for c in combos]
+    ranked = sorted(rows, key=lambda r: (r.verdict in (RUN_FAILED, SKIPPED), r.median_step_s is None,
+                                         r.median_step_s or 0.0))
+    summary = SweepSummary(
+        sweep_dir=str(sweep_dir), jobs=len(jobs), swept_keys=keys,
+        baseline=base.row.name if base else None, sweep_baseline=baseline, confidence=level,
+        level=per_comparison, comparisons=len(combos) - 1 if combos else 0, combinations=ranked,
+        main_effects=main_effects(rows, keys, base.row if base else None, level),
+        failed=[r.name for r in rows if r.verdict == RUN_FAILED],
+        untrusted=[r.name for r in rows if r.untrusted], cv_threshold_pct=UNTRUSTED_CV_PCT,
+        generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    write_json_atomic(sweep_dir / "sweep_summary.json", summary.model_dump(mode="json"))
+    frames = [c.steps for c in combos if c.steps is not None]
+    render_sweep(summary, sweep_dir, report, frames)
     return summary
 
 
-def _pick_baseline(combos: list[dict], keys: list[str], wanted: str | None) -> dict | None:
+def _pick_baseline(combos: list[_Combination], keys: list[str],
+                   wanted: str | None) -> _Combination | None:
     if not combos:
         return None
     if wanted:
         want = dict(split_override(item) for item in wanted.split(",") if "=" in item)
         for c in combos:
-            if c["is_plan_baseline"] and all(k in c["setting"] and same_value(c["setting"][k], v)
-                                             for k, v in want.items()):
+            if c.row.is_plan_baseline and all(
+                    k in c.row.setting and same_value(c.row.setting[k], v) for k, v in want.items()):
                 return c
-        from afbench.errors import ConfigError
+        from afbench.errors import ConfigError  # only on this error path
 
         raise ConfigError(f"report.sweep_baseline: no combination matches {wanted!r}; "
-                          f"combinations: {[c['name'] for c in combos]}")
+                          f"combinations: {[c.row.name for c in combos]}")
     for c in combos:
-        if c["is_plan_baseline"] and all(_is_off(c["setting"].get(k, "false")) for k in keys):
+        if c.row.is_plan_baseline and all(_is_off(c.row.setting.get(k, "false")) for k in keys):
             return c
     return combos[0]
 
 
-def main_effects(combos: list[dict], keys: list[str]) -> list[dict[str, Any]]:
-    """Per swept key and value: mean gain (%) of the combinations with that value minus the
-    mean gain of all combinations (a two-level factorial's main effect, halved)."""
-    valid = [c for c in combos if c.get("gain_pct") is not None]
-    if not valid:
-        return []
-    from afbench.analysis.stats import finite_mean
+def main_effects(rows: list[SweepRow], keys: list[str], base: SweepRow | None,
+                 level: float) -> list[MainEffect]:
+    """Per swept key and each value other than the baseline combination's (the reference):
+    the median, over the cells of the other keys (and variants), of
+    ``ln(median step with the value / median step with the reference)``, as a gain in
+    percent, with a sign-test interval (:func:`afbench.analysis.factorial.main_effect`).
+    Each side is a median of run medians and the effect a median over cells, so one loaded
+    run cannot carry a whole switch's effect; a cell with a side without a result is
+    dropped and counted."""
+    from afbench.analysis.factorial import MAIN_EFFECT_METHOD, main_effect  # numpy, on demand
 
-    overall = finite_mean(c["gain_pct"] for c in valid)
+    if base is None:
+        return []
     out = []
     for key in keys:
-        for value in sorted({c["setting"].get(key, "") for c in valid}):
-            group = [c["gain_pct"] for c in valid if c["setting"].get(key, "") == value]
-            mean = finite_mean(group)
-            out.append({"key": key, "value": value, "combinations": len(group),
-                        "mean_gain_pct": mean, "effect_pct": mean - overall})
+        reference = base.setting.get(key, "")
+        others = [k for k in keys if k != key]
+
+        def others_of(r: SweepRow) -> tuple:
+            return tuple(r.setting.get(k, "") for k in others)
+
+        def same_cell(r: SweepRow, ref: SweepRow) -> bool:
+            # a job that never planned has no variant name: it stands for any of its job's
+            return others_of(r) == others_of(ref) and (
+                r.variant == ref.variant or not r.variant or not ref.variant)
+
+        refs = [r for r in rows if same_value(r.setting.get(key, ""), reference)]
+        values = dict.fromkeys(r.setting.get(key, "") for r in rows)
+        for value in values:
+            if same_value(value, reference):
+                continue
+            ratios, dropped = [], 0
+            for r in rows:
+                ref = next((x for x in refs if same_cell(r, x)), None)
+                if r.setting.get(key, "") != value or ref is None:
+                    continue
+                if r.median_step_s and ref.median_step_s:
+                    ratios.append(math.log(r.median_step_s / ref.median_step_s))
+                else:
+                    dropped += 1
+            effect = MainEffect(key=key, value=value, reference=reference, cells=len(ratios),
+                                dropped=dropped, method=MAIN_EFFECT_METHOD)
+            if ratios:
+                e = main_effect(ratios, level)
+                effect.effect_pct, effect.ci_low, effect.ci_high = (e.effect_pct, e.ci_low_pct,
+                                                                    e.ci_high_pct)
+                effect.coverage = e.coverage
+            out.append(effect)
     return out
 
 
 def _count_jobs(task_overrides: list[str]) -> int | None:
     """Number of jobs a basic sweep of these overrides makes (None if not computable)."""
     try:
+        # Hydra's parser, 0.2 s: only the sweep's first job needs it, for the ETA
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         parsed = OverridesParser.create().parse_overrides(task_overrides)
@@ -266,7 +442,8 @@ class SweepCallback(Callback):
         try:
             confidence = report.get("confidence")
             summary = build_sweep_report(sweep_dir, report.get("sweep_baseline"),
-                                         float(confidence) if confidence is not None else None)
+                                         float(confidence) if confidence is not None else None,
+                                         report.get("lang"), report.get("template_dir"))
         except Exception as exc:  # the jobs' own reports stay; say why the sweep one is missing
             log.error("afbench: sweep report failed: %s", exc)
             FAILED_JOBS.append("sweep report")
@@ -275,10 +452,19 @@ class SweepCallback(Callback):
             # A launcher that runs jobs in their own processes (submitit) leaves FAILED_JOBS of
             # this process empty: take the failures from the files, by run_experiment's rule
             # (a FAILED run; a run never started or a job stopped before planning: exit 2/3).
-            FAILED_JOBS.extend(f"job {c['job']} ({c['name']})" for c in summary["combinations"]
-                               if not c["statuses"]
-                               or {"FAILED", "NOT_RUN"} & set(c["statuses"]))
+            FAILED_JOBS.extend(f"job {c.job} ({c.name})" for c in summary.combinations
+                               if not c.statuses or {"FAILED", "NOT_RUN"} & set(c.statuses))
         log.info("afbench: sweep report %s", sweep_dir / "sweep_report.md")
-        for c in summary["combinations"]:
-            gain = f"{c['gain_pct']:+.2f}%" if c.get("gain_pct") is not None else "n/a"
-            log.info("  %s: %s%s, gain %s", c["name"], c["verdict"], c.get("note", ""), gain)
+        for line in verdict_lines(summary):
+            log.info("  %s", line)
+
+
+def verdict_lines(summary: SweepSummary) -> list[str]:
+    """One line per combination, ranked: ``name: VERDICT<note>, gain +x.xx%`` (``n/a``
+    without a gain), ``[untrusted]`` where its runs are."""
+    out = []
+    for c in summary.combinations:
+        gain = f"{c.gain_pct:+.2f}%" if c.gain_pct is not None else "n/a"
+        out.append(f"{c.name}: {c.verdict}{c.note}, gain {gain}"
+                   + (" [untrusted]" if c.untrusted else ""))
+    return out

@@ -14,6 +14,9 @@ Environment (from the test, inherited through the orchestrator and the worker):
   SWITCH_TIMED_FAIL     "autofuse=true,add_rmsnorm=true": exit 4 after step 1 when the run's
                         switches match every pair
   SWITCH_TIMED_SLEEP_S  really sleep this long per step (for the interrupt tests)
+  SWITCH_TIMED_LOADED   "autofuse=false,add_rmsnorm=true,repeat=2": that run is a loaded one,
+                        every step x4 and two steps x3 on top (a whole run slowed by another
+                        process, with bursts)
 """
 
 import json
@@ -35,12 +38,16 @@ fail_when = os.environ.get("SWITCH_TIMED_FAIL", "")
 fail = bool(fail_when) and all(switches.get(k) == v for k, _, v in
                                (p.partition("=") for p in fail_when.split(",")))
 sleep_s = float(os.environ.get("SWITCH_TIMED_SLEEP_S", "0"))
+loaded_when = dict(p.partition("=")[::2] for p in os.environ.get("SWITCH_TIMED_LOADED", "").split(",") if p)
+loaded = bool(loaded_when) and all({**switches, "repeat": str(spec["repeat"])}.get(k) == v
+                                   for k, v in loaded_when.items())
 planted = 0.1 * (0.7 if opt["autofuse"] else 1.0) * (1.2 if opt["add_rmsnorm"] else 1.0)
 for step in range(1, spec["config"]["scheduler"]["steps"] + 1):
     rng = random.Random(f"{tag}-{spec['variant']}-{spec['repeat']}-{step}")
     time.sleep(sleep_s)
+    factor = (4.0 * (3.0 if step in (4, 7) else 1.0)) if loaded else 1.0
     print(f"step: {step:2d}  loss: {2.0 / step:8.5f}  "
-          f"elapsed_time_per_step: {planted * rng.gauss(1.0, 0.02):.6f}s", flush=True)
+          f"elapsed_time_per_step: {planted * factor * rng.gauss(1.0, 0.02):.6f}s", flush=True)
     if fail:
         print("fatal: injected failure for " + tag, file=sys.stderr, flush=True)
         sys.exit(4)

@@ -17,6 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out_dir", type=Path, help="an afbench output directory (holds plan.json)")
     parser.add_argument("--lang", choices=["en", "zh"], help="report language (default: as run)")
     args = parser.parse_args(argv)
+    # after argument parsing: --help and usage errors answer without loading pandas
     from afbench.config.models import ReportConfig
     from afbench.io import read_json
     from afbench.report.render import build_report
@@ -25,11 +26,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"afbench.report: error: {args.out_dir} does not exist", file=sys.stderr)
         return 2
     if not (args.out_dir / "plan.json").is_file() and any(args.out_dir.glob("*/plan.json")):
-        from afbench.sweep import build_sweep_report
+        from afbench.sweep import build_sweep_report, verdict_lines  # Hydra: sweeps only
 
-        summary = build_sweep_report(args.out_dir)
-        for c in summary["combinations"]:
-            print(f"{c['name']}: {c['verdict']}{c.get('note', '')}")
+        try:
+            summary = build_sweep_report(args.out_dir, lang=args.lang)
+        except AfbenchError as exc:
+            print(f"afbench.report: error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        for line in verdict_lines(summary):
+            print(line)
         print(f"afbench.report: wrote {args.out_dir / 'sweep_report.md'}")
         return 0
     if not (args.out_dir / "plan.json").is_file():

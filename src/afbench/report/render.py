@@ -18,7 +18,7 @@ import yaml
 
 from afbench.config.models import ReportConfig
 from afbench.io import read_json, write_json_atomic, write_text_atomic
-from afbench.results import Summary, load_summary
+from afbench.results import Summary, SweepSummary, load_summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,6 +35,12 @@ def _fmt(value: Any, spec: str = ".4f", none: str = "n/a") -> str:
         return str(value)
 
 
+def _pct(value: Any, spec: str = "+.2f") -> str:
+    """A percentage with its sign and unit, or ``n/a`` (never ``n/a%``)."""
+    text = _fmt(value, spec)
+    return text if text == "n/a" else text + "%"
+
+
 def labels(lang: str) -> dict[str, str]:
     """Report labels for ``lang`` (English ones fill any key a language lacks)."""
     table = yaml.safe_load((TEMPLATES / "labels.yaml").read_text(encoding="utf-8"))
@@ -46,14 +52,18 @@ def environment(template_dir: str | None) -> jinja2.Environment:
     if template_dir:
         folder = Path(template_dir)
         if not folder.is_dir():
-            from afbench.errors import ConfigError
+            from afbench.errors import ConfigError  # only on this error path
 
             raise ConfigError(f"report.template_dir: {folder} is not a folder")
         loaders.append(jinja2.FileSystemLoader(str(folder)))
     loaders.append(jinja2.FileSystemLoader(str(TEMPLATES)))
+    # Shared parts (``_*.j2``, imported by the HTML templates) escape what they print, so
+    # their macros return safe markup; the page templates keep their own autoescape blocks.
     env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             autoescape=lambda name: Path(name or "").name.startswith("_"))
     env.filters["fmt"] = _fmt
+    env.filters["pct"] = _pct
     # a Markdown table cell: no pipe or newline may break the row
     env.filters["cell"] = lambda v: " ".join(str(v or "").split()).replace("|", "\\|")
     env.filters["short"] = lambda h, n=16: (h or "n/a")[:n]
@@ -72,7 +82,7 @@ def _steps_table(out_dir: Path) -> pd.DataFrame | None:
     path = out_dir / "results" / "steps.parquet"
     if not path.is_file():
         return None
-    import pandas as pd
+    import pandas as pd  # 0.5 s, for the HTML step plot only
 
     return pd.read_parquet(path)
 
@@ -86,7 +96,7 @@ def _render(summary: Summary, out_dir: Path, report: ReportConfig,
         template = env.get_template(f"report.{fmt}.j2")
         context: dict[str, Any] = {"s": summary, "L": L}
         if fmt == "html":
-            from afbench.report.plots import report_plots
+            from afbench.report.plots import report_plots  # matplotlib: HTML only
 
             context["plots"] = report_plots(summary, steps if steps is not None
                                             else _steps_table(out_dir), L)
@@ -96,10 +106,41 @@ def _render(summary: Summary, out_dir: Path, report: ReportConfig,
     return written
 
 
+def render_sweep(summary: SweepSummary, sweep_dir: Path, report: ReportConfig,
+                 steps: list[pd.DataFrame] | None = None) -> list[Path]:
+    """Render ``sweep_report.md`` / ``sweep_report.html`` (per ``report.formats``, in
+    ``report.lang``, with ``sweep.{md,html}.j2`` from ``report.template_dir`` where it has
+    them) atomically into ``sweep_dir``. Templates get ``s`` (the
+    :class:`afbench.results.SweepSummary`) and ``L``; the HTML one also ``plots``
+    (:func:`afbench.report.plots.sweep_plots`), drawn from ``steps``: the combinations'
+    verdict-phase step tables, each with a ``combination`` column.
+
+    Raises ConfigError naming ``report.template_dir`` when it is not a folder."""
+    env = environment(report.template_dir)
+    L = labels(report.lang)
+    written = []
+    for fmt in report.formats:
+        context: dict[str, Any] = {"s": summary, "L": L}
+        if fmt == "html":
+            # pandas and matplotlib only for the HTML figures
+            import pandas as pd
+
+            from afbench.report.plots import sweep_plots
+
+            frames = [f for f in steps or [] if len(f)]
+            context["plots"] = sweep_plots(summary, pd.concat(frames, ignore_index=True)
+                                           if frames else None, L)
+        path = Path(sweep_dir) / f"sweep_report.{fmt}"
+        write_text_atomic(path, env.get_template(f"sweep.{fmt}.j2").render(**context))
+        written.append(path)
+    return written
+
+
 def build_report(out_dir: Path, report: ReportConfig | None = None) -> Summary:
     """Collect ``out_dir``, compare, write tables (results/*.parquet + .csv), summary.json and
     the rendered report; returns the summary. Works offline on any existing (also partial)
     output directory, of any schema version."""
+    # the layers below load only when a report is built, not when templates are rendered
     from afbench.collect import collect
     from afbench.compare import compare
 
