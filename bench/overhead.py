@@ -7,9 +7,13 @@ alone, the same number of times, interleaved (exe, afbench, exe, afbench ...), a
 * a 1-run experiment: afbench invocation wall minus the executable's wall;
 * an sft_af_compare-shaped experiment (2 variants x train/profile phases = 4 runs): invocation
   wall minus 4 executable walls, per run, and as a share of a default sft_af_compare wall time;
-* where the time goes (``python -X importtime``, cProfile of afbench's functions).
+* a config error (``python -m afbench scheduler.stepz=1``, exit 2) beside ``python -c "import
+  hydra"``, the floor any Hydra application pays, interleaved the same way;
+* where the time goes (``python -X importtime`` of a run and of ``--cfg job``, cProfile of
+  afbench's functions).
 
-Target: < 1 s of overhead per run and < 2% of sft_af_compare's wall time.
+Targets: a config error in < 1.5 s and within 1 s of the bare Hydra import; a 1-run experiment
+in < 1.8 s (overhead < 1.5 s); the 4-run overhead < 1% of sft_af_compare's wall time.
 
     .venv/bin/python bench/overhead.py [--rounds 5] [--sft-dir OUT | --sft-wall-s S | --measure-sft]
 """
@@ -27,8 +31,12 @@ from pathlib import Path
 import _common as C
 
 TRIVIAL = C.WORKERS / "trivial_steps.py"
-TARGET_PER_RUN_S = 1.0
-TARGET_SHARE = 0.02
+TARGET_ERROR_S = 1.5        # a config error, whole invocation
+TARGET_ERROR_OVER_HYDRA_S = 1.0
+TARGET_ONE_RUN_S = 1.8      # a 1-run experiment, whole invocation
+TARGET_ONE_RUN_OVERHEAD_S = 1.5
+TARGET_SHARE = 0.01
+CONFIG_ERROR = "scheduler.stepz=1"
 
 
 def recipes(work: Path, steps: int) -> Path:
@@ -141,6 +149,17 @@ def profile(work: Path, recipes_dir: Path) -> None:
     for ct, name in sorted(rows, reverse=True)[:16]:
         print(f"  {ct:6.2f}  {name}")
 
+    cfg = subprocess.run([C.PYTHON, "-X", "importtime", "-m", "afbench",
+                          "experiment=bench_overhead_1", "--cfg", "job"], cwd=work,
+                         env=C.afbench_env(recipes_dir), capture_output=True, text=True,
+                         check=True)
+    print("python -X importtime -m afbench experiment=bench_overhead_1 --cfg job, top-level "
+          "imports (cumulative s):")
+    for sec, name in import_costs(cfg.stderr, 8):
+        print(f"  {sec:6.3f}  {name}")
+    print("  by top-level package (self s): " + ", ".join(
+        f"{name} {sec:.3f}" for sec, name in package_self_times(cfg.stderr, 8)))
+
     w = subprocess.run([C.PYTHON, "-X", "importtime", "-c",
                         "import afbench.worker, afbench.engines.command"],
                        capture_output=True, text=True, check=True)
@@ -151,10 +170,21 @@ def profile(work: Path, recipes_dir: Path) -> None:
         print(f"  {sec:6.3f}  {name}")
 
 
-def time_python(args: list[str]) -> float:
+def time_python(args: list[str], cwd: Path | None = None, expect: int = 0) -> float:
+    """Wall seconds of ``python <args>``; raises RuntimeError unless it exits ``expect``."""
     t0 = time.perf_counter()
-    subprocess.run([C.PYTHON, *args], capture_output=True, check=True)
-    return time.perf_counter() - t0
+    proc = subprocess.run([C.PYTHON, *args], capture_output=True, text=True, cwd=cwd,
+                          env=C.afbench_env(None))
+    wall = time.perf_counter() - t0
+    if proc.returncode != expect:
+        raise RuntimeError(f"python {' '.join(args)} exited {proc.returncode}, expected {expect}: "
+                           f"{proc.stderr[-500:]}")
+    return wall
+
+
+def time_config_error(work: Path) -> float:
+    """Wall seconds of a config error (unknown key): exit 2, nothing written."""
+    return time_python(["-m", "afbench", CONFIG_ERROR], cwd=work, expect=2)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,7 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     # one untimed invocation first: the first run writes .pyc files and warms the page cache
     C.run_afbench(work, recipes_dir, "experiment=bench_overhead_1")
     exe1, af1, exe4, af4, worker_walls, waits = [], [], [], [], [], []
+    hydra_import, config_error = [], []
     for _ in range(args.rounds):
+        hydra_import.append(time_python(["-c", "import hydra"]))
+        config_error.append(time_config_error(work))
         exe1.append(time_exe(exe1_args))
         wall, wait, out = C.run_afbench_out(work, recipes_dir, "experiment=bench_overhead_1")
         af1.append(wall)
@@ -199,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     med = C.median
     marginal = (med(af4) - med(af1) - (med(exe4) - med(exe1))) / 3
     print("\n-- wall times --")
+    print(stats_line('python -c "import hydra" (the floor)', hydra_import))
+    print(stats_line(f"python -m afbench {CONFIG_ERROR} (exit 2)", config_error))
     print(stats_line("executable alone, 1 run", exe1))
     print(stats_line("python -m afbench, 1-run experiment", af1))
     print(stats_line("executable alone, 4 runs (sum)", exe4))
@@ -214,18 +249,25 @@ def main(argv: list[str] | None = None) -> int:
 
     sft_s, source = sft_wall(args, work)
     total4 = med(af4) - med(exe4)
-    print("\n-- results --")
-    met_run = med(over4) < TARGET_PER_RUN_S and med(over1) < TARGET_PER_RUN_S
-    print(f"overhead per run: {med(over4):.2f} s amortised over a 4-run experiment, "
-          f"{med(over1):.2f} s for a 1-run experiment; target < {TARGET_PER_RUN_S:.0f} s: "
-          f"{C.verdict_mark(met_run)}")
+    print("\n-- results (medians, side by side) --")
+    err, floor = med(config_error), med(hydra_import)
+    print(f"(a) config error {err:.2f} s vs import hydra {floor:.2f} s: +{err - floor:.2f} s; "
+          f"target < {TARGET_ERROR_S} s and within {TARGET_ERROR_OVER_HYDRA_S:.0f} s: "
+          f"{C.verdict_mark(err < TARGET_ERROR_S and err - floor < TARGET_ERROR_OVER_HYDRA_S)}")
+    one, over_one = med(af1), med(over1)
+    print(f"(b) 1-run experiment {one:.2f} s (executable alone {med(exe1):.3f} s, overhead "
+          f"{over_one:.2f} s); target < {TARGET_ONE_RUN_S} s, overhead < "
+          f"{TARGET_ONE_RUN_OVERHEAD_S} s: "
+          f"{C.verdict_mark(one < TARGET_ONE_RUN_S and over_one < TARGET_ONE_RUN_OVERHEAD_S)}")
+    print(f"    4-run experiment {med(af4):.2f} s (executables {med(exe4):.3f} s): overhead "
+          f"{total4:.2f} s, {med(over4):.2f} s per run")
     if sft_s:
         share = total4 / sft_s
-        print(f"sft_af_compare wall: {sft_s:.1f} s ({source})")
-        print(f"afbench overhead of a 4-run experiment: {total4:.2f} s = {share:.2%} of "
-              f"sft_af_compare; target < {TARGET_SHARE:.0%}: {C.verdict_mark(share < TARGET_SHARE)}")
+        print(f"    sft_af_compare wall: {sft_s:.1f} s ({source})")
+        print(f"    4-run overhead {total4:.2f} s = {share:.2%} of sft_af_compare; target < "
+              f"{TARGET_SHARE:.0%}: {C.verdict_mark(share < TARGET_SHARE)}")
     else:
-        print(f"share of sft_af_compare: n/a, sft_af_compare wall time {source}")
+        print(f"    share of sft_af_compare: n/a, sft_af_compare wall time {source}")
     if not args.no_profile:
         profile(work, recipes_dir)
     C.cleanup(work, args.keep)

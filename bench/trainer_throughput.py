@@ -3,8 +3,10 @@
 Both train the shipped tiny Qwen3 (assets/qwen3_tiny, fp32, sdpa) on the same packed blocks
 (afbench.engines.data: chat template, assistant-only labels, packed to seq_len), in the same
 order (afbench's BatchOrder with the same seed), with the same batch size, seq_len, AdamW
-(torch.optim.AdamW, lr 1e-4, weight decay 0, constant lr), grad-norm clipping at 1.0, and 2
-torch threads. A = ``afbench.engines.sft.run_sft`` (the real builtin engine, called in-process
+(lr 1e-4, weight decay 0, constant lr), grad-norm clipping at 1.0, and 2 torch threads, at each
+``--seq-lens`` length. Each side uses its own default AdamW implementation: afbench's
+``scheduler.optimizer_impl`` (fused) and Trainer's ``optim`` default (``adamw_torch_fused`` for
+torch >= 2.8, transformers' training_args.py): the Trainer a user would otherwise run. A = ``afbench.engines.sft.run_sft`` (the real builtin engine, called in-process
 on a RunSpec composed from conf/ like the CLI does); B = ``Trainer.train()`` with everything but
 the step loop turned off (report_to none, save/eval/logging strategy no, no tqdm, no metrics
 printer, dataloader workers 0).
@@ -18,9 +20,10 @@ clipping, optimizer, its logging). Each round loads fresh models; the first ``--
 of each side are excluded. tokens/s = tokens per step / median step time of that side (the
 mean-based figure is printed too). The headline ratio is the median over step pairs of
 (Trainer step i time / afbench step i time): the two steps of a pair ran back to back, so a
-change of load between pairs cancels. Target: afbench/Trainer tokens/s ratio >= 1.0.
+change of load between pairs cancels. Target: afbench/Trainer tokens/s ratio >= 1.02 at
+every length, with identical step-1 losses.
 
-    .venv/bin/python bench/trainer_throughput.py [--rounds 3] [--steps 20] [--warmup 2]
+    .venv/bin/python bench/trainer_throughput.py [--rounds 3] [--steps 20] [--warmup 2] [--seq-lens 256,1024]
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from pathlib import Path
 import _common as C
 
 THREADS = 2
-TARGET_RATIO = 1.0
+TARGET_RATIO = 1.02
 
 
 class Baton:
@@ -100,8 +103,8 @@ class StepLines(io.TextIOBase):
         return len(text)
 
 
-def compose_spec(run_dir: Path, steps: int):
-    """The RunSpec the CLI would make for ``experiment=single backend=cpu`` with ``steps``."""
+def compose_spec(run_dir: Path, steps: int, seq_len: int):
+    """The RunSpec the CLI would make for ``backend=cpu`` with ``steps`` and ``seq_len``."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
@@ -115,6 +118,7 @@ def compose_spec(run_dir: Path, steps: int):
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
         cfg = compose(config_name="config", overrides=[
             "backend=cpu", f"backend.num_threads={THREADS}", f"scheduler.steps={steps}",
+            f"scheduler.seq_len={seq_len}",
             "scheduler.measure.first_step=1", f"scheduler.measure.last_step={steps}"])
     GlobalHydra.instance().clear()
     plan = make_plan(validate_config(cfg), run_dir)
@@ -171,7 +175,7 @@ def make_trainer(spec, inputs, labels, out: Path, side: Side, losses: list[float
         per_device_train_batch_size=s.micro_batch_size,
         gradient_accumulation_steps=s.global_batch_size // s.micro_batch_size,
         learning_rate=s.lr, weight_decay=s.weight_decay, max_grad_norm=s.max_grad_norm,
-        optim="adamw_torch", lr_scheduler_type="constant", warmup_steps=0, seed=s.seed,
+        lr_scheduler_type="constant", warmup_steps=0, seed=s.seed,
         use_cpu=True, report_to="none", save_strategy="no", eval_strategy="no",
         logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0,
         dataloader_pin_memory=False, bf16=False, fp16=False)
@@ -182,7 +186,7 @@ def make_trainer(spec, inputs, labels, out: Path, side: Side, losses: list[float
 
 def one_round(spec, backend, inputs, labels, work: Path, k: int):
     """Both loops side by side, alternating steps; returns (side A, side B, A's own
-    step_time_s, A's step-1 loss, B's step-1 loss)."""
+    step_time_s, A's step-1 loss, B's step-1 loss, the AdamW implementation of each)."""
     from afbench.engines.sft import run_sft
 
     baton = Baton(first="afbench")
@@ -194,10 +198,12 @@ def one_round(spec, backend, inputs, labels, work: Path, k: int):
     spec_k = spec.model_copy(update={"run_dir": str(run_dir)})
     b_losses: list[float] = []
     errors: list[BaseException] = []
+    impls: dict[str, str] = {}
 
     def run_a() -> None:
         try:
-            run_sft(spec_k, backend, run_dir)
+            opt = run_sft(spec_k, backend, run_dir)["optimizer"]
+            impls["afbench"] = opt["impl"] + (f" ({opt['reason']})" if opt["reason"] else "")
         except BaseException as exc:  # noqa: BLE001  (re-raised in the main thread)
             errors.append(exc)
         finally:
@@ -208,7 +214,9 @@ def one_round(spec, backend, inputs, labels, work: Path, k: int):
             # from_pretrained is not thread-safe (a process-wide meta-device context): load
             # only once A has finished its setup and first step and handed the baton over
             baton.wait_turn("trainer", "afbench")
-            make_trainer(spec, inputs, labels, work / f"trainer-{k}", b, b_losses).train()
+            trainer = make_trainer(spec, inputs, labels, work / f"trainer-{k}", b, b_losses)
+            impls["trainer"] = str(getattr(trainer.args.optim, "value", trainer.args.optim))
+            trainer.train()
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
         finally:
@@ -230,35 +238,18 @@ def one_round(spec, backend, inputs, labels, work: Path, k: int):
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     own = [r["step_time_s"] for r in records if r.get("kind") == "step"]
     first_a = next(r["loss"] for r in records if r.get("kind") == "step")
-    return a, b, own, first_a, b_losses[0]
+    return a, b, own, first_a, b_losses[0], impls
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3, help="rounds, fresh models each (default 3)")
-    ap.add_argument("--steps", type=int, default=20, help="steps per side per round (default 20)")
-    ap.add_argument("--warmup", type=int, default=2, help="steps excluded per side and round "
-                    "(default 2, >= 1)")
-    args = ap.parse_args(argv)
-    if not 1 <= args.warmup < args.steps - 1:
-        ap.error("need 1 <= --warmup < --steps - 1")
-
-    t_start = time.perf_counter()
-    C.header("bench/trainer_throughput.py", argv)
-    import accelerate
+def measure_length(seq_len: int, args: argparse.Namespace, work: Path, backend) -> dict:
+    """Both loops at one ``seq_len``, ``args.rounds`` rounds; prints per-round lines and the
+    results block, returns the headline figures."""
     import torch
-    import transformers
-    import transformers.utils.logging as hf_logging
+
+    from afbench.engines import data as chat
     from transformers import AutoTokenizer
 
-    from afbench.backends.resolve import get_backend
-    from afbench.engines import data as chat
-
-    hf_logging.disable_progress_bar()  # "Loading weights" bars: noise in the output
-    work = Path(tempfile.mkdtemp(prefix="afbench-trainer-"))
-    spec = compose_spec(work / "plan", args.steps)
-    backend = get_backend("cpu", THREADS)  # sets torch threads for the whole process
-    torch.set_num_threads(THREADS)
+    spec = compose_spec(work / f"plan-{seq_len}", args.steps, seq_len)
     cfg, s = spec.config, spec.config.scheduler
     tokenizer = AutoTokenizer.from_pretrained(cfg.model.path, local_files_only=True)
     convs = chat.load_conversations(cfg.data.path, cfg.data.max_samples)
@@ -266,20 +257,20 @@ def main(argv: list[str] | None = None) -> int:
     inputs, labels = chat.pack([chat.tokenize_conversation(tokenizer, c, markers) for c in convs],
                                s.seq_len)
     tokens_per_step = s.global_batch_size * s.seq_len
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, accelerate "
-          f"{accelerate.__version__}, {torch.get_num_threads()} threads; model {cfg.model.path} "
-          f"fp32 {cfg.model.attn_implementation}; {inputs.shape[0]} packed blocks of {s.seq_len}; "
-          f"batch {s.global_batch_size} x seq {s.seq_len} = {tokens_per_step} tokens/step; "
+    print(f"\n== seq_len {s.seq_len}: {inputs.shape[0]} packed blocks; batch "
+          f"{s.global_batch_size} x seq {s.seq_len} = {tokens_per_step} tokens/step; "
           f"{args.rounds} rounds x {args.steps} steps per side, alternating A B A B per step, "
-          f"first {args.warmup} of each side excluded")
+          f"first {args.warmup} of each side excluded; {torch.get_num_threads()} threads")
 
     a_steps: list[float] = []
     b_steps: list[float] = []
     a_own: list[float] = []
     first_losses = []
     round_ratios = []
+    impls: dict[str, str] = {}
     for k in range(1, args.rounds + 1):
-        a, b, own, loss_a, loss_b = one_round(spec, backend, inputs, labels, work, k)
+        a, b, own, loss_a, loss_b, impls = one_round(spec, backend, inputs, labels,
+                                                     work / f"len{seq_len}", k)
         ta, tb = a.step_times(args.warmup), b.step_times(args.warmup)
         a_steps += ta
         b_steps += tb
@@ -290,41 +281,87 @@ def main(argv: list[str] | None = None) -> int:
         print(f"round {k}: afbench {tokens_per_step / statistics.median(ta):6.0f} tok/s "
               f"(median {statistics.median(ta) * 1e3:.0f} ms/step) | Trainer "
               f"{tokens_per_step / statistics.median(tb):6.0f} tok/s (median "
-              f"{statistics.median(tb) * 1e3:.0f} ms/step) | step-1 loss {loss_a:.5f} vs "
-              f"{loss_b:.5f} | {C.load_line('')[2:]}", flush=True)
+              f"{statistics.median(tb) * 1e3:.0f} ms/step) | step-1 loss {loss_a:.6f} vs "
+              f"{loss_b:.6f} | {C.load_line('')[2:]}", flush=True)
 
     med_a, med_b = statistics.median(a_steps), statistics.median(b_steps)
     tps_a, tps_b = tokens_per_step / med_a, tokens_per_step / med_b
-    ratio = tps_a / tps_b
     mean_a = tokens_per_step * len(a_steps) / sum(a_steps)
     mean_b = tokens_per_step * len(b_steps) / sum(b_steps)
     # paired by position: step i of A ran right before step i of B, under the same load
     pairs = sorted(tb_i / ta_i for ta_i, tb_i in zip(a_steps, b_steps))
     q = statistics.quantiles(pairs, n=4)
-    print("\n-- results --")
+    loss_diff = max(abs(x - y) for x, y in first_losses)
+    print(f"-- results, seq_len {s.seq_len} --")
+    print(f"AdamW: afbench {impls.get('afbench')} (scheduler.optimizer_impl default), Trainer "
+          f"{impls.get('trainer')} (TrainingArguments.optim default)")
     print(f"afbench builtin loop: {tps_a:.0f} tokens/s at the median step ({med_a * 1e3:.1f} ms, "
           f"{len(a_steps)} steps; its own step_time_s median {statistics.median(a_own) * 1e3:.1f} "
           f"ms); {mean_a:.0f} tokens/s over total time")
     print(f"transformers.Trainer: {tps_b:.0f} tokens/s at the median step ({med_b * 1e3:.1f} ms, "
           f"{len(b_steps)} steps); {mean_b:.0f} tokens/s over total time")
-    print(f"same work check: step-1 loss afbench vs Trainer, max |diff| "
-          f"{max(abs(x - y) for x, y in first_losses):.2e}")
+    print(f"same work check: step-1 loss afbench vs Trainer, max |diff| {loss_diff:.2e}")
     print("per-round ratio (Trainer/afbench median step time): "
           + ", ".join(f"{r:.3f}" for r in round_ratios))
-    print(f"paired steps (Trainer step i / afbench step i): median {statistics.median(pairs):.3f}, "
+    paired = statistics.median(pairs)
+    print(f"paired steps (Trainer step i / afbench step i): median {paired:.3f}, "
           f"interquartile {q[0]:.3f}..{q[2]:.3f}, {sum(p >= 1 for p in pairs)}/{len(pairs)} "
           "favour afbench")
     print(f"ratio afbench/Trainer tokens/s: over total time {mean_a / mean_b:.3f}, of the median "
-          f"steps {ratio:.3f}")
-    paired = statistics.median(pairs)
-    print(f"ratio afbench/Trainer tokens/s, paired steps (the headline: each pair ran back to back "
-          f"under the same load): {paired:.3f}; target >= {TARGET_RATIO}: "
-          f"{C.verdict_mark(paired >= TARGET_RATIO)}")
+          f"steps {tps_a / tps_b:.3f}, paired (the headline) {paired:.3f}", flush=True)
+    return {"seq_len": s.seq_len, "tps_a": tps_a, "tps_b": tps_b, "paired": paired,
+            "iqr": (q[0], q[2]), "loss_diff": loss_diff, "impls": impls}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3, help="rounds, fresh models each (default 3)")
+    ap.add_argument("--steps", type=int, default=20, help="steps per side per round (default 20)")
+    ap.add_argument("--warmup", type=int, default=2, help="steps excluded per side and round "
+                    "(default 2, >= 1)")
+    ap.add_argument("--seq-lens", default="256,1024",
+                    help="comma-separated sequence lengths, each measured paired (default 256,1024)")
+    args = ap.parse_args(argv)
+    if not 1 <= args.warmup < args.steps - 1:
+        ap.error("need 1 <= --warmup < --steps - 1")
+    lengths = [int(x) for x in args.seq_lens.split(",") if x.strip()]
+
+    t_start = time.perf_counter()
+    C.header("bench/trainer_throughput.py", argv)
+    import accelerate
+    import torch
+    import transformers
+    import transformers.utils.logging as hf_logging
+
+    from afbench.backends.resolve import get_backend
+
+    hf_logging.disable_progress_bar()  # "Loading weights" bars: noise in the output
+    work = Path(tempfile.mkdtemp(prefix="afbench-trainer-"))
+    backend = get_backend("cpu", THREADS)  # sets torch threads for the whole process
+    torch.set_num_threads(THREADS)
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, accelerate "
+          f"{accelerate.__version__}, {THREADS} threads; model assets/qwen3_tiny fp32 sdpa")
+    rows = []
+    for seq_len in lengths:
+        (work / f"len{seq_len}").mkdir(parents=True)
+        rows.append(measure_length(seq_len, args, work, backend))
+
+    print("\n-- side by side --")
+    print(f"{'seq_len':>7}  {'afbench tok/s':>13}  {'Trainer tok/s':>13}  {'paired ratio':>12}  "
+          f"{'interquartile':>13}  {'step-1 |diff|':>13}  AdamW afbench / Trainer")
+    for r in rows:
+        print(f"{r['seq_len']:>7}  {r['tps_a']:>13.0f}  {r['tps_b']:>13.0f}  {r['paired']:>12.3f}  "
+              f"{r['iqr'][0]:>6.3f}..{r['iqr'][1]:<5.3f}  {r['loss_diff']:>13.2e}  "
+              f"{r['impls'].get('afbench')} / {r['impls'].get('trainer')}")
+    met = all(r["paired"] >= TARGET_RATIO and r["loss_diff"] == 0 for r in rows)
+    print(f"target: paired afbench/Trainer tokens/s >= {TARGET_RATIO} at every length with "
+          f"identical step-1 losses: {C.verdict_mark(met)}")
     import shutil
 
     shutil.rmtree(work, ignore_errors=True)
     C.footer(t_start)
     return 0
+
 
 
 if __name__ == "__main__":

@@ -36,9 +36,7 @@ from omegaconf.errors import OmegaConfBaseException
 from afbench.assets.manifest import default_assets_dir
 from afbench.config import validate_config
 from afbench.errors import AfbenchError
-from afbench.experiment import preflight, run_experiment
 from afbench.plan import make_plan, shadowed_overrides
-from afbench.sweep import FAILED_JOBS, build_sweep_report
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +78,10 @@ def register() -> None:
 
 
 def _task(cfg: DictConfig) -> None:
+    # the launcher, preflight, the console and the sweep report: not needed for a config error
+    from afbench.experiment import preflight, run_experiment
+    from afbench.sweep import FAILED_JOBS, build_sweep_report
+
     verbose = bool(cfg.get("verbose", False)) or os.environ.get("HYDRA_FULL_ERROR") == "1"
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode == RunMode.MULTIRUN:
@@ -191,6 +193,91 @@ def _override_problem(argv: list[str], overrides: list[str]) -> str | None:
     return None
 
 
+def _check_composed(cfg: DictConfig) -> None:
+    """Validate and plan one composed config (planning writes nothing: variant and phase errors
+    surface here too). Raises ConfigError and friends."""
+    make_plan(validate_config(cfg), Path(os.devnull) / "dry-run")
+
+
+def _exit_on_config_error(exc: Exception, conf_dir: str) -> None:
+    """Print the one-line message of a composition or validation error and exit (2, or the
+    AfbenchError's own code); anything else is re-raised."""
+    if isinstance(exc, (HydraException, OmegaConfBaseException)):
+        print(f"afbench: error: {_hydra_message(exc, conf_dir)}", file=sys.stderr)
+        sys.exit(2)
+    if isinstance(exc, AfbenchError):
+        print(f"afbench: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    raise exc
+
+
+def single_run_overrides(argv: list[str]) -> list[str] | None:
+    """The overrides of a command line that runs one job and nothing else (every argument an
+    override, none a sweep, no ``hydra.mode``), or None (flags, ``-m``, help: Hydra's own
+    command line handles those)."""
+    if any(a.startswith("-") or "=" not in a for a in argv):
+        return None
+    if any(a.lstrip("+~").replace(" ", "").startswith("hydra.mode") for a in argv):
+        return None
+    try:
+        parsed = OverridesParser.create().parse_overrides(argv)
+    except HydraException:
+        return None  # precheck gives the one-line message
+    if any(o.is_sweep_override() for o in parsed):
+        return None
+    return list(argv)
+
+
+def run_single(overrides: list[str], conf_dir: str) -> None:
+    """Compose the command line once, check it, and run it as Hydra's ``run`` would.
+
+    ``hydra.main`` composes a run three times before the task starts (afbench's precheck, then
+    Hydra's ``get_mode`` and ``run``: about 0.25 s each). Here the one config Hydra would build
+    (``Hydra.compose_config`` with ``run_mode=RUN``) is validated and planned before anything is
+    written, and then handed to Hydra's ``run_job``, which makes the output directory, writes
+    ``.hydra/``, sets up job logging and calls the task. Same steps as
+    ``hydra._internal.hydra.Hydra.run`` of hydra-core 1.3 (pinned <1.4 in pyproject.toml).
+    Exits 2 (config error, nothing written) or as the task does.
+    """
+    # Hydra's run internals: needed only here, and hydra.main imports them anyway otherwise
+    from hydra._internal.callbacks import Callbacks
+    from hydra._internal.utils import run_and_report
+    from hydra.core.utils import configure_log, run_job
+    from hydra.types import HydraContext
+
+    GlobalHydra.instance().clear()
+    try:
+        # job_name "cli": the name hydra.main would give (the task's module), so cli.log keeps it
+        with initialize_config_dir(config_dir=conf_dir, version_base="1.3", job_name="cli"):
+            gh = GlobalHydra.instance()
+            assert gh.hydra is not None
+            try:
+                cfg = gh.hydra.compose_config(config_name="config",
+                                              overrides=[*overrides, "hydra.mode=RUN"],
+                                              run_mode=RunMode.RUN,
+                                              with_log_configuration=False)
+                task_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+                _check_composed(task_cfg)
+            except Exception as exc:
+                _exit_on_config_error(exc, conf_dir)
+
+            def job() -> None:
+                configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
+                callbacks = Callbacks(cfg)
+                callbacks.on_run_start(config=cfg, config_name="config")
+                ret = run_job(hydra_context=HydraContext(config_loader=gh.config_loader(),
+                                                         callbacks=callbacks),
+                              task_function=_task, config=cfg, job_dir_key="hydra.run.dir",
+                              job_subdir_key=None, configure_logging=True)
+                callbacks.on_run_end(config=cfg, config_name="config", job_return=ret)
+                _ = ret.return_value  # re-raises an exception of the task, as Hydra.run does
+
+            # Hydra's own report of an unexpected exception (short, HYDRA_FULL_ERROR=1: all)
+            run_and_report(job)
+    finally:
+        GlobalHydra.instance().clear()
+
+
 def precheck(argv: list[str], conf_dir: str) -> None:
     """Compose and validate the command line once before Hydra runs (and makes an output
     directory): a wrong key, value or recipe costs a second and exits 2 with one line per
@@ -207,14 +294,9 @@ def precheck(argv: list[str], conf_dir: str) -> None:
             GlobalHydra.instance().clear()
             with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
                 cfg = compose(config_name="config", overrides=combo)
-            # planning writes nothing: variant and phase errors surface here too
-            make_plan(validate_config(cfg), Path(os.devnull) / "dry-run")
-    except (HydraException, OmegaConfBaseException) as exc:
-        print(f"afbench: error: {_hydra_message(exc, conf_dir)}", file=sys.stderr)
-        sys.exit(2)
-    except AfbenchError as exc:
-        print(f"afbench: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+            _check_composed(cfg)
+    except (HydraException, OmegaConfBaseException, AfbenchError) as exc:
+        _exit_on_config_error(exc, conf_dir)
     finally:
         GlobalHydra.instance().clear()
 
@@ -269,10 +351,17 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     register()
     conf_dir = str(importlib.resources.files("afbench.conf"))
-    precheck(sys.argv[1:], conf_dir)
-    hydra.main(version_base="1.3", config_path=conf_dir, config_name="config")(_task)()
-    if FAILED_JOBS:
-        print(f"afbench: {len(FAILED_JOBS)} sweep job(s) had failures: " + "; ".join(FAILED_JOBS),
+    argv = sys.argv[1:]
+    single = single_run_overrides(argv)
+    if single is not None and _override_problem(argv, single) is None:
+        run_single(single, conf_dir)
+    else:
+        precheck(argv, conf_dir)
+        hydra.main(version_base="1.3", config_path=conf_dir, config_name="config")(_task)()
+    sweep = sys.modules.get("afbench.sweep")  # imported by the task and the sweep callback
+    failed = sweep.FAILED_JOBS if sweep is not None else []
+    if failed:
+        print(f"afbench: {len(failed)} sweep job(s) had failures: " + "; ".join(failed),
               file=sys.stderr)
         sys.exit(1)
 

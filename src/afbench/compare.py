@@ -336,7 +336,9 @@ def _parameters(col: Collected) -> list[PhaseParameters]:
     for phase in col.plan.phases:
         spec = next(r for r in col.plan.runs if r.phase == phase and r.variant == col.plan.baseline)
         c = spec.config
-        s = c.scheduler.model_dump()
+        # only the keys the run's spec holds: a key added later (scheduler.optimizer_impl) is
+        # not shown with today's default for a directory written before it existed
+        s = c.scheduler.model_dump(exclude_unset=True)
         s.pop("workload", None)
         out.append(PhaseParameters(
             phase=phase, workload=c.scheduler.workload, model=c.model.name, dtype=c.model.dtype,

@@ -1,7 +1,8 @@
 """Config: typed models of the composed Hydra config and their validation."""
 
+from typing import Any
+
 from afbench.config.models import AfbenchConfig, ExperimentConfig, RunConfig
-from afbench.config.validate import apply_overrides, validate_config, validate_run_config
 
 __all__ = [
     "AfbenchConfig",
@@ -11,3 +12,14 @@ __all__ = [
     "validate_config",
     "validate_run_config",
 ]
+
+_VALIDATE = ("apply_overrides", "validate_config", "validate_run_config")
+
+
+def __getattr__(name: str) -> Any:
+    # validate imports omegaconf (~0.1 s): the worker reads only the models (PEP 562)
+    if name in _VALIDATE:
+        from afbench.config import validate
+
+        return getattr(validate, name)
+    raise AttributeError(f"module 'afbench.config' has no attribute {name!r}")

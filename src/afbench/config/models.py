@@ -95,6 +95,8 @@ class SftScheduler(Section):
     lr: PositiveFloat = 1e-4
     weight_decay: NonNegativeFloat = 0.0
     max_grad_norm: PositiveFloat | None = 1.0
+    #: AdamW implementation (torch.optim.AdamW ``fused=True`` / ``foreach=True`` / neither)
+    optimizer_impl: Literal["fused", "foreach", "for_loop"] = "fused"
     seed: int = 42
     measure: StepWindow = StepWindow(first_step=6, last_step=10)
 

@@ -18,7 +18,6 @@ from afbench.config.models import RunConfig, SftScheduler
 from afbench.backends.resolve import get_backend, probe_backend, resolve_backend
 from afbench.engines import command
 from afbench.engines.torchtitan import cmdline as titan_cmdline
-from afbench.engines.torchtitan.run import run_torchtitan
 from afbench.errors import ConfigError, RunFailed
 from afbench.runspec import RunSpec
 
@@ -114,6 +113,9 @@ class TorchtitanRunner:
         titan_cmdline.check_config(rc, rc.engine)
 
     def run(self, spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+        # the torchtitan launcher (subprocess, log parsers): only in a torchtitan worker
+        from afbench.engines.torchtitan.run import run_torchtitan
+
         return run_torchtitan(spec, run_dir)
 
 

@@ -7,6 +7,7 @@ loss, grad norm and tokens/s into ``metrics.jsonl`` and prints the reference's l
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from pathlib import Path
 
@@ -33,11 +34,47 @@ def dynamo_unique_graphs() -> int:
     """Graphs torch._dynamo has compiled in this process so far (cumulative; 0 in eager runs).
 
     Source: ``torch._dynamo.utils.counters["stats"]["unique_graphs"]``; a rise during a
-    measured step is a recompile there (see :mod:`afbench.analysis.recompiles`).
+    measured step is a recompile there (see :mod:`afbench.analysis.recompiles`). A process
+    that never imported torch._dynamo compiled nothing: 0, without importing it (~1 s).
     """
-    from torch._dynamo.utils import counters
+    utils = sys.modules.get("torch._dynamo.utils")
+    return int(utils.counters["stats"]["unique_graphs"]) if utils is not None else 0
 
-    return int(counters["stats"]["unique_graphs"])
+
+def fused_adamw_available(device: torch.device) -> str:
+    """Why ``torch.optim.AdamW(fused=True)`` cannot run on ``device`` ('' when it can).
+
+    The proof is one call of the fused kernel (``torch._fused_adamw_``, what AdamW's fused
+    path calls) on one-element tensors: torch lists a device as fused-capable before its
+    extension implements the kernel (torch_npu: ``aclnnApplyAdamWV2`` in recent releases only).
+    """
+    try:
+        p, g, m, v = (torch.zeros(1, device=device) for _ in range(4))
+        step = torch.zeros((), device=device)
+        torch._fused_adamw_([p], [g], [m], [v], [], [step], lr=1e-3, beta1=0.9, beta2=0.999,
+                            weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+    except (RuntimeError, NotImplementedError, AttributeError, TypeError) as exc:
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()
+    return ""
+
+
+def make_adamw(params: list, s: SftScheduler, device: torch.device
+               ) -> tuple[torch.optim.AdamW, dict[str, str]]:
+    """AdamW with ``s.optimizer_impl`` (fused, foreach or for_loop); returns the optimizer and
+    ``{"impl": what runs, "requested": s.optimizer_impl, "reason": why they differ}`` for
+    result.json. fused without the device's kernel runs foreach, with the reason.
+
+    The three compute the same update (torch/optim/adamw.py); fused and foreach differ from
+    for_loop only in float rounding (~1e-7 relative per step in fp32)."""
+    impl, reason = s.optimizer_impl, ""
+    if impl == "fused":
+        why = fused_adamw_available(device)
+        if why:
+            impl, reason = "foreach", f"fused AdamW unavailable on {device.type}: {why}"
+    kwargs = {"fused": {"fused": True}, "foreach": {"foreach": True},
+              "for_loop": {"foreach": False}}[impl]
+    opt = torch.optim.AdamW(params, lr=s.lr, weight_decay=s.weight_decay, **kwargs)
+    return opt, {"impl": impl, "requested": s.optimizer_impl, "reason": reason}
 
 
 def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
@@ -69,7 +106,7 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     order = chat.BatchOrder(inputs.shape[0], s.seed)
     device = backend.device()
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
+    optimizer, optimizer_info = make_adamw(list(model.parameters()), s, device)
     accum = s.global_batch_size // (s.micro_batch_size * info.world_size)
     tokens_per_step = s.global_batch_size * s.seq_len
 
@@ -86,7 +123,7 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
             window.before_step(step)
             backend.synchronize()
             t0 = time.perf_counter()
-            loss_sum = torch.zeros((), device=device)
+            local = None
             # every rank draws the same global batch and trains on its own shard of it
             shard = order.take(s.global_batch_size)[info.rank::info.world_size]
             for k in range(accum):
@@ -96,11 +133,13 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
                 # DDP all-reduces gradients on the last micro batch only
                 sync = contextlib.nullcontext() if k == accum - 1 or not info.enabled else forward_ddp.no_sync()
                 with sync:
-                    loss = forward(input_ids=x, labels=y).loss / accum
+                    # use_cache=False: a training forward has no use for the KV cache HF
+                    # models build by default (config.use_cache), and Trainer turns it off too
+                    loss = forward(input_ids=x, labels=y, use_cache=False).loss / accum
                     loss.backward()
-                loss_sum += loss.detach()
-            local_losses.append(float(loss_sum))
-            loss_sum = ddp.mean_across_ranks(loss_sum, info)
+                # the first micro batch starts the sum: 0 + x == x, without a zeros tensor
+                local = loss.detach() if local is None else local + loss.detach()
+            loss_sum = ddp.mean_across_ranks(local, info)
             if s.max_grad_norm is not None:
                 grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm)
             else:
@@ -110,7 +149,11 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
             optimizer.zero_grad(set_to_none=True)
             backend.synchronize()
             dt = time.perf_counter() - t0
-            loss_v, gn = float(loss_sum), float(grad_norm)
+            # one device-to-host copy for the three numbers of the log line, after the timed
+            # region (three float() calls were three syncs, one of them inside the step)
+            local_v, loss_v, gn = torch.stack(
+                [local.float(), loss_sum.float(), grad_norm.float()]).tolist()
+            local_losses.append(local_v)
             if first_step_s is None:
                 first_step_s = dt
             tps = tokens_per_step / dt
@@ -137,6 +180,7 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
         "grad_accum_steps": accum,
         "num_blocks": int(inputs.shape[0]),
         "first_step_s": first_step_s,
+        "optimizer": {"name": "AdamW", **optimizer_info},
         **memory,
         **efficiency.training_efficiency(
             model.config.to_dict(), s.seq_len, tokens_per_step * window.steps, window.seconds,
