@@ -148,7 +148,7 @@ def _auto_estimate(plan: Plan, variant: str, base: list[list[float]], var: list[
     assert plan.auto is not None  # repeats == "auto" plans carry their design
     design = sequential_design(plan.auto, with_budget=False)
     stop = plan.auto_stops.get(variant)
-    n = min(len(base), design.max_pairs)
+    n = min(len(base), stop.n_pairs if stop else design.max_pairs)
     if n >= design.min_pairs:
         decision = sequential_decision(base[:n], var[:n], design)
         reason = stop.reason if stop else decision.reason
