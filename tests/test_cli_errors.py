@@ -32,6 +32,16 @@ def afbench(cwd, *args):
     (["+launcher.env.lower=1"], 2, "must match [A-Z_][A-Z0-9_]*"),
     (["engine=torchtitan", "scheduler=infer"], 2,
      "scheduler.workload: engine=torchtitan runs SFT only, got 'infer'"),
+    (["experiment.repeats=sometimes"], 2,
+     "experiment.repeats: expected a positive integer or 'auto' (got 'sometimes')"),
+    (["-m", "experiment.repeats=3,often"], 2,
+     "experiment.repeats: expected a positive integer or 'auto' (got 'often')"),
+    (["experiment.repeats=auto", "experiment.max_repeats=2"], 2,
+     "max_repeats 2 is below min_repeats 3: raise experiment.max_repeats"),
+    (["experiment.min_repeats=2"], 2, "experiment.min_repeats: Input should be greater than or equal to 3"),
+    (["experiment.order=shuffled"], 2, "experiment.order: Input should be 'counterbalanced'"),
+    (["experiment.precision_pct=0"], 2, "experiment.precision_pct: Input should be greater than 0"),
+    (["report.min_gain_pct=-1"], 2, "report.min_gain_pct: Input should be greater than 0"),
 ])
 def test_config_errors_exit_2_with_one_line_and_write_nothing(tmp_path, args, code, message):
     proc = afbench(tmp_path, *args)

@@ -39,10 +39,18 @@ def stored_copy(request, tmp_path) -> tuple[str, Path]:
     return request.param, copy
 
 
+def rebuilt_report(version: str) -> Path:
+    """The report a re-render from the run directories gives: ``report.md`` where the stored
+    summary was computed by today's statistics, ``report.rebuilt.md`` for v0, whose stored
+    summary holds the older unpaired Welch interval (README.md)."""
+    rebuilt = STORED / version / "report.rebuilt.md"
+    return rebuilt if rebuilt.is_file() else STORED / version / "report.md"
+
+
 def test_rerendering_a_stored_directory_reproduces_its_report(stored_copy):
     version, copy = stored_copy
     summary = rebuild(copy)
-    assert report_text(copy / "report.md") == report_text(STORED / version / "report.md")
+    assert report_text(copy / "report.md") == report_text(rebuilt_report(version))
     assert summary.schema_version == SCHEMA_VERSION
     assert json.loads((copy / "summary.json").read_text())["schema_version"] == SCHEMA_VERSION
 
@@ -79,12 +87,14 @@ def test_version_0_comparison_keys_become_the_two_sides(tmp_path):
         for side in ("baseline", "variant"):
             assert numbers(getattr(a, side), side_fields) == pytest.approx(
                 numbers(getattr(b, side), side_fields))
-        assert numbers(a.speed, ("gain_pct", "ci_low", "ci_high", "level", "kind")) == \
-            pytest.approx(numbers(b.speed, ("gain_pct", "ci_low", "ci_high", "level", "kind")))
         assert a.compile.model_dump() == pytest.approx(b.compile.model_dump())
-        assert (a.verdict, a.verdict_line, a.aa, a.reasons) == (b.verdict, b.verdict_line, b.aa,
-                                                                b.reasons)
-        assert a.parity == b.parity
+        assert (a.aa, a.reasons, a.parity) == (b.aa, b.reasons, b.parity)
+    # the speed is recomputed by today's paired statistics; the stored one keeps v0's keys
+    raw = json.loads((STORED / "v0" / "summary.json").read_text())["comparisons"]
+    for a, c in zip(old.comparisons, raw):
+        assert (a.speed.gain_pct, a.speed.ci_low_pct, a.speed.ci_high_pct, a.speed.kind) == (
+            c.get("gain_pct"), c.get("gain_ci_low"), c.get("gain_ci_high"), c["verdict_kind"])
+    assert [b.speed.kind for b in new.comparisons] == ["paired", "paired", "none"]
 
 
 def test_result_json_without_schema_version_loads_as_version_0():

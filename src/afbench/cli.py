@@ -41,7 +41,9 @@ from afbench.plan import make_plan, shadowed_overrides
 log = logging.getLogger(__name__)
 
 RECIPE_PATH_ENV = "AFBENCH_RECIPE_PATH"
-EXPERIMENT_SCALARS = {"repeats": 1, "skip_policy": "per_variant", "verdict_phase": None}
+EXPERIMENT_SCALARS = {"repeats": 1, "skip_policy": "per_variant", "verdict_phase": None,
+                      "precision_pct": 1.0, "min_repeats": 3, "max_repeats": 8,
+                      "time_budget_s": None, "order": "counterbalanced", "order_seed": None}
 
 
 def recipe_dirs() -> list[Path]:

@@ -40,6 +40,8 @@ class Collected:
       step_time_s, loss, grad_norm, tokens_per_s) or per decode run for inference.
     kernels: run_id + the normalised kernel table (op_type, count, total_us, ratio_pct).
     results: run_id -> its result.json (None for a run without one).
+    window_steps: run_id -> the measured window's step times in step order (seconds, the
+      strict log parse), for every OK run whose log passes it (the paired statistics' input).
     """
 
     out_dir: Path
@@ -49,6 +51,7 @@ class Collected:
     steps: pd.DataFrame
     kernels: pd.DataFrame
     results: dict[str, RunResult | None] = field(default_factory=dict)
+    window_steps: dict[str, list[float]] = field(default_factory=dict)
 
     def spec(self, run_id: str) -> RunSpec:
         return next(r for r in self.plan.runs if r.run_id == run_id)
@@ -83,12 +86,26 @@ def _result(path: Path) -> RunResult | None:
         raise OutputError(f"{path}: {' '.join(str(exc).splitlines()[:3])}") from exc
 
 
+def window_step_times(spec: RunSpec, run_dir: Path) -> dict[int, float]:
+    """Step -> seconds of ``spec``'s measured window, parsed strictly from ``run_dir/stdout.log``
+    with the engine's step pattern (null, and engines without the key, mean the reference's
+    step line).
+
+    Raises:
+        InvalidLog: a measured step missing, twice, non-numeric, zero or NaN (names the log).
+    """
+    window = spec.config.scheduler.measure
+    pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
+    return read_step_times(Path(run_dir) / "stdout.log", window.first_step, window.last_step,
+                           pattern)
+
+
 def collect(out_dir: Path) -> Collected:
     """Read plan.json, experiment.json and every run directory below ``out_dir``."""
     out_dir = Path(out_dir)
     plan = Plan.model_validate(read_json(out_dir / "plan.json"))
     experiment = read_json(out_dir / "experiment.json") if (out_dir / "experiment.json").exists() else {}
-    run_rows, step_rows, kernel_frames, results = [], [], [], {}
+    run_rows, step_rows, kernel_frames, results, window_steps = [], [], [], {}, {}
     for spec in plan.runs:
         run_dir = Path(spec.run_dir)
         if not run_dir.is_dir():  # plan moved with its directory: runs/ lies beside plan.json
@@ -114,10 +131,9 @@ def collect(out_dir: Path) -> Collected:
         in_window = [r for r in records if window.first_step <= r.step <= window.last_step]
         if row["status"] == "OK":
             try:
-                pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
-                times = read_step_times(run_dir / "stdout.log", window.first_step, window.last_step,
-                                        pattern)
+                times = window_step_times(spec, run_dir)
                 row["mean_step_s"] = mean_step_time(times)
+                window_steps[spec.run_id] = [times[s] for s in sorted(times)]
             except InvalidLog as exc:
                 row["log_error"] = str(exc)
             for key in MEANS[sched.workload]:
@@ -142,4 +158,4 @@ def collect(out_dir: Path) -> Collected:
     kernels = (pd.concat(kernel_frames, ignore_index=True) if kernel_frames
                else pd.DataFrame(columns=["op_type", "count", "total_us", "ratio_pct", "run_id"]))
     return Collected(out_dir, plan, experiment, pd.DataFrame(run_rows), pd.DataFrame(step_rows),
-                     kernels, results)
+                     kernels, results, window_steps)

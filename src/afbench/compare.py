@@ -12,18 +12,27 @@ from typing import Any
 import pandas as pd
 
 from afbench.analysis import kernels as K
+from afbench.analysis.paired import (INCONCLUSIVE, GainEstimate, paired_gain, step_level_gain,
+                                     verdict_word)
+from afbench.analysis.sequential import CONTINUE, SequentialDesign, sequential_decision
 from afbench.analysis.steptrace import profiling_status
-from afbench.analysis.stats import finite_mean, t_interval_of_gain
-from afbench.analysis.verdict import (NO_GAIN, RUN_FAILED, SKIPPED, gain_pct, quick_verdict,
-                                      verdict_label)
+from afbench.analysis.stats import finite_mean
+from afbench.analysis.verdict import RUN_FAILED, SKIPPED, gain_pct, quick_verdict
 from afbench.collect import MEANS, Collected
 from afbench.config.models import ReportConfig
 from afbench.results import (Comparison, Compile, Environment, FusedEvidence, KernelDiffRow,
                              KernelRow, Parity, PhaseParameters, ProfilingComparison, Side, Speed,
                              Summary)
+from afbench.runspec import AutoDesign, Plan
 
-CAVEAT = ("One quick round per variant is directional evidence, not a formal multi-round result: "
-          "use experiment.repeats >= 3 for a confidence interval.")
+CAVEAT = ("One round per variant: afbench's interval comes from the two runs' own steps and "
+          "cannot see how much a whole run moves between repeats, so it is directional "
+          "evidence; the reference's quick verdict (gain > 0) beside it has no interval at all. "
+          "Use experiment.repeats=auto (or >= 3) for paired repeats.")
+#: How the reference's one-round rule is labelled wherever it is shown.
+REFERENCE_RULE = "reference rule: gain > 0, one round"
+INTERRUPTED = "interrupted"
+RUN_FAILED_STOP = "run_failed"
 
 
 def loss_parity(steps: pd.DataFrame, baseline_ids: list[str], variant_ids: list[str],
@@ -52,31 +61,105 @@ def loss_parity(steps: pd.DataFrame, baseline_ids: list[str], variant_ids: list[
                 "abs_diff": float(diff[s])} for s in common])
 
 
-def decide(variant: str, baseline_s: list[float], variant_s: list[float], failed: bool,
-           skipped: bool, level: float) -> tuple[str, Speed]:
-    """Verdict of a variant against the baseline from per-repeat mean step times (seconds),
-    and its :class:`Speed` (gain, interval, note).
+def sequential_design(auto: AutoDesign, with_budget: bool = True) -> SequentialDesign:
+    """The :class:`SequentialDesign` of a plan's ``repeats=auto`` settings (the time budget
+    left out with ``with_budget=False``: offline there is no clock to hold it against)."""
+    return SequentialDesign(level=auto.level, min_pairs=auto.min_pairs, max_pairs=auto.max_pairs,
+                            precision_pct=auto.precision_pct,
+                            time_budget_s=auto.time_budget_s if with_budget else None,
+                            min_gain_pct=auto.min_gain_pct)
 
-    One value per side: the reference's quick verdict (``<VARIANT>_FASTER`` if the gain > 0),
-    labelled as a single round. Two or more: Welch-t interval of the gain at ``level``;
-    ``<VARIANT>_FASTER`` only when the whole interval is above zero, else ``NO_GAIN`` with the
-    interval shown. ``RUN_FAILED`` / ``SKIPPED`` when a side has no valid number.
-    """
-    if skipped:
-        return SKIPPED, Speed(level=level)
-    if failed or not baseline_s or not variant_s:
-        return RUN_FAILED, Speed(level=level)
-    if len(baseline_s) >= 2 and len(variant_s) >= 2:
-        gain, lo, hi = t_interval_of_gain(baseline_s, variant_s, level)
-        note = f" ({level:.0%} interval of the gain [{lo:+.2f}%, {hi:+.2f}%]"
-        note += ", slower)" if hi < 0 else ")"
-        return (verdict_label(variant) if lo > 0 else NO_GAIN,
-                Speed(gain_pct=gain, ci_low=lo, ci_high=hi, level=level, kind="interval",
-                      method="welch_t_delta", note=note))
-    mb, mv = finite_mean(baseline_s), finite_mean(variant_s)
-    return (quick_verdict(variant, mb, mv, failed=False),
-            Speed(gain_pct=gain_pct(mb, mv), level=level, kind="quick", method="one_round",
-                  note=" (quick verdict: one round)"))
+
+def verdict_pairs(plan: Plan, variant: str, steps: dict[str, list[float]]
+                  ) -> tuple[list[list[float]], list[list[float]]]:
+    """Measured step times (seconds) of the baseline's and ``variant``'s verdict-phase runs,
+    paired by repeat index (the runs of one round ran adjacently), in round order; a round
+    where either run has no entry in ``steps`` (run_id -> step times) is left out."""
+    by_repeat: dict[int, dict[str, str]] = {}
+    for r in plan.runs:
+        if r.phase == plan.verdict_phase and r.variant in (plan.baseline, variant):
+            by_repeat.setdefault(r.repeat, {})[r.variant] = r.run_id
+    base, var = [], []
+    for repeat in sorted(by_repeat):
+        ids = by_repeat[repeat]
+        if ids.get(plan.baseline) in steps and ids.get(variant) in steps:
+            base.append(steps[ids[plan.baseline]])
+            var.append(steps[ids[variant]])
+    return base, var
+
+
+def _speed(est: GainEstimate, kind: str, **extra: Any) -> Speed:
+    return Speed(gain_pct=est.gain_pct, ci_low_pct=est.ci_low_pct, ci_high_pct=est.ci_high_pct,
+                 level=est.level, kind=kind, method=est.method, n_pairs=est.n_pairs,
+                 mde_pct=est.mde_pct, mde_power=est.mde_power, min_gain_pct=est.min_gain_pct,
+                 decision=est.decision, n_bursts_baseline=est.n_bursts_baseline,
+                 n_bursts_variant=est.n_bursts_variant, **extra)
+
+
+def speed_note(speed: Speed) -> str:
+    """The verdict line's tail: interval with its level, pairs, MDE, stop reason, and for one
+    round the reference's quick verdict, e.g. ``" (95% CI [-1.20%, +3.40%], 1 pair, MDE 4.1%;
+    reference rule: gain > 0, one round: AF_ON_FASTER)"``."""
+    if speed.ci_low_pct is None or speed.ci_high_pct is None or speed.level is None:
+        return ""
+    pairs = f"{speed.n_pairs} pair{'s' if speed.n_pairs != 1 else ''}"
+    note = (f" ({speed.level:.0%} CI [{speed.ci_low_pct:+.2f}%, {speed.ci_high_pct:+.2f}%], "
+            f"{pairs}, MDE {speed.mde_pct:.2f}%")
+    if speed.stop_reason:
+        note += f", stopped: {speed.stop_reason}"
+    if speed.reference_verdict:
+        note += f"; {REFERENCE_RULE}: {speed.reference_verdict}"
+    return note + ")"
+
+
+def _auto_estimate(plan: Plan, variant: str, base: list[list[float]], var: list[list[float]]
+                   ) -> tuple[GainEstimate, str]:
+    """The sequential estimate at the final look, recomputed from the stored runs and design,
+    and the stop reason (the loop's recorded one; recomputed when none was recorded)."""
+    assert plan.auto is not None  # repeats == "auto" plans carry their design
+    design = sequential_design(plan.auto, with_budget=False)
+    stop = plan.auto_stops.get(variant)
+    n = min(len(base), stop.n_pairs if stop else design.max_pairs)
+    if n >= design.min_pairs:
+        decision = sequential_decision(base[:n], var[:n], design)
+        reason = stop.reason if stop else decision.reason
+        assert decision.estimate is not None  # from min_pairs on there is an interval
+        return decision.estimate, INTERRUPTED if reason == CONTINUE else reason
+    # fewer pairs than the first look (interrupted, or the budget ended it): no boundary was
+    # spent yet, so the fixed-n paired t at the full level is the honest interval
+    return (paired_gain(base, var, design.level, min_gain_pct=design.min_gain_pct, trim=0.0),
+            stop.reason if stop else INTERRUPTED)
+
+
+def speed_of(col: Collected, variant: str, report: ReportConfig) -> Speed:
+    """The gain of ``variant`` over the baseline from the stored runs (``col.window_steps``),
+    by the plan's design: ``repeats=auto``: the sequential estimate at the final look
+    (:func:`_auto_estimate`); 2 or more pairs: :func:`afbench.analysis.paired.paired_gain`
+    (Yuen-trimmed paired log-ratio t); one round: :func:`~afbench.analysis.paired.step_level_gain`
+    with the reference's quick verdict beside it. ``note`` is :func:`speed_note`'s tail.
+    Callers handle failed and skipped sides first (no pair, no Speed)."""
+    plan = col.plan
+    base, var = verdict_pairs(plan, variant, col.window_steps)
+    level, margin = report.confidence, report.min_gain_pct
+    if plan.repeats == "auto" and plan.auto is not None and len(base) >= 2:
+        est, reason = _auto_estimate(plan, variant, base, var)
+        speed = _speed(est, "sequential", stop_reason=reason)
+    elif len(base) >= 2:
+        speed = _speed(paired_gain(base, var, level, min_gain_pct=margin), "paired")
+    else:
+        mb, mv = finite_mean(base[0]), finite_mean(var[0])
+        reference = {"reference_verdict": quick_verdict(variant, mb, mv, failed=False),
+                     "reference_gain_pct": gain_pct(mb, mv)}
+        try:
+            speed = _speed(step_level_gain(base[0], var[0], level, min_gain_pct=margin),
+                           "step_level", **reference)
+        except ValueError as exc:  # under 3 measured steps a side: no interval to give
+            return Speed(gain_pct=reference["reference_gain_pct"], level=level,
+                         kind="step_level", decision=INCONCLUSIVE, n_pairs=1,
+                         method=f"none ({exc})", **reference,
+                         note=f" (no interval: {exc}; {REFERENCE_RULE}: "
+                              f"{reference['reference_verdict']})")
+    return speed.model_copy(update={"note": speed_note(speed)})
 
 
 def _generations(run_dir) -> list[dict[str, Any]]:
@@ -204,14 +287,25 @@ def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rt
     """One variant against the baseline side ``b`` on the verdict phase."""
     phase, workload = col.plan.verdict_phase, workload_of(col)
     v = side(col, variant, phase, workload)
-    verdict, speed = decide(variant, b.repeats_s, v.repeats_s, failed=not (b.ok and v.ok),
-                            skipped=v.skipped and b.ok, level=report.confidence)
+    if v.skipped and b.ok:
+        verdict, speed = SKIPPED, Speed(level=report.confidence)
+    elif not (b.ok and v.ok and b.repeats_s and v.repeats_s):
+        verdict, speed = RUN_FAILED, Speed(level=report.confidence,
+                                           stop_reason=_stop_reason(col.plan, variant))
+    else:
+        speed = speed_of(col, variant, report)
+        verdict = verdict_word(speed.decision or INCONCLUSIVE, variant)
     parity = parity_of(col, b, v, phase, workload, rtol)
     return Comparison(
         baseline=b, variant=v, phase=phase, workload=workload, verdict=verdict,
         verdict_line=verdict_line(verdict, speed, parity, workload), speed=speed, parity=parity,
         compile=compile_cost(b, v, speed), aa=aa,
         reasons=failure_reasons(col, run_ids(col, variant, phase) + run_ids(col, b.name, phase)))
+
+
+def _stop_reason(plan: Plan, variant: str) -> str | None:
+    stop = plan.auto_stops.get(variant)
+    return stop.reason if stop else None
 
 
 def workload_of(col: Collected) -> str:
@@ -292,9 +386,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
 
     results = {rid: r for rid, r in col.results.items() if r is not None}
     env = next(iter(results.values()), None)
-    headline = [f"{c.variant.name} vs {c.baseline.name}: {c.verdict_line}"
-                + (f", gain {c.speed.gain_pct:+.2f}%" if c.speed.gain_pct is not None else "")
-                for c in comps]
+    headline = [headline_line(c) for c in comps]
     headline += [f"profiling {p.variant}: {p.status}" for p in profiling]
     return Summary.model_validate({
         "experiment": plan.experiment, "out_dir": str(col.out_dir),
@@ -316,6 +408,19 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
         "caveat": CAVEAT if plan.repeats == 1 else "",
         "headline": headline,
     })
+
+
+def headline_line(c: Comparison) -> str:
+    """The comparison's line in the log and ``summary.headline``: the verdict line (verdict,
+    interval, pairs, MDE, the reference's verdict for one round), the gain, and the bursts."""
+    line = f"{c.variant.name} vs {c.baseline.name}: {c.verdict_line}"
+    sp = c.speed
+    if sp.gain_pct is not None:
+        line += f", gain {sp.gain_pct:+.2f}%"
+    if sp.n_bursts_baseline or sp.n_bursts_variant:
+        line += (f", load bursts flagged: {sp.n_bursts_variant or 0} {c.variant.name} / "
+                 f"{sp.n_bursts_baseline or 0} {c.baseline.name} steps")
+    return line
 
 
 def _dotted(overrides: dict[str, Any], prefix: str = "") -> dict[str, Any]:

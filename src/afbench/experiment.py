@@ -5,19 +5,19 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, read_step_times
 from afbench.assets.manifest import sha256_file
 from afbench.config.models import AfbenchConfig
 from afbench.errors import ConfigError, PreflightError
 from afbench.io import read_json, write_json_atomic, write_text_atomic
 from afbench.launch.local import launch_run, write_skipped
 from afbench.logs import console
-from afbench.plan import make_plan, skip_reason
+from afbench.plan import add_round, make_plan, skip_reason
 from afbench.preflight import run_preflight
-from afbench.runspec import Plan, RunSpec, RunStatus
+from afbench.runspec import AutoStop, Plan, RunSpec, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +68,13 @@ def _window_parses(run_dir: Path, config_hash: str) -> bool:
     """Whether ``run_dir``'s runspec.json has ``config_hash`` and its log's measured window
     passes the strict parse that collect applies. A run that fails it is reported RUN_FAILED,
     so resume must run it again rather than copy it."""
+    from afbench.collect import window_step_times  # pandas: not for task=check
+
     try:
         spec = RunSpec.model_validate_json((run_dir / "runspec.json").read_text(encoding="utf-8"))
         if spec.config_hash != config_hash:
             return False
-        window = spec.config.scheduler.measure
-        # null (and engines without the key) mean the reference's step line
-        pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
-        read_step_times(run_dir / "stdout.log", window.first_step, window.last_step, pattern)
+        window_step_times(spec, run_dir)
     except (OSError, ValueError):  # InvalidLog and pydantic's ValidationError are ValueErrors
         return False
     return True
@@ -117,16 +116,82 @@ def reuse_run(spec: RunSpec, source: Path) -> RunStatus:
     return status
 
 
-def execute_plan(plan: Plan, resume: dict[str, Path] | None = None) -> dict[str, str]:
+def _ends_round(plan: Plan, i: int) -> bool:
+    """Whether ``plan.runs[i - 1]`` (1-based ``i``) is the last run of a verdict-phase round."""
+    run = plan.runs[i - 1]
+    if run.phase != plan.verdict_phase:
+        return False
+    nxt = plan.runs[i] if i < len(plan.runs) else None
+    return nxt is None or (nxt.phase, nxt.repeat) != (run.phase, run.repeat)
+
+
+def adaptive_round(plan: Plan, statuses: dict[str, str], elapsed_s: float) -> Plan:
+    """After a complete round of the verdict phase under ``repeats=auto``: per variant still
+    undecided, parse the measured steps of its pairs so far (the strict parse collect
+    applies), ask :func:`afbench.analysis.sequential.sequential_decision` (the plan's design,
+    time budget counted from the first run: ``elapsed_s``) and log its progress line. When
+    this was the last planned round, a variant that stops is recorded in ``auto_stops`` (a
+    failed, skipped or unparsable run of its pairs stops it as ``run_failed``), and the
+    undecided ones get one more round (:func:`afbench.plan.add_round`). Returns the new plan.
+    """
+    # compare and collect import pandas: not for task=check
+    from afbench.analysis.errors import InvalidLog
+    from afbench.analysis.sequential import sequential_decision
+    from afbench.collect import window_step_times
+    from afbench.compare import RUN_FAILED_STOP, sequential_design, verdict_pairs
+
+    assert plan.auto is not None  # only auto plans reach here
+    design = sequential_design(plan.auto)
+    verdict_runs = [r for r in plan.runs if r.phase == plan.verdict_phase]
+    last_planned = verdict_runs[-1].run_id in statuses
+    steps: dict[str, list[float]] = {}
+    for r in verdict_runs:
+        if statuses.get(r.run_id) == "OK":
+            try:
+                times = window_step_times(r, Path(r.run_dir))
+            except (InvalidLog, OSError):
+                continue  # no number: the pair is missing below and the variant stops
+            steps[r.run_id] = [times[k] for k in sorted(times)]
+    stops, undecided = dict(plan.auto_stops), []
+    for variant in plan.variants:
+        if variant == plan.baseline or variant in stops:
+            continue
+        rounds = {r.repeat for r in verdict_runs if r.variant == variant
+                  and r.run_id in statuses}
+        base, var = verdict_pairs(plan, variant, steps)
+        if len(base) < len(rounds):
+            log.info("afbench: %s vs %s: a run of pair %d did not succeed; no more pairs",
+                     variant, plan.baseline, len(rounds))
+            stops[variant] = AutoStop(reason=RUN_FAILED_STOP, n_pairs=len(base))
+            continue
+        decision = sequential_decision(base, var, design, elapsed_s=elapsed_s)
+        log.info("afbench: %s vs %s: %s", variant, plan.baseline, decision.message)
+        if decision.stop and last_planned:
+            stops[variant] = AutoStop(reason=decision.reason, n_pairs=decision.n_pairs)
+        elif last_planned:
+            undecided.append(variant)
+    plan = plan.model_copy(update={"auto_stops": stops})
+    return add_round(plan, undecided) if undecided else plan
+
+
+def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
+                 plan_path: Path | None = None) -> dict[str, str]:
     """Run (or skip, or reuse from ``resume``) every RunSpec in order; returns run_id -> status.
+
+    With ``repeats="auto"`` the plan grows as it runs: after each round of the verdict phase
+    :func:`adaptive_round` decides, logs the interval and appends the next round; the plan is
+    rewritten atomically to ``plan_path`` (plan.json) after every change.
 
     On KeyboardInterrupt the current worker's process group is stopped (by the launcher), the
     remaining runs are recorded as SKIPPED "interrupted", and the interrupt is re-raised.
     """
     statuses: dict[str, str] = {}
-    n = len(plan.runs)
     spent, launched = 0.0, 0
-    for i, run in enumerate(plan.runs, 1):
+    started = time.monotonic()  # the time budget counts from the first run
+    i = 0
+    while i < len(plan.runs):
+        run = plan.runs[i]
+        i += 1
         reason = skip_reason(plan, run, statuses)
         try:
             if reason:
@@ -135,7 +200,7 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None) -> dict[str,
                 st = reuse_run(run, resume[run.config_hash])
             else:
                 # the live spinner shares the log handler's console, so lines print above it
-                with console.status(f"[{i}/{n}] {run.run_id} running"):
+                with console.status(f"[{i}/{len(plan.runs)}] {run.run_id} running"):
                     st = launch_run(run)
         except KeyboardInterrupt:
             statuses[run.run_id] = "FAILED"
@@ -143,14 +208,26 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None) -> dict[str,
                 write_skipped(rest, "interrupted (SIGINT/SIGTERM to afbench)")
             raise
         statuses[run.run_id] = st.status
-        _progress(i, n, run.run_id, st)
+        _progress(i, len(plan.runs), run.run_id, st)
+        if plan.repeats == "auto" and _ends_round(plan, i):
+            grown = adaptive_round(plan, statuses, time.monotonic() - started)
+            if grown != plan and plan_path is not None:
+                write_json_atomic(plan_path, grown.model_dump(mode="json"))
+            plan = grown
+        n = len(plan.runs)
         if not reason:
             spent += st.wall_s if not st.reason.startswith("resumed") else 0.0
             launched += 0 if st.reason.startswith("resumed") else 1
             if launched and i < n:
-                log.info("      ETA %.1f min for %d more run(s)", spent / launched * (n - i) / 60,
-                         n - i)
+                log.info("      ETA %.1f min for %d more run(s)%s",
+                         spent / launched * (n - i) / 60, n - i,
+                         " (repeats=auto: more rounds may follow)" if plan.repeats == "auto"
+                         and not _auto_done(plan) else "")
     return statuses
+
+
+def _auto_done(plan: Plan) -> bool:
+    return all(v in plan.auto_stops for v in plan.variants if v != plan.baseline)
 
 
 def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> int:
@@ -178,7 +255,7 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     write_json_atomic(out_dir / "plan.json", plan.model_dump(mode="json"))
     log.info("afbench: experiment %s: %d runs -> %s", plan.experiment, len(plan.runs), out_dir)
     try:
-        statuses = execute_plan(plan, resume)
+        statuses = execute_plan(plan, resume, out_dir / "plan.json")
     finally:
         summary = build_report(out_dir)
         log.info("afbench: report %s", out_dir / "report.md")

@@ -1,13 +1,26 @@
 """Expand an experiment into RunSpecs: variant x phase x repeat, each with its own config.
 
-Order (the reference's): phase by phase; within a phase, repeats interleaved (r1: baseline,
-A, B; r2: baseline, A, B; ...) so drift over time hits every variant alike; the baseline first.
+Order: phase by phase; within a phase, round by round (r1, r2, ...), each round one run of
+every variant, so slow drift of the machine hits every variant alike. Within a round
+(``experiment.order``): ``counterbalanced`` (the default) alternates the direction, r1: base,
+A, B; r2: B, A, base; r3: base, A, B ..., so each baseline run is adjacent to a variant run and
+a linear drift cancels over two rounds (docs/statistics.md §1); ``interleaved`` keeps base, A, B
+in every round (the reference's order); ``random`` draws each round's order from
+``experiment.order_seed`` (recorded in plan.json). Round 1 always starts with the baseline, so
+the reference's rule "the first run fails -> the rest is skipped" still holds.
+
+``experiment.repeats=auto``: the verdict phase runs first, with ``min_repeats`` rounds; the
+adaptive loop (afbench.experiment) appends rounds with :func:`add_round`; every other phase
+(e.g. profile) runs once, after it.
+
 The effective config of a run is the composed config, then the phase's dotted overrides, then
 the variant's (the variant wins: it is what is being compared).
 """
 
 from __future__ import annotations
 
+import random
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +30,7 @@ from afbench.config.validate import apply_overrides, expand_dotted, validate_run
 from afbench.engines.registry import engine_for
 from afbench.errors import ConfigError
 from afbench.launch.devices import assign_devices
-from afbench.runspec import Plan, RunSpec, config_hash
+from afbench.runspec import AutoDesign, Plan, RunSpec, config_hash
 
 RUN_KEYS = tuple(RunConfig.model_fields)
 
@@ -34,7 +47,6 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
     exp = cfg.experiment
     base = cfg.model_dump(mode="json", include=set(RUN_KEYS))
     variant_names = [exp.baseline] + [v for v in exp.variants if v != exp.baseline]
-    runs: list[RunSpec] = []
     configs: dict[tuple[str, str], RunConfig] = {}
     for phase, phase_over in exp.phases.items():
         phased = apply_overrides(base, phase_over, f"experiment.phases.{phase}")
@@ -49,9 +61,24 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
             except ConfigError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
 
-    for phase in exp.phases:
-        for repeat in range(1, exp.repeats + 1):
-            for variant in variant_names:
+    verdict_phase = exp.verdict_phase or next(
+        (p for p in exp.phases if not configs[(exp.baseline, p)].optimization.profiler),
+        next(iter(exp.phases)),
+    )
+    profile_phase = next(
+        (p for p in exp.phases if configs[(exp.baseline, p)].optimization.profiler), None
+    )
+    seed = exp.order_seed
+    if exp.order == "random" and seed is None:
+        seed = secrets.randbelow(2**31)  # drawn once, recorded in plan.json
+    auto = exp.repeats == "auto"
+    phases = ([verdict_phase] + [p for p in exp.phases if p != verdict_phase] if auto
+              else list(exp.phases))
+    runs: list[RunSpec] = []
+    for phase in phases:
+        rounds = (exp.min_repeats if phase == verdict_phase else 1) if auto else exp.repeats
+        for repeat in range(1, rounds + 1):
+            for variant in round_order(variant_names, repeat, exp.order, seed):
                 rc = configs[(variant, phase)]
                 backend = resolve_backend(rc.backend.name)
                 run_id = f"{variant}-{phase}-r{repeat}"
@@ -73,24 +100,76 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
                                                cfg.launcher.device_pool),
                     )
                 )
-    verdict_phase = exp.verdict_phase or next(
-        (p for p in exp.phases if not configs[(exp.baseline, p)].optimization.profiler),
-        next(iter(exp.phases)),
-    )
-    profile_phase = next(
-        (p for p in exp.phases if configs[(exp.baseline, p)].optimization.profiler), None
-    )
+    design = None
+    if auto:
+        design = AutoDesign(level=cfg.report.confidence, min_pairs=exp.min_repeats,
+                            max_pairs=exp.max_repeats, precision_pct=exp.precision_pct,
+                            time_budget_s=exp.time_budget_s, min_gain_pct=cfg.report.min_gain_pct)
     return Plan(
         experiment=exp.name,
         baseline=exp.baseline,
         variants=variant_names,
-        phases=list(exp.phases),
+        phases=phases,
         repeats=exp.repeats,
         skip_policy=exp.skip_policy,
         verdict_phase=verdict_phase,
         profile_phase=profile_phase,
         runs=runs,
+        order=exp.order,
+        order_seed=seed,
+        auto=design,
     )
+
+
+def round_order(variants: list[str], repeat: int, order: str, seed: int | None) -> list[str]:
+    """The run order of round ``repeat`` (1-based) of ``variants`` (the baseline first).
+
+    ``interleaved``: as given, every round. ``counterbalanced``: as given in odd rounds,
+    reversed in even ones. ``random``: a permutation drawn from ``(seed, repeat)`` (the same
+    seed gives the same plan); round 1 keeps the baseline first and permutes the rest.
+
+    Raises:
+        ValueError: an unknown ``order``, or ``random`` without a seed.
+    """
+    names = list(variants)
+    if order == "interleaved" or (order == "counterbalanced" and repeat % 2):
+        return names
+    if order == "counterbalanced":
+        return names[::-1]
+    if order != "random" or seed is None:
+        raise ValueError(f"order {order!r} with seed {seed!r}: expected counterbalanced, "
+                         "interleaved or random with a seed")
+    rng = random.Random(f"{seed}:{repeat}")  # a str seed: deterministic across runs
+    if repeat == 1:
+        rest = names[1:]
+        rng.shuffle(rest)
+        return names[:1] + rest
+    rng.shuffle(names)
+    return names
+
+
+def add_round(plan: Plan, variants: list[str]) -> Plan:
+    """``plan`` with one more round of its verdict phase for the baseline and ``variants``,
+    in the plan's order, inserted after the phase's last run (later phases keep their place,
+    indices are renumbered). Each new RunSpec is the variant's round-1 spec with its repeat,
+    run id (``<variant>-<phase>-r<k>``), run directory and config hash changed."""
+    phase = plan.verdict_phase
+    done = [r for r in plan.runs if r.phase == phase]
+    repeat = max(r.repeat for r in done) + 1
+    first = {r.variant: r for r in done if r.repeat == 1}
+    members = [v for v in plan.variants if v == plan.baseline or v in variants]
+    new = []
+    for variant in round_order(members, repeat, plan.order, plan.order_seed):
+        src = first[variant]
+        run_id = f"{variant}-{phase}-r{repeat}"
+        new.append(src.model_copy(update={
+            "run_id": run_id, "repeat": repeat, "run_dir": str(Path(src.run_dir).with_name(run_id)),
+            "config_hash": config_hash(src.config, variant, phase, repeat)}))
+    cut = max(i for i, r in enumerate(plan.runs) if r.phase == phase) + 1
+    runs = plan.runs[:cut] + new + plan.runs[cut:]
+    runs = [r if r.index == i else r.model_copy(update={"index": i})
+            for i, r in enumerate(runs, 1)]
+    return plan.model_copy(update={"runs": runs})
 
 
 def shadowed_overrides(overrides: list[str], cfg: AfbenchConfig) -> list[str]:
@@ -124,9 +203,14 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
 
     reference: a non-baseline run is skipped when the baseline of its phase and repeat did not
     succeed; every run of a phase is skipped when any run of an earlier phase did not succeed
-    (REFERENCE §1: run 1 fails -> 2-4 skipped; 1 or 2 fails -> 3-4 skipped).
+    (the reference quick-start: run 1 fails -> 2-4 skipped; 1 or 2 fails -> 3-4 skipped).
     per_variant: a run is skipped when its own variant, or the baseline, failed in an earlier
     phase, or the baseline failed in this phase and repeat; other variants go on.
+
+    Only runs that already ran count (``status``): in a counterbalanced or random round a
+    variant may run before its round's baseline, and then runs; if that baseline fails later,
+    the pair has no number and its comparison reads RUN_FAILED. Round 1 always runs the
+    baseline first, so the reference's rules hold there unchanged.
     """
     def bad(run_id: str) -> bool:
         return status.get(run_id, "OK") != "OK"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA_VERSION = 1
 
@@ -146,21 +146,53 @@ class Side(BaseModel):
 
 
 class Speed(_Open):
-    """The gain of the variant over the baseline and its interval.
+    """The gain of the variant over the baseline on the verdict phase, its interval and what it
+    lets us say (docs/statistics.md). Percent of the baseline's step time, positive = faster.
 
-    gain_pct: ``(baseline - variant) / baseline * 100`` of the mean step time (positive =
-    faster). ci_low/ci_high: the interval at ``level`` (None for a quick one-round verdict).
-    kind: ``quick`` | ``interval`` | ``none``; method names the statistic. Open to new fields
-    (``n_pairs``, ``mde_pct``, ...) so a statistics upgrade adds them without a new schema.
+    gain_pct: ``(1 - variant / baseline) * 100`` of the run statistic (the median of each run's
+      measured steps; the mean of the per-repeat means for summaries written before the paired
+      statistics, and for the sweep until it uses them). ci_low_pct / ci_high_pct: the interval
+      at ``level`` (read from ``ci_low`` / ``ci_high`` in older summaries; those names stay
+      readable as properties). kind: ``step_level`` (one round), ``paired`` (fixed repeats >= 2),
+      ``sequential`` (repeats=auto), older ``quick`` | ``interval``, or ``none``. method: the
+      interval's method in words. n_pairs: baseline/variant pairs used (1 for one round).
+      mde_pct: minimum detectable effect at ``level`` with ``mde_power`` (0.8), percent.
+      min_gain_pct: the NO_GAIN margin. decision: FASTER | SLOWER | NO_GAIN | INCONCLUSIVE.
+      n_bursts_baseline / n_bursts_variant: measured steps flagged as load bursts per side
+      (counted, never dropped). stop_reason (repeats=auto): excludes_zero | precision_reached |
+      max_pairs | time_budget | run_failed | interrupted. reference_verdict (one round): the
+      reference's quick verdict, ``<VARIANT>_FASTER`` when the mean step time's gain
+      (``reference_gain_pct``) is > 0, else NO_GAIN. note: appended to the verdict in the line.
     """
 
     gain_pct: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
+    ci_low_pct: float | None = Field(None, validation_alias=AliasChoices("ci_low_pct", "ci_low"))
+    ci_high_pct: float | None = Field(None,
+                                      validation_alias=AliasChoices("ci_high_pct", "ci_high"))
     level: float | None = None
     kind: str = "none"
     method: str | None = None
+    n_pairs: int | None = None
+    mde_pct: float | None = None
+    mde_power: float | None = None
+    min_gain_pct: float | None = None
+    decision: str | None = None
+    n_bursts_baseline: int | None = None
+    n_bursts_variant: int | None = None
+    stop_reason: str | None = None
+    reference_verdict: str | None = None
+    reference_gain_pct: float | None = None
     note: str = ""  # appended to the verdict in the verdict line
+
+    @property
+    def ci_low(self) -> float | None:
+        """``ci_low_pct`` under its schema-1 name (templates and the sweep read it)."""
+        return self.ci_low_pct
+
+    @property
+    def ci_high(self) -> float | None:
+        """``ci_high_pct`` under its schema-1 name."""
+        return self.ci_high_pct
 
 
 class CurvePoint(BaseModel):
@@ -354,7 +386,7 @@ class Summary(BaseModel):
     baseline: str | None = None
     verdict_phase: str | None = None
     profile_phase: str | None = None
-    repeats: int = 1
+    repeats: int | str = 1  # a count, or "auto"
     skip_policy: str = ""
     variants: dict[str, dict[str, Any]] = {}  # variant -> dotted overrides
     assets: Assets = Assets()

@@ -48,9 +48,37 @@ class RunSpec(BaseModel):
     devices: list[int] | None = None
 
 
+class AutoDesign(BaseModel):
+    """The stopping rule of ``experiment.repeats=auto`` as planned (the settings of
+    :class:`afbench.analysis.sequential.SequentialDesign`), so that a re-render recomputes the
+    verdict from the stored runs. Pairs = rounds of the verdict phase; percent of baseline time;
+    seconds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    level: float
+    min_pairs: int
+    max_pairs: int
+    precision_pct: float | None
+    time_budget_s: float | None
+    min_gain_pct: float
+
+
+class AutoStop(BaseModel):
+    """Why the adaptive loop stopped adding rounds for one variant (sequential.py's reasons,
+    or ``run_failed`` / ``interrupted``), after how many pairs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str
+    n_pairs: int
+
+
 class Plan(BaseModel):
     """Every RunSpec of one experiment in launch order, with what the report needs to read them
-    (baseline, verdict and profile phase). Written to ``<out>/plan.json``."""
+    (baseline, verdict and profile phase). Written to ``<out>/plan.json``; with
+    ``repeats="auto"`` it is rewritten (atomically) whenever a round is added and when the
+    loop ends (``auto_stops``). Plans written before ``order`` existed ran interleaved."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -58,11 +86,15 @@ class Plan(BaseModel):
     baseline: str
     variants: list[str]
     phases: list[str]
-    repeats: int
+    repeats: int | Literal["auto"]
     skip_policy: str
     verdict_phase: str
     profile_phase: str | None
     runs: list[RunSpec]
+    order: Literal["counterbalanced", "interleaved", "random"] = "interleaved"
+    order_seed: int | None = None
+    auto: AutoDesign | None = None  # repeats="auto" only
+    auto_stops: dict[str, AutoStop] = {}  # variant -> why its rounds ended
 
 
 class RunStatus(BaseModel):

@@ -228,8 +228,11 @@ class ReportConfig(Section):
     template_dir: str | None = None
     top_n_kernels: PositiveInt = 15
     parity: ParityConfig = ParityConfig()
-    # Confidence level of the gain interval when experiment.repeats >= 2.
+    # Confidence level of every gain interval (one round, fixed repeats and repeats=auto).
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
+    # The smallest gain that matters, percent: NO_GAIN means the interval excludes every gain
+    # of this size or more (docs/statistics.md §6).
+    min_gain_pct: PositiveFloat = 2.0
     @field_validator("template_dir")
     @classmethod
     def _template_dir(cls, v: str | None) -> str | None:
@@ -249,10 +252,33 @@ class ExperimentConfig(Section):
     baseline: str = "baseline"
     variants: dict[str, dict[str, Any]] = {"baseline": {}}
     phases: dict[str, dict[str, Any]] = {"run": {}}
-    repeats: PositiveInt = 1
+    # Rounds of every phase (a positive integer), or "auto": the verdict phase adds rounds
+    # until the gain's interval is decided (docs/statistics.md §5); other phases run once.
+    repeats: PositiveInt | Literal["auto"] = 1
     skip_policy: Literal["reference", "per_variant"] = "per_variant"
     # Phase whose step times give the verdict (null = the first phase without the profiler).
     verdict_phase: str | None = None
+    # repeats=auto: stop when the interval's half-width is at most this many percent ...
+    precision_pct: PositiveFloat = 1.0
+    # ... after at least min_repeats and at most max_repeats rounds ...
+    min_repeats: Annotated[int, Field(ge=3)] = 3
+    max_repeats: PositiveInt = 8
+    # ... or when another round would end past this many seconds from the first run (null: none).
+    time_budget_s: PositiveFloat | None = None
+    # Order of the variants within a round: counterbalanced (r1: base, v1, v2; r2: v2, v1,
+    # base; ...), interleaved (base, v1, v2 every round) or random (seeded; r1 starts with the
+    # baseline). order_seed: the seed of random (null: one is drawn and recorded in plan.json).
+    order: Literal["counterbalanced", "interleaved", "random"] = "counterbalanced"
+    order_seed: int | None = None
+
+    @field_validator("repeats", mode="before")
+    @classmethod
+    def _repeats(cls, v: Any) -> Any:
+        # one message for every bad value instead of pydantic's two union branches
+        ok = v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+        if not ok:
+            raise ValueError("expected a positive integer or 'auto'")  # the input is appended
+        return v
 
     @field_validator("variants", "phases")
     @classmethod
@@ -279,6 +305,11 @@ class ExperimentConfig(Section):
         if self.verdict_phase is not None and self.verdict_phase not in self.phases:
             raise ValueError(
                 f"verdict_phase {self.verdict_phase!r} is not one of the phases {list(self.phases)}"
+            )
+        if self.max_repeats < self.min_repeats:
+            raise ValueError(
+                f"max_repeats {self.max_repeats} is below min_repeats {self.min_repeats}: "
+                "raise experiment.max_repeats or lower experiment.min_repeats"
             )
         return self
 

@@ -1,0 +1,124 @@
+"""The product's verdicts from stored step times (compare.speed_of): one round, fixed paired
+repeats and repeats=auto, on synthetic measured windows; no run is launched."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from afbench.collect import Collected
+from afbench.compare import REFERENCE_RULE, speed_of
+from afbench.config import validate_config
+from afbench.config.models import ReportConfig
+from afbench.plan import add_round, make_plan
+from afbench.runspec import AutoStop
+
+# a measured window with a 6-11% step-to-step spread (seconds), in step order
+SPREAD = [1.00, 1.09, 0.94, 1.11, 0.97, 1.04, 0.92, 1.07, 0.99, 1.10]
+
+
+def collected(compose_cfg, tmp_path: Path, steps: dict[str, list[float]], *overrides: str,
+              stops: dict[str, AutoStop] | None = None, added: int = 0) -> Collected:
+    """A Collected of sft_af_compare's plan (with ``added`` rounds appended as the adaptive
+    loop appends them) whose verdict-phase windows are ``steps``."""
+    plan = make_plan(validate_config(compose_cfg("experiment=sft_af_compare", *overrides)),
+                     tmp_path)
+    for _ in range(added):
+        plan = add_round(plan, ["af_on"])
+    if stops:
+        plan = plan.model_copy(update={"auto_stops": stops})
+    empty = pd.DataFrame()
+    return Collected(tmp_path, plan, {}, empty, empty, empty, {}, steps)
+
+
+def rounds(n: int, factors: list[float], noise: list[float]) -> dict[str, list[float]]:
+    """``n`` rounds: baseline window SPREAD x noise[k], variant window x factors[k]."""
+    out = {}
+    for k in range(n):
+        base = [t * noise[k] for t in SPREAD]
+        out[f"af_off-train-r{k + 1}"] = base
+        out[f"af_on-train-r{k + 1}"] = [t * factors[k] for t in base[::-1]]
+    return out
+
+
+def test_one_round_small_gain_inside_the_step_spread_is_inconclusive_beside_the_reference(
+        compose_cfg, tmp_path):
+    col = collected(compose_cfg, tmp_path, {
+        "af_off-train-r1": SPREAD, "af_on-train-r1": [t * (1 - 0.0087) for t in SPREAD]})
+    speed = speed_of(col, "af_on", ReportConfig())
+    assert speed.gain_pct == pytest.approx(0.87, abs=1e-6)
+    assert speed.decision == "INCONCLUSIVE" and speed.kind == "step_level"
+    assert speed.ci_low_pct < 0 < 2.0 < speed.ci_high_pct and speed.n_pairs == 1
+    assert speed.reference_verdict == "AF_ON_FASTER"  # the reference's gain > 0 rule
+    assert speed.reference_gain_pct == pytest.approx(0.87, abs=1e-6)
+    assert speed.mde_pct > 2 * 0.87  # the design could not have seen a +0.87% gain
+    assert f"{REFERENCE_RULE}: AF_ON_FASTER" in speed.note and "1 pair," in speed.note
+
+
+def test_one_round_large_gain_well_outside_the_spread_is_faster(compose_cfg, tmp_path):
+    col = collected(compose_cfg, tmp_path, {
+        "af_off-train-r1": SPREAD, "af_on-train-r1": [t * 0.6 for t in SPREAD]})
+    speed = speed_of(col, "af_on", ReportConfig())
+    assert speed.decision == "FASTER" and speed.ci_low_pct > 0
+
+
+def test_paired_repeats_faster_and_slower(compose_cfg, tmp_path):
+    drift = [1.0, 1.05, 0.97]  # the machine moves between rounds; pairs move together
+    fast = speed_of(collected(compose_cfg, tmp_path / "f", rounds(3, [0.9, 0.905, 0.895], drift),
+                              "experiment.repeats=3"), "af_on", ReportConfig())
+    assert fast.decision == "FASTER" and fast.kind == "paired" and fast.n_pairs == 3
+    assert fast.gain_pct == pytest.approx(10.0, abs=0.6) and 0 < fast.ci_low_pct
+    slow = speed_of(collected(compose_cfg, tmp_path / "s", rounds(3, [1.1, 1.105, 1.095], drift),
+                              "experiment.repeats=3"), "af_on", ReportConfig())
+    assert slow.decision == "SLOWER" and slow.ci_high_pct < 0
+
+
+def test_paired_repeats_no_gain_excludes_the_margin_and_noisy_ones_are_inconclusive(
+        compose_cfg, tmp_path):
+    flat = [1.0, 1.002, 0.998, 1.001, 0.999, 1.0, 1.001, 0.999]
+    drift = [1.0, 1.04, 0.96, 1.02, 0.98, 1.03, 0.97, 1.01]
+    none = speed_of(collected(compose_cfg, tmp_path / "n", rounds(8, flat, drift),
+                              "experiment.repeats=8"), "af_on", ReportConfig())
+    assert none.decision == "NO_GAIN" and none.ci_low_pct < 0 < none.ci_high_pct < 2.0
+    noisy = [1.0, 1.12, 0.9, 1.1]
+    wide = speed_of(collected(compose_cfg, tmp_path / "w", rounds(4, noisy, drift),
+                              "experiment.repeats=4"), "af_on", ReportConfig())
+    assert wide.decision == "INCONCLUSIVE" and wide.ci_high_pct > 2.0 and wide.ci_low_pct < 0
+
+
+def test_auto_recomputes_the_sequential_interval_and_keeps_the_recorded_stop(compose_cfg,
+                                                                            tmp_path):
+    factors = [1.2, 1.21, 1.19, 1.2]
+    steps = rounds(4, factors, [1.0, 1.03, 0.98, 1.01])
+    col = collected(compose_cfg, tmp_path, steps, "experiment.repeats=auto",
+                    stops={"af_on": AutoStop(reason="excludes_zero", n_pairs=4)}, added=1)
+    auto = speed_of(col, "af_on", ReportConfig())
+    fixed = speed_of(collected(compose_cfg, tmp_path / "x", steps, "experiment.repeats=4"),
+                     "af_on", ReportConfig())
+    assert auto.kind == "sequential" and auto.stop_reason == "excludes_zero"
+    assert auto.decision == "SLOWER" and auto.n_pairs == 4
+    assert auto.gain_pct == pytest.approx(fixed.gain_pct, abs=0.5)
+    # the repeated CI is wider than a single look's interval: it pays for the looks
+    assert auto.ci_high_pct - auto.ci_low_pct > fixed.ci_high_pct - fixed.ci_low_pct
+    assert "stopped: excludes_zero" in auto.note
+
+
+def test_auto_without_a_recorded_stop_reads_interrupted(compose_cfg, tmp_path):
+    steps = rounds(3, [1.0, 1.1, 0.9], [1.0, 1.0, 1.0])
+    auto = speed_of(collected(compose_cfg, tmp_path, steps, "experiment.repeats=auto"),
+                    "af_on", ReportConfig())
+    assert auto.stop_reason == "interrupted" and auto.decision == "INCONCLUSIVE"
+    assert math.isfinite(auto.mde_pct)
+
+
+def test_bursts_are_counted_per_side_and_kept_in_the_median(compose_cfg, tmp_path):
+    burst = list(SPREAD)
+    burst[4] = 4.0  # one step four times as long: a load burst
+    col = collected(compose_cfg, tmp_path, {"af_off-train-r1": burst,
+                                            "af_on-train-r1": SPREAD})
+    speed = speed_of(col, "af_on", ReportConfig())
+    assert (speed.n_bursts_baseline, speed.n_bursts_variant) == (1, 0)
+    assert abs(speed.gain_pct) < 5  # the median resists it; a mean would read +27%
