@@ -228,6 +228,10 @@ class ReportConfig(Section):
     parity: ParityConfig = ParityConfig()
     # Confidence level of the gain interval when experiment.repeats >= 2.
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
+    # A variant whose peak memory rises more than this (percent of the baseline's) gets a
+    # caveat beside its verdict.
+    memory_warn_pct: float = Field(10.0, ge=0)
+
     @field_validator("template_dir")
     @classmethod
     def _template_dir(cls, v: str | None) -> str | None:
