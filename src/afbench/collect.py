@@ -38,7 +38,7 @@ class Collected:
     runs: one row per RunSpec (run_id, variant, phase, repeat, status, exit_code, reason,
       wall_s, mean_step_s (strict log parse of the measured window, seconds), log_error,
       first_step_s, tokens_per_s (mean over the window), recompile (a compiled run's
-      :func:`recompile_caveat` when it recompiled inside the measured window, else None)).
+      :func:`recompile_caveat` when it recompiled inside the measured window, else "")).
     steps: one row per logged step from metrics.jsonl (run_id, variant, phase, repeat, step,
       step_time_s, loss, grad_norm, tokens_per_s) or per decode run for inference.
     kernels: run_id + the normalised kernel table (op_type, count, total_us, ratio_pct).
@@ -86,19 +86,20 @@ def _result(path: Path) -> RunResult | None:
         raise OutputError(f"{path}: {' '.join(str(exc).splitlines()[:3])}") from exc
 
 
-def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> str | None:
+def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> str:
     """The caveat of a compiled run (autofuse / npugraph_ex) that recompiled inside its
-    measured window, from its log's dynamo warnings or the builtin engine's graph counter."""
+    measured window, from its log's dynamo warnings or the builtin engine's graph counter;
+    empty otherwise (a string column: pandas would turn None into NaN)."""
     o = spec.config.optimization
     if not (o.autofuse or o.npugraph_ex):
-        return None
+        return ""
     w = spec.config.scheduler.measure
     pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
     log = run_dir / "stdout.log"
     text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
     found = (recompile_in_window(text, w.first_step, w.last_step, pattern)
              or recompile_in_records([r.model_dump() for r in records], w.first_step, w.last_step))
-    return recompile_caveat(found) if found else None
+    return recompile_caveat(found) if found else ""
 
 
 def collect(out_dir: Path) -> Collected:
@@ -121,7 +122,7 @@ def collect(out_dir: Path) -> Collected:
             "exit_code": status.get("exit_code"), "reason": status.get("reason", "not run"),
             "wall_s": status.get("wall_s"), "mean_step_s": None, "log_error": "",
             "first_step_s": result.first_step_s if result else None, "tokens_per_s": None,
-            "workload": spec.config.scheduler.workload, "step_cv_pct": None, "recompile": None,
+            "workload": spec.config.scheduler.workload, "step_cv_pct": None, "recompile": "",
         }
         records = _step_records(run_dir / "metrics.jsonl")
         for rec in records:

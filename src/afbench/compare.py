@@ -170,7 +170,7 @@ def side(col: Collected, variant: str, phase: str | None, workload: str) -> Side
         sanity=sanity[0] if sanity else None,
         memory=memory_of(_ok_results(col, sel)), efficiency=efficiency_of(_ok_results(col, sel)),
         recompile=next((x for x in sel.get("recompile", pd.Series(dtype=object)).tolist()
-                        if isinstance(x, str)), None),
+                        if isinstance(x, str) and x), None),
         skipped=bool(statuses) and all(s == "SKIPPED" for s in statuses),
         ok=bool(statuses) and all(s == "OK" for s in statuses) and not errors)
 
@@ -352,22 +352,28 @@ def profiling_pair(col: Collected, variant: str, expected: list[int]) -> Profili
                                profiler_steps=expected)
 
 
-def step_device_time(profile_dir) -> StepDeviceTime:
-    """Device time per profiled step from the ``kernel_details.csv`` files below a profile
-    run's ``profile_dir`` (one per profiled rank; :func:`afbench.analysis.kernels.kernel_details_per_step`),
-    or the note ``per-step breakdown unavailable: ...`` when none has a ``Step Id`` column."""
-    paths = K.find_kernel_details(profile_dir)
+def step_device_time(out_dir, run_id: str) -> StepDeviceTime:
+    """Device time per profiled step from the ``kernel_details.csv`` files below the profile
+    run ``run_id``'s ``profile/`` (one per profiled rank;
+    :func:`afbench.analysis.kernels.kernel_details_per_step`), or the note ``per-step
+    breakdown unavailable: ...`` (naming the folder relative to ``out_dir``) when none has a
+    ``Step Id`` column."""
+    shown = f"runs/{run_id}/profile"
+    paths = K.find_kernel_details(out_dir / shown)
     if not paths:
-        return StepDeviceTime(note=f"per-step breakdown unavailable: no {K.KERNEL_DETAILS_FILENAME} "
-                                   f"in {profile_dir}")
+        return StepDeviceTime(note=f"per-step breakdown unavailable: no "
+                                   f"{K.KERNEL_DETAILS_FILENAME} in {shown}")
     rows: list[dict[str, Any]] = []
     for path in paths:
+        where = f"{shown}/{path.relative_to(out_dir / shown)}"
         try:
             found = K.kernel_details_per_step(path)
         except (OSError, ValueError) as exc:
-            return StepDeviceTime(note=f"per-step breakdown unavailable: {exc}")
+            return StepDeviceTime(note=f"per-step breakdown unavailable: {where}: "
+                                       f"{str(exc).removeprefix(str(path) + ': ')}")
         if found.table is None:
-            return StepDeviceTime(note=found.note)
+            return StepDeviceTime(note=f"per-step breakdown unavailable: no 'Step Id' column "
+                                       f"in {where}")
         rows += found.table.to_dict("records")
     return StepDeviceTime.model_validate({"rows": rows})
 
@@ -396,7 +402,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
         for variant in plan.variants:
             rid = run_ids(col, variant, plan.profile_phase)[0]
             if _status_of(col.runs, [rid]) == ["OK"]:
-                per_step[variant] = step_device_time(col.out_dir / "runs" / rid / "profile")
+                per_step[variant] = step_device_time(col.out_dir, rid)
         for variant in plan.variants:
             if variant == base:
                 continue

@@ -440,7 +440,7 @@ class RunRow(_Open):
     workload: str | None = None
     step_cv_pct: float | None = None
     # afbench.analysis.recompiles.recompile_caveat when a compiled run recompiled inside its
-    # measured window
+    # measured window, else "" (None in summaries written before the field)
     recompile: str | None = None
 
 
