@@ -160,16 +160,28 @@ def test_profiling_shows_device_time_per_step_or_says_it_is_unavailable(tmp_path
     target.mkdir(parents=True)
     shutil.copy(NPU / "kernel_details.csv", target / "kernel_details.csv")
     summary, report = rebuild(out)
-    plain, fused = summary.step_device_time["plain"], summary.step_device_time["fused"]
+    plain = summary.step_device_time["plain"]
     assert plain.rows and plain.note == ""
     assert {r.step for r in plain.rows} == set(
         pd.read_csv(NPU / "kernel_details.csv")["Step Id"])
-    assert fused.rows == [] and fused.note == (
-        "per-step breakdown unavailable: no kernel_details.csv in runs/fused-profile-r1/profile")
+    assert "fused" not in summary.step_device_time  # its profile has no kernel_details.csv
     assert "Device time per profiled step (kernel_details.csv), plain:" in report
     assert "| profiler step | device | kernels | kernel time (µs) | first to last kernel (µs) |" \
         in report
-    assert f"fused: {fused.note}" in report
+    # a kernel_details.csv without the Step Id column (no profiler schedule) says so
+    details = pd.read_csv(NPU / "kernel_details.csv").drop(columns="Step Id")
+    details.to_csv(target / "kernel_details.csv", index=False)
+    summary, report = rebuild(out)
+    note = summary.step_device_time["plain"].note
+    assert note == ("per-step breakdown unavailable: no 'Step Id' column in runs/plain-profile-r1/"
+                    "profile/x_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
+    assert f"Device time per profiled step (kernel_details.csv), plain: {note}" in report
+    # none at all: one note for the profile phase
+    shutil.rmtree(target)
+    summary, report = rebuild(out)
+    assert summary.step_device_time == {}
+    assert ("Device time per profiled step (kernel_details.csv): per-step breakdown unavailable "
+            "(no profile run wrote torch_npu's kernel_details.csv).") in report
 
 
 def steps_table(rows: list[dict]) -> pd.DataFrame:
@@ -188,3 +200,23 @@ def test_placeholder_loss_is_unavailable_parity_never_a_match():
     mixed = real[:2] + [{"run_id": "b", "step": s, "loss": None, "loss_placeholder": True}
                         for s in (1, 2)]
     assert loss_parity(steps_table(mixed), ["a"], ["b"], 1e-5).reason == PLACEHOLDER_LOSS_REASON
+
+
+def test_html_report_draws_a_memory_bar_per_variant_or_says_why_not(tmp_path):
+    from afbench.report.plots import memory_plot
+    from afbench.report.render import labels
+
+    summary = build_report(planted(tmp_path), ReportConfig(formats=["md"]))
+    render(summary, tmp_path / "v1", ReportConfig(formats=["html"], lang="zh"))
+    html = (tmp_path / "v1" / "report.html").read_text(encoding="utf-8")
+    figure = html.split('id="plot-memory"')[1].split("</figure>")[0]
+    assert "<svg" in figure and "各变体的峰值内存" in html
+    for text in ("1.250 GiB", "1.376 GiB (+10.1% ⚠)", "1.375 GiB (+10.0%)", "n/a"):
+        assert text in figure, text
+    none = summary.model_copy(update={"comparisons": [
+        c.model_copy(update={"baseline": Side(name=c.baseline.name),
+                             "variant": Side(name=c.variant.name)})
+        for c in summary.comparisons]})
+    L = labels("en")
+    assert memory_plot(none, L).svg is None
+    assert memory_plot(none, L).note == L["no_memory_plot"]

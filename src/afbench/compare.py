@@ -352,17 +352,17 @@ def profiling_pair(col: Collected, variant: str, expected: list[int]) -> Profili
                                profiler_steps=expected)
 
 
-def step_device_time(out_dir, run_id: str) -> StepDeviceTime:
+def step_device_time(out_dir, run_id: str) -> StepDeviceTime | None:
     """Device time per profiled step from the ``kernel_details.csv`` files below the profile
     run ``run_id``'s ``profile/`` (one per profiled rank;
     :func:`afbench.analysis.kernels.kernel_details_per_step`), or the note ``per-step
-    breakdown unavailable: ...`` (naming the folder relative to ``out_dir``) when none has a
-    ``Step Id`` column."""
+    breakdown unavailable: ...`` (naming the file relative to ``out_dir``) when one has no
+    ``Step Id`` column or does not parse; None without any ``kernel_details.csv`` (the report
+    then says so once for the whole profile phase)."""
     shown = f"runs/{run_id}/profile"
     paths = K.find_kernel_details(out_dir / shown)
     if not paths:
-        return StepDeviceTime(note=f"per-step breakdown unavailable: no "
-                                   f"{K.KERNEL_DETAILS_FILENAME} in {shown}")
+        return None
     rows: list[dict[str, Any]] = []
     for path in paths:
         where = f"{shown}/{path.relative_to(out_dir / shown)}"
@@ -401,8 +401,9 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
         kernels = {v: _records(K.top_n(t, report.top_n_kernels)) for v, t in tables.items()}
         for variant in plan.variants:
             rid = run_ids(col, variant, plan.profile_phase)[0]
-            if _status_of(col.runs, [rid]) == ["OK"]:
-                per_step[variant] = step_device_time(col.out_dir, rid)
+            found = step_device_time(col.out_dir, rid) if _status_of(col.runs, [rid]) == ["OK"] else None
+            if found is not None:
+                per_step[variant] = found
         for variant in plan.variants:
             if variant == base:
                 continue
