@@ -80,6 +80,29 @@ def test_report_has_real_verdict_and_comparable_profile(af_compare_run):
     assert (out / "report.html").read_text().count("<table>") >= 3
 
 
+def test_report_shows_peak_memory_its_change_and_tflops(af_compare_run):
+    cwd, _ = af_compare_run
+    out = only_output_dir(cwd)
+    comp = read_summary(out / "summary.json").comparisons[0]
+    b, v = comp.baseline, comp.variant
+    for side in (b, v):  # CPU: peak RSS of the train runs' window, afbench's FLOP count
+        assert side.memory.measure == "rss" and side.memory.peak_gib > 0
+        assert side.memory.window.startswith("steps 3-5")
+        assert side.efficiency.tflops_per_device > 0 and side.efficiency.mfu_pct is None
+        assert side.efficiency.peak_source.startswith("n/a")
+    assert comp.memory.delta_gib == pytest.approx(v.memory.peak_gib - b.memory.peak_gib)
+    assert comp.memory.delta_pct == pytest.approx(comp.memory.delta_gib / b.memory.peak_gib * 100)
+    assert comp.memory.warn == (comp.memory.delta_pct > 10)
+    assert ("caveat: peak memory" in comp.verdict_line) == comp.memory.warn
+    report = (out / "report.md").read_text()
+    assert f"| af_off (baseline) | {b.memory.peak_gib:.3f} (rss) |  |  | " \
+           f"{b.efficiency.tflops_per_device:.4g} | n/a |" in report
+    assert f"| af_on | {v.memory.peak_gib:.3f} (rss) | {comp.memory.delta_gib:+.3f} | " \
+           f"{comp.memory.delta_pct:+.1f}%" in report
+    html = (out / "report.html").read_text()
+    assert "<svg" in html.split('id="plot-memory"')[1].split("</figure>")[0]
+
+
 def test_compiled_profile_shows_inductor_kernels(af_compare_run):
     cwd, _ = af_compare_run
     out = only_output_dir(cwd)

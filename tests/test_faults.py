@@ -107,7 +107,7 @@ FAULTS = {  # variant -> (overrides, the reason its status.json must give)
     "exit3": (command("exit3.py"), "RunFailed: command exited with status 3"),
     "selfkill": (command("selfkill.py"), "RunFailed: command killed by SIGKILL (out of memory?)"),
     "nan_loss": (command("nan_loss.py", "{steps}", "3", step_pattern=LOSS_PATTERN),
-                 "RunFailed: loss is nan at step 3"),
+                 "RunFailed: non-finite loss (nan) at step 3"),
     "silent": (command("silent.py"), "RunFailed: no step lines matched engine.step_pattern"),
 }
 

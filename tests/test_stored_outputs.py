@@ -120,3 +120,19 @@ def test_status_json_carries_the_same_schema_version_as_the_other_outputs():
 
     status = RunStatus(run_id="a-train-r1", status="OK", exit_code=0, config_hash="0" * 64)
     assert status.schema_version == SCHEMA_VERSION
+
+
+def test_a_copied_directory_reads_its_own_runs_while_the_original_still_exists(tmp_path):
+    from afbench.collect import collect
+
+    original, copy = tmp_path / "original", tmp_path / "copy"
+    shutil.copytree(STORED / "v1", original)
+    plan = json.loads((original / "plan.json").read_text())
+    for run in plan["runs"]:  # the plan names the original's run directories, which exist
+        run["run_dir"] = str(original / "runs" / run["run_id"])
+    (original / "plan.json").write_text(json.dumps(plan))
+    shutil.copytree(original, copy)
+    result = copy / "runs" / "plain-train-r1" / "result.json"
+    result.write_text(json.dumps({**json.loads(result.read_text()), "peak_rss_gib": 3.5}))
+    assert collect(copy).results["plain-train-r1"].peak_rss_gib == 3.5
+    assert collect(original).results["plain-train-r1"].peak_rss_gib is None

@@ -336,12 +336,41 @@ def test_step_records_prefer_own_time_then_structured_then_tps():
     assert records[0]["tokens"] == 4096 and records[0]["tokens_per_s"] == 84
 
 
-def test_step_records_keep_rank0_and_the_first_line_of_a_step():
+# torchtitan's metrics logger line (torchtitan/components/metrics.py), with its ANSI colours
+TITAN_LINE = ("\x1b[31mstep: {step:2}  \x1b[32mloss: {loss:8.5f}  \x1b[38;2;180;60;0mgrad_norm: "
+              "{gn:7.4f}  \x1b[33mmemory: {gib:5.2f}GiB({pct:.2f}%)  \x1b[34mtps: {tps:,}  "
+              "\x1b[36mtflops: {tflops:,.2f}  \x1b[35mmfu: {mfu:.2f}%\x1b[39m")
+
+
+def titan_lines(losses: dict[int, float], prefix: str = "") -> str:
+    return "".join(prefix + "[titan] 2026-09-21 10:15:06,000 - root - INFO - " + TITAN_LINE.format(
+        step=step, loss=loss, gn=1.5, gib=38.27, pct=62.15, tps=2246, tflops=25.2, mfu=7.12)
+        + "\n" for step, loss in losses.items())
+
+
+def test_step_records_keep_rank0_lines_and_fail_a_step_logged_twice():
     text = ("[rank1]:step:  1  loss:  9.00000  tps: 10\n"
             "[rank0]:step:  1  loss:  2.00000  tps: 1,000\n"
-            "[rank0]:step:  1  loss:  3.00000  tps: 2,000\n")
+            "[rank0]:step:  2  loss:  3.00000  tps: 2,000\n")
     records, _ = step_records(parse_titan_log(text), tokens_per_step=1000, world_size=1)
-    assert [(r["step"], r["loss"]) for r in records] == [(1, 2.0)]
+    assert [(r["step"], r["loss"]) for r in records] == [(1, 2.0), (2, 3.0)]
+    twice = titan_lines({1: 2.0, 2: 1.9}, "[rank0]:") + titan_lines({2: 1.8}, "[rank0]:")
+    with pytest.raises(InvalidLog, match=r"^console\.log: step 2 is duplicated \(2 times, "
+                                         r"lines 2, 3\)$"):
+        step_records(parse_titan_log(twice), tokens_per_step=1000, world_size=1,
+                     source="console.log")
+
+
+def test_pipeline_placeholder_loss_is_no_loss_and_not_non_finite():
+    # under pipeline parallelism the logging rank (first stage) prints loss -1 every step
+    records, _ = step_records(parse_titan_log(titan_lines({1: -1.0, 2: -1.0})),
+                              tokens_per_step=4096, world_size=2)
+    assert [(r["loss"], r["loss_placeholder"]) for r in records] == [(None, True), (None, True)]
+    # the timing is unaffected
+    assert all(r["step_time_s"] == pytest.approx(4096 / (2246 * 2)) for r in records)
+    (real,), _ = step_records(parse_titan_log(titan_lines({1: 2.5})), tokens_per_step=4096,
+                              world_size=2)
+    assert real["loss"] == 2.5 and "loss_placeholder" not in real
 
 
 def test_traces_are_found_by_iteration_and_rank():
@@ -374,6 +403,8 @@ def main(npu=False):
     tokens = int(opt("--training.global_batch_size")) * int(opt("--training.seq_len")) // world
     dump = opt("--dump_folder")
     fail_at = int(os.environ.get("FAKE_TITAN_FAIL_AT", "0"))
+    nan_at = int(os.environ.get("FAKE_TITAN_NAN_AT", "0"))
+    twice = int(os.environ.get("FAKE_TITAN_TWICE", "0"))
     color = "--metrics.disable_color_printing" not in sys.argv
     red, reset = ("\\033[31m", "\\033[39m") if color else ("", "")
     out = None
@@ -395,12 +426,15 @@ def main(npu=False):
                                   "value": (time.perf_counter() - t0) * 1000}) + "\\n")
             out.flush()
         dt, last = time.perf_counter() - last, time.perf_counter()
-        line = (f"{red}step: {step:2}  loss: {3 - step / 10:8.5f}  grad_norm: {1.5:7.4f}  "
+        loss = float("nan") if step == nan_at else 3 - step / 10
+        line = (f"{red}step: {step:2}  loss: {loss:8.5f}  grad_norm: {1.5:7.4f}  "
                 f"memory: {1.25:5.2f}GiB(2.00%)  tps: {round(tokens / dt):,}  tflops: {0.5:,.2f}  "
                 f"mfu: 0.10%")
         if npu:
             line += f"  elapsed_time_per_step: {dt:.3f}s"
         log.info(line + reset)
+        if step == twice:
+            log.info(line + reset)
     folder = opt("--profiler.save_traces_folder") or opt("--profiling.save_traces_folder")
     if folder and opt("--profiler.profile_freq"):
         d = os.path.join(folder, "iteration_" + opt("--profiler.profile_freq"))
@@ -484,6 +518,37 @@ def test_run_writes_metrics_and_reference_lines(compose_cfg, tmp_path, fake_torc
     # upstream torchtitan takes its data from the config function: said, not hidden
     assert "data.path" in result["not_translated"]
     assert "model.path" not in result["not_translated"]
+    # torchtitan's own memory / TFLOPs / MFU of steps 6-10 (the fake prints 1.25 GiB, 0.5, 0.1%)
+    assert result["peak_memory_reserved_gib"] == 1.25 and result["peak_memory_reserved_pct"] == 2.0
+    assert (result["tflops_per_device"], result["mfu_pct"]) == (0.5, 0.1)
+    assert result["memory_source"].startswith("torchtitan step log")
+    assert result["memory_window"] == "steps 6-10"
+
+
+def test_run_counts_afbench_tflops_beside_torchtitans_from_the_model_config(
+        compose_cfg, tmp_path, fake_torchtitan):
+    from afbench.analysis import flops
+
+    spec, run_dir = cuda_run(compose_cfg, tmp_path, TorchtitanEngine(), index=0)
+    cfg = spec.config.model_copy(update={
+        "backend": spec.config.backend.model_copy(update={"peak_tflops": 2.0})})
+    result = run_torchtitan(spec.model_copy(update={"config": cfg}), run_dir)
+    recs = [r for r in metrics(run_dir) if 6 <= r["step"] <= 10]
+    model_config = json.loads((Path(cfg.model.path) / "config.json").read_text())
+    per_token = flops.training_flops_per_token(flops.TransformerShape.from_config(model_config),
+                                               cfg.scheduler.seq_len)
+    tps = len(recs) * 1024 / sum(r["step_time_s"] for r in recs) / 2
+    assert result["flops_per_token"] == per_token
+    assert result["afbench_tflops_per_device"] == pytest.approx(tps * per_token / 1e12)
+    assert result["afbench_mfu_pct"] == pytest.approx(result["afbench_tflops_per_device"] / 2.0 * 100)
+    assert result["tflops_per_device"] == 0.5  # torchtitan's own stays beside it
+    # without <model.path>/config.json afbench says why it has no count
+    spec, run_dir = cuda_run(compose_cfg, tmp_path / "no-config", TorchtitanEngine(), index=0)
+    cfg = spec.config.model_copy(update={
+        "model": spec.config.model.model_copy(update={"path": str(tmp_path / "empty")})})
+    result = run_torchtitan(spec.model_copy(update={"config": cfg}), run_dir)
+    assert result["afbench_tflops_per_device"] is None and result["tflops_per_device"] == 0.5
+    assert result["afbench_tflops_source"].startswith(f"n/a: {tmp_path / 'empty'}/config.json")
 
 
 def test_run_without_structured_logs_derives_step_time_from_tps(compose_cfg, tmp_path,
@@ -506,6 +571,22 @@ def test_npu_run_adds_no_second_line_for_steps_that_carry_their_time(compose_cfg
     assert result["step_time_source"] == "log"
     assert sum("elapsed_time_per_step" in line for line in out.splitlines()) == 10
     assert sorted(parse_step_times(out, 6, 10)) == [6, 7, 8, 9, 10]  # no duplicates
+
+
+def test_nan_loss_fails_the_run_with_the_common_wording(compose_cfg, tmp_path, fake_torchtitan,
+                                                        monkeypatch):
+    monkeypatch.setenv("FAKE_TITAN_NAN_AT", "4")
+    spec, run_dir = cuda_run(compose_cfg, tmp_path, TorchtitanEngine(), index=0)
+    with pytest.raises(RunFailed, match=r"^non-finite loss \(nan\) at step 4$"):
+        run_torchtitan(spec, run_dir)
+    assert [r["step"] for r in metrics(run_dir)] == list(range(1, 11))
+
+
+def test_a_step_logged_twice_fails_the_run(compose_cfg, tmp_path, fake_torchtitan, monkeypatch):
+    monkeypatch.setenv("FAKE_TITAN_TWICE", "7")
+    spec, run_dir = cuda_run(compose_cfg, tmp_path, TorchtitanEngine(), index=0)
+    with pytest.raises(RunFailed, match=r"console\.log: step 7 is duplicated \(2 times, lines"):
+        run_torchtitan(spec, run_dir)
 
 
 def test_failing_run_raises_and_keeps_the_steps_it_logged(compose_cfg, tmp_path, fake_torchtitan,

@@ -13,6 +13,8 @@ import pandas as pd
 
 from afbench.analysis.errors import InvalidLog
 from afbench.analysis.kernels import load_kernel_table
+from afbench.analysis.recompiles import (recompile_caveat, recompile_in_records,
+                                         recompile_in_window)
 from afbench.analysis.stats import describe, finite_mean
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, mean_step_time, read_step_times
 from afbench.errors import OutputError
@@ -35,7 +37,8 @@ class Collected:
 
     runs: one row per RunSpec (run_id, variant, phase, repeat, status, exit_code, reason,
       wall_s, mean_step_s (strict log parse of the measured window, seconds), log_error,
-      first_step_s, tokens_per_s (mean over the window)).
+      first_step_s, tokens_per_s (mean over the window), recompile (a compiled run's
+      :func:`recompile_caveat` when it recompiled inside the measured window, else "")).
     steps: one row per logged step from metrics.jsonl (run_id, variant, phase, repeat, step,
       step_time_s, loss, grad_norm, tokens_per_s) or per decode run for inference.
     kernels: run_id + the normalised kernel table (op_type, count, total_us, ratio_pct).
@@ -100,6 +103,30 @@ def window_step_times(spec: RunSpec, run_dir: Path) -> dict[int, float]:
                            pattern)
 
 
+def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> str:
+    """The caveat of a compiled run (autofuse / npugraph_ex) that recompiled inside its
+    measured window, from its log's dynamo warnings or the builtin engine's graph counter;
+    empty otherwise (a string column: pandas would turn None into NaN)."""
+    o = spec.config.optimization
+    if not (o.autofuse or o.npugraph_ex):
+        return ""
+    w = spec.config.scheduler.measure
+    pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
+    log = run_dir / "stdout.log"
+    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    found = (recompile_in_window(text, w.first_step, w.last_step, pattern)
+             or recompile_in_records([r.model_dump() for r in records], w.first_step, w.last_step))
+    return recompile_caveat(found) if found else ""
+
+
+def run_dir_of(out_dir: Path, spec: RunSpec) -> Path:
+    """The run directory of ``spec`` in the output directory ``out_dir``: ``runs/<run_id>``
+    beside plan.json, so a copied or moved output directory reads its own runs even while the
+    original still exists; the planned path for a plan whose runs lie elsewhere."""
+    local = Path(out_dir) / "runs" / spec.run_id
+    return local if local.is_dir() else Path(spec.run_dir)
+
+
 def collect(out_dir: Path) -> Collected:
     """Read plan.json, experiment.json and every run directory below ``out_dir``."""
     out_dir = Path(out_dir)
@@ -107,9 +134,7 @@ def collect(out_dir: Path) -> Collected:
     experiment = read_json(out_dir / "experiment.json") if (out_dir / "experiment.json").exists() else {}
     run_rows, step_rows, kernel_frames, results, window_steps = [], [], [], {}, {}
     for spec in plan.runs:
-        run_dir = Path(spec.run_dir)
-        if not run_dir.is_dir():  # plan moved with its directory: runs/ lies beside plan.json
-            run_dir = out_dir / "runs" / spec.run_id
+        run_dir = run_dir_of(out_dir, spec)
         status = read_json(run_dir / "status.json") if (run_dir / "status.json").exists() else {}
         result = _result(run_dir / "result.json")
         results[spec.run_id] = result
@@ -120,7 +145,7 @@ def collect(out_dir: Path) -> Collected:
             "exit_code": status.get("exit_code"), "reason": status.get("reason", "not run"),
             "wall_s": status.get("wall_s"), "mean_step_s": None, "log_error": "",
             "first_step_s": result.first_step_s if result else None, "tokens_per_s": None,
-            "workload": spec.config.scheduler.workload, "step_cv_pct": None,
+            "workload": spec.config.scheduler.workload, "step_cv_pct": None, "recompile": "",
         }
         records = _step_records(run_dir / "metrics.jsonl")
         for rec in records:
@@ -146,6 +171,7 @@ def collect(out_dir: Path) -> Collected:
             finite = [t for t in times_s if math.isfinite(t)]
             if len(finite) >= 2:
                 row["step_cv_pct"] = 100.0 * describe(finite)["cv"]
+            row["recompile"] = _recompile(spec, run_dir, records)
             if result is not None and result.sanity is not None:
                 row["sanity"] = result.sanity["status"]
             if row["log_error"]:  # an invalid log yields no statistics at all

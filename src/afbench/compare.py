@@ -20,10 +20,14 @@ from afbench.analysis.stats import finite_mean
 from afbench.analysis.verdict import RUN_FAILED, SKIPPED, gain_pct, quick_verdict
 from afbench.collect import MEANS, Collected
 from afbench.config.models import ReportConfig
-from afbench.results import (Comparison, Compile, Environment, FusedEvidence, KernelDiffRow,
-                             KernelRow, Parity, PhaseParameters, ProfilingComparison, Side, Speed,
-                             Summary)
+from afbench.results import (MEMORY_MEASURES, Comparison, Compile, Efficiency, Environment,
+                             FusedEvidence, KernelDiffRow, KernelRow, Memory, MemoryChange, Parity,
+                             PhaseParameters, ProfilingComparison, RunResult, Side, Speed,
+                             StepDeviceTime, Summary)
 from afbench.runspec import AutoDesign, Plan
+
+#: Loss parity when a side's logged rank printed torchtitan's ``loss: -1`` placeholder.
+PLACEHOLDER_LOSS_REASON = "unavailable: loss not reported on the logged rank"
 
 CAVEAT = ("One round per variant: afbench's interval comes from the two runs' own steps and "
           "cannot see how much a whole run moves between repeats, so it is directional "
@@ -39,9 +43,14 @@ def loss_parity(steps: pd.DataFrame, baseline_ids: list[str], variant_ids: list[
                 rtol: float) -> Parity:
     """Per-step loss of baseline vs variant (first repeat of each): MATCH when every step's
     |Δloss| <= rtol x |baseline loss|, else DIVERGED (first diverging step named); N/A when a
-    side has no losses."""
+    side has no losses, with :data:`PLACEHOLDER_LOSS_REASON` when a side's steps carry
+    torchtitan's placeholder loss (``loss_placeholder``, pipeline parallelism)."""
     if steps.empty or not baseline_ids or not variant_ids or "loss" not in steps:
         return Parity(status="N/A", reason="no per-step losses")
+    if "loss_placeholder" in steps:
+        pair = steps[steps.run_id.isin([baseline_ids[0], variant_ids[0]])]
+        if pair["loss_placeholder"].eq(True).any():
+            return Parity(status="N/A", reason=PLACEHOLDER_LOSS_REASON)
     a = steps[steps.run_id == baseline_ids[0]].set_index("step")["loss"].dropna()
     b = steps[steps.run_id == variant_ids[0]].set_index("step")["loss"].dropna()
     if a.empty or b.empty:
@@ -226,7 +235,8 @@ def side(col: Collected, variant: str, phase: str | None, workload: str) -> Side
     """``variant``'s numbers on ``phase`` from the runs table: means over its repeats (a mean
     step time only when every run is OK), the worst repeat's step-time CV, the means of the
     ``workload``'s window metrics (:data:`afbench.collect.MEANS`), the first run's inference
-    sanity."""
+    sanity, its memory and efficiency (:func:`memory_of`, :func:`efficiency_of`) and the first
+    recompile caveat of its runs."""
     runs = col.runs
     sel = runs[runs.run_id.isin(run_ids(col, variant, phase))]
     statuses = sel.status.tolist()
@@ -241,8 +251,86 @@ def side(col: Collected, variant: str, phase: str | None, workload: str) -> Side
         step_cv_pct=max(cvs) if cvs else None, tokens_per_s=finite_mean(sel.tokens_per_s.tolist()),
         metrics={k: finite_mean(sel[k].tolist()) for k in MEANS[workload] if k in sel},
         sanity=sanity[0] if sanity else None,
+        memory=memory_of(_ok_results(col, sel)), efficiency=efficiency_of(_ok_results(col, sel)),
+        recompile=next((x for x in sel.get("recompile", pd.Series(dtype=object)).tolist()
+                        if isinstance(x, str) and x), None),
         skipped=bool(statuses) and all(s == "SKIPPED" for s in statuses),
         ok=bool(statuses) and all(s == "OK" for s in statuses) and not errors)
+
+
+def _ok_results(col: Collected, sel: pd.DataFrame) -> list[RunResult]:
+    """The result.json of each OK run of ``sel`` (rows of the runs table), in repeat order."""
+    return [r for rid, st in zip(sel.run_id, sel.status)
+            if st == "OK" and (r := col.results.get(rid)) is not None]
+
+
+def _first(values) -> object:
+    return next((v for v in values if v is not None), None)
+
+
+def memory_of(results: list[RunResult]) -> Memory:
+    """A side's :class:`Memory` from its verdict-phase runs' result.json: each peak the max
+    over the repeats (GiB), the headline peak of the first kind of :data:`MEMORY_MEASURES`
+    measured, the first run's source, window and KV-cache size."""
+    peaks = {key: max((x for r in results if (x := getattr(r, key)) is not None), default=None)
+             for key, _ in MEMORY_MEASURES}
+    measure = next((name for key, name in MEMORY_MEASURES if peaks[key] is not None), None)
+    key = dict((name, k) for k, name in MEMORY_MEASURES).get(measure or "")
+    return Memory(
+        peak_gib=peaks[key] if key else None, measure=measure,
+        peak_reserved_gib=peaks["peak_memory_reserved_gib"],
+        peak_allocated_gib=peaks["peak_memory_allocated_gib"], peak_rss_gib=peaks["peak_rss_gib"],
+        source=_first(r.memory_source for r in results),
+        window=_first(r.memory_window for r in results),
+        **{f: _first(getattr(r, f) for r in results)
+           for f in ("kv_cache_gib", "kv_cache_tokens", "kv_cache_batch", "kv_cache_source")})
+
+
+def efficiency_of(results: list[RunResult]) -> Efficiency:
+    """A side's :class:`Efficiency`: TFLOPs per device and MFU (%) as means over its runs,
+    the peak, FLOPs per token and sources of the first run that has them."""
+    return Efficiency(
+        tflops_per_device=finite_mean(r.tflops_per_device for r in results),
+        mfu_pct=finite_mean(r.mfu_pct for r in results),
+        peak_tflops=_first(r.peak_tflops for r in results),
+        peak_source=_first(r.peak_tflops_source for r in results),
+        source=_first(r.tflops_source for r in results),
+        flops_per_token=_first(r.flops_per_token for r in results),
+        afbench_tflops_per_device=finite_mean(r.afbench_tflops_per_device for r in results),
+        afbench_mfu_pct=finite_mean(r.afbench_mfu_pct for r in results),
+        afbench_source=_first(r.afbench_tflops_source for r in results))
+
+
+def memory_change(b: Side, v: Side, warn_pct: float) -> MemoryChange:
+    """The variant's peak memory against the baseline's, on the first kind of
+    :data:`MEMORY_MEASURES` both sides measured; ``warn`` when it rises more than
+    ``warn_pct`` percent."""
+    measure = next((name for _, name in MEMORY_MEASURES
+                    if b.memory.of(name) is not None and v.memory.of(name) is not None), None)
+    if measure is None:
+        return MemoryChange(warn_pct=warn_pct)
+    base, var = b.memory.of(measure), v.memory.of(measure)
+    pct = (var - base) / base * 100.0 if base > 0 else None
+    return MemoryChange(measure=measure, baseline_gib=base, variant_gib=var,
+                        delta_gib=var - base, delta_pct=pct, warn_pct=warn_pct,
+                        warn=pct is not None and pct > warn_pct)
+
+
+def caveats_of(b: Side, v: Side, memory: MemoryChange) -> list[str]:
+    """What the verdict line carries beside the verdict: a memory rise above
+    ``report.memory_warn_pct``, and each side's recompile inside its measured window."""
+    out = []
+    if memory.warn:
+        out.append(f"peak memory ({memory.measure}) {memory.delta_pct:+.1f}% "
+                   f"({memory.delta_gib:+.3f} GiB) over {b.name}, above "
+                   f"report.memory_warn_pct {memory.warn_pct:g}%")
+    out += [f"{x.name} {x.recompile}" for x in (v, b) if x.recompile]
+    return out
+
+
+def with_caveats(line: str, caveats: list[str]) -> str:
+    """The verdict line with each caveat appended: ``<line>; caveat: <text>``."""
+    return line + "".join(f"; caveat: {c}" for c in caveats)
 
 
 def compile_cost(b: Side, v: Side, speed: Speed) -> Compile:
@@ -296,10 +384,13 @@ def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rt
         speed = speed_of(col, variant, report)
         verdict = verdict_word(speed.decision or INCONCLUSIVE, variant)
     parity = parity_of(col, b, v, phase, workload, rtol)
+    memory = memory_change(b, v, report.memory_warn_pct)
+    caveats = caveats_of(b, v, memory)
     return Comparison(
         baseline=b, variant=v, phase=phase, workload=workload, verdict=verdict,
-        verdict_line=verdict_line(verdict, speed, parity, workload), speed=speed, parity=parity,
-        compile=compile_cost(b, v, speed), aa=aa,
+        verdict_line=with_caveats(verdict_line(verdict, speed, parity, workload), caveats),
+        speed=speed, parity=parity, compile=compile_cost(b, v, speed), memory=memory,
+        caveats=caveats, aa=aa,
         reasons=failure_reasons(col, run_ids(col, variant, phase) + run_ids(col, b.name, phase)))
 
 
@@ -355,6 +446,32 @@ def profiling_pair(col: Collected, variant: str, expected: list[int]) -> Profili
                                profiler_steps=expected)
 
 
+def step_device_time(out_dir, run_id: str) -> StepDeviceTime | None:
+    """Device time per profiled step from the ``kernel_details.csv`` files below the profile
+    run ``run_id``'s ``profile/`` (one per profiled rank;
+    :func:`afbench.analysis.kernels.kernel_details_per_step`), or the note ``per-step
+    breakdown unavailable: ...`` (naming the file relative to ``out_dir``) when one has no
+    ``Step Id`` column or does not parse; None without any ``kernel_details.csv`` (the report
+    then says so once for the whole profile phase)."""
+    shown = f"runs/{run_id}/profile"
+    paths = K.find_kernel_details(out_dir / shown)
+    if not paths:
+        return None
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        where = f"{shown}/{path.relative_to(out_dir / shown)}"
+        try:
+            found = K.kernel_details_per_step(path)
+        except (OSError, ValueError) as exc:
+            return StepDeviceTime(note=f"per-step breakdown unavailable: {where}: "
+                                       f"{str(exc).removeprefix(str(path) + ': ')}")
+        if found.table is None:
+            return StepDeviceTime(note=f"per-step breakdown unavailable: no 'Step Id' column "
+                                       f"in {where}")
+        rows += found.table.to_dict("records")
+    return StepDeviceTime.model_validate({"rows": rows})
+
+
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return df.to_dict("records")
 
@@ -369,12 +486,18 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
     kernels: dict[str, list[KernelRow]] = {}
     kernel_diffs: dict[str, list[KernelDiffRow]] = {}
     fused_evidence: dict[str, FusedEvidence] = {}
+    per_step: dict[str, StepDeviceTime] = {}
     if plan.profile_phase is not None:
         spec = next(r for r in plan.runs if r.variant == base and r.phase == plan.profile_phase)
         # profiler step ids are 0-based (REFERENCE §1)
         expected = [s - 1 for s in spec.config.optimization.profiler_window.steps]
         tables = kernel_tables(col)
         kernels = {v: _records(K.top_n(t, report.top_n_kernels)) for v, t in tables.items()}
+        for variant in plan.variants:
+            rid = run_ids(col, variant, plan.profile_phase)[0]
+            found = step_device_time(col.out_dir, rid) if _status_of(col.runs, [rid]) == ["OK"] else None
+            if found is not None:
+                per_step[variant] = found
         for variant in plan.variants:
             if variant == base:
                 continue
@@ -405,6 +528,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
         "ranks": {rid: r.ranks for rid, r in results.items() if r.ranks},
         "comparisons": comps, "profiling": profiling, "kernels": kernels,
         "kernel_diffs": kernel_diffs, "fused_evidence": fused_evidence,
+        "step_device_time": per_step,
         "caveat": CAVEAT if plan.repeats == 1 else "",
         "headline": headline,
     })

@@ -52,6 +52,9 @@ class StepRecord(_Open):
     tpot_ms_mean: float | None = None  # time per output token, ms
     tpot_ms_p50: float | None = None
     tpot_ms_p90: float | None = None
+    # torchtitan under pipeline parallelism prints ``loss: -1`` on ranks that compute no
+    # loss: that step's ``loss`` is then None and this True
+    loss_placeholder: bool | None = None
 
 
 class SwitchRecord(_Open):
@@ -99,6 +102,27 @@ class RunResult(Environment):
     switches: list[SwitchRecord] = []
     ranks: RankAgreement | None = None  # data-parallel runs only
     sanity: dict[str, Any] | None = None  # afbench.analysis.sanity.sanity_check's dict
+    # Memory and efficiency over the measured window (field names and units:
+    # afbench.analysis.efficiency); None where the engine measured nothing.
+    peak_memory_allocated_gib: float | None = None
+    peak_memory_reserved_gib: float | None = None
+    peak_rss_gib: float | None = None
+    memory_source: str | None = None
+    memory_window: str | None = None
+    tflops_per_device: float | None = None
+    mfu_pct: float | None = None
+    peak_tflops: float | None = None
+    peak_tflops_source: str | None = None
+    tflops_source: str | None = None
+    flops_per_token: float | None = None
+    # afbench's own FLOP count where the engine printed its own TFLOPs/MFU (torchtitan)
+    afbench_tflops_per_device: float | None = None
+    afbench_mfu_pct: float | None = None
+    afbench_tflops_source: str | None = None
+    kv_cache_gib: float | None = None  # inference
+    kv_cache_tokens: int | None = None
+    kv_cache_batch: int | None = None
+    kv_cache_source: str | None = None
 
     @field_validator("ranks", mode="before")
     @classmethod
@@ -122,6 +146,62 @@ class WindowMetrics(BaseModel):
     prompt_tokens: float | None = None
 
 
+#: Which peak stands for a side's memory, in this order: what the device's caching allocator
+#: held (decides an out-of-memory), what live tensors held, the process's resident set (CPU).
+MEMORY_MEASURES = (("peak_memory_reserved_gib", "reserved"),
+                   ("peak_memory_allocated_gib", "allocated"), ("peak_rss_gib", "rss"))
+
+
+class Memory(BaseModel):
+    """Peak memory of a side over the measured window of its verdict-phase runs (the profile
+    runs carry profiler overhead), GiB = 2**30 bytes, max over its repeats; ``None`` where no
+    run measured it.
+
+    peak_gib: the headline peak, of kind ``measure`` (``reserved`` | ``allocated`` | ``rss``,
+    the first of :data:`MEMORY_MEASURES` measured). source/window: how and over which steps
+    (the first run's ``memory_source`` / ``memory_window``). kv_cache_*: inference only, the
+    largest KV cache one generation holds, from the model config (GiB, positions per
+    sequence, sequences, formula).
+    """
+
+    peak_gib: float | None = None
+    measure: str | None = None
+    peak_reserved_gib: float | None = None
+    peak_allocated_gib: float | None = None
+    peak_rss_gib: float | None = None
+    source: str | None = None
+    window: str | None = None
+    kv_cache_gib: float | None = None
+    kv_cache_tokens: int | None = None
+    kv_cache_batch: int | None = None
+    kv_cache_source: str | None = None
+
+    def of(self, measure: str | None) -> float | None:
+        """The peak of kind ``measure`` (GiB), None when not measured."""
+        return {"reserved": self.peak_reserved_gib, "allocated": self.peak_allocated_gib,
+                "rss": self.peak_rss_gib}.get(measure or "")
+
+
+class Efficiency(BaseModel):
+    """Training throughput in FLOPs of a side's verdict-phase runs, mean over its repeats.
+
+    tflops_per_device: achieved TFLOPs (1e12 FLOP/s) per device over the measured window, as
+    the run's engine reports it (the builtin engine: afbench's count); mfu_pct: that over
+    ``peak_tflops`` x 100 (None without a peak); source / peak_source: where each came from.
+    afbench_*: afbench's own count beside an engine's own figures (torchtitan), else None.
+    """
+
+    tflops_per_device: float | None = None
+    mfu_pct: float | None = None
+    peak_tflops: float | None = None
+    peak_source: str | None = None
+    source: str | None = None
+    flops_per_token: float | None = None
+    afbench_tflops_per_device: float | None = None
+    afbench_mfu_pct: float | None = None
+    afbench_source: str | None = None
+
+
 class Side(BaseModel):
     """One variant's numbers on the verdict phase, over its repeats.
 
@@ -143,6 +223,11 @@ class Side(BaseModel):
     log_errors: list[str] = []
     metrics: WindowMetrics = WindowMetrics()
     sanity: str | None = None  # inference text sanity of the first run: ok | warning | failed
+    memory: Memory = Memory()
+    efficiency: Efficiency = Efficiency()
+    # afbench.analysis.recompiles.recompile_caveat of the first run that recompiled inside
+    # its measured window, else None
+    recompile: str | None = None
 
 
 class Speed(_Open):
@@ -248,8 +333,25 @@ class Compile(BaseModel):
     break_even_steps: float | None = None
 
 
+class MemoryChange(BaseModel):
+    """The variant's peak memory against the baseline's, same ``measure`` on both sides
+    (:attr:`Memory.measure`): delta_gib = variant - baseline (GiB), delta_pct = delta /
+    baseline x 100; ``warn`` when delta_pct > ``warn_pct`` (``report.memory_warn_pct``)."""
+
+    measure: str | None = None
+    baseline_gib: float | None = None
+    variant_gib: float | None = None
+    delta_gib: float | None = None
+    delta_pct: float | None = None
+    warn_pct: float | None = None
+    warn: bool = False
+
+
 class Comparison(BaseModel):
-    """One non-baseline variant against the baseline on the verdict phase."""
+    """One non-baseline variant against the baseline on the verdict phase.
+
+    caveats: what the verdict line carries beside the verdict (a memory rise above
+    ``report.memory_warn_pct``, a recompile inside the measured window)."""
 
     baseline: Side
     variant: Side
@@ -260,6 +362,8 @@ class Comparison(BaseModel):
     speed: Speed = Speed()
     parity: Parity = Parity(status="N/A")
     compile: Compile = Compile()
+    memory: MemoryChange = MemoryChange()
+    caveats: list[str] = []
     aa: bool = False  # same settings as the baseline: an A/A pair
     reasons: list[str] = []  # why a side has no number
 
@@ -307,6 +411,26 @@ class KernelDiffRow(_Open):
     total_us_delta: float
 
 
+class StepDeviceRow(BaseModel):
+    """Device time of one profiled step (:func:`afbench.analysis.kernels.kernel_details_per_step`):
+    torch_npu's profiler step, device, kernel launches, summed kernel µs, first-to-last µs."""
+
+    step: int
+    device_id: str = ""
+    kernels: int
+    kernel_us: float
+    span_us: float
+
+
+class StepDeviceTime(BaseModel):
+    """Per-step device time of a variant's first profile run: ``rows`` from its
+    ``kernel_details.csv``, or none and ``note`` saying why (``per-step breakdown
+    unavailable: ...``)."""
+
+    rows: list[StepDeviceRow] = []
+    note: str = ""
+
+
 class PieceCount(BaseModel):
     baseline: int
     variant: int
@@ -347,6 +471,9 @@ class RunRow(_Open):
     tokens_per_s: float | None = None
     workload: str | None = None
     step_cv_pct: float | None = None
+    # afbench.analysis.recompiles.recompile_caveat when a compiled run recompiled inside its
+    # measured window, else "" (None in summaries written before the field)
+    recompile: str | None = None
 
 
 class Asset(BaseModel):
@@ -400,6 +527,7 @@ class Summary(BaseModel):
     kernels: dict[str, list[KernelRow]] = {}
     kernel_diffs: dict[str, list[KernelDiffRow]] = {}
     fused_evidence: dict[str, FusedEvidence] = {}
+    step_device_time: dict[str, StepDeviceTime] = {}  # variant -> its profile run's
     caveat: str = ""
     headline: list[str] = Field(default_factory=list)
 

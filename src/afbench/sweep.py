@@ -152,11 +152,9 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[_
     from the variant's verdict-phase runs: each run's strict-parse window, its median and
     bursts (:func:`afbench.analysis.paired.run_statistic`), step CV, memory and efficiency."""
     # collect/compare pull in pandas and the config models: only the report needs them
-    from afbench.analysis.errors import InvalidLog
     from afbench.analysis.factorial import UNTRUSTED_CV_PCT, outlier_runs
     from afbench.analysis.paired import run_statistic
     from afbench.analysis.stats import finite_mean
-    from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, read_step_times
     from afbench.collect import collect
     from afbench.compare import run_ids, side, workload_of
 
@@ -184,21 +182,14 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[_
             is_plan_baseline=variant == col.plan.baseline,
             report=f"{job.name}/{report}" if report else None)
         combo = _Combination(row)
-        medians, frames = [], []
+        medians = []
         for rid in ids:
-            spec = col.spec(rid)
-            window = spec.config.scheduler.measure
+            window = col.spec(rid).config.scheduler.measure
             row.window = [window.first_step, window.last_step]
-            if sel.at[rid, "status"] != "OK" or sel.at[rid, "log_error"]:
+            # collect's strict parse of the window; an invalid log is in log_error already
+            steps = col.window_steps.get(rid)
+            if sel.at[rid, "status"] != "OK" or sel.at[rid, "log_error"] or not steps:
                 continue
-            run_dir = Path(spec.run_dir) if Path(spec.run_dir).is_dir() else job / "runs" / rid
-            pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
-            try:
-                times = read_step_times(run_dir / "stdout.log", window.first_step,
-                                        window.last_step, pattern)
-            except InvalidLog:  # collect has put the reason into log_error already
-                continue
-            steps = [times[k] for k in sorted(times)]
             stat = run_statistic(steps, rid)
             combo.run_steps.append(steps)
             medians.append((rid, stat.location_s))

@@ -171,3 +171,19 @@ def test_not_a_trace_is_a_clear_error(tmp_path):
     path.write_text('{"schemaVersion": 1}')
     with pytest.raises(ValueError, match="traceEvents"):
         read_trace(path)
+
+
+def test_trace_view_is_the_kernel_table_of_last_resort(tmp_path):
+    from afbench.analysis.kernels import load_kernel_table
+
+    out = tmp_path / "profile" / "host_123_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    (out / "trace_view.json").write_text(json.dumps(npu_trace()))
+    table = load_kernel_table(tmp_path / "profile").set_index("op_type")
+    assert table.loc["aclnnMatmul_MatMulV2", "count"] == 2
+    assert table.loc["aclnnAdd_AddAiCore_Add", "total_us"] == 1.0
+    # any CSV wins over the trace
+    (out / "op_statistic.csv").write_text(
+        "OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n"
+        "MatMul,AI_CORE,3,30.0,10.0,10.0,10.0,100.0\n")
+    assert load_kernel_table(tmp_path / "profile")["op_type"].tolist() == ["MatMul"]

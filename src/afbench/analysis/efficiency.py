@@ -1,4 +1,5 @@
-"""Peak memory, TFLOPs and MFU of a run as read from an engine's own log (pure).
+"""Peak memory, TFLOPs and MFU of a run as read from an engine's own log, and afbench's own
+FLOP count of a training window (:func:`training_efficiency`). Pure.
 
 The builtin engine measures these itself (``afbench.engines.efficiency``); torchtitan prints
 them on every step line and the command engine reports none. Either way a run's
@@ -14,12 +15,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from afbench.analysis import flops
+
 #: torchtitan's ``memory: X GiB(Y%)`` (``torchtitan/components/metrics.py``,
 #: ``DeviceMemoryMonitor.get_peak_stats``): ``reserved_bytes.all.peak`` of the logging rank's
 #: device from ``torch.<device>.memory_stats``, reset after every step line
 #: (``reset_peak_stats``), so each line is the peak since the previous one.
 TITAN_MEMORY_SOURCE = ("torchtitan step log 'memory: X GiB(Y%)': reserved_bytes.all.peak of "
                        "rank 0's device, reset after each logged step; max over the window")
+TFLOPS_SOURCE = ("afbench: 6N + 12*L*H*Q*T FLOPs per token (PaLM App. B, as torchtitan) "
+                 "x measured tokens/s per device over the window")
 TITAN_TFLOPS_SOURCE = ("torchtitan step log 'tflops:' / 'mfu:' (its own FLOP count and peak); "
                        "mean over the window")
 
@@ -71,3 +76,42 @@ def titan_efficiency(records: Iterable[Mapping[str, Any]], first_step: int,
         "tflops_source": (TITAN_TFLOPS_SOURCE if tflops
                           else f"not reported (no 'tflops:' field on torchtitan's {where} lines)"),
     }
+
+
+def training_efficiency(model_config: dict[str, Any], seq_len: int, tokens: int, seconds: float,
+                        world_size: int, *, peak_tflops: float | None, device_name: str,
+                        dtype: str) -> dict[str, Any]:
+    """FLOPs per token, achieved TFLOPs per device and MFU of an SFT run's measured window.
+
+    Args:
+        model_config: the model's HF config dict (``model.config.to_dict()``).
+        tokens, seconds: tokens trained by the whole job in the window, and its wall seconds.
+        peak_tflops: ``backend.peak_tflops`` (None: the published peak of ``device_name``).
+
+    Returns:
+        ``flops_per_token`` (FLOPs per trained token), ``flops_params`` (N of 6N),
+        ``tflops_per_device`` (TFLOPs/s per device over the window), ``peak_tflops`` and
+        ``peak_tflops_source``, ``mfu_pct`` (None when there is no peak), ``tflops_source``.
+
+    A config the count cannot read gives None for every number and the reason in
+    ``tflops_source``: a finished run is not failed for its FLOP count.
+    """
+    try:
+        shape = flops.TransformerShape.from_config(model_config, "model config.json")
+    except flops.ModelConfigError as exc:
+        return {key: None for key in ("flops_per_token", "flops_params", "tflops_per_device",
+                                      "peak_tflops", "peak_tflops_source", "mfu_pct")} | {
+            "tflops_source": f"n/a: {exc}"}
+    per_token = flops.training_flops_per_token(shape, seq_len)
+    tflops = (flops.achieved_tflops(tokens / seconds / world_size, per_token)
+              if seconds > 0 else None)
+    peak, source = flops.resolve_peak_tflops(peak_tflops, device_name, dtype)
+    return {"flops_per_token": per_token, "flops_params": flops.count_params(shape).flops_params,
+            "tflops_per_device": tflops, "peak_tflops": peak, "peak_tflops_source": source,
+            "mfu_pct": flops.mfu_pct(tflops, peak) if peak and tflops is not None else None,
+            "tflops_source": TFLOPS_SOURCE + _architecture_caveat(model_config)}
+
+
+def _architecture_caveat(model_config: dict[str, Any]) -> str:
+    kind = model_config.get("model_type", "qwen3")
+    return "" if kind == "qwen3" else f" (parameters counted as Qwen3's; model_type is {kind})"

@@ -37,6 +37,7 @@ KERNEL_COLUMNS = ["op_type", "count", "total_us", "ratio_pct"]
 KERNEL_TABLE_FILENAME = "kernel_table.csv"
 OP_STATISTIC_FILENAME = "op_statistic.csv"
 KERNEL_DETAILS_FILENAME = "kernel_details.csv"
+TRACE_VIEW_FILENAME = "trace_view.json"  # torch_npu's Chrome trace (afbench.analysis.traces)
 
 #: Small ops an unfused RMSNorm decomposes into: x.pow(2).mean(-1) -> + eps -> rsqrt -> * x
 #: -> * gamma (often with Casts around it).
@@ -275,13 +276,28 @@ def _find_all(root: Path, filename: str) -> list[Path]:
     )
 
 
+def find_kernel_details(profile_dir: Path | str) -> list[Path]:
+    """Every torch_npu ``kernel_details.csv`` below ``profile_dir`` (one per profiled rank),
+    sorted; empty when there is none or the folder does not exist."""
+    root = Path(profile_dir)
+    return _find_all(root, KERNEL_DETAILS_FILENAME) if root.is_dir() else []
+
+
+def _trace_view_kernels(path: Path) -> pd.DataFrame:
+    # traces imports this module (build_kernel_table): importing it here avoids the cycle
+    from afbench.analysis.traces import read_trace
+
+    return read_trace(path).kernels
+
+
 def load_kernel_table(profile_dir: Path | str) -> pd.DataFrame | None:
     """Best kernel table below ``profile_dir``, or ``None`` if it holds no source file.
 
-    Preference: ``kernel_table.csv``, else ``op_statistic.csv``, else ``kernel_details.csv``
-    (searched recursively, e.g. in ``*_ascend_pt/ASCEND_PROFILER_OUTPUT/``). When several
-    files of the chosen kind exist (one per profiled rank), their tables are summed and
-    ratios recomputed.
+    Preference: ``kernel_table.csv``, else ``op_statistic.csv``, else ``kernel_details.csv``,
+    else, as the last resort, torch_npu's ``trace_view.json`` (device kernels of its ``Ascend
+    Hardware`` track, :func:`afbench.analysis.traces.read_trace`); searched recursively, e.g.
+    in ``*_ascend_pt/ASCEND_PROFILER_OUTPUT/``. When several files of the chosen kind exist
+    (one per profiled rank), their tables are summed and ratios recomputed.
 
     Raises:
         ValueError: a chosen file is malformed (see the readers).
@@ -293,6 +309,7 @@ def load_kernel_table(profile_dir: Path | str) -> pd.DataFrame | None:
         (KERNEL_TABLE_FILENAME, read_kernel_table),
         (OP_STATISTIC_FILENAME, read_op_statistic),
         (KERNEL_DETAILS_FILENAME, read_kernel_details),
+        (TRACE_VIEW_FILENAME, _trace_view_kernels),
     )
     for filename, reader in readers:
         paths = _find_all(root, filename)

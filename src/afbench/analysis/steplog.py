@@ -71,6 +71,14 @@ def step_line(step: int, loss: float, step_time_s: float, **fields: float) -> st
     return f"step: {step:2d}  loss: {loss:8.5f}  elapsed_time_per_step: {step_time_s:.6f}s  {extra}".rstrip()
 
 
+def non_finite_loss(loss: float, step: int) -> str | None:
+    """The reason every engine fails a run with when a step's loss is NaN or infinite,
+    ``non-finite loss (nan) at step 7``; None for a finite loss."""
+    if math.isfinite(loss):
+        return None
+    return f"non-finite loss ({loss}) at step {step}"
+
+
 def compile_step_pattern(pattern: str = DEFAULT_STEP_PATTERN) -> re.Pattern[str]:
     """Compile a step-line regex and check that it has named groups ``step`` and ``value``.
 

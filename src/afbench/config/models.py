@@ -233,6 +233,10 @@ class ReportConfig(Section):
     # The smallest gain that matters, percent: NO_GAIN means the interval excludes every gain
     # of this size or more (docs/statistics.md §6).
     min_gain_pct: PositiveFloat = 2.0
+    # A variant whose peak memory rises more than this (percent of the baseline's) gets a
+    # caveat beside its verdict.
+    memory_warn_pct: float = Field(10.0, ge=0)
+
     @field_validator("template_dir")
     @classmethod
     def _template_dir(cls, v: str | None) -> str | None:

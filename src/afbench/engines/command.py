@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from afbench.analysis.efficiency import not_reported
-from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, compile_step_pattern, strip_ansi
+from afbench.analysis.steplog import (DEFAULT_STEP_PATTERN, compile_step_pattern, non_finite_loss,
+                                      strip_ansi)
 from afbench.config.engines import CommandEngine
 from afbench.config.models import RunConfig
 from afbench.engines.metrics import MetricsWriter
@@ -172,8 +173,8 @@ class _StepLines:
         if self.first_step_s is None:
             self.first_step_s = step_time_s
         loss = record.get("loss")
-        if loss is not None and not math.isfinite(loss) and self.bad_loss is None:
-            self.bad_loss = f"loss is {loss} at step {step}"
+        if loss is not None and self.bad_loss is None:
+            self.bad_loss = non_finite_loss(loss, step)
 
 
 def run_command(spec: RunSpec, run_dir: Path) -> dict:

@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from afbench.analysis import flops
+# the FLOP count is pure arithmetic, shared with the torch-free torchtitan worker
+from afbench.analysis.efficiency import TFLOPS_SOURCE, training_efficiency  # noqa: F401
 from afbench.backends.base import Backend, PeakMemory
 from afbench.config.models import StepWindow
 from afbench.engines import distributed as ddp
 from afbench.engines.metrics import MetricsWriter
 
-TFLOPS_SOURCE = ("afbench: 6N + 12*L*H*Q*T FLOPs per token (PaLM App. B, as torchtitan) "
-                 "x measured tokens/s per device over the window")
 KV_CACHE_SOURCE = ("2 (K, V) x layers x kv_heads x head_dim x (longest prompt + max_new_tokens) "
                    "x batch x dtype bytes, from config.json")
 PEAK_FIELDS = ("peak_memory_allocated_gib", "peak_memory_reserved_gib", "peak_rss_gib")
@@ -73,45 +73,6 @@ def memory_fields(per_rank: list[dict[str, Any]], window: str) -> dict[str, Any]
     out["memory_window"] = window
     out["memory_per_rank"] = [{"rank": i, **r} for i, r in enumerate(per_rank)]
     return out
-
-
-def training_efficiency(model_config: dict[str, Any], seq_len: int, tokens: int, seconds: float,
-                        world_size: int, *, peak_tflops: float | None, device_name: str,
-                        dtype: str) -> dict[str, Any]:
-    """FLOPs per token, achieved TFLOPs per device and MFU of an SFT run's measured window.
-
-    Args:
-        model_config: the model's HF config dict (``model.config.to_dict()``).
-        tokens, seconds: tokens trained by the whole job in the window, and its wall seconds.
-        peak_tflops: ``backend.peak_tflops`` (None: the published peak of ``device_name``).
-
-    Returns:
-        ``flops_per_token`` (FLOPs per trained token), ``flops_params`` (N of 6N),
-        ``tflops_per_device`` (TFLOPs/s per device over the window), ``peak_tflops`` and
-        ``peak_tflops_source``, ``mfu_pct`` (None when there is no peak), ``tflops_source``.
-
-    A config the count cannot read gives None for every number and the reason in
-    ``tflops_source``: a finished run is not failed for its FLOP count.
-    """
-    try:
-        shape = flops.TransformerShape.from_config(model_config, "model config.json")
-    except flops.ModelConfigError as exc:
-        return {key: None for key in ("flops_per_token", "flops_params", "tflops_per_device",
-                                      "peak_tflops", "peak_tflops_source", "mfu_pct")} | {
-            "tflops_source": f"n/a: {exc}"}
-    per_token = flops.training_flops_per_token(shape, seq_len)
-    tflops = (flops.achieved_tflops(tokens / seconds / world_size, per_token)
-              if seconds > 0 else None)
-    peak, source = flops.resolve_peak_tflops(peak_tflops, device_name, dtype)
-    return {"flops_per_token": per_token, "flops_params": flops.count_params(shape).flops_params,
-            "tflops_per_device": tflops, "peak_tflops": peak, "peak_tflops_source": source,
-            "mfu_pct": flops.mfu_pct(tflops, peak) if peak and tflops is not None else None,
-            "tflops_source": TFLOPS_SOURCE + _architecture_caveat(model_config)}
-
-
-def _architecture_caveat(model_config: dict[str, Any]) -> str:
-    kind = model_config.get("model_type", "qwen3")
-    return "" if kind == "qwen3" else f" (parameters counted as Qwen3's; model_type is {kind})"
 
 
 def kv_cache_fields(model_config: dict[str, Any], batches: list[tuple[int, int]],

@@ -17,12 +17,11 @@ from afbench.backends.base import Backend
 from afbench.config.models import SftScheduler
 from afbench.engines import data as chat
 from afbench.engines import distributed as ddp
-from afbench.analysis.steplog import step_line
+from afbench.analysis.steplog import non_finite_loss, step_line
 from afbench.engines import efficiency
 from afbench.engines.common import (
     MetricsWriter,
     environment_info,
-    finite,
     prepare_model,
 )
 from afbench.errors import ConfigError, RunFailed
@@ -164,8 +163,9 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
             # rank 0 writes the step log the verdict is parsed from; other ranks their own log
             print(step_line(step, loss_v, dt, grad_norm=gn, tokens_per_s=round(tps, 1),
                             **({"local_loss": local_losses[-1]} if info.enabled else {})), flush=True)
-            if not finite(loss_v):
-                raise RunFailed(f"loss is {loss_v} at step {step}")
+            bad_loss = non_finite_loss(loss_v, step)
+            if bad_loss:
+                raise RunFailed(bad_loss)
             profiler.step()
     memory = window.result_fields()
     agreed = ddp.agreement(model, info, local_losses)

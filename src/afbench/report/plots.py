@@ -282,6 +282,48 @@ def gain_plot(summary: Summary, L: dict[str, str]) -> Plot:
     return Plot(svg=_svg(fig))
 
 
+def memory_plot(summary: Summary, L: dict[str, str]) -> Plot:
+    """Peak memory (GiB) of the verdict phase per variant, baseline first, as horizontal bars
+    in the variants' colours, each labelled with its GiB and change vs the baseline; a bar
+    whose rise is above ``report.memory_warn_pct`` is outlined red and marked ⚠. A variant
+    without a figure is listed with "n/a"."""
+    comps = summary.comparisons
+    if not comps:
+        return Plot(note=L["no_memory_plot"])
+    sides = [(comps[0].baseline, None)] + [(c.variant, c.memory) for c in comps]
+    peaks = [x.memory.peak_gib if _finite(x.memory.peak_gib) else None for x, _ in sides]
+    if not any(v is not None for v in peaks):
+        return Plot(note=L["no_memory_plot"])
+    colours = variant_colours(summary)
+    names = [x.name for x, _ in sides]
+    n = len(sides)
+    fig = _figure(WIDE_IN, 0.75 + 0.3 * max(n, 2))
+    ax = fig.add_subplot()
+    _margins(fig, left=0.3 + max(_text_in(x, 9) for x in names), right=0.3, bottom=0.5, top=0.1)
+    ys = list(range(n))
+    warn = [m is not None and m.warn for _, m in sides]
+    ax.barh(ys, [v or 0.0 for v in peaks], height=0.6 if n > 1 else 0.45,
+            color=[colours.get(name, PALETTE[0]) for name in names],
+            edgecolor=[GAIN_DOWN if w else "none" for w in warn], linewidth=1.6)
+    top = max(v for v in peaks if v is not None)
+    ax.set_xlim(0, top * 1.35 or 1.0)
+    for i, ((x, m), v) in enumerate(zip(sides, peaks)):
+        if v is None:
+            ax.text(0, i, " n/a", va="center", ha="left", color="#64748b", fontsize=8.5)
+            continue
+        label = f" {v:,.3f} GiB"
+        if m is not None and _finite(m.delta_pct):
+            label += f" ({m.delta_pct:+.1f}%{' ⚠' if m.warn else ''})"
+        ax.text(v, i, label, va="center", ha="left", fontsize=8.5,
+                color=GAIN_DOWN if warn[i] else "#0f172a")
+    ax.set_yticks(ys, names)
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.grid(axis="y", visible=False)
+    measures = sorted({x.memory.measure for x, _ in sides if x.memory.measure})
+    ax.set_xlabel(L["axis_memory"] + (f" ({', '.join(measures)})" if measures else ""))
+    return Plot(svg=_svg(fig))
+
+
 def phase_plot(summary: Summary, L: dict[str, str]) -> Plot:
     """Per-step phase means (ms) of the profile phase: Computing / Communication(Not Overlapped)
     / Free stacked per variant (baseline first), and Overlapped in its own panel beside, since
@@ -381,7 +423,7 @@ def kernel_plots(summary: Summary, L: dict[str, str]) -> dict[str, Plot]:
 
 def report_plots(summary: Summary, steps: pd.DataFrame | None,
                  L: dict[str, str]) -> dict[str, Any]:
-    """All plots of the HTML report: ``step_time``, ``gains``, ``phases`` (each a
+    """All plots of the HTML report: ``step_time``, ``gains``, ``memory``, ``phases`` (each a
     :class:`Plot`), ``kernels`` (variant -> :class:`Plot`) and ``kernels_note`` (why a variant
     with a kernel table has no plot). A plot that raises is logged with its traceback and
     replaced by a note naming the error, so one bad figure does not cost the whole report."""
@@ -390,7 +432,8 @@ def report_plots(summary: Summary, steps: pd.DataFrame | None,
     except ImportError as exc:
         log.warning("HTML report without plots: %s", exc)
         off = Plot(note=L["plots_unavailable"])
-        return {"step_time": off, "gains": off, "phases": off, "kernels": {}, "kernels_note": off.note}
+        return {"step_time": off, "gains": off, "memory": off, "phases": off, "kernels": {},
+                "kernels_note": off.note}
     failures: list[str] = []
 
     def guarded(make: Callable[[], Any], on_error: Any) -> Any:
@@ -410,6 +453,7 @@ def report_plots(summary: Summary, steps: pd.DataFrame | None,
     return {
         "step_time": guarded(lambda: step_time_plot(summary, steps, L), None),
         "gains": guarded(lambda: gain_plot(summary, L), None),
+        "memory": guarded(lambda: memory_plot(summary, L), None),
         "phases": guarded(lambda: phase_plot(summary, L), None),
         "kernels": kernels,
         "kernels_note": kernels_note,

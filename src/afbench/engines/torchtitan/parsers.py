@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from afbench.analysis.errors import InvalidLog
-from afbench.analysis.steplog import strip_ansi
+from afbench.analysis.steplog import check_unique_steps, strip_ansi
 from afbench.config.engines import TITAN_STEP_PATTERN
 
 
@@ -177,6 +177,10 @@ def find_titan_traces(root: Path | str) -> dict[int, list[Path]]:
     return {step: [p for _, p in sorted(v)] for step, v in sorted(found.items())}
 
 
+#: The loss torchtitan prints on a rank that computes none (a pipeline stage before the last).
+PLACEHOLDER_LOSS = -1.0
+
+
 def step_records(
     parsed: list[dict[str, Any]],
     *,
@@ -184,28 +188,33 @@ def step_records(
     world_size: int,
     structured: dict[int, float] | None = None,
     rank: int = 0,
+    source: str = "torchtitan log",
 ) -> tuple[list[dict[str, Any]], str]:
     """afbench ``metrics.jsonl`` step records from parsed step lines of one rank.
 
-    Lines of other ranks (by ``[rankN]:`` prefix) are dropped; a step logged twice keeps its
-    first line. ``step_time_s`` comes from, in order: the line's own
-    ``elapsed_time_per_step`` (torchtitan-npu), the structured logs' ``step_end`` span, or
-    :func:`step_time_from_tps`.
+    Lines of other ranks (by ``[rankN]:`` prefix) are dropped. ``step_time_s`` comes from, in
+    order: the line's own ``elapsed_time_per_step`` (torchtitan-npu), the structured logs'
+    ``step_end`` span, or :func:`step_time_from_tps`. Under pipeline parallelism torchtitan
+    prints ``loss: -1`` on ranks that compute no loss: such a record has ``loss`` None and
+    ``loss_placeholder`` True (neither a loss to compare nor a non-finite one).
 
     Returns:
         (records, source): records with ``step, step_time_s, loss, grad_norm, tokens,
         tokens_per_s, tps_per_device, tflops, mfu_pct, memory_gib, memory_pct,
-        step_time_source``; ``source`` names the sources used (``"log"``, ``"structured_logs"``,
-        ``"tps"``, joined with ``+`` when mixed, ``"none"`` without records).
+        step_time_source`` (and ``loss_placeholder`` where set); ``source`` names the
+        sources used (``"log"``, ``"structured_logs"``, ``"tps"``, joined with ``+`` when
+        mixed, ``"none"`` without records).
+
+    Raises:
+        InvalidLog: the rank logs a step more than once (named ``source``, with the lines):
+            no line of several silently wins.
     """
     structured = structured or {}
-    seen: set[int] = set()
     out: list[dict[str, Any]] = []
     sources: list[str] = []
-    for rec in parsed:
-        if rec["rank"] not in (None, rank) or rec["step"] in seen:
-            continue
-        seen.add(rec["step"])
+    mine = [rec for rec in parsed if rec["rank"] in (None, rank)]
+    check_unique_steps([(rec["step"], rec["line"]) for rec in mine], source=source)
+    for rec in mine:
         step = rec["step"]
         if rec["step_time_s"] is not None:
             t, src = rec["step_time_s"], "log"
@@ -217,11 +226,14 @@ def step_records(
             t, src = None, "none"
         if src not in sources:
             sources.append(src)
+        placeholder = rec["loss"] == PLACEHOLDER_LOSS
         out.append({
-            "step": step, "step_time_s": t, "loss": rec["loss"], "grad_norm": rec["grad_norm"],
+            "step": step, "step_time_s": t, "loss": None if placeholder else rec["loss"],
+            "grad_norm": rec["grad_norm"],
             "tokens": tokens_per_step, "tokens_per_s": rec["tokens_per_s"],
             "tps_per_device": rec["tps_per_device"], "tflops": rec["tflops"],
             "mfu_pct": rec["mfu_pct"], "memory_gib": rec["memory_gib"],
             "memory_pct": rec["memory_pct"], "step_time_source": src,
+            **({"loss_placeholder": True} if placeholder else {}),
         })
     return out, "+".join(sources) or "none"

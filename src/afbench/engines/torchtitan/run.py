@@ -3,8 +3,8 @@ turn its outputs into afbench's ``metrics.jsonl`` records and reference step lin
 
 from __future__ import annotations
 
+import json
 import logging
-import math
 import os
 import shutil
 import signal
@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from afbench.analysis.efficiency import titan_efficiency, training_efficiency
 from afbench.analysis.errors import InvalidLog
-from afbench.analysis.steplog import step_line, strip_ansi
+from afbench.analysis.steplog import non_finite_loss, step_line, strip_ansi
 from afbench.backends.resolve import resolve_backend
 from afbench.config.engines import TorchtitanEngine
 from afbench.engines.metrics import MetricsWriter
@@ -101,8 +102,14 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
             CPU-only machine), the train script missing, the planned backend being cpu
             (torchtitan needs an accelerator, REFERENCE §7), or a switch it cannot honour.
         ConfigError: the engine is not torchtitan, or see :func:`trainer_args`.
-        RunFailed: the process exits non-zero, prints no step line, or logs a non-finite loss
-            (the records read so far are still written).
+        RunFailed: the process exits non-zero, prints no step line, logs a step twice on the
+            logging rank, or logs a non-finite loss (the records read so far are still
+            written).
+
+    The result carries torchtitan's own memory, TFLOPs and MFU of the measured window
+    (:func:`afbench.analysis.efficiency.titan_efficiency`, under the common field names) and,
+    when ``model.path`` holds a ``config.json``, afbench's own FLOP count as
+    ``afbench_tflops_per_device`` / ``afbench_mfu_pct`` / ``afbench_tflops_source``.
     """
     cfg = spec.config
     engine = cfg.engine
@@ -141,8 +148,13 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
     except InvalidLog as exc:
         log.warning("ignoring structured logs: %s", exc)
         structured = {}
-    records, source = step_records(parsed, tokens_per_step=tokens_per_step,
-                                   world_size=world_size, structured=structured)
+    try:
+        records, source = step_records(parsed, tokens_per_step=tokens_per_step,
+                                       world_size=world_size, structured=structured,
+                                       source=str(console))
+        invalid = None
+    except InvalidLog as exc:
+        records, source, invalid = [], "none", str(exc)
     metrics = MetricsWriter(run_dir / "metrics.jsonl")
     try:
         for rec in records:
@@ -150,7 +162,8 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
             # A line with its own elapsed_time_per_step (torchtitan-npu) already serves the
             # verdict parser; a second line for the step would make it a duplicate.
             if rec["step_time_source"] != "log" and rec["step_time_s"] is not None:
-                loss = rec["loss"] if rec["loss"] is not None else float("nan")
+                loss = (rec["loss"] if rec["loss"] is not None
+                        else -1.0 if rec.get("loss_placeholder") else float("nan"))
                 tps = rec["tokens_per_s"]
                 extra = {"tokens_per_s": round(tps, 1)} if tps else {}
                 print(step_line(rec["step"], loss, rec["step_time_s"], **extra), flush=True)
@@ -163,14 +176,16 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
     if code != 0:
         tail = next((ln for ln in reversed(strip_ansi(text).splitlines()) if ln.strip()), "")
         raise RunFailed(f"torchtitan exited with status {code}: {tail.strip()[:300]}")
+    if invalid:
+        raise RunFailed(invalid)
     if not records:
         raise RunFailed(
             f"torchtitan printed no step line matching engine.log_pattern ({console})"
         )
-    bad = next((r for r in records if r["loss"] is not None and not math.isfinite(r["loss"])),
-               None)
+    bad = next((why for r in records if r["loss"] is not None
+                and (why := non_finite_loss(r["loss"], r["step"]))), None)
     if bad is not None:
-        raise RunFailed(f"loss is {bad['loss']} at step {bad['step']}")
+        raise RunFailed(bad)
 
     o = cfg.optimization
     switches = []
@@ -182,6 +197,7 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
         switches.append(SwitchReport("profiler", True, f"torchtitan {engine.flavor} profiler, "
                                      f"steps {w.first_step}-{w.last_step}"))
     traces = find_titan_traces(run_dir / "profile")
+    window = s.measure
     return {
         "workload": "sft",
         "engine": "torchtitan",
@@ -199,4 +215,34 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
             key for key, path in (("model.path", cfg.model.path), ("data.path", cfg.data.path))
             if not any(path in a for a in argv)],
         "switches": [vars(sw) for sw in switches],
+        **titan_efficiency(records, window.first_step, window.last_step),
+        "memory_window": f"steps {window.first_step}-{window.last_step}",
+        **_afbench_count(spec, records, backend),
     }
+
+
+def _afbench_count(spec: RunSpec, records: list[dict[str, Any]], backend: str) -> dict[str, Any]:
+    """afbench's FLOP count of the measured window beside torchtitan's own figures:
+    ``afbench_tflops_per_device``, ``afbench_mfu_pct``, ``afbench_tflops_source``,
+    ``flops_per_token``, ``peak_tflops`` and its source (all None, with the reason, without a
+    readable ``<model.path>/config.json`` or step times)."""
+    cfg = spec.config
+    s = cfg.scheduler
+    window = [r for r in records if s.measure.first_step <= r["step"] <= s.measure.last_step
+              and r["step_time_s"]]
+    path = Path(cfg.model.path) / "config.json"
+    try:
+        model_config = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        return {"flops_per_token": None, "peak_tflops": None, "peak_tflops_source": None,
+                "afbench_tflops_per_device": None, "afbench_mfu_pct": None,
+                "afbench_tflops_source": f"n/a: {path} unreadable ({exc})"}
+    # no torch in this worker: the device's name is unknown, so MFU needs backend.peak_tflops
+    out = training_efficiency(
+        model_config, s.seq_len, s.global_batch_size * s.seq_len * len(window),
+        sum(r["step_time_s"] for r in window), cfg.parallel.world_size,
+        peak_tflops=cfg.backend.peak_tflops, device_name=backend, dtype=cfg.model.dtype)
+    return {"flops_per_token": out["flops_per_token"], "peak_tflops": out["peak_tflops"],
+            "peak_tflops_source": out["peak_tflops_source"],
+            "afbench_tflops_per_device": out["tflops_per_device"],
+            "afbench_mfu_pct": out["mfu_pct"], "afbench_tflops_source": out["tflops_source"]}
