@@ -1,7 +1,7 @@
 """The npu and cuda backends run on this CPU up to the device calls: a fake ``torch_npu`` in
 sys.modules and fake ``torch.npu`` / ``torch.cuda`` functions record what afbench asks of
 them. Nothing here proves the calls work on a real NPU or GPU (none is available); it pins
-what afbench passes to them (REFERENCE §3-§4). Also: the CANN environment of NPU workers, and
+what afbench passes to them (docs/reference.md §3-§4). Also: the CANN environment of NPU workers, and
 the model presets for real hardware."""
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def test_unknown_engine_key_and_pattern_without_step_group_are_rejected():
 
 
 def reference_command(steps: int, seed: int, compiled: bool, profile_dir: str | None):
-    """REFERENCE §1's torchtitan-npu command, restated: (env, script argv)."""
+    """docs/reference.md §1's torchtitan-npu command, restated: (env, script argv)."""
     env = {"MODULE": "torchtitan_npu.models.qwen3", "CONFIG": "sft_qwen3_1_7b_wordle", "NGPU": "2"}
     argv = ["bash", "scripts/run_train.sh", "--hf_assets_path", MODEL, "--checkpoint.load_only",
             "--training.global_batch_size", "4", "--training.steps", str(steps),
@@ -123,7 +123,7 @@ def split_options(args: list[str]) -> tuple[dict[str, str | bool], list[str], li
 def test_sft_af_compare_commands_match_the_reference_flag_by_flag(af_compare_runs):
     engine = TorchtitanEngine(flavor="torchtitan_npu", train_script="scripts/run_train.sh",
                               workdir="/opt/torchtitan-npu")
-    expected = {  # run -> (steps, seed, compiled, profiled), REFERENCE §1's table
+    expected = {  # run -> (steps, seed, compiled, profiled), docs/reference.md §1's table
         "af_off-train-r1": (10, 42, False, False),
         "af_on-train-r1": (10, 42, True, False),
         "af_off-profile-r1": (12, 43, False, True),

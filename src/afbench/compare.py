@@ -489,7 +489,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
     per_step: dict[str, StepDeviceTime] = {}
     if plan.profile_phase is not None:
         spec = next(r for r in plan.runs if r.variant == base and r.phase == plan.profile_phase)
-        # profiler step ids are 0-based (REFERENCE §1)
+        # profiler step ids are 0-based (docs/reference.md §1)
         expected = [s - 1 for s in spec.config.optimization.profiler_window.steps]
         tables = kernel_tables(col)
         kernels = {v: _records(K.top_n(t, report.top_n_kernels)) for v, t in tables.items()}

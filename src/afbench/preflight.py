@@ -1,6 +1,6 @@
 """Preflight: checks run before every experiment, one ``[PASS]``/``[FAIL]`` line each.
 
-Line format (REFERENCE §1, the AutoFuse quick-start's preflight)::
+Line format (docs/reference.md §1, the AutoFuse quick-start's preflight)::
 
     [PASS] item: current <what was found>
     [FAIL] item: current <what was found>; required <what is needed>; action <what to do>
@@ -38,7 +38,7 @@ MIN_TORCH = (2, 4)
 REPORTED_PACKAGES = ("torch", "transformers", "hydra-core", "pydantic", "pandas")
 
 # CANN: the minimum build date of each component and where its version.info lives, relative
-# to the CANN root (REFERENCE §1).
+# to the CANN root (docs/reference.md §1).
 DEFAULT_MIN_CANN_DATE = "20260715"
 CANN_COMPONENTS: dict[str, str] = {
     "Toolkit": "share/info/asc-devkit/version.info",
@@ -200,7 +200,7 @@ def check_devices(backend: str, devices: Sequence[int] | None, world_size: int,
 
 
 def check_output_root(root: Path) -> Check:
-    """The output root (REFERENCE §1 Output safety): not a symlink, a directory owned by the
+    """The output root (docs/reference.md §1 Output safety): not a symlink, a directory owned by the
     current user, not group- or world-writable. A missing root is created with mode 0700."""
     root = Path(root)
     item = "output root"

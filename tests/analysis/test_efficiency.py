@@ -8,7 +8,7 @@ import pytest
 from afbench.analysis.efficiency import TITAN_MEMORY_SOURCE, not_reported, titan_efficiency
 from afbench.engines.torchtitan.parsers import parse_titan_log
 
-# torchtitan 0.3.0's colours (torchtitan/tools/utils.py Color) and header, REFERENCE §7.
+# torchtitan 0.3.0's colours (torchtitan/tools/utils.py Color) and header, docs/reference.md §7.
 RED, GREEN, ORANGE, TURQ, BLUE, CYAN, MAGENTA, RESET = (
     "\033[31m", "\033[32m", "\033[38;2;180;60;0m", "\033[38;2;54;234;195m", "\033[34m",
     "\033[36m", "\033[35m", "\033[39m")

@@ -1,5 +1,5 @@
 """Kernel tables from torch_npu kernel_details.csv / op_statistic.csv and their diff
-(REFERENCE §2 profiler summary, §4 formats)."""
+(docs/reference.md §2 profiler summary, §4 formats)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Strict training-log rules of the training verdict (REFERENCE §1)."""
+"""Strict training-log rules of the training verdict (docs/reference.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Profiling status from step_trace_time.csv (REFERENCE §1 "Profiling status", §4)."""
+"""Profiling status from step_trace_time.csv (docs/reference.md §1 "Profiling status", §4)."""
 
 from __future__ import annotations
 

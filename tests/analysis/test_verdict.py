@@ -1,4 +1,4 @@
-"""Quick-round verdict (REFERENCE §1)."""
+"""Quick-round verdict (docs/reference.md §1)."""
 
 from __future__ import annotations
 

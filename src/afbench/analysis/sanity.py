@@ -1,4 +1,4 @@
-"""Generated-text sanity check (the inference tutorial's ok / warning / failed, REFERENCE §2).
+"""Generated-text sanity check (the inference tutorial's ok / warning / failed, docs/reference.md §2).
 
 Rules, per generated sequence:
 - failed: empty output (no token, or only whitespace after decoding);

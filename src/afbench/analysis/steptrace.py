@@ -8,7 +8,7 @@ Stage, Bubble, Communication(Not Overlapped and Exclude Receive), Preparing``; o
 profiled step, times in microseconds. Some documentation writes a space before the
 parenthesis (``Communication (Not Overlapped)``); both spellings are accepted.
 
-Rules (REFERENCE §1): per side exactly one file; exactly the expected steps (profiler steps
+Rules (docs/reference.md §1): per side exactly one file; exactly the expected steps (profiler steps
 5..9 for training steps 6..10), each once, on one ``Device_id``; phase values finite and
 >= 0; both sides on the same ``Device_id``. ``Overlapped`` is communication hidden under
 computation, so it is never added to the other phases.

@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from afbench.analysis.kernels import TRACE_VIEW_FILENAME, build_kernel_table
+from afbench.analysis.kernels import build_kernel_table
 from afbench.analysis.timestamps import ns_to_us, us_to_ns
 
 #: Columns of :attr:`TraceSummary.steps`.

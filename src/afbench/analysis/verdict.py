@@ -1,6 +1,6 @@
 """Quick-round verdict: is the variant faster than the baseline?
 
-Rule (REFERENCE §1): ``gain = (baseline - variant) / baseline * 100``; ``<VARIANT>_FASTER``
+Rule (docs/reference.md §1): ``gain = (baseline - variant) / baseline * 100``; ``<VARIANT>_FASTER``
 if gain > 0, ``NO_GAIN`` otherwise, ``RUN_FAILED`` if a run failed or a log is invalid.
 One quick round is directional evidence, not a formal multi-round result.
 """

@@ -1,6 +1,6 @@
 """The tiny Qwen3 shipped as ``assets/qwen3_tiny``: config, seeded init, brief CPU training.
 
-Shape (see REFERENCE.md section 8): hidden 256, 4 layers, 4 query / 2 KV heads
+Shape (see docs/reference.md §8): hidden 256, 4 layers, 4 query / 2 KV heads
 of dim 64, FFN 768, ~2.4k vocab, tied embeddings, ~3.8M parameters, fp32.
 Training is plain next-token prediction on packed ChatML Wordle chats, so
 greedy decoding from a Wordle prompt yields Wordle-shaped turns; it is a

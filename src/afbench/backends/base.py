@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 

@@ -42,7 +42,7 @@ class CudaBackend(Backend):
         return torch.cuda.get_device_name(_local_rank())
 
     def graph_mode(self, fn: Callable, options: dict[str, Any]) -> tuple[Callable, str]:
-        # CUDA analogue of npugraph_ex: capture once, replay (REFERENCE §3).
+        # CUDA analogue of npugraph_ex: capture once, replay (docs/reference.md §3).
         compiled = torch.compile(fn, mode="reduce-overhead", fullgraph=True, dynamic=False)
         return compiled, "torch.compile(mode='reduce-overhead', fullgraph=True): CUDA graphs"
 

@@ -1,6 +1,6 @@
 """Ascend NPU backend (torch_npu, torchair), and the CANN environment of NPU workers.
 
-Written against the real APIs of REFERENCE §3-§4; it cannot run on this project's CPU CI (no
+Written against the real APIs of docs/reference.md §3-§4; it cannot run on this project's CPU CI (no
 NPU there), so tests stop at the device calls (tests/test_backends_npu_cuda.py injects a fake
 torch_npu)."""
 
@@ -19,10 +19,10 @@ from afbench.backends.base import Backend, PeakMemory, device_peak_memory
 from afbench.config.models import CompileConfig, NpuProfilerConfig
 from afbench.errors import PreflightError, RunSkipped
 
-#: Removed from NPU workers' environment (REFERENCE §1): a preloaded allocator or another
+#: Removed from NPU workers' environment (docs/reference.md §1): a preloaded allocator or another
 #: Python's home / conda prefix makes torch_npu load the wrong libraries.
 DROPPED_ENV = ("LD_PRELOAD", "PYTHONHOME", "CONDA_PREFIX")
-#: Added to NPU workers' environment (REFERENCE §1).
+#: Added to NPU workers' environment (docs/reference.md §1).
 NPU_ENV = {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}
 #: Variables that are lists of folders: set_env.sh prepends to them, so the worker gets
 #: set_env.sh's entries first and afbench's own after them.

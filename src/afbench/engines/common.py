@@ -13,7 +13,6 @@ import torch
 
 from afbench.backends.base import Backend
 from afbench.config.models import ModelConfig
-from afbench.engines.metrics import MetricsWriter  # noqa: F401  (re-exported)
 from afbench.errors import ConfigError
 from afbench.switches import SwitchReport
 from afbench.switches.converters import apply_converters

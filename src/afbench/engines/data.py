@@ -1,6 +1,6 @@
 """Chat data: parquet rows -> conversations -> token ids with an assistant-only loss mask.
 
-Row schema (REFERENCE §6, willcb/V3-wordle): either ``messages`` (a list of ``{role, content}``)
+Row schema (docs/reference.md §6, willcb/V3-wordle): either ``messages`` (a list of ``{role, content}``)
 or ``prompt`` (system + first user message) plus ``completion`` (alternating assistant / user
 turns). ``content`` given as a list is joined with newlines. pandas returns list columns as
 numpy arrays; they are converted to lists here.

@@ -24,7 +24,8 @@ from afbench.backends.base import Backend
 from afbench.config.models import InferScheduler
 from afbench.engines import data as chat
 from afbench.engines import efficiency
-from afbench.engines.common import MetricsWriter, environment_info, prepare_model
+from afbench.engines.common import environment_info, prepare_model
+from afbench.engines.metrics import MetricsWriter
 from afbench.engines.distributed import DistInfo
 from afbench.runspec import RunSpec
 from afbench.switches import SwitchReport

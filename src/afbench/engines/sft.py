@@ -19,11 +19,8 @@ from afbench.engines import data as chat
 from afbench.engines import distributed as ddp
 from afbench.analysis.steplog import non_finite_loss, step_line
 from afbench.engines import efficiency
-from afbench.engines.common import (
-    MetricsWriter,
-    environment_info,
-    prepare_model,
-)
+from afbench.engines.common import environment_info, prepare_model
+from afbench.engines.metrics import MetricsWriter
 from afbench.errors import ConfigError, RunFailed
 from afbench.runspec import RunSpec
 from afbench.switches.profiler import open_profiler

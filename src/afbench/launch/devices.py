@@ -2,7 +2,7 @@
 per-device locks that keep two timing runs off one device.
 
 Hydra assigns no devices to jobs: under a parallel launcher (submitit, joblib) every job would
-open device 0 and the step times of both would be worthless (REFERENCE §5). afbench therefore
+open device 0 and the step times of both would be worthless (docs/reference.md §5). afbench therefore
 
 1. *assigns* ids per run (:func:`assign_devices`): ``parallel.devices`` when given, else the
    job's block of ``launcher.device_pool`` in a sweep, else nothing (devices 0..world_size-1);

@@ -53,14 +53,14 @@ def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
     CANN environment on npu, and the device visibility of the run's assigned devices.
 
     Inductor writes precompiled headers into ``tempfile.gettempdir()`` even with
-    TORCHINDUCTOR_CACHE_DIR set, so TMPDIR is per run too (REFERENCE §8). FX graph and autograd
+    TORCHINDUCTOR_CACHE_DIR set, so TMPDIR is per run too (docs/reference.md §8). FX graph and autograd
     caches are off so every compiled run pays (and reports) its real compile time.
 
     npu: ``<cann_root>/set_env.sh`` sourced in a clean shell
     (:func:`afbench.backends.npu.npu_worker_env`; root from ``backend.cann_root``,
     ``$ASCEND_TOOLKIT_HOME`` or ``$ASCEND_HOME_PATH``; none set: the environment afbench was
     started in is kept as it is), LD_PRELOAD / PYTHONHOME / CONDA_PREFIX removed,
-    PYTORCH_NPU_ALLOC_CONF=expandable_segments:True (REFERENCE §1). cuda/npu: the visibility
+    PYTORCH_NPU_ALLOC_CONF=expandable_segments:True (docs/reference.md §1). cuda/npu: the visibility
     variable of :func:`afbench.launch.devices.visible_devices_env`, set after ``launcher.env``
     so that the devices a run is timed on are the devices it holds the locks of.
 

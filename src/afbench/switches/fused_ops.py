@@ -1,7 +1,7 @@
 """afbench's own fused RMSNorm ops for devices without a native one (cpu, cuda).
 
 ``afbench::add_rms_norm(x1, x2, weight, eps) -> (y, rstd, x)`` has the contract of
-``torch_npu.npu_add_rms_norm`` (REFERENCE §4): ``x = x1 + x2`` (the new residual) and
+``torch_npu.npu_add_rms_norm`` (docs/reference.md §4): ``x = x1 + x2`` (the new residual) and
 ``y = weight * rmsnorm(x)``; ``rstd`` is ``1/sqrt(mean(x², -1) + eps)`` in float32, shape
 ``x.shape[:-1] + (1,)``. ``afbench::rms_norm(x, weight, eps) -> (y, rstd)`` is the plain norm.
 

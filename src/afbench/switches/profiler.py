@@ -4,7 +4,7 @@ steps are exactly ``optimization.profiler_window``.
 Outputs under ``<run_dir>/profile/``:
 - torch.profiler: ``trace.json`` (chrome trace), ``kernel_table.csv`` (op_type, count,
   total_us, ratio_pct over the active steps; self time) and ``step_trace_time.csv`` in
-  torch_npu's column layout (REFERENCE §4) so that one set of status rules serves every device.
+  torch_npu's column layout (docs/reference.md §4) so that one set of status rules serves every device.
 - torch_npu.profiler: its own ``*_ascend_pt/ASCEND_PROFILER_OUTPUT/`` CSVs (NPU only; not run
   on this project's CPU CI).
 """
@@ -80,7 +80,7 @@ def step_trace_from_events(events: Any, device_id: str, first_step_id: int,
 
     Step spans are numbered in time order from ``first_step_id`` (the profiler's 0-based step
     counter at the first active step: training step k has id k-1, as in torch_npu's
-    step_trace_time.csv, REFERENCE §1).
+    step_trace_time.csv, docs/reference.md §1).
 
     Stage = ProfilerStep#N span. Computing = time covered by top-level operators (on cuda:
     device kernels) inside the step; communication = collective ops (c10d/gloo/nccl/hccl);

@@ -2,7 +2,7 @@
 and torchtitan's console log, structured logs and profiler traces read back as afbench records.
 
 Everything up to the process boundary is pure and testable on a CPU-only machine (torchtitan
-itself does not run there, REFERENCE §7): :func:`build_command` turns a RunSpec into an argv
+itself does not run there, docs/reference.md §7): :func:`build_command` turns a RunSpec into an argv
 list and environment, the parsers read torchtitan's outputs, and :func:`run_torchtitan` starts
 the process, streams its output, writes ``metrics.jsonl`` and prints afbench's reference step
 line so the strict verdict parser (:mod:`afbench.analysis.steplog`) applies unchanged.

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from afbench.backends.resolve import VISIBLE_DEVICES_ENV, resolve_backend
-from afbench.config.engines import FLAVOR_DEFAULTS, TorchtitanEngine
+from afbench.config.engines import TorchtitanEngine
 from afbench.config.models import RunConfig
 from afbench.errors import ConfigError, RunSkipped
 
-#: The reference's data options (REFERENCE §1): torchtitan-npu's chat dataloader over one
+#: The reference's data options (docs/reference.md §1): torchtitan-npu's chat dataloader over one
 #: parquet file. ``{data_path}`` is replaced by ``data.path``.
 NPU_CHAT_PARQUET_ARGS = (
     "dataloader:chat-data-loader-config",

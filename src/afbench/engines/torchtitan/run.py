@@ -100,7 +100,7 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
     Raises:
         RunSkipped: torch / torchtitan (or torchtitan_npu) not importable by ``python`` (a
             CPU-only machine), the train script missing, the planned backend being cpu
-            (torchtitan needs an accelerator, REFERENCE §7), or a switch it cannot honour.
+            (torchtitan needs an accelerator, docs/reference.md §7), or a switch it cannot honour.
         ConfigError: the engine is not torchtitan, or see :func:`trainer_args`.
         RunFailed: the process exits non-zero, prints no step line, logs a step twice on the
             logging rank, or logs a non-finite loss (the records read so far are still
