@@ -170,6 +170,7 @@ def _override_problem(argv: list[str], overrides: list[str]) -> str | None:
     error, or runs as something else: a value holding ``=`` (``epoch=3-step=1200.ckpt``,
     ``split=b``: Hydra 1577, 938) and a comma value without ``-m`` (Hydra's "Ambiguous value",
     1897). None when every override is fine."""
+    # Hydra's override grammar (antlr) loads only when a command line is checked
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 

@@ -200,6 +200,7 @@ def generation_parity(out_dir, baseline_ids: list[str], variant_ids: list[str], 
             break
     lb, lv = b_dir / "logits.safetensors", v_dir / "logits.safetensors"
     if lb.is_file() and lv.is_file():
+        # safetensors only for inference comparisons that stored logits
         from safetensors.numpy import load_file
 
         xa, xb = load_file(str(lb))["logits"], load_file(str(lv))["logits"]

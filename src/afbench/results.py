@@ -12,10 +12,13 @@ directory per version). A leaf module: pydantic and the standard library only.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+
+from afbench.errors import OutputError
 
 SCHEMA_VERSION = 1
 
@@ -707,10 +710,6 @@ def read_summary(path: Path) -> Summary:
     """:func:`load_summary` of the ``summary.json`` at ``path``.
 
     Raises OutputError naming the file when it is not JSON or does not fit the schema."""
-    import json
-
-    from afbench.errors import OutputError
-
     try:
         return load_summary(json.loads(Path(path).read_text(encoding="utf-8")))
     except ValueError as exc:  # JSONDecodeError and pydantic's ValidationError are ValueErrors

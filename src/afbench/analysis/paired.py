@@ -326,6 +326,7 @@ def paired_gain(
     parts = trimmed_t_parts(log_ratios(base, var)[None, :], trim)
     center, se, df = (float(x[0]) for x in parts)
     if critical_value is None:
+        # scipy costs ~0.8 s to import: only when a quantile is needed
         from scipy import stats
 
         critical_value = float(stats.t.ppf(0.5 + level / 2.0, df))
@@ -427,6 +428,7 @@ def step_level_gain(
             outside (0, 1).
     """
     _check_level(level)
+    # scipy costs ~0.8 s to import: only when a quantile is needed
     from scipy import stats
 
     base_logs = _log_steps(baseline_steps_s, "baseline run")

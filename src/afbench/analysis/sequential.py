@@ -174,6 +174,7 @@ def spent_alpha(t: float, alpha: float, spending: str) -> float:
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be within (0, 1), got {alpha}")
     if spending == OBRIEN_FLEMING:
+        # scipy costs ~0.8 s to import: only when a quantile is needed
         from scipy import stats
 
         return float(2.0 - 2.0 * stats.norm.cdf(stats.norm.ppf(1 - alpha / 2) / math.sqrt(t)))
@@ -205,6 +206,7 @@ def t_boundaries(
     """
     if min_pairs < 2 or max_pairs < min_pairs:
         raise ValueError(f"need 2 <= min_pairs <= max_pairs, got {min_pairs}, {max_pairs}")
+    # scipy costs ~0.8 s to import: only when a quantile is needed
     from scipy import stats
 
     looks = list(range(min_pairs, max_pairs + 1))

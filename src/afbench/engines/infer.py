@@ -27,6 +27,7 @@ from afbench.engines import efficiency
 from afbench.engines.common import environment_info, prepare_model
 from afbench.engines.metrics import MetricsWriter
 from afbench.engines.distributed import DistInfo
+from afbench.errors import ConfigError
 from afbench.runspec import RunSpec
 from afbench.switches import SwitchReport
 from afbench.switches.profiler import open_profiler
@@ -37,8 +38,6 @@ def load_prompts(cfg: Any, s: InferScheduler) -> list[list[dict[str, str]]]:
     or, by default, each conversation of ``data.path`` up to and including its first user turn."""
     if cfg.data.prompts_file:
         path = Path(cfg.data.prompts_file)
-        from afbench.errors import ConfigError
-
         if not path.is_file():
             raise ConfigError(f"data.prompts_file: {path} does not exist")
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -68,6 +67,7 @@ class Generator:
         self.eos_ids, self.pad_id, self.graph_step = eos_ids, pad_id, graph_step
 
     def _cache(self, max_len: int) -> Any:
+        # transformers' cache classes: the generation loop's only transformers import
         from transformers import DynamicCache, StaticCache
 
         if self.s.kv_cache == "static" or self.graph_step is not None:
@@ -182,6 +182,7 @@ def run_infer(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
                         kept_texts.append({"prompt_index": b * s.batch_size + i, "token_ids": toks,
                                            "text": tokenizer.decode(toks, skip_special_tokens=True)})
                     if res["logits"] is not None:
+                        # safetensors only when logits are kept for the parity check
                         from safetensors.torch import save_file
 
                         save_file({"logits": res["logits"].contiguous()}, str(run_dir / "logits.safetensors"))

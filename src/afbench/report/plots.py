@@ -87,6 +87,7 @@ def _matplotlib() -> tuple[Any, Any, dict[str, Any]]:
 
     if "matplotlib.pyplot" not in sys.modules:
         matplotlib.use("Agg")
+    # after choosing the Agg backend, which must precede these imports
     from matplotlib import font_manager
     from matplotlib.figure import Figure
 

@@ -124,6 +124,7 @@ def render_sweep(summary: SweepSummary, sweep_dir: Path, report: ReportConfig,
         if fmt == "html":
             # pandas and matplotlib only for the HTML figures
             import pandas as pd
+            # (plots imports matplotlib at module level)
 
             from afbench.report.plots import sweep_plots
 
