@@ -63,7 +63,11 @@ def test_report_has_real_verdict_and_comparable_profile(af_compare_run):
     comp = summary.comparisons[0]
     b, v = comp.baseline, comp.variant
     assert v.name == "af_on" and b.name == "af_off"
-    assert comp.verdict in ("AF_ON_FASTER", "NO_GAIN")
+    # one round: afbench's step-level verdict, the reference's quick verdict beside it
+    assert comp.verdict in ("AF_ON_FASTER", "AF_ON_SLOWER", "NO_GAIN", "INCONCLUSIVE")
+    assert comp.speed.kind == "step_level" and comp.speed.n_pairs == 1
+    assert comp.speed.reference_verdict in ("AF_ON_FASTER", "NO_GAIN")
+    assert comp.speed.ci_low_pct <= comp.speed.gain_pct <= comp.speed.ci_high_pct
     assert b.mean_step_s > 0 and v.mean_step_s > 0
     expected_gain = (b.mean_step_s - v.mean_step_s) / b.mean_step_s * 100
     assert comp.speed.gain_pct == pytest.approx(expected_gain)
