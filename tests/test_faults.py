@@ -287,3 +287,20 @@ def test_verdict_uses_the_engines_step_pattern(tmp_path):
     assert run["status"] == "OK" and run["log_error"] == ""
     assert run["mean_step_s"] == pytest.approx(GOOD_MEAN_S)
     assert proc.returncode == 0
+
+
+def test_a_run_whose_log_breaks_the_strict_rules_is_failed_with_the_reason(tmp_path):
+    recipes = write_recipe(tmp_path, "twice", {"good": command("good.py", "6"),
+                                               "twice": command("twice.py")})
+    proc = afbench(tmp_path, "experiment=twice", *LAUNCHER)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    out = output_dir(tmp_path)
+    st = status(out, "twice-train-r1")
+    # the worker exited 0, but the measured window has no number: FAILED, with why
+    assert st["status"] == "FAILED" and st["exit_code"] == 0
+    assert st["reason"].startswith("invalid step log:") and "several ranks" in st["reason"]
+    assert "twice-train-r1" in proc.stderr and "FAILED" in proc.stderr
+    assert "invalid step log" in proc.stderr
+    assert status(out, "good-train-r1")["status"] == "OK"
+    assert read_summary(out / "summary.json").comparisons[0].verdict == "RUN_FAILED"
+    assert recipes.is_dir()

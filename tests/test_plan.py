@@ -174,3 +174,13 @@ def test_command_line_override_shadowed_by_a_phase_is_named(compose_cfg):
     lines = shadowed_overrides(["scheduler.steps=20", "scheduler.seq_len=128"], conf)
     assert len(lines) == 2  # both phases set scheduler.steps; nothing sets seq_len
     assert "experiment.phases.train.scheduler.steps=..." in lines[0]
+
+
+def test_adaptive_bounds_are_checked_only_under_repeats_auto(compose_cfg):
+    from afbench.config import validate_config
+    from afbench.errors import ConfigError
+
+    fixed = validate_config(compose_cfg("experiment.repeats=3", "experiment.max_repeats=2"))
+    assert fixed.experiment.repeats == 3
+    with pytest.raises(ConfigError, match="max_repeats 2 is below min_repeats 3"):
+        validate_config(compose_cfg("experiment.repeats=auto", "experiment.max_repeats=2"))

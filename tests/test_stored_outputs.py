@@ -87,8 +87,12 @@ def test_version_0_comparison_keys_become_the_two_sides(tmp_path):
         for side in ("baseline", "variant"):
             assert numbers(getattr(a, side), side_fields) == pytest.approx(
                 numbers(getattr(b, side), side_fields))
-        assert a.compile.model_dump() == pytest.approx(b.compile.model_dump())
+        # v0 computed a "compile cost" for every variant; today only compiling variants
+        # (autofuse, graph mode) have one, and this fixture's command-engine variants do not
+        assert b.compile.overhead_s is None or (
+            b.compile.model_dump() == pytest.approx(a.compile.model_dump()))
         assert (a.aa, a.reasons, a.parity) == (b.aa, b.reasons, b.parity)
+    assert [b.compile.overhead_s for b in new.comparisons] == [None, None, None]
     # the speed is recomputed by today's paired statistics; the stored one keeps v0's keys
     raw = json.loads((STORED / "v0" / "summary.json").read_text())["comparisons"]
     for a, c in zip(old.comparisons, raw):

@@ -118,6 +118,8 @@ def speed_note(speed: Speed) -> str:
         note += f", stopped: {speed.stop_reason}"
     if speed.reference_verdict:
         note += f"; {REFERENCE_RULE}: {speed.reference_verdict}"
+        if speed.reference_gain_pct is not None:  # the reference's gain is of the mean times
+            note += f" at {speed.reference_gain_pct:+.2f}% of the mean step times"
     return note + ")"
 
 
@@ -334,9 +336,13 @@ def with_caveats(line: str, caveats: list[str]) -> str:
     return line + "".join(f"; caveat: {c}" for c in caveats)
 
 
-def compile_cost(b: Side, v: Side, speed: Speed) -> Compile:
+def compile_cost(b: Side, v: Side, speed: Speed, compiled: bool = True) -> Compile:
     """Compile overhead (variant's time to first step - its mean step time, s) and the steps
-    its per-step saving over the baseline needs to pay that back (None without a saving)."""
+    its per-step saving over the baseline needs to pay that back (None without a saving).
+    Empty for a variant that compiles nothing (``compiled`` False: no autofuse, no graph
+    mode), whose first step is no compile and whose "break-even" would be noise."""
+    if not compiled:
+        return Compile()
     overhead = (v.first_step_s - v.mean_step_s
                 if v.first_step_s is not None and v.mean_step_s else None)
     saving = (b.mean_step_s - v.mean_step_s) if speed.gain_pct is not None else None
@@ -390,9 +396,16 @@ def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rt
     return Comparison(
         baseline=b, variant=v, phase=phase, workload=workload, verdict=verdict,
         verdict_line=with_caveats(verdict_line(verdict, speed, parity, workload), caveats),
-        speed=speed, parity=parity, compile=compile_cost(b, v, speed), memory=memory,
+        speed=speed, parity=parity, compile=compile_cost(b, v, speed, _compiles(col, variant)),
+        memory=memory,
         caveats=caveats, aa=aa,
         reasons=failure_reasons(col, run_ids(col, variant, phase) + run_ids(col, b.name, phase)))
+
+
+def _compiles(col: Collected, variant: str) -> bool:
+    """Whether ``variant``'s verdict-phase runs compile the model (autofuse or graph mode)."""
+    specs = [r for r in col.plan.runs if r.variant == variant and r.phase == col.plan.verdict_phase]
+    return any(r.config.optimization.autofuse or r.config.optimization.npugraph_ex for r in specs)
 
 
 def _stop_reason(plan: Plan, variant: str) -> str | None:
@@ -530,7 +543,8 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
         "comparisons": comps, "profiling": profiling, "kernels": kernels,
         "kernel_diffs": kernel_diffs, "fused_evidence": fused_evidence,
         "step_device_time": per_step,
-        "caveat": CAVEAT if plan.repeats == 1 else "",
+        # one round per variant, and something to compare (a single variant has no verdict)
+        "caveat": CAVEAT if plan.repeats == 1 and len(plan.variants) > 1 else "",
         "headline": headline,
     })
 
@@ -538,14 +552,18 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
 def headline_line(c: Comparison) -> str:
     """The comparison's line in the log and ``summary.headline``: the verdict line (verdict,
     interval, pairs, MDE, the reference's verdict for one round), the gain, and the bursts."""
-    line = f"{c.variant.name} vs {c.baseline.name}: {c.verdict_line}"
+    verdict, sep, caveats = c.verdict_line.partition("; caveat: ")
+    line = f"{c.variant.name} vs {c.baseline.name}: {verdict}"
     sp = c.speed
     if sp.gain_pct is not None:
-        line += f", gain {sp.gain_pct:+.2f}%"
+        line += f", gain of the run medians {sp.gain_pct:+.2f}%"
     if sp.n_bursts_baseline or sp.n_bursts_variant:
         line += (f", load bursts flagged: {sp.n_bursts_variant or 0} {c.variant.name} / "
                  f"{sp.n_bursts_baseline or 0} {c.baseline.name} steps")
-    return line
+    if c.verdict == RUN_FAILED and c.reasons:  # the why, where the user reads the verdict
+        more = f" (+{len(c.reasons) - 1} more in the report)" if len(c.reasons) > 1 else ""
+        line += f": {c.reasons[0]}{more}"
+    return line + sep + caveats
 
 
 def _dotted(overrides: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -80,6 +80,24 @@ def _window_parses(run_dir: Path, config_hash: str) -> bool:
     return True
 
 
+def check_log(run: RunSpec, st: RunStatus) -> RunStatus:
+    """A run whose worker succeeded but whose step log breaks the strict rules (a measured
+    step missing, twice, non-numeric: afbench.analysis.steplog) has no number for the verdict:
+    it is FAILED with the parse error as its reason, in status.json too, so the progress line,
+    the skip rules and the exit code say why."""
+    from afbench.analysis.errors import InvalidLog
+    from afbench.collect import window_step_times  # pandas: not for task=check
+
+    if st.status != "OK":
+        return st
+    try:
+        window_step_times(run, Path(run.run_dir))
+    except InvalidLog as exc:
+        st = st.model_copy(update={"status": "FAILED", "reason": f"invalid step log: {exc}"})
+        write_json_atomic(Path(run.run_dir) / "status.json", st.model_dump())
+    return st
+
+
 def resume_index(root: Path) -> dict[str, Path]:
     """config_hash -> run directory of every finished run below ``root``: status OK, a
     result.json, and a measured window that parses strictly. Failed, skipped, interrupted or
@@ -201,7 +219,7 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
             else:
                 # the live spinner shares the log handler's console, so lines print above it
                 with console.status(f"[{i}/{len(plan.runs)}] {run.run_id} running"):
-                    st = launch_run(run)
+                    st = check_log(run, launch_run(run))
         except KeyboardInterrupt:
             statuses[run.run_id] = "FAILED"
             for rest in plan.runs[i:]:

@@ -310,7 +310,8 @@ class ExperimentConfig(Section):
             raise ValueError(
                 f"verdict_phase {self.verdict_phase!r} is not one of the phases {list(self.phases)}"
             )
-        if self.max_repeats < self.min_repeats:
+        # the adaptive loop's bounds matter (and are checked) only under repeats=auto
+        if self.repeats == "auto" and self.max_repeats < self.min_repeats:
             raise ValueError(
                 f"max_repeats {self.max_repeats} is below min_repeats {self.min_repeats}: "
                 "raise experiment.max_repeats or lower experiment.min_repeats"
