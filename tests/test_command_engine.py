@@ -133,6 +133,18 @@ def test_unknown_placeholder_is_a_config_error_naming_engine_args(tmp_path):
     assert not (Path(spec.run_dir) / "metrics.jsonl").exists()  # nothing was started
 
 
+def test_plan_time_check_names_an_unknown_placeholder_before_anything_runs(tmp_path):
+    from afbench.engines.command import PLACEHOLDERS, run_values
+    from afbench.engines.registry import engine_for
+
+    spec = make_spec(tmp_path, [str(WORKERS / "good.py"), "--v={variantt}"])
+    with pytest.raises(ConfigError, match=r"engine\.args\[1\]: unknown placeholder \{variantt\}"):
+        engine_for(spec.config).check(spec.config)
+    assert list(Path(spec.run_dir).iterdir()) == []  # nothing started, nothing written
+    # the names the check accepts are exactly the ones a run fills
+    assert tuple(run_values(spec, Path(spec.run_dir))) == PLACEHOLDERS
+
+
 def test_step_pattern_without_value_group_is_a_config_error(tmp_path):
     spec = make_spec(tmp_path, [str(WORKERS / "good.py")], step_pattern=r"step: (?P<step>\d+)")
     with pytest.raises(ConfigError, match=r"engine\.step_pattern: .*lacks named group"):

@@ -29,6 +29,11 @@ from afbench.errors import ConfigError, RunFailed
 from afbench.runspec import RunSpec
 
 ENV_PREFIX = "AFBENCH_"
+# The names run_values fills (a test pins the two together), so that plan time can check
+# engine.args' placeholders before anything runs.
+PLACEHOLDERS = ("run_dir", "profile_dir", "mode", "steps", "seed", "model_path", "data_path",
+                "devices", "world_size", "seq_len", "global_batch_size", "variant", "phase",
+                "repeat", "autofuse", "npugraph_ex", "add_rmsnorm", "rmsnorm", "profiler")
 
 
 def run_values(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
@@ -101,6 +106,12 @@ def build_argv(engine: CommandEngine, values: dict[str, Any]) -> list[str]:
             raise ConfigError(f"engine.args[{i}]: malformed placeholder in {arg!r} ({exc}); "
                               "write a literal brace as {{ or }}") from None
     return argv
+
+
+def check_placeholders(engine: CommandEngine) -> None:
+    """Plan-time check of ``engine.args``: every ``{placeholder}`` is one of
+    :data:`PLACEHOLDERS` and well formed. Raises ConfigError naming ``engine.args[i]``."""
+    build_argv(engine, dict.fromkeys(PLACEHOLDERS, ""))
 
 
 def command_env(engine: CommandEngine, values: dict[str, Any]) -> dict[str, str]:

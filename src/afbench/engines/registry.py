@@ -89,10 +89,12 @@ class CommandRunner:
     torchrun: bool = False
 
     def check(self, rc: RunConfig) -> None:
-        """``engine.executable`` an absolute path to an executable file, ``engine.step_pattern``
-        a regex with groups ``step`` and ``value``."""
+        """``engine.executable`` an absolute path to an executable file, every ``{placeholder}``
+        of ``engine.args`` a known one, ``engine.step_pattern`` a regex with groups ``step``
+        and ``value``."""
         assert isinstance(rc.engine, CommandEngine)
         command.check_executable(rc.engine)
+        command.check_placeholders(rc.engine)
         command.step_regex(rc.engine)
 
     def run(self, spec: RunSpec, run_dir: Path) -> dict[str, Any]:
