@@ -69,6 +69,16 @@ def test_compile_cost_pays_back_over_the_per_step_saving():
     assert compile_cost(base, slow, Speed(gain_pct=-20.0)).break_even_steps is None
 
 
+def test_break_even_follows_the_verdicts_gain_not_means_moved_by_a_loaded_run():
+    # one loaded baseline run makes the means say "variant faster"; the run medians (the
+    # verdict's gain) say slower: no break-even, as the verdict implies
+    base = Side(name="off", mean_step_s=1.88, first_step_s=0.9)
+    on = Side(name="on", mean_step_s=1.32, first_step_s=99.4)
+    assert compile_cost(base, on, Speed(gain_pct=-19.16)).break_even_steps is None
+    assert compile_cost(base, on, Speed(gain_pct=10.0)).break_even_steps == pytest.approx(
+        (99.4 - 1.32) / 0.188)
+
+
 def test_a_faster_variant_whose_results_diverged_says_so_in_its_verdict_line():
     diverged = Parity(status="DIVERGED", first_diverging_step=7)
     line = verdict_line("V_FASTER", Speed(note=" (quick verdict: one round)"), diverged, "sft")

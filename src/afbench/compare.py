@@ -345,7 +345,11 @@ def compile_cost(b: Side, v: Side, speed: Speed, compiled: bool = True) -> Compi
         return Compile()
     overhead = (v.first_step_s - v.mean_step_s
                 if v.first_step_s is not None and v.mean_step_s else None)
-    saving = (b.mean_step_s - v.mean_step_s) if speed.gain_pct is not None else None
+    # the per-step saving is the verdict's own gain (of the run medians) applied to the
+    # baseline's step time, so break-even and verdict never disagree in sign when one
+    # loaded run moves the means
+    saving = (b.mean_step_s * speed.gain_pct / 100.0
+              if speed.gain_pct is not None and b.mean_step_s else None)
     return Compile(overhead_s=overhead, break_even_steps=(
         overhead / saving if overhead is not None and saving and saving > 0 else None))
 
