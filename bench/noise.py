@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     hits = {v: 0 for v in planted}
     gains: dict[str, list[float]] = {v: [] for v in ["a_copy", *planted]}
     pairs: list[int] = []
+    decided = 0  # comparisons whose verdict is not INCONCLUSIVE (FASTER, SLOWER or NO_GAIN)
     walls, waits = [], []
     for k in range(1, args.trials + 1):
         wall, wait, out = C.run_afbench_out(work, recipes, "experiment=bench_noise", *extra)
@@ -115,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                 gains[name].append(c.speed.gain_pct)
             if c.speed.n_pairs:
                 pairs.append(c.speed.n_pairs)
+            decided += c.verdict != "INCONCLUSIVE"
         for v in planted:
             hits[v] += comp[v].verdict.endswith("_SLOWER")
         print(f"trial {k:2d}: A/A {fmt(aa)} | " + " | ".join(f"{v} {fmt(comp[v])}" for v in planted)
@@ -138,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wall time per trial: mean {C.mean(walls):.1f} s, median {C.median(walls):.1f} s "
           f"({1 + len(planted)} comparisons per trial), device-lock waits excluded "
           f"({sum(waits):.0f} s in {sum(w > 0 for w in waits)} trials)")
+    print(f"decided comparisons (not INCONCLUSIVE): {decided}/{len(pairs)}; wall time per decided "
+          f"comparison: {sum(walls) / decided if decided else float('inf'):.1f} s")
     C.cleanup(work, args.keep)
     C.footer(t_start)
     return 0
