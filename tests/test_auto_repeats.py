@@ -114,6 +114,11 @@ def test_a_time_budget_ends_the_loop_with_its_reason(tmp_path):
     assert plan.auto_stops["slow"].reason in ("time_budget", "excludes_zero")
     assert "stop: time budget would be exceeded by another pair" in proc.stderr
     assert "a-train-r4" not in [r.run_id for r in plan.runs]
+    # the budget stop is the final analysis: at 3 pairs the interval is the fixed-n t's
+    speed = {c.variant.name: c.speed for c in read_summary(out / "summary.json").comparisons}
+    aa = speed["a_copy"]
+    assert aa.stop_reason == "time_budget" and "final analysis spends the error left" in aa.method
+    assert aa.ci_high_pct - aa.ci_low_pct < 20  # with the first O'Brien-Fleming look: > 100
 
 
 @pytest.mark.e2e

@@ -14,7 +14,13 @@ import pandas as pd
 from afbench.analysis import kernels as K
 from afbench.analysis.paired import (INCONCLUSIVE, GainEstimate, paired_gain, step_level_gain,
                                      verdict_word)
-from afbench.analysis.sequential import CONTINUE, SequentialDesign, sequential_decision
+from afbench.analysis.sequential import (
+    CONTINUE,
+    TIME_BUDGET,
+    SequentialDesign,
+    sequential_decision,
+    sequential_estimate,
+)
 from afbench.analysis.steptrace import profiling_status
 from afbench.analysis.stats import finite_mean
 from afbench.analysis.verdict import RUN_FAILED, SKIPPED, gain_pct, quick_verdict
@@ -126,7 +132,10 @@ def speed_note(speed: Speed) -> str:
 def _auto_estimate(plan: Plan, variant: str, base: list[list[float]], var: list[list[float]]
                    ) -> tuple[GainEstimate, str]:
     """The sequential estimate at the final look, recomputed from the stored runs and design,
-    and the stop reason (the loop's recorded one; recomputed when none was recorded)."""
+    and the stop reason (the loop's recorded one; recomputed when none was recorded). A time
+    budget stop gets the final analysis that spends the error left
+    (:func:`afbench.analysis.sequential.sequential_estimate`); an interrupted loop (Ctrl-C,
+    which may have been prompted by the progress lines) keeps the repeated interval."""
     assert plan.auto is not None  # repeats == "auto" plans carry their design
     design = sequential_design(plan.auto, with_budget=False)
     stop = plan.auto_stops.get(variant)
@@ -135,6 +144,8 @@ def _auto_estimate(plan: Plan, variant: str, base: list[list[float]], var: list[
         decision = sequential_decision(base[:n], var[:n], design)
         reason = stop.reason if stop else decision.reason
         assert decision.estimate is not None  # from min_pairs on there is an interval
+        if reason == TIME_BUDGET:  # a stop blind to the data: this look spends the error left
+            return sequential_estimate(base[:n], var[:n], design, reason), reason
         return decision.estimate, INTERRUPTED if reason == CONTINUE else reason
     # fewer pairs than the first look (interrupted, or the budget ended it): no boundary was
     # spent yet, so the fixed-n paired t at the full level is the honest interval

@@ -25,6 +25,7 @@ from afbench.analysis.paired import (
     trimmed_t_parts,
     verdict_word,
 )
+from afbench.analysis import paired
 from afbench.analysis.stats import t_interval_of_gain
 
 
@@ -198,6 +199,44 @@ def test_one_round_interval_covers_on_autocorrelated_steps():
         naive_covered += lo <= 0 <= hi
     assert covered / trials >= 0.90
     assert naive_covered / trials < covered / trials
+
+
+def _flicker(rng, n, sd=0.04, taus=(1, 10, 100, 1000)):
+    """Flicker-like log noise: equal-variance AR(1) components with time constants from 1 to
+    1000 steps (a sum of relaxation processes, the textbook construction of 1/f noise), so
+    the level wanders on every time scale, as a shared CPU's speed does."""
+    return sum(_ar1(rng, n, math.exp(-1.0 / tau), sd / math.sqrt(len(taus))) for tau in taus)
+
+
+@pytest.mark.parametrize("n_steps", [18, 30])
+def test_one_round_interval_covers_when_the_machine_speed_drifts_on_every_time_scale(n_steps):
+    # A/A: two runs of one flicker-noise series, 30 steps apart (a worker start-up)
+    rng = np.random.default_rng(2013 + n_steps)
+    trials, covered, ar1_covered = 400, 0, 0
+    for _ in range(trials):
+        x = _flicker(rng, 2 * n_steps + 30)
+        b, v = 0.1 * np.exp(x[:n_steps]), 0.1 * np.exp(x[n_steps + 30:])
+        est = step_level_gain(b, v)
+        covered += est.ci_low_pct <= 0 <= est.ci_high_pct
+        # the AR(1)-only interval, rebuilt from its parts
+        se_b, _ = paired._median_se_and_df(np.log(b))
+        se_v, _ = paired._median_se_and_df(np.log(v))
+        d = float(np.median(np.log(v)) - np.median(np.log(b)))
+        ar1_covered += abs(d) <= 1.96 * math.hypot(se_b, se_v)
+    assert covered / trials >= 0.90
+    assert ar1_covered / trials < 0.80  # what the drift term is there for
+    assert "half-split drift" in est.method
+
+
+def test_one_round_drift_term_takes_over_when_a_run_shifts_level_and_needs_4_steps():
+    rng = np.random.default_rng(3)
+    steady = _steps(rng, 0.3, n=20, cv=0.01)
+    shifted = _steps(rng, 0.3, n=10, cv=0.01) + _steps(rng, 0.33, n=10, cv=0.01)  # +10% midway
+    est = step_level_gain(steady, shifted)
+    assert est.critical_value == pytest.approx(stats.t.ppf(0.975, 2))
+    assert est.decision == INCONCLUSIVE  # the run moved 10% by itself: no verdict from it
+    short = step_level_gain(_steps(rng, 0.3, n=3, cv=0.01), _steps(rng, 0.33, n=3, cv=0.01))
+    assert short.critical_value != pytest.approx(stats.t.ppf(0.975, 2))  # AR(1) figure only
 
 
 def test_lag1_autocorrelation_of_alternating_series_is_negative():

@@ -19,6 +19,7 @@ from afbench.analysis.sequential import (
     SequentialDesign,
     sequential_decision,
     spent_alpha,
+    stopped_boundary,
     t_boundaries,
 )
 
@@ -160,7 +161,38 @@ def test_time_budget_stops_when_another_pair_would_overrun():
     early = sequential_decision(baseline, variant, design, elapsed_s=60.0)
     assert late.reason == TIME_BUDGET and late.stop
     assert early.reason == CONTINUE and not early.stop
-    assert late.estimate == early.estimate  # the budget ends the loop, never the interval
+    # the budget, blind to the data, makes this look the final analysis: nothing was spent
+    # before the first look, so its interval is the fixed-n paired t, not the 27.0 boundary
+    assert early.estimate.critical_value == pytest.approx(design.boundary(3))
+    assert late.estimate.critical_value == pytest.approx(stats.t.ppf(0.975, 2))
+    assert late.estimate.gain_pct == pytest.approx(early.estimate.gain_pct)
+    assert late.estimate.half_width_pct < early.estimate.half_width_pct / 5
+    assert "final analysis spends the error left" in late.estimate.method
+    assert "final analysis" in late.message
+
+
+def test_a_budget_stop_spends_the_error_left_and_no_more():
+    bounds = t_boundaries(3, 8, 0.05)
+    stopped = [stopped_boundary(3, 8, n, 0.05) for n in range(3, 9)]
+    assert stopped[-1] == bounds[-1]  # at max_pairs it is the planned last look
+    assert stopped[0] == pytest.approx(stats.t.ppf(0.975, 2))
+    for n, c, planned in zip(range(3, 9), stopped, bounds):
+        assert stats.t.ppf(0.975, n - 1) - 1e-9 <= c <= planned + 1e-9
+
+    # simulated: a budget that ends the loop at a look drawn independently of the data
+    rng = np.random.default_rng(777)  # independent of the boundaries' own seed
+    d = _paths(rng, 40_000, 8)
+    looks = list(range(3, 9))
+    mc_se = math.sqrt(0.05 * 0.95 / d.shape[0])
+    for stop_at in (3, 4, 6):
+        k = stop_at - 3
+        crossed = (_first_crossing(d, looks[:k], bounds[:k])[0] if k
+                   else np.zeros(d.shape[0], dtype=bool))
+        center, se, _ = trimmed_t_parts(d[:, :stop_at], 0.0)
+        final = ~crossed & (np.abs(center / se) > stopped[k])
+        rate = (crossed | final).mean()
+        # all of alpha is spent, not less (the repeated interval alone would spend ~0)
+        assert abs(rate - 0.05) <= 4 * mc_se, (stop_at, rate)
 
 
 def test_before_min_pairs_there_is_no_interval_and_the_loop_continues():

@@ -49,7 +49,9 @@ DEFAULT_PAIR_TRIM = 0.2
 DEFAULT_MDE_POWER = 0.8
 
 PAIRED_T_METHOD = "paired log-ratio trimmed t (Yuen, 20%) of per-run medians"
-STEP_LEVEL_METHOD = "step-level difference of medians, AR(1)-corrected"
+STEP_LEVEL_METHOD = (
+    "step-level difference of medians, SE the larger of AR(1)-corrected and half-split drift"
+)
 BOOTSTRAP_METHOD = "hierarchical bootstrap (pairs, then steps) of per-run medians"
 
 _MAD_TO_SD = 1.4826  # MAD of a normal sample times this estimates its standard deviation
@@ -386,6 +388,19 @@ def lag1_autocorrelation(values: Sequence[float]) -> float:
     return float(np.dot(x[:-1], x[1:]) / denominator) if denominator > 0 else 0.0
 
 
+def _half_split_drift_variance(base_logs: np.ndarray, var_logs: np.ndarray) -> float | None:
+    """``(delta_b^2 + delta_v^2) / 2``, each ``delta`` the median of a run's second half of
+    log step times less that of its first half (the middle step of an odd run is left out);
+    ``None`` when a run has fewer than 4 steps."""
+    deltas = []
+    for logs in (base_logs, var_logs):
+        half = logs.size // 2
+        if half < 2:
+            return None
+        deltas.append(float(np.median(logs[-half:]) - np.median(logs[:half])))
+    return (deltas[0] ** 2 + deltas[1] ** 2) / 2.0
+
+
 def _median_se_and_df(logs: np.ndarray) -> tuple[float, float]:
     """Standard error of the median of log step times and its degrees of freedom, with the
     effective sample size of an AR(1) series, ``n (1 - rho) / (1 + rho)``."""
@@ -415,9 +430,23 @@ def step_level_gain(
     ranks (floored at 0): consecutive steps are not independent draws. The multiplier is
     Student's t with Welch-Satterthwaite degrees of freedom from ``n_eff - 1`` per side.
 
-    The interval sees only the noise within the two runs: it cannot see how much a whole
-    run moves between repeats, which is why one round is directional evidence and a report
-    should say so.
+    Machine noise is not only short-range: the speed of a shared or virtualised CPU drifts
+    over seconds (flicker-like noise, whose variance barely shrinks as a window grows: the
+    Allan-variance picture, D. W. Allan, Proc. IEEE 54, 1966), and an AR(1) correction then
+    leaves the interval far too narrow (on bench/noise_floor.py's recorded trace, A/A pairs
+    of one round were called different 40% of the time). So the variance is the larger of
+    that AR(1) figure and a **half-split drift estimate**: the method of batch means with two
+    batches per run (B. Schmeiser, "Batch size effects in the analysis of simulation output",
+    Operations Research 30, 1982), read at the run's own time scale. Each run's
+    ``delta = median(second half) - median(first half)`` of log step times measures how far
+    the level moves within one run; with both runs' level variance pooled,
+    ``var(d) = (delta_b^2 + delta_v^2) / 2`` with 2 degrees of freedom. Under white noise
+    this is about twice the true variance (conservative); under flicker noise, about right.
+    It needs at least 2 steps per half (4 per run); with fewer, only the AR(1) figure is used.
+
+    The interval still sees only the noise within the two runs: it cannot see how much a
+    whole run moves between repeats beyond what its halves show, which is why one round is
+    directional evidence and a report should say so.
 
     Args:
         baseline_steps_s, variant_steps_s: measured step times of one run each, seconds, in
@@ -445,6 +474,9 @@ def step_level_gain(
         df = variance**2 / (se_b**4 / df_b + se_v**4 / df_v)
     else:
         df = df_b + df_v
+    drift = _half_split_drift_variance(base_logs, var_logs)
+    if drift is not None and drift > variance:
+        variance, df = drift, 2.0
     critical = float(stats.t.ppf(0.5 + level / 2.0, df))
     stats_b = run_statistic(baseline_steps_s, "baseline run")
     stats_v = run_statistic(variant_steps_s, "variant run")

@@ -25,8 +25,18 @@ The interval reported at every look is the repeated confidence interval
 interval approach", JRSS B 51, 1989; book "Group Sequential Methods with Applications to
 Clinical Trials", 2000, ch. 9): all of them hold the true gain simultaneously with
 probability ``level``, so the interval is valid whenever and for whatever reason the loop
-stops, including a precision target or a time budget that ends it before ``max_pairs``
-(stopping early only leaves error unspent).
+stops, including a precision target that ends it before ``max_pairs``.
+
+A stop that does not look at the log ratios (the time budget: it depends on how long the
+runs take, which is the same for a gain and its mirror image) instead makes that look the
+final analysis: the earlier looks keep their boundaries and this look spends all the error
+left, ``alpha - alpha(t_{k-1})`` (:func:`stopped_boundary`; "under-running", Jennison &
+Turnbull 2000, §7.2; Lan & DeMets 1983 allow the looks' number and timing to be unplanned
+as long as they do not depend on the data). Without it a budget that ends the loop at the
+first look would report the first O'Brien-Fleming interval, which at 3 pairs is about six
+times as wide as the fixed-n one. Coverage stays ``level``: the true gain is missed only if
+an earlier repeated interval missed it (probability at most ``alpha(t_{k-1})``) or, having
+survived those, this look's interval misses it (the error left).
 """
 
 from __future__ import annotations
@@ -127,6 +137,18 @@ class SequentialDesign:
             self.min_pairs, self.max_pairs, 1.0 - self.level, self.spending, self.trim
         )
 
+    def stopped_boundary(self, n_pairs: int) -> float:
+        """Critical ``|t|`` of the final analysis when a time budget ends the loop at
+        ``n_pairs`` (:func:`stopped_boundary`); the planned last boundary at ``max_pairs``.
+
+        Raises:
+            ValueError: ``n_pairs`` outside ``min_pairs..max_pairs``.
+        """
+        self.boundary(n_pairs)  # the same range check
+        return stopped_boundary(
+            self.min_pairs, self.max_pairs, n_pairs, 1.0 - self.level, self.spending, self.trim
+        )
+
     def boundary(self, n_pairs: int) -> float:
         """Critical ``|t|`` at the look with ``n_pairs`` pairs.
 
@@ -183,6 +205,18 @@ def spent_alpha(t: float, alpha: float, spending: str) -> float:
     raise ValueError(f"spending must be one of {SPENDING_FUNCTIONS}, got {spending!r}")
 
 
+@lru_cache(maxsize=4)
+def _h0_t_paths(min_pairs: int, max_pairs: int, trim: float) -> tuple[np.ndarray, ...]:
+    """``|T_k|`` at looks ``min_pairs..max_pairs`` of the seeded H0 paths (normal log ratios),
+    one array of ``_N_SIMULATIONS`` per look, and the looks' degrees of freedom."""
+    d = np.random.default_rng(_SEED).standard_normal((_N_SIMULATIONS, max_pairs))
+    out = []
+    for n in range(min_pairs, max_pairs + 1):
+        center, se, df = trimmed_t_parts(d[:, :n], trim)
+        out.append((np.abs(center) / np.maximum(se, 1e-300), int(df[0])))
+    return tuple(out)
+
+
 @lru_cache(maxsize=32)
 def t_boundaries(
     min_pairs: int,
@@ -214,15 +248,12 @@ def t_boundaries(
     first_trims = math.floor(trim * min_pairs + 1e-9) > 0
     if len(looks) == 1 and not first_trims:
         return (float(stats.t.ppf(1 - spent[0] / 2, min_pairs - 1)),)
-    d = np.random.default_rng(_SEED).standard_normal((_N_SIMULATIONS, max_pairs))
     alive = np.ones(_N_SIMULATIONS, dtype=bool)
     bounds: list[float] = []
-    for k, n in enumerate(looks):
-        center, se, df = trimmed_t_parts(d[:, :n], trim)
-        t_abs = np.abs(center) / np.maximum(se, 1e-300)
-        floor = float(stats.t.ppf(1 - alpha / 2, df[0]))
+    for k, (t_abs, df) in enumerate(_h0_t_paths(min_pairs, max_pairs, trim)):
+        floor = float(stats.t.ppf(1 - alpha / 2, df))
         if k == 0 and not first_trims:
-            c = float(stats.t.ppf(1 - spent[0] / 2, df[0]))
+            c = float(stats.t.ppf(1 - spent[0] / 2, df))
         else:
             # first crossings allowed at this look: the newly spent error, as paths
             n_cross = int(round((spent[k] - (spent[k - 1] if k else 0.0)) * _N_SIMULATIONS))
@@ -232,6 +263,51 @@ def t_boundaries(
         bounds.append(c)
         alive &= t_abs <= c
     return tuple(bounds)
+
+
+@lru_cache(maxsize=64)
+def stopped_boundary(
+    min_pairs: int,
+    max_pairs: int,
+    n_pairs: int,
+    alpha: float,
+    spending: str = OBRIEN_FLEMING,
+    trim: float = 0.0,
+) -> float:
+    """Critical value of ``|T_k|`` when a data-independent stop (a time budget) makes the
+    look at ``n_pairs`` the final analysis: the looks before it keep the boundaries of
+    :func:`t_boundaries`, and this one is the quantile at which the probability under H0 of
+    surviving them and then crossing here is ``alpha - alpha(t_{k-1})``, the error not yet
+    spent (Jennison & Turnbull 2000, §7.2). Same seeded Monte Carlo as :func:`t_boundaries`;
+    exactly Student's t quantile at ``1 - alpha/2`` when ``n_pairs == min_pairs`` and that
+    look trims nothing (nothing was spent before it); the planned last boundary at
+    ``max_pairs``. Never below the fixed-n quantile at ``alpha``.
+
+    Raises:
+        ValueError: as :func:`t_boundaries`, or ``n_pairs`` outside ``min_pairs..max_pairs``.
+    """
+    bounds = t_boundaries(min_pairs, max_pairs, alpha, spending, trim)
+    if not min_pairs <= n_pairs <= max_pairs:
+        raise ValueError(f"no look at {n_pairs} pairs: the design looks at {min_pairs}..{max_pairs}")
+    if n_pairs == max_pairs:
+        return bounds[-1]
+    from scipy import stats  # ~0.8 s to import: only when a quantile is needed
+
+    first_trims = math.floor(trim * min_pairs + 1e-9) > 0
+    if n_pairs == min_pairs and not first_trims:
+        return float(stats.t.ppf(1 - alpha / 2, min_pairs - 1))
+    paths = _h0_t_paths(min_pairs, max_pairs, trim)
+    alive = np.ones(_N_SIMULATIONS, dtype=bool)
+    for (earlier, _), c in zip(paths[: n_pairs - min_pairs], bounds):
+        alive &= earlier <= c
+    t_abs, df = paths[n_pairs - min_pairs]
+    left = alpha - spent_alpha((n_pairs - 1) / max_pairs, alpha, spending) if n_pairs > min_pairs \
+        else alpha
+    n_cross = int(round(left * _N_SIMULATIONS))
+    survivors = np.sort(t_abs[alive])[::-1]
+    floor = float(stats.t.ppf(1 - alpha / 2, df))
+    c = float(survivors[n_cross]) if 0 <= n_cross < survivors.size else floor
+    return max(c, floor)
 
 
 def _progress(
@@ -251,10 +327,47 @@ def _progress(
     elif reason == MAX_PAIRS:
         word = "stop: max pairs reached"
     elif reason == TIME_BUDGET:
-        word = "stop: time budget would be exceeded by another pair"
+        word = ("stop: time budget would be exceeded by another pair (final analysis: the "
+                "error left is spent here)")
     else:
         word = "continue"
     return head + body + ", " + word
+
+
+def sequential_estimate(
+    baseline_runs: Sequence[Sequence[float]],
+    variant_runs: Sequence[Sequence[float]],
+    design: SequentialDesign,
+    reason: str = CONTINUE,
+) -> GainEstimate:
+    """The gain at the look of ``len(baseline_runs)`` pairs: the repeated confidence interval
+    at that look's boundary, or, when ``reason`` is ``time_budget`` (a stop that did not look
+    at the data), the final analysis at :func:`stopped_boundary`, which spends the error left.
+    ``method`` names the design and, for a budget stop, says so.
+
+    Raises:
+        ValueError: pairs outside ``min_pairs..max_pairs``, unequal numbers of runs, or a run
+            that :func:`afbench.analysis.paired.run_statistic` rejects.
+    """
+    n = len(baseline_runs)
+    final = reason == TIME_BUDGET
+    method = (
+        f"group-sequential paired log-ratio t (Yuen, trim {design.trim:g}) of per-run medians, "
+        f"{design.spending.replace('_', '-')} alpha spending (Lan-DeMets), "
+        f"repeated CI (Jennison-Turnbull), looks at {design.min_pairs}..{design.max_pairs} pairs"
+    )
+    if final and n < design.max_pairs:
+        method += f"; time budget ended it at {n} pairs: final analysis spends the error left"
+    return paired_gain(
+        baseline_runs,
+        variant_runs,
+        design.level,
+        min_gain_pct=design.min_gain_pct,
+        mde_power=design.mde_power,
+        critical_value=design.stopped_boundary(n) if final else design.boundary(n),
+        trim=design.trim,
+        method=method,
+    )
 
 
 def sequential_decision(
@@ -270,8 +383,9 @@ def sequential_decision(
     (``excludes_zero``), when its half-width is at most ``precision_pct``
     (``precision_reached``), at ``max_pairs`` (``max_pairs``), or when another pair would
     overrun ``time_budget_s`` at the mean pair duration ``elapsed_s / n`` (``time_budget``).
-    The estimate's interval is the repeated CI at the boundary of this look, its ``method``
-    names the design, and its decision follows :func:`afbench.analysis.paired.decide`.
+    The estimate is :func:`sequential_estimate`'s: the repeated CI at the boundary of this
+    look, or for a budget stop the final analysis that spends the error left; its decision
+    follows :func:`afbench.analysis.paired.decide`.
 
     Args:
         baseline_runs, variant_runs: per-repeat measured step times (seconds) so far, paired
@@ -302,22 +416,7 @@ def sequential_decision(
         estimate = None
         reason = TIME_BUDGET if over_budget else CONTINUE
     else:
-        estimate = paired_gain(
-            baseline_runs,
-            variant_runs,
-            design.level,
-            min_gain_pct=design.min_gain_pct,
-            mde_power=design.mde_power,
-            critical_value=design.boundary(n),
-            trim=design.trim,
-            method=(
-                f"group-sequential paired log-ratio t (Yuen, trim {design.trim:g}) of per-run "
-                f"medians, "
-                f"{design.spending.replace('_', '-')} alpha spending (Lan-DeMets), "
-                f"repeated CI (Jennison-Turnbull), looks at {design.min_pairs}.."
-                f"{design.max_pairs} pairs"
-            ),
-        )
+        estimate = sequential_estimate(baseline_runs, variant_runs, design)
         if estimate.decision in (FASTER, SLOWER):
             reason = EXCLUDES_ZERO
         elif design.precision_pct is not None and estimate.half_width_pct <= design.precision_pct:
@@ -326,6 +425,7 @@ def sequential_decision(
             reason = MAX_PAIRS
         elif over_budget:
             reason = TIME_BUDGET
+            estimate = sequential_estimate(baseline_runs, variant_runs, design, reason)
         else:
             reason = CONTINUE
     return StopDecision(
