@@ -23,7 +23,7 @@ from afbench.results import read_summary
 WORKER = Path(__file__).parent / "fault_workers" / "switch_timed.py"
 AF, RMS = "optimization.autofuse", "optimization.add_rmsnorm"
 COMMAND = ["engine=command", f"engine.executable={sys.executable}", f"engine.args=['{WORKER}']",
-           "scheduler.steps=6", "scheduler.measure.first_step=3", "scheduler.measure.last_step=6",
+           "scheduler.steps=12", "scheduler.measure.first_step=3", "scheduler.measure.last_step=12",
            "launcher.timeout_s=60", "launcher.kill_grace_s=1"]
 GRID = [f"{AF}=false,true", f"{RMS}=false,true"]
 
