@@ -15,6 +15,7 @@ import pytest
 from markupsafe import escape
 
 from afbench.config.models import ReportConfig
+from afbench.report import plots
 from afbench.report.render import labels, render
 from afbench.results import Parity, Summary
 
@@ -168,6 +169,26 @@ def test_gain_plot_has_error_bars_only_when_the_summary_carries_intervals(tmp_pa
     assert L["gain_ci"] in with_ci
     without = write_report(tmp_path, *synthetic(ci=False))
     assert L["gain_ci"] not in without
+
+
+def _figure_of(html: str, anchor: str) -> str:
+    part = html[html.index(f'id="{anchor}"'):]
+    return part[: part.index("</figure>")]
+
+
+def test_gain_bars_take_the_verdicts_colour_and_a_huge_interval_is_clipped(tmp_path):
+    summary, steps = synthetic(n_variants=2, ci=True)
+    (c,) = summary.comparisons
+    c.verdict = "INCONCLUSIVE"  # a positive gain the interval cannot vouch for
+    c.speed.ci_low_pct, c.speed.ci_high_pct = -6.5e10, 100.0  # a first sequential look's
+    gains = _figure_of(write_report(tmp_path, summary, steps), "plot-gains")
+    assert plots.GAIN_UP.lower() not in gains.lower()  # not green
+    assert "#64748b" in gains.lower()  # grey, as in the sweep plots
+    limit, low_cut, high_cut = plots.clipped_span([c.speed.gain_pct], [c.speed.ci_low_pct],
+                                                  [c.speed.ci_high_pct])
+    assert limit == max(10.0, 3 * abs(c.speed.gain_pct)) and low_cut == [True]
+    assert high_cut == [limit < 100.0]
+    assert "6.5e" not in gains and "-65000000000" not in gains  # no tick near the far end
 
 
 def test_phase_bars_stack_only_computing_communication_and_free(tmp_path):

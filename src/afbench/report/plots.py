@@ -234,10 +234,25 @@ def step_time_plot(summary: Summary, steps: pd.DataFrame | None,
     return Plot(svg=_svg(fig))
 
 
+def clipped_span(gains: list[float | None], lows: list[float | None],
+                 highs: list[float | None]) -> tuple[float, list[bool], list[bool]]:
+    """The half-width ``limit`` of the gain axis (percent) and, per row, whether the interval's
+    low / high end lies beyond it. ``limit`` is ``max(10, 3 x the largest |gain|)``, so one
+    interval of a few pairs ([-6e10%, +100%] at a first sequential look, or one round's)
+    cannot squash every bar to a sliver; the clipped end is drawn at the edge with an arrow."""
+    finite = [abs(g) for g in gains if g is not None and _finite(g)]
+    limit = max(10.0, 3.0 * max(finite, default=0.0))
+    low_cut = [lo is not None and _finite(lo) and lo < -limit for lo in lows]
+    high_cut = [hi is not None and _finite(hi) and hi > limit for hi in highs]
+    return limit, low_cut, high_cut
+
+
 def gain_plot(summary: Summary, L: dict[str, str]) -> Plot:
-    """Gain vs baseline (%) per variant as horizontal bars (green faster, red slower), with
-    error bars from ``speed.ci_low``/``speed.ci_high`` where a comparison carries them; a
-    variant without a gain (failed, skipped) is listed with "n/a"."""
+    """Gain vs baseline (%) per variant as horizontal bars coloured by the verdict (green
+    FASTER, red SLOWER, grey NO_GAIN or INCONCLUSIVE: a bar's sign alone is not a verdict), with
+    error bars from ``speed.ci_low``/``speed.ci_high`` where a comparison carries them, clipped
+    at :func:`clipped_span`'s limit (an arrow marks a clipped end); a variant without a gain
+    (failed, skipped) is listed with "n/a"."""
     comps = summary.comparisons
     if not any(_finite(c.speed.gain_pct) for c in comps):
         return Plot(note=L["no_gain_plot"])
@@ -254,9 +269,10 @@ def gain_plot(summary: Summary, L: dict[str, str]) -> Plot:
     _margins(fig, left=0.3 + max(_text_in(x, 9) for x in names), right=0.3, bottom=0.5, top=top)
     ys = list(range(n))
     ax.barh(ys, [g or 0.0 for g in gains], height=0.6 if n > 1 else 0.45,
-            color=[GAIN_UP if (g or 0) > 0 else GAIN_DOWN for g in gains])
-    low_end = [min(lows[i], gains[i]) if has_ci[i] else gains[i] for i in ys]
-    high_end = [max(highs[i], gains[i]) if has_ci[i] else gains[i] for i in ys]
+            color=[_verdict_colour(c.verdict, False) for c in comps])
+    limit, low_cut, high_cut = clipped_span(gains, lows, highs)
+    low_end = [max(min(lows[i], gains[i]), -limit) if has_ci[i] else gains[i] for i in ys]
+    high_end = [min(max(highs[i], gains[i]), limit) if has_ci[i] else gains[i] for i in ys]
     if any(has_ci):
         idx = [i for i in ys if has_ci[i]]
         ax.errorbar([gains[i] for i in idx], idx,
@@ -264,6 +280,11 @@ def gain_plot(summary: Summary, L: dict[str, str]) -> Plot:
                     fmt="none", ecolor="#0f172a", elinewidth=1.1, capsize=3.5, capthick=1.1,
                     label=f"{level:.0%} {L['gain_ci']}" if _finite(level) else L["gain_ci"])
         ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), borderaxespad=0.2)
+        for i in idx:  # an interval wider than the axis: an arrow at the edge it runs past
+            if low_cut[i]:
+                ax.plot([low_end[i]], [i], marker="<", color="#0f172a", markersize=6)
+            if high_cut[i]:
+                ax.plot([high_end[i]], [i], marker=">", color="#0f172a", markersize=6)
     lo = min([0.0] + [x for x in low_end if x is not None])
     hi = max([0.0] + [x for x in high_end if x is not None])
     pad = (hi - lo) * 0.2 or 1.0
