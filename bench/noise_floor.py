@@ -26,7 +26,8 @@ or moves within one process.
 effect: runs laid end to end on the trace (window, gap, window, ...) in the counterbalanced
 order A B, B A, ..., the variant's step times multiplied by 1 + effect. Three designs: one
 round (the step-level interval), ``repeats: 3`` (the paired t) and ``repeats=auto`` (the
-sequential rule, 3..8 pairs). Printed: the share of comparisons called SLOWER (for effect 0,
+sequential rule, 3..8 pairs), plus ``1r AR(1)``: one round with the interval afbench used
+before its half-split drift term (the AR(1) correction alone), to show what that term changes. Printed: the share of comparisons called SLOWER (for effect 0,
 FASTER or SLOWER: the false-positive rate) and the mean pairs used. Replays start at random
 points of one trace, so for long windows they overlap and are not independent: read those
 rates as indications; the printed ``independent`` column says how many non-overlapping
@@ -103,6 +104,25 @@ def _runs(steps: np.ndarray, t: np.ndarray, start: float, n_runs: int, run_s: fl
     return out
 
 
+def _ar1_only_decision(baseline: list[float], variant: list[float]) -> str:
+    """The one-round decision of afbench before the half-split drift term (2026-12-01): the
+    AR(1)-corrected median standard errors alone, Welch-Satterthwaite df; kept here to show
+    what the drift term changes."""
+    from scipy import stats
+
+    from afbench.analysis import paired
+
+    b, v = np.log(baseline), np.log(variant)
+    se_b, df_b = paired._median_se_and_df(b)
+    se_v, df_v = paired._median_se_and_df(v)
+    var = se_b ** 2 + se_v ** 2
+    df = var ** 2 / (se_b ** 4 / df_b + se_v ** 4 / df_v) if var > 0 else df_b + df_v
+    d = float(np.median(v) - np.median(b))
+    half = float(stats.t.ppf(0.975, df)) * math.sqrt(var)
+    low, high = (1 - math.exp(d + half)) * 100, (1 - math.exp(d - half)) * 100
+    return paired.decide(low, high, 2.0)
+
+
 def replay(steps: np.ndarray, run_s: float, gap_s: float, effect: float, n: int,
            rng: np.random.Generator) -> dict[str, tuple[float, float]]:
     """Per design: (share of comparisons called different in the planted direction, or in
@@ -110,7 +130,7 @@ def replay(steps: np.ndarray, run_s: float, gap_s: float, effect: float, n: int,
     t = np.concatenate([[0.0], np.cumsum(steps)])
     design = SequentialDesign()
     need = 2 * design.max_pairs * (run_s + gap_s)
-    hits = {"one round": 0, "repeats 3": 0, "auto": 0}
+    hits = {"one round": 0, "1r AR(1)": 0, "repeats 3": 0, "auto": 0}
     pairs_used: list[int] = []
     done = 0
     while done < n:
@@ -126,6 +146,7 @@ def replay(steps: np.ndarray, run_s: float, gap_s: float, effect: float, n: int,
             var.append(list(v * (1.0 + effect)))
         called = (FASTER, SLOWER) if effect == 0 else (SLOWER,)
         hits["one round"] += step_level_gain(base[0], var[0]).decision in called
+        hits["1r AR(1)"] += _ar1_only_decision(base[0], var[0]) in called
         hits["repeats 3"] += paired_gain(base[:3], var[:3]).decision in called
         for k in range(design.min_pairs, design.max_pairs + 1):
             decision = sequential_decision(base[:k], var[:k], design)
@@ -135,7 +156,8 @@ def replay(steps: np.ndarray, run_s: float, gap_s: float, effect: float, n: int,
         hits["auto"] += decision.estimate.decision in called
         pairs_used.append(decision.n_pairs)
         done += 1
-    mean_pairs = {"one round": 1.0, "repeats 3": 3.0, "auto": float(np.mean(pairs_used))}
+    mean_pairs = {"one round": 1.0, "1r AR(1)": 1.0, "repeats 3": 3.0,
+                  "auto": float(np.mean(pairs_used))}
     return {k: (v / n, mean_pairs[k]) for k, v in hits.items()}
 
 
@@ -207,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{run_s:>9.2f} s: the trace is shorter than one auto comparison; use --seconds")
             continue
         cells = {e: replay(steps, run_s, args.gap, e, args.replays, rng) for e in REPLAY_EFFECTS}
-        for name in ("one round", "repeats 3", "auto"):
+        for name in ("one round", "1r AR(1)", "repeats 3", "auto"):
             print(f"{run_s:>9.2f} s {independent:>11d} {name:>10} | "
                   + " ".join(f"{cells[e][name][0]:>7.1%}" for e in REPLAY_EFFECTS)
                   + f" | {np.mean([cells[e][name][1] for e in REPLAY_EFFECTS]):.2f}")
