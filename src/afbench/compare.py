@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 
 from afbench.analysis import kernels as K
-from afbench.analysis.paired import (INCONCLUSIVE, GainEstimate, paired_gain, step_level_gain,
-                                     verdict_word)
+from afbench.analysis.paired import (INCONCLUSIVE, MAX_PAIRS_FOR_MDE, GainEstimate, paired_gain,
+                                     step_level_gain, verdict_word)
 from afbench.analysis.sequential import (
     CONTINUE,
     TIME_BUDGET,
@@ -108,12 +108,14 @@ def _speed(est: GainEstimate, kind: str, **extra: Any) -> Speed:
                  level=est.level, kind=kind, method=est.method, n_pairs=est.n_pairs,
                  mde_pct=est.mde_pct, mde_power=est.mde_power, min_gain_pct=est.min_gain_pct,
                  decision=est.decision, n_bursts_baseline=est.n_bursts_baseline,
-                 n_bursts_variant=est.n_bursts_variant, **extra)
+                 n_bursts_variant=est.n_bursts_variant,
+                 pairs_for_min_gain=est.pairs_for_min_gain, **extra)
 
 
 def speed_note(speed: Speed) -> str:
-    """The verdict line's tail: interval with its level, pairs, MDE, stop reason, and for one
-    round the reference's quick verdict, e.g. ``" (95% CI [-1.20%, +3.40%], 1 pair, MDE 4.1%;
+    """The verdict line's tail: interval with its level, pairs, MDE, stop reason, with 2 or
+    more pairs whose MDE is above ``min_gain_pct`` how many pairs would bring it there, and
+    for one round the reference's quick verdict, e.g. ``" (95% CI [-1.20%, +3.40%], 1 pair, MDE 4.1%;
     reference rule: gain > 0, one round: AF_ON_FASTER)"``."""
     if speed.ci_low_pct is None or speed.ci_high_pct is None or speed.level is None:
         return ""
@@ -122,6 +124,11 @@ def speed_note(speed: Speed) -> str:
             f"{pairs}, MDE {speed.mde_pct:.2f}%")
     if speed.stop_reason:
         note += f", stopped: {speed.stop_reason}"
+    if (speed.pairs_for_min_gain and speed.min_gain_pct and speed.mde_pct is not None
+            and speed.mde_pct > speed.min_gain_pct):
+        more = (f"{speed.pairs_for_min_gain}+" if speed.pairs_for_min_gain >= MAX_PAIRS_FOR_MDE
+                else f"~{speed.pairs_for_min_gain}")
+        note += f"; {more} pairs for an MDE of {speed.min_gain_pct:g}% at this spread"
     if speed.reference_verdict:
         note += f"; {REFERENCE_RULE}: {speed.reference_verdict}"
         if speed.reference_gain_pct is not None:  # the reference's gain is of the mean times

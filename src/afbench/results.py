@@ -250,7 +250,10 @@ class Speed(_Open):
       (counted, never dropped). stop_reason (repeats=auto): excludes_zero | precision_reached |
       max_pairs | time_budget | run_failed | interrupted. reference_verdict (one round): the
       reference's quick verdict, ``<VARIANT>_FASTER`` when the mean step time's gain
-      (``reference_gain_pct``) is > 0, else NO_GAIN. note: appended to the verdict in the line.
+      (``reference_gain_pct``) is > 0, else NO_GAIN. pairs_for_min_gain (2 or more pairs):
+      pairs a fixed paired design would need for an MDE of ``min_gain_pct`` at this spread
+      (:func:`afbench.analysis.paired.pairs_for_mde`). note: appended to the verdict in the
+      line.
     """
 
     gain_pct: float | None = None
@@ -270,6 +273,7 @@ class Speed(_Open):
     stop_reason: str | None = None
     reference_verdict: str | None = None
     reference_gain_pct: float | None = None
+    pairs_for_min_gain: int | None = None
     note: str = ""  # appended to the verdict in the verdict line
 
     @property

@@ -239,6 +239,32 @@ def test_one_round_drift_term_takes_over_when_a_run_shifts_level_and_needs_4_ste
     assert short.critical_value != pytest.approx(stats.t.ppf(0.975, 2))  # AR(1) figure only
 
 
+def test_pairs_for_mde_is_the_fewest_pairs_whose_mde_reaches_the_target():
+    def mde_pct(n, sd):
+        c = stats.t.ppf(0.975, n - 1) + stats.t.ppf(0.8, n - 1)
+        return (1 - math.exp(-c * sd / math.sqrt(n))) * 100
+
+    for sd, target in ((0.05, 5.0), (0.11, 2.0), (0.01, 2.0)):
+        n = paired.pairs_for_mde(sd, target)
+        assert mde_pct(n, sd) <= target and (n == 2 or mde_pct(n - 1, sd) > target)
+    # the normal approximation, ((1.96 + 0.84) sd / ln(1/0.95))^2 = 7.4, is a few pairs short
+    assert paired.pairs_for_mde(0.05, 5.0) == 10
+    assert paired.pairs_for_mde(10.0, 0.1) == paired.MAX_PAIRS_FOR_MDE
+    with pytest.raises(ValueError, match="target_pct"):
+        paired.pairs_for_mde(0.05, 0.0)
+
+
+def test_paired_estimate_says_how_many_pairs_its_spread_needs_and_one_round_does_not():
+    rng = np.random.default_rng(21)
+    base = [_steps(rng, 0.3, cv=0.01) for _ in range(3)]
+    var = [list(np.asarray(b) * f) for b, f in zip(base, (1.06, 0.95, 1.02))]  # sd ~5%
+    est = paired_gain(base, var)
+    sd = float(np.std(np.log([np.median(v) / np.median(b) for b, v in zip(base, var)]), ddof=1))
+    assert est.pairs_for_min_gain == paired.pairs_for_mde(sd, 2.0)
+    assert est.pairs_for_min_gain > 3
+    assert step_level_gain(base[0], var[0]).pairs_for_min_gain is None
+
+
 def test_lag1_autocorrelation_of_alternating_series_is_negative():
     assert lag1_autocorrelation([1, -1, 1, -1, 1, -1]) == pytest.approx(-5 / 6)
     assert lag1_autocorrelation([1, 2]) == 0.0

@@ -101,6 +101,9 @@ class GainEstimate:
         n_steps_baseline, n_steps_variant: measured steps over all runs of each side.
         n_bursts_baseline, n_bursts_variant: steps flagged as bursts on each side.
         decision: ``FASTER``, ``SLOWER``, ``NO_GAIN`` or ``INCONCLUSIVE`` (see :func:`decide`).
+        pairs_for_min_gain: with 2 or more pairs, how many pairs a fixed paired design would
+            need for its MDE to reach ``min_gain_pct`` at this spread
+            (:func:`pairs_for_mde`); ``None`` for one round, whose spread is not a pair's.
     """
 
     gain_pct: float
@@ -119,6 +122,7 @@ class GainEstimate:
     n_bursts_baseline: int
     n_bursts_variant: int
     decision: str
+    pairs_for_min_gain: int | None = None
 
     @property
     def half_width_pct(self) -> float:
@@ -259,7 +263,63 @@ def _estimate(
         n_bursts_baseline=sum(r.n_bursts for r in baseline),
         n_bursts_variant=sum(r.n_bursts for r in variant),
         decision=decide(low, high, min_gain_pct),
+        pairs_for_min_gain=(
+            pairs_for_mde(se_log * math.sqrt(n_pairs), min_gain_pct, level, mde_power)
+            if n_pairs >= 2 else None
+        ),
     )
+
+
+#: pairs_for_mde gives up above this many pairs (and returns it): beyond it, the spread, not
+#: the number of pairs, is what to change.
+MAX_PAIRS_FOR_MDE = 10_000
+
+
+def pairs_for_mde(sd_pair_log: float, target_pct: float, level: float = 0.95,
+                  power: float = DEFAULT_MDE_POWER) -> int:
+    """Fewest pairs ``n`` of a fixed paired t design whose minimum detectable effect is at most
+    ``target_pct``: ``(t_{(1+level)/2, n-1} + t_{power, n-1}) * sd_pair_log / sqrt(n) <=
+    ln(1 / (1 - target_pct / 100))``, the usual power calculation of the paired t with the
+    noncentral t replaced by central quantiles (J. Cohen, *Statistical Power Analysis for the
+    Behavioral Sciences*, 1988, ch. 2), the same rule as this module's MDE.
+
+    Args:
+        sd_pair_log: standard deviation of one pair's log ratio (``se * sqrt(n)`` of a paired
+            estimate).
+        target_pct: the MDE wanted, percent of baseline time, ``0 < target_pct < 100``.
+
+    Returns:
+        ``n >= 2``, at most :data:`MAX_PAIRS_FOR_MDE`.
+
+    Raises:
+        ValueError: ``sd_pair_log < 0`` or not finite, ``target_pct`` outside (0, 100).
+    """
+    if not (math.isfinite(sd_pair_log) and sd_pair_log >= 0):
+        raise ValueError(f"sd_pair_log must be finite and >= 0, got {sd_pair_log}")
+    if not 0 < target_pct < 100:
+        raise ValueError(f"target_pct must be within (0, 100), got {target_pct}")
+    _check_level(level)
+    from scipy import stats  # lazily: 0.8 s to import
+
+    effect = math.log(1.0 / (1.0 - target_pct / 100.0))
+
+    def mde_log(n: int) -> float:
+        df = n - 1
+        return (float(stats.t.ppf(0.5 + level / 2.0, df)) + float(stats.t.ppf(power, df))) \
+            * sd_pair_log / math.sqrt(n)
+
+    lo, hi = 2, 2
+    while mde_log(hi) > effect:  # the MDE falls with n: bracket, then bisect
+        if hi >= MAX_PAIRS_FOR_MDE:
+            return MAX_PAIRS_FOR_MDE
+        lo, hi = hi, min(hi * 2, MAX_PAIRS_FOR_MDE)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if mde_log(mid) <= effect:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
 
 
 def _pair_statistics(
