@@ -168,7 +168,8 @@ def test_time_budget_stops_when_another_pair_would_overrun():
     assert late.estimate.gain_pct == pytest.approx(early.estimate.gain_pct)
     assert late.estimate.half_width_pct < early.estimate.half_width_pct / 5
     assert "final analysis spends the error left" in late.estimate.method
-    assert "final analysis" in late.message
+    assert "(95% CI, final analysis), stop: time budget" in late.message
+    assert "(95% repeated CI), continue" in early.message
 
 
 def test_a_budget_stop_spends_the_error_left_and_no_more():

@@ -316,9 +316,10 @@ def _progress(
     head = f"pair {n}/{design.max_pairs}: "
     if estimate is None:
         return head + f"no interval before {design.min_pairs} pairs, continue"
+    kind = "CI, final analysis" if reason == TIME_BUDGET else "repeated CI"
     body = (
         f"gain {estimate.gain_pct:+.2f}% [{estimate.ci_low_pct:+.2f}%, "
-        f"{estimate.ci_high_pct:+.2f}%] ({estimate.level * 100:g}% repeated CI)"
+        f"{estimate.ci_high_pct:+.2f}%] ({estimate.level * 100:g}% {kind})"
     )
     if reason == EXCLUDES_ZERO:
         word = f"stop: interval excludes 0 ({estimate.decision})"
@@ -327,8 +328,7 @@ def _progress(
     elif reason == MAX_PAIRS:
         word = "stop: max pairs reached"
     elif reason == TIME_BUDGET:
-        word = ("stop: time budget would be exceeded by another pair (final analysis: the "
-                "error left is spent here)")
+        word = "stop: time budget would be exceeded by another pair (the error left is spent here)"
     else:
         word = "continue"
     return head + body + ", " + word
