@@ -31,3 +31,33 @@ def test_template_dir_removed_before_rendering_is_a_config_error(tmp_path):
                                           "template_dir": str(tmp_path / "gone"), "formats": ["md"]})
     with pytest.raises(ConfigError, match="report.template_dir"):
         render({"experiment": "x"}, tmp_path, cfg)
+
+
+def test_compiled_templates_are_cached_between_invocations_and_an_edit_recompiles(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("AFBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    tpl = tmp_path / "tpl"
+    tpl.mkdir()
+    (tpl / "report.md.j2").write_text("first {{ s.experiment }}\n")
+    cfg = ReportConfig(template_dir=str(tpl), formats=["md"])
+    (path,) = render(Summary(experiment="e"), tmp_path, cfg)
+    assert path.read_text() == "first e\n"
+    cached = sorted((tmp_path / "cache" / "jinja").glob("*.cache"))
+    assert len(cached) == 1  # the user's template, compiled once and stored
+    first = cached[0].read_bytes()
+    (tpl / "report.md.j2").write_text("second {{ s.experiment }}\n")  # same name, new source
+    (path,) = render(Summary(experiment="e"), tmp_path, cfg)
+    assert path.read_text() == "second e\n"  # the checksum changed: recompiled, not reused
+    assert cached[0].read_bytes() != first  # and the stored code replaced
+
+
+@pytest.mark.parametrize("cache_dir", ["", "unwritable"])
+def test_no_cache_folder_means_compiling_every_time_not_an_error(tmp_path, monkeypatch,
+                                                                 cache_dir):
+    if cache_dir:
+        blocked = tmp_path / "blocked"
+        blocked.write_text("a file where the cache folder would go")
+        cache_dir = str(blocked / "sub")
+    monkeypatch.setenv("AFBENCH_CACHE_DIR", cache_dir)
+    (path,) = render(Summary(experiment="e"), tmp_path, ReportConfig(formats=["md"]))
+    assert "e" in path.read_text()

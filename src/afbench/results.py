@@ -19,8 +19,8 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from afbench.errors import OutputError
-
-SCHEMA_VERSION = 1
+# re-exported: the version lives in afbench.schema, which imports nothing (the worker's use)
+from afbench.schema import SCHEMA_VERSION as SCHEMA_VERSION
 
 
 class _Open(BaseModel):
