@@ -9,7 +9,7 @@ import pytest
 from safetensors.numpy import save_file
 import numpy as np
 
-from afbench.compare import compile_cost, generation_parity, loss_parity, verdict_line
+from afbench.compare import compile_cost, generation_parity, loss_parity, speed_note, verdict_line
 from afbench.results import Parity, Side, Speed
 
 
@@ -86,3 +86,20 @@ def test_a_faster_variant_whose_results_diverged_says_so_in_its_verdict_line():
     assert verdict_line("NO_GAIN", Speed(), diverged, "sft") == "NO_GAIN"
     token = Parity(status="DIVERGED", first_diverging_position=3)
     assert verdict_line("V_FASTER", Speed(), token, "infer").endswith("at token 3)")
+
+
+@pytest.mark.parametrize("changes, shown", [
+    ({}, True),
+    ({"decision": "FASTER", "ci_low_pct": 1.0}, False),  # decided: nothing to add
+    ({"n_pairs": 2}, False),  # a spread on 1 degree of freedom
+    ({"kind": "sequential"}, False),  # the sequential rule decides when to add pairs
+    ({"pairs_for_min_gain": 3}, False),  # no more than were run
+    ({"mde_pct": 1.5}, False),  # the MDE is already below the margin
+])
+def test_the_pairs_hint_appears_only_for_an_undecided_fixed_design_that_needs_more(changes,
+                                                                                  shown):
+    base = dict(gain_pct=1.0, ci_low_pct=-8.0, ci_high_pct=9.0, level=0.95, kind="paired",
+                n_pairs=3, mde_pct=12.0, min_gain_pct=2.0, decision="INCONCLUSIVE",
+                pairs_for_min_gain=40)
+    note = speed_note(Speed(**{**base, **changes}))
+    assert ("roughly" in note and "experiment.repeats=" in note) == shown

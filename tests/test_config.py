@@ -90,3 +90,16 @@ def test_variant_name_that_could_escape_run_dir_rejected(compose_cfg, name):
 def test_baseline_must_be_a_variant(compose_cfg):
     with pytest.raises(ConfigError, match="baseline 'nope' is not one of the variants"):
         validate_config(compose_cfg("experiment=sft_af_compare", "experiment.baseline=nope"))
+
+
+def test_a_margin_of_100_percent_or_more_is_rejected_before_anything_runs(compose_cfg):
+    # a gain of 100% is zero time: the MDE hint and the verdict have no meaning beyond it
+    with pytest.raises(ConfigError, match=r"report\.min_gain_pct"):
+        validate_config(compose_cfg("report.min_gain_pct=100"))
+
+
+def test_variant_names_off_and_on_read_as_booleans_get_a_quoting_hint(compose_cfg):
+    with pytest.raises(ConfigError) as err:
+        validate_config(compose_cfg("experiment.baseline=false"))
+    assert str(err.value).startswith("experiment.baseline:")
+    assert "quote the name, e.g. 'off'" in str(err.value)

@@ -31,3 +31,20 @@ def test_atomic_write_replaces_whole_file(tmp_path):
     io.write_json_atomic(target, {"a": 1})
     io.write_json_atomic(target, {"b": 2})
     assert io.read_json(target) == {"b": 2}
+
+
+def _strict(text: str):
+    import json
+
+    def reject(constant: str):
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(text, parse_constant=reject)
+
+
+def test_non_finite_numbers_are_written_as_null_so_any_json_parser_reads_the_file(tmp_path):
+    path = tmp_path / "summary.json"
+    io.write_json_atomic(path, {"mean_step_s": float("nan"), "rows": [1.5, float("inf")],
+                                "nested": {"low": float("-inf"), "ok": 0.25}})
+    assert _strict(path.read_text()) == {"mean_step_s": None, "rows": [1.5, None],
+                                         "nested": {"low": None, "ok": 0.25}}

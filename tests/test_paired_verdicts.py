@@ -89,7 +89,9 @@ def test_paired_repeats_no_gain_excludes_the_margin_and_noisy_ones_are_inconclus
     assert wide.decision == "INCONCLUSIVE" and wide.ci_high_pct > 2.0 and wide.ci_low_pct < 0
     # the report says what it would take: pairs for an MDE of the 2% margin at this spread
     assert wide.pairs_for_min_gain > 4
-    assert f"; ~{wide.pairs_for_min_gain} pairs for an MDE of 2% at this spread" in wide.note
+    n = wide.pairs_for_min_gain
+    assert (f"; roughly {n} pairs (experiment.repeats={n}) for an MDE of 2% at this spread"
+            in wide.note)
     assert "pairs for an MDE" not in none.note  # its MDE is already below the margin
 
 

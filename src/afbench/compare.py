@@ -112,10 +112,24 @@ def _speed(est: GainEstimate, kind: str, **extra: Any) -> Speed:
                  pairs_for_min_gain=est.pairs_for_min_gain, **extra)
 
 
+def _pairs_hint_applies(speed: Speed) -> bool:
+    """The "roughly N pairs" hint only where it helps and the spread behind it has some
+    footing: an undecided verdict (INCONCLUSIVE) of fixed repeats with at least 3 pairs (2
+    pairs give a spread on 1 degree of freedom), whose MDE is above the margin and whose
+    answer is more pairs than were run. Not for repeats=auto, whose own rule decides when to
+    add pairs (raise experiment.max_repeats)."""
+    n = speed.pairs_for_min_gain
+    return bool(n and speed.kind == "paired" and speed.decision == INCONCLUSIVE
+                and (speed.n_pairs or 0) >= 3 and n > (speed.n_pairs or 0)
+                and speed.min_gain_pct and speed.mde_pct is not None
+                and speed.mde_pct > speed.min_gain_pct)
+
+
 def speed_note(speed: Speed) -> str:
-    """The verdict line's tail: interval with its level, pairs, MDE, stop reason, with 2 or
-    more pairs whose MDE is above ``min_gain_pct`` how many pairs would bring it there, and
-    for one round the reference's quick verdict, e.g. ``" (95% CI [-1.20%, +3.40%], 1 pair, MDE 4.1%;
+    """The verdict line's tail: interval with its level, pairs, MDE, stop reason, for an
+    undecided fixed-repeats verdict roughly how many pairs would bring the MDE to
+    ``min_gain_pct`` (:func:`_pairs_hint_applies`), and for one round the reference's quick
+    verdict, e.g. ``" (95% CI [-1.20%, +3.40%], 1 pair, MDE 4.1%;
     reference rule: gain > 0, one round: AF_ON_FASTER)"``."""
     if speed.ci_low_pct is None or speed.ci_high_pct is None or speed.level is None:
         return ""
@@ -124,11 +138,11 @@ def speed_note(speed: Speed) -> str:
             f"{pairs}, MDE {speed.mde_pct:.2f}%")
     if speed.stop_reason:
         note += f", stopped: {speed.stop_reason}"
-    if (speed.pairs_for_min_gain and speed.min_gain_pct and speed.mde_pct is not None
-            and speed.mde_pct > speed.min_gain_pct):
-        more = (f"{speed.pairs_for_min_gain}+" if speed.pairs_for_min_gain >= MAX_PAIRS_FOR_MDE
-                else f"~{speed.pairs_for_min_gain}")
-        note += f"; {more} pairs for an MDE of {speed.min_gain_pct:g}% at this spread"
+    if _pairs_hint_applies(speed):
+        n = speed.pairs_for_min_gain
+        more = f"{n}+" if n >= MAX_PAIRS_FOR_MDE else f"roughly {n}"
+        note += (f"; {more} pairs (experiment.repeats={min(n, MAX_PAIRS_FOR_MDE)}) for an MDE of "
+                 f"{speed.min_gain_pct:g}% at this spread")
     if speed.reference_verdict:
         note += f"; {REFERENCE_RULE}: {speed.reference_verdict}"
         if speed.reference_gain_pct is not None:  # the reference's gain is of the mean times
@@ -182,7 +196,7 @@ def speed_of(col: Collected, variant: str, report: ReportConfig) -> Speed:
         try:
             speed = _speed(step_level_gain(base[0], var[0], level, min_gain_pct=margin),
                            "step_level", **reference)
-        except ValueError as exc:  # under 3 measured steps a side: no interval to give
+        except ValueError as exc:  # under 4 measured steps a side: no interval to give
             return Speed(gain_pct=reference["reference_gain_pct"], level=level,
                          kind="step_level", decision=INCONCLUSIVE, n_pairs=1,
                          method=f"none ({exc})", **reference,

@@ -4,6 +4,7 @@ leaves either the old file or the new one, never half of one."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -38,8 +39,24 @@ def write_text_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
+def json_safe(data: Any) -> Any:
+    """``data`` with every non-finite float (NaN, +-inf) replaced by ``None``: JSON (RFC 8259)
+    has no NaN, and a bare ``NaN`` in summary.json breaks every strict parser (JavaScript's
+    ``JSON.parse``, ``jq``, Python's ``json.loads(..., parse_constant=...)``)."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: json_safe(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [json_safe(v) for v in data]
+    return data
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
+    """Write ``data`` as indented JSON, atomically; non-finite floats are written as ``null``
+    (:func:`json_safe`), so the file is valid JSON for any reader."""
+    text = json.dumps(json_safe(data), indent=2, default=str, allow_nan=False)
+    write_text_atomic(path, text + "\n")
 
 
 def read_json(path: Path) -> Any:

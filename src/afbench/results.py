@@ -288,10 +288,12 @@ class Speed(_Open):
 
 
 class CurvePoint(BaseModel):
+    """One step of the parity curve; a non-finite loss is stored as ``null`` (JSON has no NaN)."""
+
     step: int
-    baseline: float
-    variant: float
-    abs_diff: float
+    baseline: float | None
+    variant: float | None
+    abs_diff: float | None
 
 
 class Divergence(BaseModel):

@@ -235,8 +235,9 @@ def test_one_round_drift_term_takes_over_when_a_run_shifts_level_and_needs_4_ste
     est = step_level_gain(steady, shifted)
     assert est.critical_value == pytest.approx(stats.t.ppf(0.975, 2))
     assert est.decision == INCONCLUSIVE  # the run moved 10% by itself: no verdict from it
-    short = step_level_gain(_steps(rng, 0.3, n=3, cv=0.01), _steps(rng, 0.33, n=3, cv=0.01))
-    assert short.critical_value != pytest.approx(stats.t.ppf(0.975, 2))  # AR(1) figure only
+    # 3 steps cannot be split into halves of 2: no interval, rather than the AR(1) one alone
+    with pytest.raises(ValueError, match="at least 4 measured steps per run"):
+        step_level_gain(_steps(rng, 0.3, n=3, cv=0.01), _steps(rng, 0.33, n=3, cv=0.01))
 
 
 def test_pairs_for_mde_is_the_fewest_pairs_whose_mde_reaches_the_target():

@@ -100,3 +100,29 @@ def test_check_unique_steps_rejects_a_repeated_step_instead_of_keeping_the_first
 
 def test_check_unique_steps_accepts_each_step_once():
     assert check_unique_steps([(1, 4), (2, 8), (3, 12)]) is None
+
+
+def test_a_merged_log_with_torchrun_rank_prefixes_is_read_for_rank_0():
+    # torchrun --tee 3 / a merged console: every line behind its [rankN]: prefix, ranks
+    # interleaved, rank 1's numbers different from rank 0's
+    lines = [f"[rank{r}]:" + titan(s, 0.28 if r == 0 else 0.35)
+             for s in range(1, 11) for r in (1, 0)]
+    times = parse_step_times("\n".join(lines), 6, 10, source="stdout.log")
+    assert list(times) == [6, 7, 8, 9, 10]
+    assert all(t == pytest.approx(0.28) for t in times.values())
+
+
+def test_a_rank_0_step_logged_twice_behind_its_prefix_is_still_an_error():
+    lines = [f"[rank{r}]:" + titan(s, 0.28) for s in range(1, 11) for r in (0, 1)]
+    lines.insert(12, "[rank0]:" + titan(7, 0.5))
+    with pytest.raises(InvalidLog, match=r"step 7 is duplicated \(2 times"):
+        parse_step_times("\n".join(lines), 6, 10)
+
+
+def test_a_long_run_of_duplicates_is_listed_three_times_then_counted():
+    lines = [line for s in range(1, 31) for line in (titan(s, 0.28), titan(s, 0.29))]
+    with pytest.raises(InvalidLog) as info:
+        parse_step_times("\n".join(lines), 6, 30)
+    msg = str(info.value)
+    assert msg.count("is duplicated") == 3 and "and 22 more duplicated steps" in msg
+    assert "every step appears 2 times" in msg

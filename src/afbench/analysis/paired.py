@@ -265,7 +265,7 @@ def _estimate(
         decision=decide(low, high, min_gain_pct),
         pairs_for_min_gain=(
             pairs_for_mde(se_log * math.sqrt(n_pairs), min_gain_pct, level, mde_power)
-            if n_pairs >= 2 else None
+            if n_pairs >= 2 and 0 < min_gain_pct < 100 and math.isfinite(se_log) else None
         ),
     )
 
@@ -387,6 +387,9 @@ def paired_gain(
         )
     parts = trimmed_t_parts(log_ratios(base, var)[None, :], trim)
     center, se, df = (float(x[0]) for x in parts)
+    if method == PAIRED_T_METHOD and math.floor(trim * n + 1e-9) == 0:
+        # say what was computed: below 5 pairs the 20% trimming removes no pair
+        method = "paired log-ratio t of per-run medians (Yuen's 20% trimming starts at 5 pairs)"
     if critical_value is None:
         # scipy costs ~0.8 s to import: only when a quantile is needed
         from scipy import stats
@@ -502,7 +505,9 @@ def step_level_gain(
     the level moves within one run; with both runs' level variance pooled,
     ``var(d) = (delta_b^2 + delta_v^2) / 2`` with 2 degrees of freedom. Under white noise
     this is about twice the true variance (conservative); under flicker noise, about right.
-    It needs at least 2 steps per half (4 per run); with fewer, only the AR(1) figure is used.
+    It needs at least 2 steps per half, so a run needs at least 4 measured steps: with fewer,
+    the AR(1) figure alone would be the overconfident interval this term exists to correct,
+    and no interval is given.
 
     The interval still sees only the noise within the two runs: it cannot see how much a
     whole run moves between repeats beyond what its halves show, which is why one round is
@@ -510,10 +515,10 @@ def step_level_gain(
 
     Args:
         baseline_steps_s, variant_steps_s: measured step times of one run each, seconds, in
-            step order; at least 3 each.
+            step order; at least 4 each.
 
     Raises:
-        ValueError: fewer than 3 steps on a side, a step time not finite and > 0, ``level``
+        ValueError: fewer than 4 steps on a side, a step time not finite and > 0, ``level``
             outside (0, 1).
     """
     _check_level(level)
@@ -522,10 +527,10 @@ def step_level_gain(
 
     base_logs = _log_steps(baseline_steps_s, "baseline run")
     var_logs = _log_steps(variant_steps_s, "variant run")
-    if base_logs.size < 3 or var_logs.size < 3:
+    if base_logs.size < 4 or var_logs.size < 4:
         raise ValueError(
-            f"a step-level interval needs at least 3 measured steps per run, got "
-            f"{base_logs.size} and {var_logs.size}"
+            f"a step-level interval needs at least 4 measured steps per run (2 per half for "
+            f"the drift estimate), got {base_logs.size} and {var_logs.size}"
         )
     se_b, df_b = _median_se_and_df(base_logs)
     se_v, df_v = _median_se_and_df(var_logs)

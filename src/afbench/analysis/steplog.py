@@ -150,12 +150,16 @@ def parse_step_times(
             non-numeric, NaN, infinite, zero or negative; the message lists every problem
             with its step and line numbers, and says that several ranks are logging when
             every window step appears equally often (see :func:`duplicate_step_problems`).
+
+    A merged log whose step lines all carry torchrun's ``[rankN]:`` prefix, with several
+    ranks present, is read for the lowest rank only (:func:`_lowest_rank_only`).
     """
     compiled = compile_step_pattern(pattern)
     if first > last:
         raise ValueError(f"step window {first}..{last} is empty (first > last)")
 
     seen: dict[int, list[tuple[int, str, str]]] = {}
+    ranks: dict[int, int | None] = {}  # line number -> the torchrun [rankN]: prefix's N
     for lineno, line in enumerate(strip_ansi(text).splitlines(), start=1):
         match = compiled.search(line)
         if match is None:
@@ -173,6 +177,9 @@ def parse_step_times(
             rest = line[match.start("value") :].split(maxsplit=1)
             shown = rest[0] if rest else raw_value
             seen.setdefault(step, []).append((lineno, raw_value, shown))
+            prefix = _RANK_PREFIX_RE.match(line)
+            ranks[lineno] = int(prefix.group(1)) if prefix else None
+    seen = _lowest_rank_only(seen, ranks)
 
     problems: list[str] = []
     times: dict[int, float] = {}
@@ -196,6 +203,24 @@ def parse_step_times(
             f"{source}: invalid step window {first}..{last}: " + "; ".join(problems)
         )
     return times
+
+
+#: torchrun's per-rank prefix of a merged log (``--tee`` / ``--log-dir`` redirects, and
+#: ``torch.distributed.elastic``'s console): ``[rank0]:``, ``[rank1]:`` ...
+_RANK_PREFIX_RE = re.compile(r"^\[rank(\d+)\]:")
+
+
+def _lowest_rank_only(seen: dict[int, list[tuple[int, str, str]]],
+                      ranks: dict[int, int | None]) -> dict[int, list[tuple[int, str, str]]]:
+    """When every step line carries a ``[rankN]:`` prefix and more than one rank is present,
+    keep the lowest rank's lines (rank 0: torchtitan and the builtin loop log their metrics
+    from rank 0); otherwise ``seen`` unchanged, so unprefixed duplicates stay an error."""
+    present = set(ranks.values())
+    if None in present or len(present) < 2:
+        return seen
+    keep = min(r for r in present if r is not None)
+    kept = {step: [h for h in hits if ranks[h[0]] == keep] for step, hits in seen.items()}
+    return {step: hits for step, hits in kept.items() if hits}
 
 
 #: Said when every step of a window is logged the same number of times (> 1).
@@ -223,6 +248,8 @@ def duplicate_step_problems(lines_by_step: dict[int, list[int]]) -> list[str]:
         if len(lines) > 1
     ]
     counts = {len(lines) for lines in lines_by_step.values()}
+    if len(problems) > 3:  # the first three locate it; the rest only lengthen the line
+        problems = problems[:3] + [f"and {len(problems) - 3} more duplicated steps"]
     if problems and len(counts) == 1:
         problems.append(f"every step appears {counts.pop()} times: {RANK_HINT}")
     return problems

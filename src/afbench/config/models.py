@@ -232,7 +232,7 @@ class ReportConfig(Section):
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
     # The smallest gain that matters, percent: NO_GAIN means the interval excludes every gain
     # of this size or more (docs/statistics.md §6).
-    min_gain_pct: PositiveFloat = 2.0
+    min_gain_pct: float = Field(2.0, gt=0, lt=100)  # a gain of 100% would be zero time
     # A variant whose peak memory rises more than this (percent of the baseline's) gets a
     # caveat beside its verdict.
     memory_warn_pct: float = Field(10.0, ge=0)

@@ -77,6 +77,10 @@ def format_validation_error(
             msg = e["msg"].removeprefix("Value error, ")
             given = e.get("input")
             shown = "" if isinstance(given, (dict, list)) or given is None else f" (got {given!r})"
+            if isinstance(given, bool) and e["type"] == "string_type":
+                # YAML 1.1 (PyYAML, OmegaConf) reads off/on/yes/no unquoted as booleans
+                shown += (f"; YAML reads an unquoted off/on/yes/no/true/false as a boolean: quote "
+                          f"the name, e.g. '{'on' if given else 'off'}'")
             lines.append(f"{key}: {msg}{shown}" if path else f"{prefix}{msg}{shown}")
     return "\n".join(lines)
 
