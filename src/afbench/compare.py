@@ -38,7 +38,9 @@ PLACEHOLDER_LOSS_REASON = "unavailable: loss not reported on the logged rank"
 CAVEAT = ("One round per variant: afbench's interval comes from the two runs' own steps and "
           "cannot see how much a whole run moves between repeats, so it is directional "
           "evidence; the reference's quick verdict (gain > 0) beside it has no interval at all. "
-          "Use experiment.repeats=auto (or >= 3) for paired repeats.")
+          "For a verdict, use paired repeats: experiment.repeats=3, or experiment.repeats=auto "
+          "(adds pairs until the interval decides, up to experiment.max_repeats); each repeat "
+          "runs every variant once more.")  # the same advice as labels.yaml reference_caveat
 #: How the reference's one-round rule is labelled wherever it is shown.
 REFERENCE_RULE = "reference rule: gain > 0, one round"
 INTERRUPTED = "interrupted"
