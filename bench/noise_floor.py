@@ -200,8 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     r3_pair_s = None
     print(f"\npaired A/A read off the trace: gap {args.gap:g} s between windows; per-run "
           f"overhead {args.overhead:g} s for the wall times")
-    print(f"{'run window':>11} {'steps':>6} {'pairs':>6} {'sigma_d':>8} | {'5%: pairs':>10} "
-          f"{'wall':>8} | {'2%: pairs':>10} {'wall':>8} | {'repeats 3':>9} {'2x':>7}")
+    print(f"{'run window':>11} {'steps':>6} {'pairs':>6} {'indep.':>6} {'sigma_d':>8} | "
+          f"{'5%: pairs':>10} {'wall':>8} | {'2%: pairs':>10} {'wall':>8} | {'repeats 3':>9} "
+          f"{'2x':>7}")
     for run_s in RUN_LENGTHS_S:
         d = pair_log_ratios(steps, run_s, args.gap)
         if d.size < 10:
@@ -212,10 +213,16 @@ def main(argv: list[str] | None = None) -> int:
         n5, n2 = oracle_pairs(sigma, 0.05), oracle_pairs(sigma, 0.02)
         r3 = 3 * pair_s
         r3_pair_s = r3_pair_s or r3
-        print(f"{run_s:>9.2f} s {round(run_s / med):>6d} {d.size:>6d} {sigma:>8.2%} | "
+        independent = int(steps.sum() // (2 * run_s + args.gap))
+        flag = " *" if independent < 10 else ""
+        print(f"{run_s:>9.2f} s {round(run_s / med):>6d} {d.size:>6d} {independent:>6d} "
+              f"{sigma:>8.2%} | "
               f"{n5:>10.1f} {n5 * pair_s:>7.0f}s | {n2:>10.1f} {n2 * pair_s:>7.0f}s | "
-              f"{r3:>8.0f}s {2 * r3:>6.0f}s")
-    print("\n'5%: pairs' is a lower bound for any test; the verdict's t test at 3-8 pairs needs "
+              f"{r3:>8.0f}s {2 * r3:>6.0f}s{flag}")
+    print("\n'pairs' are the overlapping block pairs read (one every 0.25 s); 'indep.' how many "
+          "non-overlapping ones fit in the trace. * fewer than 10 independent pairs: sigma_d "
+          "rests on too few to trust; record a longer trace (--seconds).")
+    print("'5%: pairs' is a lower bound for any test; the verdict's t test at 3-8 pairs needs "
           "more (its critical value is 2.4-4.3, not 1.96).")
 
     rng = np.random.default_rng(args.seed)
@@ -226,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     for run_s in REPLAY_WINDOWS_S:
         independent = int(steps.sum() // (16 * (run_s + args.gap)))
         if independent < 1:
-            print(f"{run_s:>9.2f} s: the trace is shorter than one auto comparison; use --seconds")
+            print(f"{run_s:>9.2f} s: the trace ({steps.sum():.0f} s) is shorter than one auto "
+                  f"comparison (16 runs: {16 * (run_s + args.gap):.0f} s); use --seconds "
+                  f"{16 * (run_s + args.gap) * 3:.0f} or more")
             continue
         cells = {e: replay(steps, run_s, args.gap, e, args.replays, rng) for e in REPLAY_EFFECTS}
         for name in ("one round", "1r AR(1)", "repeats 3", "auto"):

@@ -139,3 +139,13 @@ def test_sft_aa_noise_with_auto_repeats_ends_with_an_interval_and_mde(tmp_path):
     assert c.speed.ci_low_pct is not None and c.speed.mde_pct is not None
     assert "MDE" in summary.headline[0] and "pairs" in summary.headline[0]
     assert "a_again vs a: pair 3/3: gain" in proc.stderr
+
+
+def test_a_time_budget_with_fixed_repeats_is_said_to_be_ignored(tmp_path):
+    proc = afbench(tmp_path, "experiment.repeats=2", "experiment.time_budget_s=1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert ("experiment.time_budget_s=1 is ignored: it applies only with experiment.repeats=auto"
+            in proc.stderr)
+    out = next(p.parent for p in (tmp_path / "outputs").glob("*/*/plan.json"))
+    # nothing was cut short: 2 repeats x 3 variants x 2 phases all ran
+    assert len(Plan.model_validate_json((out / "plan.json").read_text()).runs) == 2 * 3 * 2

@@ -257,6 +257,10 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     if (out_dir / "plan.json").exists():
         raise ConfigError(f"{out_dir} already holds an experiment; an output directory is never reused")
     plan = make_plan(conf, out_dir, job_num)
+    if conf.experiment.repeats != "auto" and conf.experiment.time_budget_s is not None:
+        log.warning("afbench: experiment.time_budget_s=%g is ignored: it applies only with "
+                    "experiment.repeats=auto (this run has repeats=%s)",
+                    conf.experiment.time_budget_s, conf.experiment.repeats)
     resume = resume_index(Path(conf.resume)) if conf.resume else None
     if resume is not None:
         hits = sum(r.config_hash in resume for r in plan.runs)
