@@ -77,6 +77,17 @@ def test_config_error_exits_2_before_any_heavy_import_and_writes_nothing(tmp_pat
     assert not (tmp_path / "outputs").exists()
 
 
+def test_a_key_hydra_cannot_compose_is_reported_without_afbench_config_models(tmp_path):
+    # the common typo fails in Hydra's compose: pydantic's models (~0.2 s) are not needed
+    code = ("import json, sys\nsys.argv = ['afbench', 'scheduler.stepz=3']\n"
+            "from afbench.cli import main\n"
+            "try:\n    main()\nexcept SystemExit as exc:\n"
+            "    print('PROBE', exc.code, 'afbench.config.models' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert "PROBE 2 False" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_bad_value_exits_2_before_any_heavy_import(tmp_path):
     got, stderr = probe(tmp_path, "scheduler.steps=ten")
     assert got["code"] == 2 and "scheduler.steps: Input should be a valid integer" in stderr

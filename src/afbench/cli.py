@@ -34,9 +34,10 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from afbench.assets.manifest import default_assets_dir
-from afbench.config import validate_config
 from afbench.errors import AfbenchError
-from afbench.plan import make_plan, shadowed_overrides
+
+# afbench.config (pydantic models, ~0.2 s) and afbench.plan are imported where a composed
+# config is validated: a key Hydra cannot compose (the common typo) is reported without them.
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,9 @@ def _task(cfg: DictConfig) -> None:
     # the launcher, preflight, the console and the sweep report: not needed for a config error
     from afbench.experiment import preflight, run_experiment
     from afbench.sweep import FAILED_JOBS, build_sweep_report
+
+    from afbench.config import validate_config
+    from afbench.plan import shadowed_overrides
 
     verbose = bool(cfg.get("verbose", False)) or os.environ.get("HYDRA_FULL_ERROR") == "1"
     hydra_cfg = HydraConfig.get()
@@ -199,6 +203,9 @@ def _override_problem(argv: list[str], overrides: list[str]) -> str | None:
 def _check_composed(cfg: DictConfig) -> None:
     """Validate and plan one composed config (planning writes nothing: variant and phase errors
     surface here too). Raises ConfigError and friends."""
+    from afbench.config import validate_config
+    from afbench.plan import make_plan
+
     make_plan(validate_config(cfg), Path(os.devnull) / "dry-run")
 
 
