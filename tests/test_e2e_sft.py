@@ -14,9 +14,10 @@ from afbench.results import read_summary
 pytestmark = pytest.mark.e2e
 
 SHORT = [
-    "experiment.phases.train.scheduler.steps=5",
+    # 4 measured steps: the fewest a one-round interval takes (2 per half for the drift term)
+    "experiment.phases.train.scheduler.steps=6",
     "experiment.phases.train.scheduler.measure.first_step=3",
-    "experiment.phases.train.scheduler.measure.last_step=5",
+    "experiment.phases.train.scheduler.measure.last_step=6",
     "experiment.phases.profile.scheduler.steps=5",
     "experiment.phases.profile.scheduler.measure.first_step=3",
     "experiment.phases.profile.scheduler.measure.last_step=5",
@@ -93,7 +94,7 @@ def test_report_shows_peak_memory_its_change_and_tflops(af_compare_run):
     b, v = comp.baseline, comp.variant
     for side in (b, v):  # CPU: peak RSS of the train runs' window, afbench's FLOP count
         assert side.memory.measure == "rss" and side.memory.peak_gib > 0
-        assert side.memory.window.startswith("steps 3-5")
+        assert side.memory.window.startswith("steps 3-6")
         assert side.efficiency.tflops_per_device > 0 and side.efficiency.mfu_pct is None
         assert side.efficiency.peak_source.startswith("n/a")
     assert comp.memory.delta_gib == pytest.approx(v.memory.peak_gib - b.memory.peak_gib)
