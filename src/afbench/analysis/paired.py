@@ -245,7 +245,7 @@ def _estimate(
     # log bound; exp keeps the interval exact under the percent transformation.
     low = _gain_from_log(mean_log + critical * se_log)
     high = _gain_from_log(mean_log - critical * se_log)
-    mde_log = (critical + float(stats.t.ppf(mde_power, df))) * se_log
+    mde_log = _mde_log(critical, df, se_log, mde_power)
     return GainEstimate(
         gain_pct=_gain_from_log(mean_log),
         ci_low_pct=low,
@@ -268,6 +268,13 @@ def _estimate(
             if n_pairs >= 2 and 0 < min_gain_pct < 100 and math.isfinite(se_log) else None
         ),
     )
+
+
+def _mde_log(critical: float, df: float, se_log: float, power: float) -> float:
+    """Minimum detectable effect on the log scale: ``(c + t_{power, df}) * se``."""
+    from scipy import stats  # lazily: 0.8 s to import
+
+    return (critical + float(stats.t.ppf(power, df))) * se_log
 
 
 #: pairs_for_mde gives up above this many pairs (and returns it): beyond it, the spread, not
@@ -303,10 +310,9 @@ def pairs_for_mde(sd_pair_log: float, target_pct: float, level: float = 0.95,
 
     effect = math.log(1.0 / (1.0 - target_pct / 100.0))
 
-    def mde_log(n: int) -> float:
-        df = n - 1
-        return (float(stats.t.ppf(0.5 + level / 2.0, df)) + float(stats.t.ppf(power, df))) \
-            * sd_pair_log / math.sqrt(n)
+    def mde_log(n: int) -> float:  # the module's MDE rule at the fixed-n t quantile
+        return _mde_log(float(stats.t.ppf(0.5 + level / 2.0, n - 1)), n - 1,
+                        sd_pair_log / math.sqrt(n), power)
 
     lo, hi = 2, 2
     while mde_log(hi) > effect:  # the MDE falls with n: bracket, then bisect
@@ -451,16 +457,12 @@ def lag1_autocorrelation(values: Sequence[float]) -> float:
     return float(np.dot(x[:-1], x[1:]) / denominator) if denominator > 0 else 0.0
 
 
-def _half_split_drift_variance(base_logs: np.ndarray, var_logs: np.ndarray) -> float | None:
+def _half_split_drift_variance(base_logs: np.ndarray, var_logs: np.ndarray) -> float:
     """``(delta_b^2 + delta_v^2) / 2``, each ``delta`` the median of a run's second half of
     log step times less that of its first half (the middle step of an odd run is left out);
-    ``None`` when a run has fewer than 4 steps."""
-    deltas = []
-    for logs in (base_logs, var_logs):
-        half = logs.size // 2
-        if half < 2:
-            return None
-        deltas.append(float(np.median(logs[-half:]) - np.median(logs[:half])))
+    the caller guarantees at least 4 steps per run (2 per half)."""
+    deltas = [float(np.median(logs[-(logs.size // 2):]) - np.median(logs[: logs.size // 2]))
+              for logs in (base_logs, var_logs)]
     return (deltas[0] ** 2 + deltas[1] ** 2) / 2.0
 
 
@@ -540,7 +542,7 @@ def step_level_gain(
     else:
         df = df_b + df_v
     drift = _half_split_drift_variance(base_logs, var_logs)
-    if drift is not None and drift > variance:
+    if drift > variance:
         variance, df = drift, 2.0
     critical = float(stats.t.ppf(0.5 + level / 2.0, df))
     stats_b = run_statistic(baseline_steps_s, "baseline run")
