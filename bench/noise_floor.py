@@ -21,13 +21,12 @@ the trace (medians of consecutive 2-second blocks): whether the spread is proces
 or moves within one process.
 
 **Replay.** The same trace then drives afbench's own statistics
-(:mod:`afbench.analysis.paired`, :mod:`afbench.analysis.sequential`, the defaults of
-``report`` and ``experiment``) for ``--replays`` simulated comparisons per run window and
+(:mod:`afbench.verdict`, the defaults of ``report`` and ``experiment``) for ``--replays`` simulated comparisons per run window and
 effect: runs laid end to end on the trace (window, gap, window, ...) in the counterbalanced
-order A B, B A, ..., the variant's step times multiplied by 1 + effect. Three designs: one
-round (the step-level interval), ``repeats: 3`` (the paired t) and ``repeats=auto`` (the
-sequential rule, 3..8 pairs), plus ``1r AR(1)``: one round with the interval afbench used
-before its half-split drift term (the AR(1) correction alone), to show what that term changes. Printed: the share of comparisons called SLOWER (for effect 0,
+order A B, B A, ..., the variant's step times multiplied by 1 + effect. Four designs: one
+round without a calibration (never decides), one round with a host calibration from an A/A
+of 12 pairs read elsewhere on the trace, ``repeats: 3`` (the paired t) and ``repeats=auto``
+(the sequential rule, 3..8 pairs). Printed: the share of comparisons called SLOWER (for effect 0,
 FASTER or SLOWER: the false-positive rate) and the mean pairs used. Replays start at random
 points of one trace, so for long windows they overlap and are not independent: read those
 rates as indications; the printed ``independent`` column says how many non-overlapping
@@ -48,8 +47,9 @@ import numpy as np
 
 import _common as C
 
-from afbench.analysis.paired import FASTER, SLOWER, paired_gain, step_level_gain
-from afbench.analysis.sequential import SequentialDesign, sequential_decision
+from afbench.verdict import (FASTER, SLOWER, SequentialDesign, SequentialTest, compare_runs,
+                             run_spread_from_pairs)
+from afbench.verdict.calibration import MIN_CALIBRATION_PAIRS
 
 WORKER = C.WORKERS / "matmul_steps.py"
 Z_ALPHA = 1.959964  # z_{0.975}
@@ -104,59 +104,52 @@ def _runs(steps: np.ndarray, t: np.ndarray, start: float, n_runs: int, run_s: fl
     return out
 
 
-def _ar1_only_decision(baseline: list[float], variant: list[float]) -> str:
-    """The one-round decision of afbench before the half-split drift term (2026-12-01): the
-    AR(1)-corrected median standard errors alone, Welch-Satterthwaite df; kept here to show
-    what the drift term changes."""
-    from scipy import stats
-
-    from afbench.analysis import paired
-
-    b, v = np.log(baseline), np.log(variant)
-    se_b, df_b = paired._median_se_and_df(b)
-    se_v, df_v = paired._median_se_and_df(v)
-    var = se_b ** 2 + se_v ** 2
-    df = var ** 2 / (se_b ** 4 / df_b + se_v ** 4 / df_v) if var > 0 else df_b + df_v
-    d = float(np.median(v) - np.median(b))
-    half = float(stats.t.ppf(0.975, df)) * math.sqrt(var)
-    low, high = (1 - math.exp(d + half)) * 100, (1 - math.exp(d - half)) * 100
-    return paired.decide(low, high, 2.0)
+def _pairs(runs: list[np.ndarray], n: int, effect: float) -> tuple[list, list]:
+    base, var = [], []
+    for j in range(n):  # pair j: A B when j is even, B A when odd
+        first, second = runs[2 * j], runs[2 * j + 1]
+        b, v = (first, second) if j % 2 == 0 else (second, first)
+        base.append(list(b))
+        var.append(list(v * (1.0 + effect)))
+    return base, var
 
 
 def replay(steps: np.ndarray, run_s: float, gap_s: float, effect: float, n: int,
            rng: np.random.Generator) -> dict[str, tuple[float, float]]:
     """Per design: (share of comparisons called different in the planted direction, or in
-    either direction when ``effect`` is 0; mean pairs used), over ``n`` replays."""
+    either direction when ``effect`` is 0; mean pairs used), over ``n`` replays. ``1r
+    calibrated``: one round with a host calibration from an A/A of 12 pairs read at another
+    random point of the same trace."""
     t = np.concatenate([[0.0], np.cumsum(steps)])
     design = SequentialDesign()
-    need = 2 * design.max_pairs * (run_s + gap_s)
-    hits = {"one round": 0, "1r AR(1)": 0, "repeats 3": 0, "auto": 0}
+    n_cal = MIN_CALIBRATION_PAIRS
+    need = 2 * max(design.max_pairs + design.max_set_aside, n_cal) * (run_s + gap_s)
+    hits = {"one round": 0, "1r calibrated": 0, "repeats 3": 0, "auto": 0}
     pairs_used: list[int] = []
     done = 0
     while done < n:
-        runs = _runs(steps, t, float(rng.uniform(0, t[-1] - need)), 2 * design.max_pairs,
-                     run_s, gap_s)
-        if runs is None:
+        k_max = design.max_pairs + design.max_set_aside
+        runs = _runs(steps, t, float(rng.uniform(0, t[-1] - need)), 2 * k_max, run_s, gap_s)
+        cal_runs = _runs(steps, t, float(rng.uniform(0, t[-1] - need)), 2 * n_cal, run_s, gap_s)
+        if runs is None or cal_runs is None:
             continue
-        base, var = [], []
-        for j in range(design.max_pairs):  # pair j: A B when j is even, B A when odd
-            first, second = runs[2 * j], runs[2 * j + 1]
-            b, v = (first, second) if j % 2 == 0 else (second, first)
-            base.append(list(b))
-            var.append(list(v * (1.0 + effect)))
+        base, var = _pairs(runs, k_max, effect)
+        calibration = run_spread_from_pairs(*_pairs(cal_runs, n_cal, 0.0))
         called = (FASTER, SLOWER) if effect == 0 else (SLOWER,)
-        hits["one round"] += step_level_gain(base[0], var[0]).decision in called
-        hits["1r AR(1)"] += _ar1_only_decision(base[0], var[0]) in called
-        hits["repeats 3"] += paired_gain(base[:3], var[:3]).decision in called
-        for k in range(design.min_pairs, design.max_pairs + 1):
-            decision = sequential_decision(base[:k], var[:k], design)
-            if decision.stop:
+        hits["one round"] += compare_runs(base[:1], var[:1]).decision in called
+        hits["1r calibrated"] += compare_runs(base[:1], var[:1],
+                                              calibration=calibration).decision in called
+        hits["repeats 3"] += compare_runs(base[:3], var[:3]).decision in called
+        test = SequentialTest(design)
+        for b, v in zip(base, var):
+            look = test.add(b, v)
+            if look.stop:
                 break
-        assert decision.estimate is not None
-        hits["auto"] += decision.estimate.decision in called
-        pairs_used.append(decision.n_pairs)
+        assert look.speed is not None
+        hits["auto"] += look.speed.decision in called
+        pairs_used.append(look.n_pairs_run)
         done += 1
-    mean_pairs = {"one round": 1.0, "1r AR(1)": 1.0, "repeats 3": 3.0,
+    mean_pairs = {"one round": 1.0, "1r calibrated": 1.0, "repeats 3": 3.0,
                   "auto": float(np.mean(pairs_used))}
     return {k: (v / n, mean_pairs[k]) for k, v in hits.items()}
 
@@ -238,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{16 * (run_s + args.gap) * 3:.0f} or more")
             continue
         cells = {e: replay(steps, run_s, args.gap, e, args.replays, rng) for e in REPLAY_EFFECTS}
-        for name in ("one round", "1r AR(1)", "repeats 3", "auto"):
+        for name in ("one round", "1r calibrated", "repeats 3", "auto"):
             print(f"{run_s:>9.2f} s {independent:>11d} {name:>10} | "
                   + " ".join(f"{cells[e][name][0]:>7.1%}" for e in REPLAY_EFFECTS)
                   + f" | {np.mean([cells[e][name][1] for e in REPLAY_EFFECTS]):.2f}")

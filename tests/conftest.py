@@ -29,6 +29,16 @@ def private_device_locks(tmp_path_factory):
         os.environ["AFBENCH_LOCK_DIR"] = old
 
 
+@pytest.fixture(autouse=True)
+def private_host_calibration(tmp_path_factory, monkeypatch):
+    """Each test gets its own, empty host calibration file (afbench.calibration): a test's
+    multi-round experiment must not calibrate the next test's one-round verdict, and the
+    suite must not write the user's own file. Subprocesses inherit the variable."""
+    path = tmp_path_factory.mktemp("calibration") / "calibration.json"
+    monkeypatch.setenv("AFBENCH_CALIBRATION_FILE", str(path))
+    return path
+
+
 @pytest.fixture
 def compose_cfg():
     """compose_cfg(*overrides) -> DictConfig, as the command line would compose it."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import json
 
 import pandas as pd
@@ -9,7 +11,8 @@ import pytest
 from safetensors.numpy import save_file
 import numpy as np
 
-from afbench.compare import compile_cost, generation_parity, loss_parity, speed_note, verdict_line
+from afbench.compare import compile_cost, generation_parity, loss_parity
+from afbench.report.render import verdict_words
 from afbench.results import Parity, Side, Speed
 
 
@@ -79,27 +82,53 @@ def test_break_even_follows_the_verdicts_gain_not_means_moved_by_a_loaded_run():
         (99.4 - 1.32) / 0.188)
 
 
+def _line(verdict, speed, parity, workload="sft", lang="en"):
+    c = SimpleNamespace(verdict=verdict, speed=speed, parity=parity, workload=workload,
+                        caveats=[])
+    return str(verdict_words(lang).verdict_line(c))
+
+
 def test_a_faster_variant_whose_results_diverged_says_so_in_its_verdict_line():
     diverged = Parity(status="DIVERGED", first_diverging_step=7)
-    line = verdict_line("V_FASTER", Speed(note=" (quick verdict: one round)"), diverged, "sft")
-    assert line == "V_FASTER (quick verdict: one round) (but parity DIVERGED at step 7)"
-    assert verdict_line("NO_GAIN", Speed(), diverged, "sft") == "NO_GAIN"
+    assert _line("V_FASTER", Speed(), diverged) == "V_FASTER (but parity DIVERGED at step 7)"
+    assert _line("NO_GAIN", Speed(), diverged) == "NO_GAIN"
     token = Parity(status="DIVERGED", first_diverging_position=3)
-    assert verdict_line("V_FASTER", Speed(), token, "infer").endswith("at token 3)")
+    assert _line("V_FASTER", Speed(), token, "infer").endswith("at token 3)")
 
 
 @pytest.mark.parametrize("changes, shown", [
     ({}, True),
     ({"decision": "FASTER", "ci_low_pct": 1.0}, False),  # decided: nothing to add
     ({"n_pairs": 2}, False),  # a spread on 1 degree of freedom
-    ({"kind": "sequential"}, False),  # the sequential rule decides when to add pairs
+    ({"design": "sequential"}, False),  # the sequential rule decides when to add pairs
     ({"pairs_for_min_gain": 3}, False),  # no more than were run
     ({"mde_pct": 1.5}, False),  # the MDE is already below the margin
 ])
 def test_the_pairs_hint_appears_only_for_an_undecided_fixed_design_that_needs_more(changes,
                                                                                   shown):
-    base = dict(gain_pct=1.0, ci_low_pct=-8.0, ci_high_pct=9.0, level=0.95, kind="paired",
+    base = dict(gain_pct=1.0, ci_low_pct=-8.0, ci_high_pct=9.0, level=0.95, design="fixed",
                 n_pairs=3, mde_pct=12.0, min_gain_pct=2.0, decision="INCONCLUSIVE",
                 pairs_for_min_gain=40)
-    note = speed_note(Speed(**{**base, **changes}))
+    note = str(verdict_words("en").speed_note(Speed(**{**base, **changes})))
     assert ("roughly" in note and "experiment.repeats=" in note) == shown
+
+
+def test_an_uncalibrated_one_round_verdict_says_why_in_english_and_chinese():
+    speed = Speed(decision="INCONCLUSIVE", gain_pct=25.0, level=0.95, design="one_round",
+                  n_pairs=1, no_interval_reason="uncalibrated", reference_verdict="V_FASTER",
+                  reference_gain_pct=24.0)
+    en = _line("INCONCLUSIVE", speed, Parity(status="MATCH"))
+    assert "no interval" in en and "experiment=calibrate_host" in en
+    assert "reference rule: gain > 0, one round: V_FASTER at +24.00% of the mean step" in en
+    zh = _line("INCONCLUSIVE", speed, Parity(status="MATCH"), lang="zh")
+    assert "无区间" in zh and "本机校准" in zh and "reference rule" not in zh
+
+
+def test_a_set_aside_pair_is_named_with_what_was_measured():
+    speed = Speed(decision="INCONCLUSIVE", level=0.95, design="one_round", n_pairs=0,
+                  no_interval_reason="no_pairs_left",
+                  set_aside=[{"pair": 1, "side": "baseline", "reason": "contended",
+                              "detail": "a-train-r1: CPU pressure 61%"}])
+    line = _line("INCONCLUSIVE", speed, Parity(status="N/A"))
+    assert "pair 1 set aside: baseline run contended (a-train-r1: CPU pressure 61%)" in line
+    assert "every pair was set aside" in line

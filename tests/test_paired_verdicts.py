@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 
 from afbench.collect import Collected
-from afbench.compare import REFERENCE_RULE, speed_of
+from afbench.compare import speed_of
 from afbench.config import validate_config
 from afbench.config.models import ReportConfig
 from afbench.plan import add_round, make_plan
+from afbench.report.render import verdict_words
 from afbench.runspec import AutoStop
 
 # a measured window with a 6-11% step-to-step spread (seconds), in step order
@@ -21,7 +22,8 @@ SPREAD = [1.00, 1.09, 0.94, 1.11, 0.97, 1.04, 0.92, 1.07, 0.99, 1.10]
 
 
 def collected(compose_cfg, tmp_path: Path, steps: dict[str, list[float]], *overrides: str,
-              stops: dict[str, AutoStop] | None = None, added: int = 0) -> Collected:
+              stops: dict[str, AutoStop] | None = None, added: int = 0,
+              calibration: dict | None = None) -> Collected:
     """A Collected of sft_af_compare's plan (with ``added`` rounds appended as the adaptive
     loop appends them) whose verdict-phase windows are ``steps``."""
     plan = make_plan(validate_config(compose_cfg("experiment=sft_af_compare", *overrides)),
@@ -31,7 +33,17 @@ def collected(compose_cfg, tmp_path: Path, steps: dict[str, list[float]], *overr
     if stops:
         plan = plan.model_copy(update={"auto_stops": stops})
     empty = pd.DataFrame()
-    return Collected(tmp_path, plan, {}, empty, empty, empty, {}, steps)
+    return Collected(tmp_path, plan, {"calibration": calibration}, empty, empty, empty, {}, steps)
+
+
+#: A host calibration fit for one round: a 3% run-to-run spread on 24 pairs.
+CALIBRATION = {"kind": "cpu|builtin|sft|qwen3_tiny|seq256|gbs4|window5", "spread_pct": 3.0,
+               "df": 23, "n_pairs": 24, "n_outlier_pairs": 0, "n_experiments": 2,
+               "updated_at": "2026-12-02T06:00:00+00:00"}
+
+
+def note(speed) -> str:
+    return str(verdict_words("en").speed_note(speed))
 
 
 def rounds(n: int, factors: list[float], noise: list[float]) -> dict[str, list[float]]:
@@ -44,32 +56,39 @@ def rounds(n: int, factors: list[float], noise: list[float]) -> dict[str, list[f
     return out
 
 
-def test_one_round_small_gain_inside_the_step_spread_is_inconclusive_beside_the_reference(
-        compose_cfg, tmp_path):
-    col = collected(compose_cfg, tmp_path, {
-        "af_off-train-r1": SPREAD, "af_on-train-r1": [t * (1 - 0.0087) for t in SPREAD]})
-    speed = speed_of(col, "af_on", ReportConfig())
-    assert speed.gain_pct == pytest.approx(0.87, abs=1e-6)
-    assert speed.decision == "INCONCLUSIVE" and speed.kind == "step_level"
-    assert speed.ci_low_pct < 0 < 2.0 < speed.ci_high_pct and speed.n_pairs == 1
-    assert speed.reference_verdict == "AF_ON_FASTER"  # the reference's gain > 0 rule
-    assert speed.reference_gain_pct == pytest.approx(0.87, abs=1e-6)
-    assert speed.mde_pct > 2 * 0.87  # the design could not have seen a +0.87% gain
-    assert f"{REFERENCE_RULE}: AF_ON_FASTER" in speed.note and "1 pair," in speed.note
-
-
-def test_one_round_large_gain_well_outside_the_spread_is_faster(compose_cfg, tmp_path):
+def test_one_round_without_a_calibration_is_inconclusive_beside_the_reference(compose_cfg,
+                                                                           tmp_path):
     col = collected(compose_cfg, tmp_path, {
         "af_off-train-r1": SPREAD, "af_on-train-r1": [t * 0.6 for t in SPREAD]})
     speed = speed_of(col, "af_on", ReportConfig())
-    assert speed.decision == "FASTER" and speed.ci_low_pct > 0
+    assert speed.gain_pct == pytest.approx(40.0, abs=1e-6)
+    assert speed.decision == "INCONCLUSIVE" and speed.design == "one_round"
+    assert speed.no_interval_reason == "uncalibrated" and speed.ci_low_pct is None
+    assert speed.reference_verdict == "AF_ON_FASTER"  # the reference's gain > 0 rule
+    assert "reference rule: gain > 0, one round: AF_ON_FASTER" in note(speed)
+    assert "experiment=calibrate_host" in note(speed)
+
+
+def test_one_round_on_a_calibrated_host_decides_a_large_gain_and_says_which_calibration(
+        compose_cfg, tmp_path):
+    large = speed_of(collected(compose_cfg, tmp_path / "l", {
+        "af_off-train-r1": SPREAD, "af_on-train-r1": [t * 0.6 for t in SPREAD]},
+        calibration=CALIBRATION), "af_on", ReportConfig())
+    assert large.decision == "FASTER" and large.ci_low_pct > 0
+    assert large.spread_source == "calibration" and large.calibration["n_pairs"] == 24
+    assert "from the host calibration: 3.00% per run on 24 pairs" in note(large)
+    small = speed_of(collected(compose_cfg, tmp_path / "s", {
+        "af_off-train-r1": SPREAD, "af_on-train-r1": [t * (1 - 0.0087) for t in SPREAD]},
+        calibration=CALIBRATION), "af_on", ReportConfig())
+    assert small.decision == "INCONCLUSIVE" and small.ci_low_pct < 0 < small.ci_high_pct
+    assert small.mde_pct > 2 * 0.87  # the design could not have seen a +0.87% gain
 
 
 def test_paired_repeats_faster_and_slower(compose_cfg, tmp_path):
     drift = [1.0, 1.05, 0.97]  # the machine moves between rounds; pairs move together
     fast = speed_of(collected(compose_cfg, tmp_path / "f", rounds(3, [0.9, 0.905, 0.895], drift),
                               "experiment.repeats=3"), "af_on", ReportConfig())
-    assert fast.decision == "FASTER" and fast.kind == "paired" and fast.n_pairs == 3
+    assert fast.decision == "FASTER" and fast.design == "fixed" and fast.n_pairs == 3
     assert fast.gain_pct == pytest.approx(10.0, abs=0.6) and 0 < fast.ci_low_pct
     slow = speed_of(collected(compose_cfg, tmp_path / "s", rounds(3, [1.1, 1.105, 1.095], drift),
                               "experiment.repeats=3"), "af_on", ReportConfig())
@@ -91,8 +110,8 @@ def test_paired_repeats_no_gain_excludes_the_margin_and_noisy_ones_are_inconclus
     assert wide.pairs_for_min_gain > 4
     n = wide.pairs_for_min_gain
     assert (f"; roughly {n} pairs (experiment.repeats={n}) for an MDE of 2% at this spread"
-            in wide.note)
-    assert "pairs for an MDE" not in none.note  # its MDE is already below the margin
+            in note(wide))
+    assert "for an MDE" not in note(none)  # decided
 
 
 def test_auto_recomputes_the_sequential_interval_and_keeps_the_recorded_stop(compose_cfg,
@@ -104,12 +123,12 @@ def test_auto_recomputes_the_sequential_interval_and_keeps_the_recorded_stop(com
     auto = speed_of(col, "af_on", ReportConfig())
     fixed = speed_of(collected(compose_cfg, tmp_path / "x", steps, "experiment.repeats=4"),
                      "af_on", ReportConfig())
-    assert auto.kind == "sequential" and auto.stop_reason == "excludes_zero"
+    assert auto.design == "sequential" and auto.stop_reason == "excludes_zero"
     assert auto.decision == "SLOWER" and auto.n_pairs == 4
     assert auto.gain_pct == pytest.approx(fixed.gain_pct, abs=0.5)
     # the repeated CI is wider than a single look's interval: it pays for the looks
     assert auto.ci_high_pct - auto.ci_low_pct > fixed.ci_high_pct - fixed.ci_low_pct
-    assert "stopped: excludes_zero" in auto.note
+    assert "stopped: interval excludes 0" in note(auto)
 
 
 def test_auto_without_a_recorded_stop_reads_interrupted(compose_cfg, tmp_path):

@@ -80,7 +80,12 @@ def _step_records(path: Path) -> list[StepRecord]:
     return out
 
 
-def _result(path: Path) -> RunResult | None:
+def run_result(path: Path) -> RunResult | None:
+    """``result.json`` at ``path`` as a :class:`RunResult`; ``None`` when there is none.
+
+    Raises:
+        OutputError: a malformed result (names the file).
+    """
     if not path.exists():
         return None
     try:
@@ -136,7 +141,7 @@ def collect(out_dir: Path) -> Collected:
     for spec in plan.runs:
         run_dir = run_dir_of(out_dir, spec)
         status = read_json(run_dir / "status.json") if (run_dir / "status.json").exists() else {}
-        result = _result(run_dir / "result.json")
+        result = run_result(run_dir / "result.json")
         results[spec.run_id] = result
         ident = {"run_id": spec.run_id, "variant": spec.variant, "phase": spec.phase,
                  "repeat": spec.repeat}

@@ -6,24 +6,15 @@ typed results of :mod:`afbench.results`; :func:`compare` returns the :class:`Sum
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
 import pandas as pd
 
 from afbench.analysis import kernels as K
-from afbench.analysis.paired import (INCONCLUSIVE, MAX_PAIRS_FOR_MDE, GainEstimate, paired_gain,
-                                     step_level_gain, verdict_word)
-from afbench.analysis.sequential import (
-    CONTINUE,
-    TIME_BUDGET,
-    SequentialDesign,
-    sequential_decision,
-    sequential_estimate,
-)
 from afbench.analysis.steptrace import profiling_status
 from afbench.analysis.stats import finite_mean
-from afbench.analysis.verdict import RUN_FAILED, SKIPPED, gain_pct, quick_verdict
 from afbench.collect import MEANS, Collected
 from afbench.config.models import ReportConfig
 from afbench.results import (MEMORY_MEASURES, Comparison, Compile, Efficiency, Environment,
@@ -31,20 +22,18 @@ from afbench.results import (MEMORY_MEASURES, Comparison, Compile, Efficiency, E
                              PhaseParameters, ProfilingComparison, RunResult, Side, Speed,
                              StepDeviceTime, Summary)
 from afbench.runspec import AutoDesign, Plan
+from afbench.verdict import (INCONCLUSIVE, ONE_ROUND, RUN_FAILED, SEQUENTIAL, SKIPPED,
+                             SequentialDesign, SequentialTest, compare_runs, gain_pct,
+                             quick_verdict, verdict_word)
+from afbench.verdict.calibration import RunSpread
+from afbench.verdict.sequential import INTERRUPTED, RUN_FAILED_STOP
 
 #: Loss parity when a side's logged rank printed torchtitan's ``loss: -1`` placeholder.
 PLACEHOLDER_LOSS_REASON = "unavailable: loss not reported on the logged rank"
 
-CAVEAT = ("One round per variant: afbench's interval comes from the two runs' own steps and "
-          "cannot see how much a whole run moves between repeats, so it is directional "
-          "evidence; the reference's quick verdict (gain > 0) beside it has no interval at all. "
-          "For a verdict, use paired repeats: experiment.repeats=3, or experiment.repeats=auto "
-          "(adds pairs until the interval decides, up to experiment.max_repeats); each repeat "
-          "runs every variant once more.")  # the same advice as labels.yaml reference_caveat
-#: How the reference's one-round rule is labelled wherever it is shown.
-REFERENCE_RULE = "reference rule: gain > 0, one round"
-INTERRUPTED = "interrupted"
-RUN_FAILED_STOP = "run_failed"
+#: ``summary.caveat`` of a one-round experiment: the templates word it (labels.yaml
+#: ``caveat_text``); summaries before the verdict library stored the English sentence here.
+CAVEAT = "one_round"
 
 
 def loss_parity(steps: pd.DataFrame, baseline_ids: list[str], variant_ids: list[str],
@@ -79,132 +68,109 @@ def loss_parity(steps: pd.DataFrame, baseline_ids: list[str], variant_ids: list[
 
 
 def sequential_design(auto: AutoDesign, with_budget: bool = True) -> SequentialDesign:
-    """The :class:`SequentialDesign` of a plan's ``repeats=auto`` settings (the time budget
-    left out with ``with_budget=False``: offline there is no clock to hold it against)."""
+    """The :class:`afbench.verdict.SequentialDesign` of a plan's ``repeats=auto`` settings (the
+    time budget left out with ``with_budget=False``: offline there is no clock to hold it
+    against)."""
     return SequentialDesign(level=auto.level, min_pairs=auto.min_pairs, max_pairs=auto.max_pairs,
                             precision_pct=auto.precision_pct,
                             time_budget_s=auto.time_budget_s if with_budget else None,
                             min_gain_pct=auto.min_gain_pct)
 
 
-def verdict_pairs(plan: Plan, variant: str, steps: dict[str, list[float]]
-                  ) -> tuple[list[list[float]], list[list[float]]]:
-    """Measured step times (seconds) of the baseline's and ``variant``'s verdict-phase runs,
-    paired by repeat index (the runs of one round ran adjacently), in round order; a round
-    where either run has no entry in ``steps`` (run_id -> step times) is left out."""
+def run_contention(result: Any) -> tuple[bool, str]:
+    """Whether a run was measured contended, and what was measured (``result.json``'s
+    ``contention`` record: ``contended`` and ``reasons``); ``(False, "")`` without one."""
+    record = getattr(result, "contention", None)
+    if record is None:
+        return False, ""
+    if isinstance(record, dict):
+        flag, reasons = record.get("contended"), record.get("reasons") or []
+    else:
+        flag, reasons = getattr(record, "contended", False), getattr(record, "reasons", []) or []
+    return bool(flag), "; ".join(str(r) for r in reasons)
+
+
+@dataclass
+class VerdictPairs:
+    """The verdict's input for one variant: per round, the measured step times (seconds) of
+    the baseline's and the variant's verdict-phase runs, and each run's measured contention."""
+
+    baseline: list[list[float]]
+    variant: list[list[float]]
+    contended: list[tuple[bool, bool]]
+    detail: list[str]
+
+
+def verdict_pairs(plan: Plan, variant: str, steps: dict[str, list[float]],
+                  results: dict[str, Any] | None = None) -> VerdictPairs:
+    """The baseline's and ``variant``'s verdict-phase runs paired by round (the runs of one
+    round ran adjacently), in round order; a round where either run has no entry in ``steps``
+    (run_id -> step times) is left out. ``results`` (run_id -> result.json) gives contention."""
     by_repeat: dict[int, dict[str, str]] = {}
     for r in plan.runs:
         if r.phase == plan.verdict_phase and r.variant in (plan.baseline, variant):
             by_repeat.setdefault(r.repeat, {})[r.variant] = r.run_id
-    base, var = [], []
+    out = VerdictPairs([], [], [], [])
     for repeat in sorted(by_repeat):
         ids = by_repeat[repeat]
-        if ids.get(plan.baseline) in steps and ids.get(variant) in steps:
-            base.append(steps[ids[plan.baseline]])
-            var.append(steps[ids[variant]])
-    return base, var
+        b_id, v_id = ids.get(plan.baseline), ids.get(variant)
+        if b_id in steps and v_id in steps:
+            (cb, db), (cv, dv) = (run_contention((results or {}).get(i)) for i in (b_id, v_id))
+            out.baseline.append(steps[b_id])
+            out.variant.append(steps[v_id])
+            out.contended.append((cb, cv))
+            out.detail.append("; ".join(f"{i}: {d}" for i, d in ((b_id, db), (v_id, dv)) if d))
+    return out
 
 
-def _speed(est: GainEstimate, kind: str, **extra: Any) -> Speed:
-    return Speed(gain_pct=est.gain_pct, ci_low_pct=est.ci_low_pct, ci_high_pct=est.ci_high_pct,
-                 level=est.level, kind=kind, method=est.method, n_pairs=est.n_pairs,
-                 mde_pct=est.mde_pct, mde_power=est.mde_power, min_gain_pct=est.min_gain_pct,
-                 decision=est.decision, n_bursts_baseline=est.n_bursts_baseline,
-                 n_bursts_variant=est.n_bursts_variant,
-                 pairs_for_min_gain=est.pairs_for_min_gain, **extra)
-
-
-def _pairs_hint_applies(speed: Speed) -> bool:
-    """The "roughly N pairs" hint only where it helps and the spread behind it has some
-    footing: an undecided verdict (INCONCLUSIVE) of fixed repeats with at least 3 pairs (2
-    pairs give a spread on 1 degree of freedom), whose MDE is above the margin and whose
-    answer is more pairs than were run. Not for repeats=auto, whose own rule decides when to
-    add pairs (raise experiment.max_repeats)."""
-    n = speed.pairs_for_min_gain
-    return bool(n and speed.kind == "paired" and speed.decision == INCONCLUSIVE
-                and (speed.n_pairs or 0) >= 3 and n > (speed.n_pairs or 0)
-                and speed.min_gain_pct and speed.mde_pct is not None
-                and speed.mde_pct > speed.min_gain_pct)
-
-
-def speed_note(speed: Speed) -> str:
-    """The verdict line's tail: interval with its level, pairs, MDE, stop reason, for an
-    undecided fixed-repeats verdict roughly how many pairs would bring the MDE to
-    ``min_gain_pct`` (:func:`_pairs_hint_applies`), and for one round the reference's quick
-    verdict, e.g. ``" (95% CI [-1.20%, +3.40%], 1 pair, MDE 4.1%;
-    reference rule: gain > 0, one round: AF_ON_FASTER)"``."""
-    if speed.ci_low_pct is None or speed.ci_high_pct is None or speed.level is None:
-        return ""
-    pairs = f"{speed.n_pairs} pair{'s' if speed.n_pairs != 1 else ''}"
-    note = (f" ({speed.level:.0%} CI [{speed.ci_low_pct:+.2f}%, {speed.ci_high_pct:+.2f}%], "
-            f"{pairs}, MDE {speed.mde_pct:.2f}%")
-    if speed.stop_reason:
-        note += f", stopped: {speed.stop_reason}"
-    if _pairs_hint_applies(speed):
-        n = speed.pairs_for_min_gain
-        more = f"{n}+" if n >= MAX_PAIRS_FOR_MDE else f"roughly {n}"
-        note += (f"; {more} pairs (experiment.repeats={min(n, MAX_PAIRS_FOR_MDE)}) for an MDE of "
-                 f"{speed.min_gain_pct:g}% at this spread")
-    if speed.reference_verdict:
-        note += f"; {REFERENCE_RULE}: {speed.reference_verdict}"
-        if speed.reference_gain_pct is not None:  # the reference's gain is of the mean times
-            note += f" at {speed.reference_gain_pct:+.2f}% of the mean step times"
-    return note + ")"
-
-
-def _auto_estimate(plan: Plan, variant: str, base: list[list[float]], var: list[list[float]]
-                   ) -> tuple[GainEstimate, str]:
-    """The sequential estimate at the final look, recomputed from the stored runs and design,
-    and the stop reason (the loop's recorded one; recomputed when none was recorded). A time
-    budget stop gets the final analysis that spends the error left
-    (:func:`afbench.analysis.sequential.sequential_estimate`); an interrupted loop (Ctrl-C,
-    which may have been prompted by the progress lines) keeps the repeated interval."""
+def _auto_speed(plan: Plan, variant: str, pairs: VerdictPairs) -> Any:
+    """The sequential verdict at the loop's last look, replayed from the stored runs and design:
+    the recorded stop reason (``interrupted`` when none was recorded). A time-budget stop gets
+    the final analysis that spends the error left; before the first look (the loop ended
+    early), no boundary was spent yet and the fixed-n paired t at the full level is the honest
+    interval."""
     assert plan.auto is not None  # repeats == "auto" plans carry their design
     design = sequential_design(plan.auto, with_budget=False)
     stop = plan.auto_stops.get(variant)
-    n = min(len(base), stop.n_pairs if stop else design.max_pairs)
-    if n >= design.min_pairs:
-        decision = sequential_decision(base[:n], var[:n], design)
-        reason = stop.reason if stop else decision.reason
-        assert decision.estimate is not None  # from min_pairs on there is an interval
-        if reason == TIME_BUDGET:  # a stop blind to the data: this look spends the error left
-            return sequential_estimate(base[:n], var[:n], design, reason), reason
-        return decision.estimate, INTERRUPTED if reason == CONTINUE else reason
-    # fewer pairs than the first look (interrupted, or the budget ended it): no boundary was
-    # spent yet, so the fixed-n paired t at the full level is the honest interval
-    return (paired_gain(base, var, design.level, min_gain_pct=design.min_gain_pct, trim=0.0),
-            stop.reason if stop else INTERRUPTED)
+    n = min(len(pairs.baseline), stop.n_pairs if stop else len(pairs.baseline))
+    reason = stop.reason if stop else INTERRUPTED
+    test = SequentialTest(design, pairs.baseline[:n], pairs.variant[:n], pairs.contended[:n],
+                          pairs.detail[:n])
+    speed = test.speed(reason)
+    if speed.ci_low_pct is None and speed.n_pairs >= 2:
+        fixed = compare_runs(pairs.baseline[:n], pairs.variant[:n], confidence=design.level,
+                             min_gain_pct=design.min_gain_pct, contended=pairs.contended[:n],
+                             contention_detail=pairs.detail[:n])
+        speed = replace(fixed, design=SEQUENTIAL, stop_reason=reason)
+    return speed
 
 
 def speed_of(col: Collected, variant: str, report: ReportConfig) -> Speed:
-    """The gain of ``variant`` over the baseline from the stored runs (``col.window_steps``),
-    by the plan's design: ``repeats=auto``: the sequential estimate at the final look
-    (:func:`_auto_estimate`); 2 or more pairs: :func:`afbench.analysis.paired.paired_gain`
-    (Yuen-trimmed paired log-ratio t); one round: :func:`~afbench.analysis.paired.step_level_gain`
-    with the reference's quick verdict beside it. ``note`` is :func:`speed_note`'s tail.
+    """The verdict on ``variant``'s speed from the stored runs (``col.window_steps``), by
+    :mod:`afbench.verdict` at the plan's design: ``repeats=auto``: the sequential verdict at the
+    last look (:func:`_auto_speed`); otherwise :func:`afbench.verdict.compare_runs`, with the
+    host calibration the experiment recorded (``experiment.json``'s ``calibration``) and each
+    run's measured contention. One round carries the reference's quick verdict beside it.
     Callers handle failed and skipped sides first (no pair, no Speed)."""
     plan = col.plan
-    base, var = verdict_pairs(plan, variant, col.window_steps)
-    level, margin = report.confidence, report.min_gain_pct
-    if plan.repeats == "auto" and plan.auto is not None and len(base) >= 2:
-        est, reason = _auto_estimate(plan, variant, base, var)
-        speed = _speed(est, "sequential", stop_reason=reason)
-    elif len(base) >= 2:
-        speed = _speed(paired_gain(base, var, level, min_gain_pct=margin), "paired")
-    else:
-        mb, mv = finite_mean(base[0]), finite_mean(var[0])
-        reference = {"reference_verdict": quick_verdict(variant, mb, mv, failed=False),
-                     "reference_gain_pct": gain_pct(mb, mv)}
-        try:
-            speed = _speed(step_level_gain(base[0], var[0], level, min_gain_pct=margin),
-                           "step_level", **reference)
-        except ValueError as exc:  # under 4 measured steps a side: no interval to give
-            return Speed(gain_pct=reference["reference_gain_pct"], level=level,
-                         kind="step_level", decision=INCONCLUSIVE, n_pairs=1,
-                         method=f"none ({exc})", **reference,
-                         note=f" (no interval: {exc}; {REFERENCE_RULE}: "
-                              f"{reference['reference_verdict']})")
-    return speed.model_copy(update={"note": speed_note(speed)})
+    pairs = verdict_pairs(plan, variant, col.window_steps, col.results)
+    if not pairs.baseline:
+        return Speed(level=report.confidence, decision=INCONCLUSIVE, no_interval_reason="no_pairs_left")
+    if plan.repeats == "auto" and plan.auto is not None:
+        return Speed.of(_auto_speed(plan, variant, pairs))
+    calibration = col.experiment.get("calibration")
+    speed = compare_runs(pairs.baseline, pairs.variant, confidence=report.confidence,
+                         min_gain_pct=report.min_gain_pct, contended=pairs.contended,
+                         contention_detail=pairs.detail,
+                         calibration=RunSpread.of(calibration) if calibration else None)
+    beside: dict[str, Any] = {}
+    if speed.spread_source and "calibration" in speed.spread_source:
+        beside["calibration"] = calibration
+    if speed.design == ONE_ROUND:
+        mb, mv = finite_mean(pairs.baseline[0]), finite_mean(pairs.variant[0])
+        beside.update(reference_verdict=quick_verdict(variant, mb, mv, failed=False),
+                      reference_gain_pct=gain_pct(mb, mv))
+    return Speed.of(speed, **beside)
 
 
 def _generations(run_dir) -> list[dict[str, Any]]:
@@ -365,11 +331,6 @@ def caveats_of(b: Side, v: Side, memory: MemoryChange) -> list[str]:
     return out
 
 
-def with_caveats(line: str, caveats: list[str]) -> str:
-    """The verdict line with each caveat appended: ``<line>; caveat: <text>``."""
-    return line + "".join(f"; caveat: {c}" for c in caveats)
-
-
 def compile_cost(b: Side, v: Side, speed: Speed, compiled: bool = True) -> Compile:
     """Compile overhead (variant's time to first step - its mean step time, s) and the steps
     its per-step saving over the baseline needs to pay that back (None without a saving).
@@ -407,14 +368,6 @@ def parity_of(col: Collected, b: Side, v: Side, phase: str | None, workload: str
     return loss_parity(col.steps, b_ids, v_ids, rtol)
 
 
-def verdict_line(verdict: str, speed: Speed, parity: Parity, workload: str) -> str:
-    """The verdict with its note, and a warning when a faster variant's results diverged."""
-    line = verdict + speed.note
-    if parity.status == "DIVERGED" and verdict.endswith("_FASTER"):
-        line += f" (but parity DIVERGED at {'step' if workload == 'sft' else 'token'} {parity.diverged_at})"
-    return line
-
-
 def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rtol: float,
                  aa: bool) -> Comparison:
     """One variant against the baseline side ``b`` on the verdict phase."""
@@ -433,7 +386,7 @@ def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rt
     caveats = caveats_of(b, v, memory)
     return Comparison(
         baseline=b, variant=v, phase=phase, workload=workload, verdict=verdict,
-        verdict_line=with_caveats(verdict_line(verdict, speed, parity, workload), caveats),
+        verdict_line="",  # worded by the report (templates/verdict_words.j2: fill_lines)
         speed=speed, parity=parity, compile=compile_cost(b, v, speed, _compiles(col, variant)),
         memory=memory,
         caveats=caveats, aa=aa,
@@ -561,8 +514,6 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
 
     results = {rid: r for rid, r in col.results.items() if r is not None}
     env = next(iter(results.values()), None)
-    headline = [headline_line(c) for c in comps]
-    headline += [f"profiling {p.variant}: {p.status}" for p in profiling]
     return Summary.model_validate({
         "experiment": plan.experiment, "out_dir": str(col.out_dir),
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -583,25 +534,8 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
         "step_device_time": per_step,
         # one round per variant, and something to compare (a single variant has no verdict)
         "caveat": CAVEAT if plan.repeats == 1 and len(plan.variants) > 1 else "",
-        "headline": headline,
+        "headline": [],  # worded by the report (templates/verdict_words.j2: fill_lines)
     })
-
-
-def headline_line(c: Comparison) -> str:
-    """The comparison's line in the log and ``summary.headline``: the verdict line (verdict,
-    interval, pairs, MDE, the reference's verdict for one round), the gain, and the bursts."""
-    verdict, sep, caveats = c.verdict_line.partition("; caveat: ")
-    line = f"{c.variant.name} vs {c.baseline.name}: {verdict}"
-    sp = c.speed
-    if sp.gain_pct is not None:
-        line += f", gain of the run medians {sp.gain_pct:+.2f}%"
-    if sp.n_bursts_baseline or sp.n_bursts_variant:
-        line += (f", load bursts flagged: {sp.n_bursts_variant or 0} {c.variant.name} / "
-                 f"{sp.n_bursts_baseline or 0} {c.baseline.name} steps")
-    if c.verdict == RUN_FAILED and c.reasons:  # the why, where the user reads the verdict
-        more = f" (+{len(c.reasons) - 1} more in the report)" if len(c.reasons) > 1 else ""
-        line += f": {c.reasons[0]}{more}"
-    return line + sep + caveats
 
 
 def _dotted(overrides: dict[str, Any], prefix: str = "") -> dict[str, Any]:

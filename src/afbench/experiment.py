@@ -11,7 +11,7 @@ from pathlib import Path
 
 from afbench.assets.manifest import sha256_file
 from afbench.config.models import AfbenchConfig
-from afbench.errors import ConfigError, PreflightError
+from afbench.errors import ConfigError, OutputError, PreflightError
 from afbench.io import read_json, write_json_atomic, write_text_atomic
 from afbench.launch.local import launch_run, write_skipped
 from afbench.logs import console
@@ -146,28 +146,33 @@ def _ends_round(plan: Plan, i: int) -> bool:
 def adaptive_round(plan: Plan, statuses: dict[str, str], elapsed_s: float) -> Plan:
     """After a complete round of the verdict phase under ``repeats=auto``: per variant still
     undecided, parse the measured steps of its pairs so far (the strict parse collect
-    applies), ask :func:`afbench.analysis.sequential.sequential_decision` (the plan's design,
-    time budget counted from the first run: ``elapsed_s``) and log its progress line. When
-    this was the last planned round, a variant that stops is recorded in ``auto_stops`` (a
-    failed, skipped or unparsable run of its pairs stops it as ``run_failed``), and the
-    undecided ones get one more round (:func:`afbench.plan.add_round`). Returns the new plan.
+    applies), look with :class:`afbench.verdict.SequentialTest` (the plan's design, each run's
+    measured contention, time budget counted from the first run: ``elapsed_s``) and log its
+    progress line. When this was the last planned round, a variant that stops is recorded in
+    ``auto_stops`` (a failed, skipped or unparsable run of its pairs stops it as
+    ``run_failed``), and the undecided ones get one more round
+    (:func:`afbench.plan.add_round`); a pair set aside (contended, or holding an outlier run)
+    does not count, so it is replaced by another round. Returns the new plan.
     """
     # compare and collect import pandas: not for task=check
     from afbench.analysis.errors import InvalidLog
-    from afbench.analysis.sequential import sequential_decision
-    from afbench.collect import window_step_times
-    from afbench.compare import RUN_FAILED_STOP, sequential_design, verdict_pairs
+    from afbench.collect import run_result, window_step_times
+    from afbench.compare import sequential_design, verdict_pairs
+    from afbench.verdict import SequentialTest
+    from afbench.verdict.sequential import RUN_FAILED_STOP
 
     assert plan.auto is not None  # only auto plans reach here
     design = sequential_design(plan.auto)
     verdict_runs = [r for r in plan.runs if r.phase == plan.verdict_phase]
     last_planned = verdict_runs[-1].run_id in statuses
     steps: dict[str, list[float]] = {}
+    results: dict[str, object] = {}
     for r in verdict_runs:
         if statuses.get(r.run_id) == "OK":
             try:
                 times = window_step_times(r, Path(r.run_dir))
-            except (InvalidLog, OSError):
+                results[r.run_id] = run_result(Path(r.run_dir) / "result.json")
+            except (InvalidLog, OSError, OutputError):
                 continue  # no number: the pair is missing below and the variant stops
             steps[r.run_id] = [times[k] for k in sorted(times)]
     stops, undecided = dict(plan.auto_stops), []
@@ -176,16 +181,18 @@ def adaptive_round(plan: Plan, statuses: dict[str, str], elapsed_s: float) -> Pl
             continue
         rounds = {r.repeat for r in verdict_runs if r.variant == variant
                   and r.run_id in statuses}
-        base, var = verdict_pairs(plan, variant, steps)
-        if len(base) < len(rounds):
+        pairs = verdict_pairs(plan, variant, steps, results)
+        if len(pairs.baseline) < len(rounds):
             log.info("afbench: %s vs %s: a run of pair %d did not succeed; no more pairs",
                      variant, plan.baseline, len(rounds))
-            stops[variant] = AutoStop(reason=RUN_FAILED_STOP, n_pairs=len(base))
+            stops[variant] = AutoStop(reason=RUN_FAILED_STOP, n_pairs=len(pairs.baseline))
             continue
-        decision = sequential_decision(base, var, design, elapsed_s=elapsed_s)
-        log.info("afbench: %s vs %s: %s", variant, plan.baseline, decision.message)
-        if decision.stop and last_planned:
-            stops[variant] = AutoStop(reason=decision.reason, n_pairs=decision.n_pairs)
+        test = SequentialTest(design, pairs.baseline, pairs.variant, pairs.contended,
+                              pairs.detail)
+        look = test.look(elapsed_s)
+        log.info("afbench: %s vs %s: %s", variant, plan.baseline, look.message)
+        if look.stop and last_planned:
+            stops[variant] = AutoStop(reason=look.reason, n_pairs=look.n_pairs_run)
         elif last_planned:
             undecided.append(variant)
     plan = plan.model_copy(update={"auto_stops": stops})
@@ -248,6 +255,46 @@ def _auto_done(plan: Plan) -> bool:
     return all(v in plan.auto_stops for v in plan.variants if v != plan.baseline)
 
 
+def host_calibration(plan: Plan) -> tuple[str, dict | None]:
+    """The run kind of the plan's baseline verdict-phase run and this host's calibration of it
+    (:mod:`afbench.calibration`), with one log line saying which (or that one round will not
+    decide without one)."""
+    from afbench import calibration as cal
+
+    spec = next(r for r in plan.runs if r.variant == plan.baseline
+                and r.phase == plan.verdict_phase)
+    kind = cal.run_kind(spec)
+    found = cal.lookup(kind)
+    if found:
+        log.info("afbench: host calibration for %s: run-to-run spread %.2f%% on %d pairs "
+                 "(%s, updated %s)", kind, found["spread_pct"], found["n_pairs"], found["file"],
+                 found["updated_at"])
+    elif plan.repeats == 1 and len(plan.variants) > 1:
+        log.info("afbench: no host calibration for %s: a one-round verdict will be INCONCLUSIVE "
+                 "(run python -m afbench experiment=calibrate_host with the same model, engine "
+                 "and window once, or use experiment.repeats=3)", kind)
+    return kind, found
+
+
+def learn_calibration(summary, kind: str, out_dir: Path) -> None:
+    """Record this experiment's run-to-run spread in the host calibration: the pairs' own
+    spread of the first comparison with 2 or more deciding pairs (the others share its
+    baseline runs), as ``aa`` when its variant is the baseline's twin, else ``residuals``."""
+    from afbench import calibration as cal
+    from afbench.verdict.calibration import RunSpread
+
+    for c in summary.comparisons:
+        sp = c.speed
+        if sp.spread_source == "pairs" and (sp.n_pairs or 0) >= 2 and sp.spread_pct:
+            outliers = sum(1 for a in sp.set_aside if a.reason == "outlier")
+            spread = RunSpread(spread_pct=sp.spread_pct / 2 ** 0.5, df=sp.n_pairs - 1,
+                               n_pairs=sp.n_pairs, n_outlier_pairs=outliers)
+            if cal.record(kind, spread, str(out_dir), cal.AA if c.aa else cal.RESIDUALS):
+                log.info("afbench: host calibration for %s learned %.2f%% on %d pairs from "
+                         "this experiment", kind, spread.spread_pct, spread.n_pairs)
+            return
+
+
 def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> int:
     """Plan, launch, collect, compare and render into ``out_dir``; returns the exit code
     (0 all runs OK or SKIPPED by a backend, 1 if any run FAILED)."""
@@ -269,10 +316,12 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
                  "" if hits else " (nothing to reuse: every run runs)")
     preflight(conf, out_dir)
     assets = input_hashes(conf)
+    kind, calibration = host_calibration(plan)
     write_json_atomic(out_dir / "experiment.json", {
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "config": conf.model_dump(mode="json"),
         "assets": assets,
+        "calibration": calibration,
     })
     write_json_atomic(out_dir / "plan.json", plan.model_dump(mode="json"))
     log.info("afbench: experiment %s: %d runs -> %s", plan.experiment, len(plan.runs), out_dir)
@@ -283,5 +332,6 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
         log.info("afbench: report %s", out_dir / "report.md")
     for line in summary.headline:
         log.info("%s", line)
+    learn_calibration(summary, kind, out_dir)
     invalid_logs = [r.run_id for r in summary.runs if r.log_error]
     return 1 if "FAILED" in statuses.values() or invalid_logs else 0

@@ -233,48 +233,81 @@ class Side(BaseModel):
     recompile: str | None = None
 
 
-class Speed(_Open):
-    """The gain of the variant over the baseline on the verdict phase, its interval and what it
-    lets us say (docs/statistics.md). Percent of the baseline's step time, positive = faster.
+class SetAsidePair(BaseModel):
+    """A pair the verdict left out (:class:`afbench.verdict.SetAside`): ``pair`` 1-based round,
+    ``side`` baseline | variant | both, ``reason`` contended | outlier, ``detail`` measured."""
 
-    gain_pct: ``(1 - variant / baseline) * 100`` of the run statistic (the median of each run's
-      measured steps; the mean of the per-repeat means for summaries written before the paired
-      statistics, and for the sweep until it uses them). ci_low_pct / ci_high_pct: the interval
-      at ``level`` (read from ``ci_low`` / ``ci_high`` in older summaries; those names stay
-      readable as properties). kind: ``step_level`` (one round), ``paired`` (fixed repeats >= 2),
-      ``sequential`` (repeats=auto), older ``quick`` | ``interval``, or ``none``. method: the
-      interval's method in words. n_pairs: baseline/variant pairs used (1 for one round).
-      mde_pct: minimum detectable effect at ``level`` with ``mde_power`` (0.8), percent.
-      min_gain_pct: the NO_GAIN margin. decision: FASTER | SLOWER | NO_GAIN | INCONCLUSIVE.
-      n_bursts_baseline / n_bursts_variant: measured steps flagged as load bursts per side
-      (counted, never dropped). stop_reason (repeats=auto): excludes_zero | precision_reached |
-      max_pairs | time_budget | run_failed | interrupted. reference_verdict (one round): the
-      reference's quick verdict, ``<VARIANT>_FASTER`` when the mean step time's gain
-      (``reference_gain_pct``) is > 0, else NO_GAIN. pairs_for_min_gain (2 or more pairs):
-      pairs a fixed paired design would need for an MDE of ``min_gain_pct`` at this spread
-      (:func:`afbench.analysis.paired.pairs_for_mde`). note: appended to the verdict in the
-      line.
+    pair: int
+    side: str
+    reason: str
+    detail: str = ""
+
+
+class Speed(_Open):
+    """The verdict on speed as stored in ``summary.json``: the fields of
+    :class:`afbench.verdict.Speed` (computed there and only there; docs/statistics.md), plus the
+    reference's quick verdict shown beside a one-round verdict. Percent of the baseline's step
+    time, positive = variant faster.
+
+    From afbench.verdict: decision (FASTER | SLOWER | NO_GAIN | INCONCLUSIVE), gain_pct,
+    ci_low_pct / ci_high_pct (``ci_low`` / ``ci_high`` in older summaries, still readable as
+    properties), level, mde_pct, mde_power, min_gain_pct, n_pairs (deciding), n_pairs_run,
+    method, design (one_round | fixed | sequential), df, critical_value, spread_pct (sd of one
+    pair's log ratio, percent), spread_source (pairs | calibration | pairs+calibration),
+    run_spread_pct (the host calibration's), set_aside, no_interval_reason (uncalibrated |
+    calibration_unfit | no_pairs_left | before_first_look), below_min_gain, pairs_for_min_gain,
+    stop_reason (repeats=auto), n_steps_* and n_bursts_* (load bursts, counted, never dropped).
+    Beside it: reference_verdict / reference_gain_pct (the reference's rule: ``<VARIANT>_FASTER``
+    when the mean step time's gain is > 0, else NO_GAIN; one round), calibration (which host
+    calibration a one-round verdict used: key, when, pairs). ``kind`` and ``note`` are the names
+    summaries before the verdict library used (``step_level`` | ``paired`` | ``sequential``; the
+    verdict line's tail), kept so that they still load and re-render.
     """
 
+    decision: str | None = None
     gain_pct: float | None = None
     ci_low_pct: float | None = Field(None, validation_alias=AliasChoices("ci_low_pct", "ci_low"))
     ci_high_pct: float | None = Field(None,
                                       validation_alias=AliasChoices("ci_high_pct", "ci_high"))
     level: float | None = None
-    kind: str = "none"
-    method: str | None = None
-    n_pairs: int | None = None
     mde_pct: float | None = None
     mde_power: float | None = None
     min_gain_pct: float | None = None
-    decision: str | None = None
+    n_pairs: int | None = None
+    n_pairs_run: int | None = None
+    method: str | None = None
+    design: str | None = None
+    df: float | None = None
+    critical_value: float | None = None
+    spread_pct: float | None = None
+    spread_source: str | None = None
+    run_spread_pct: float | None = None
+    set_aside: list[SetAsidePair] = []
+    no_interval_reason: str | None = None
+    below_min_gain: bool = False
+    pairs_for_min_gain: int | None = None
+    stop_reason: str | None = None
+    n_steps_baseline: int | None = None
+    n_steps_variant: int | None = None
     n_bursts_baseline: int | None = None
     n_bursts_variant: int | None = None
-    stop_reason: str | None = None
     reference_verdict: str | None = None
     reference_gain_pct: float | None = None
-    pairs_for_min_gain: int | None = None
-    note: str = ""  # appended to the verdict in the verdict line
+    calibration: dict[str, Any] | None = None
+    kind: str = "none"
+    note: str = ""
+
+    @classmethod
+    def of(cls, speed: Any, **beside: Any) -> "Speed":
+        """The stored form of an :class:`afbench.verdict.Speed` (a dataclass), with the
+        reference's verdict or the calibration ``beside`` it; an infinite ``df`` is stored as
+        ``None`` (JSON has no infinity)."""
+        from dataclasses import asdict
+
+        data = asdict(speed)
+        if data.get("df") is not None and data["df"] == float("inf"):
+            data["df"] = None
+        return cls.model_validate({**data, "kind": data["design"], **beside})
 
     @property
     def ci_low(self) -> float | None:
@@ -556,7 +589,7 @@ class SweepRow(_Open):
     ``sweep_summary.json`` lists it (:func:`afbench.sweep.build_sweep_report`).
 
     per_repeat_s: per-run mean step times (s, strict log parse), in repeat order.
-    run_medians_s: per-run median step times (s, :func:`afbench.analysis.paired.run_statistic`).
+    run_medians_s: per-run median step times (s, :func:`afbench.verdict.runs.run_statistic`).
     mean_step_s / median_step_s: their mean / median (the ranking uses the median).
     gain_pct, ci_low, ci_high: gain over the baseline combination (percent, positive = faster)
       and its interval at ``level`` (the Bonferroni level of the sweep); ``method``,
@@ -569,6 +602,11 @@ class SweepRow(_Open):
     report: the job's report.html, relative to the sweep folder (``None`` if absent).
     window: (first, last) measured step. Memory (GiB) and efficiency: means over the runs'
       result.json (``None`` where no run recorded them).
+    speed: the verdict against the baseline combination (:class:`Speed`, from
+      :func:`afbench.verdict.compare_runs`); verdict / gain_pct / ci_low / ci_high / method /
+      n_pairs / mde_pct repeat its numbers for the ranking table and older templates.
+    contended_runs: run ids measured as contended (``result.json``'s ``contention``): they
+      never decide, and the trust column names them.
     """
 
     name: str
@@ -606,6 +644,8 @@ class SweepRow(_Open):
     memory_source: str | None = None
     tflops_per_device: float | None = None
     mfu_pct: float | None = None
+    speed: Speed | None = None
+    contended_runs: list[str] = []
 
 
 class MainEffect(_Open):

@@ -50,7 +50,7 @@ class RunSpec(BaseModel):
 
 class AutoDesign(BaseModel):
     """The stopping rule of ``experiment.repeats=auto`` as planned (the settings of
-    :class:`afbench.analysis.sequential.SequentialDesign`), so that a re-render recomputes the
+    :class:`afbench.verdict.SequentialDesign`), so that a re-render recomputes the
     verdict from the stored runs. Pairs = rounds of the verdict phase; percent of baseline time;
     seconds."""
 

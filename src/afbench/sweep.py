@@ -24,9 +24,9 @@ import yaml
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from afbench.analysis.verdict import RUN_FAILED, SKIPPED
 from afbench.io import read_json, write_json_atomic
-from afbench.results import MainEffect, SweepRow, SweepSummary
+from afbench.results import MainEffect, Speed, SweepRow, SweepSummary
+from afbench.verdict.words import RUN_FAILED, SKIPPED
 
 log = logging.getLogger(__name__)
 # Set by jobs that failed (same process with the basic launcher); read by afbench.cli.main.
@@ -136,7 +136,10 @@ class _Combination:
 
     row: SweepRow
     run_steps: list[list[float]] = field(default_factory=list)
+    run_contended: list[bool] = field(default_factory=list)  # measured, per OK run
+    run_detail: list[str] = field(default_factory=list)
     steps: Any = None  # pandas DataFrame of the verdict-phase steps, or None
+    calibration: dict[str, Any] | None = None  # the job's experiment.json calibration
 
     @property
     def has_result(self) -> bool:
@@ -150,13 +153,13 @@ MEMORY_FIELDS = ("peak_rss_gib", "peak_memory_allocated_gib", "peak_memory_reser
 def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[_Combination]:
     """One entry per variant of one job (one entry, failed, for a job that never planned),
     from the variant's verdict-phase runs: each run's strict-parse window, its median and
-    bursts (:func:`afbench.analysis.paired.run_statistic`), step CV, memory and efficiency."""
+    bursts (:func:`afbench.verdict.runs.run_statistic`), step CV, memory and efficiency."""
     # collect/compare pull in pandas and the config models: only the report needs them
     from afbench.analysis.factorial import UNTRUSTED_CV_PCT, outlier_runs
-    from afbench.analysis.paired import run_statistic
     from afbench.analysis.stats import finite_mean
     from afbench.collect import collect
-    from afbench.compare import run_ids, side, workload_of
+    from afbench.compare import run_contention, run_ids, side, workload_of
+    from afbench.verdict.runs import run_statistic
 
     name = ",".join(f"{k}={setting.get(k, '')}" for k in keys) or job.name
     if not (job / "plan.json").is_file():
@@ -181,7 +184,7 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[_
             reasons=[r for r in sel.reason.tolist() + sel.log_error.tolist() if r],
             is_plan_baseline=variant == col.plan.baseline,
             report=f"{job.name}/{report}" if report else None)
-        combo = _Combination(row)
+        combo = _Combination(row, calibration=col.experiment.get("calibration"))
         medians = []
         for rid in ids:
             window = col.spec(rid).config.scheduler.measure
@@ -191,7 +194,12 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[_
             if sel.at[rid, "status"] != "OK" or sel.at[rid, "log_error"] or not steps:
                 continue
             stat = run_statistic(steps, rid)
+            contended, detail = run_contention(col.results.get(rid))
             combo.run_steps.append(steps)
+            combo.run_contended.append(contended)
+            combo.run_detail.append(f"{rid}: {detail}" if detail else "")
+            if contended:
+                row.contended_runs.append(rid)
             medians.append((rid, stat.location_s))
             row.n_bursts += stat.n_bursts
             row.n_steps += stat.n_steps
@@ -199,7 +207,7 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[_
         if row.run_medians_s:
             row.median_step_s = float(statistics.median(row.run_medians_s))
         row.outlier_runs = [medians[i][0] for i in outlier_runs(row.run_medians_s)]
-        row.untrusted = bool(row.outlier_runs) or (
+        row.untrusted = bool(row.outlier_runs) or bool(row.contended_runs) or (
             row.step_cv_pct is not None and row.step_cv_pct > UNTRUSTED_CV_PCT)
         for key in MEMORY_FIELDS:
             setattr(row, key, finite_mean(getattr(col.results.get(rid), key, None) for rid in ids))
@@ -214,11 +222,12 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[_
 
 
 def _compare_to_baseline(combo: _Combination, base: _Combination | None, level: float) -> None:
-    """Fill ``combo.row``'s verdict, gain and interval against the baseline combination:
-    :func:`afbench.analysis.paired.paired_gain` over the repeats paired by index (2 or more),
-    :func:`~afbench.analysis.paired.step_level_gain` for one round each."""
+    """Fill ``combo.row``'s verdict against the baseline combination with
+    :func:`afbench.verdict.compare_runs`: runs paired by repeat index, each run's measured
+    contention, the baseline job's host calibration (one round decides only with one)."""
     # numpy here, scipy inside (0.8 s): a sweep's jobs never pay for them
-    from afbench.analysis.paired import INCONCLUSIVE, paired_gain, step_level_gain
+    from afbench.verdict import compare_runs
+    from afbench.verdict.calibration import RunSpread
 
     row = combo.row
     row.level = level
@@ -231,22 +240,18 @@ def _compare_to_baseline(combo: _Combination, base: _Combination | None, level: 
             row.reasons = [*row.reasons, f"no baseline result: {base.row.name} has none"]
         return
     n = min(len(base.run_steps), len(combo.run_steps))
-    try:
-        if n >= 2:
-            est = paired_gain(base.run_steps[:n], combo.run_steps[:n], level)
-            row.note = (f" ({level:.2%} interval [{est.ci_low_pct:+.2f}%, "
-                        f"{est.ci_high_pct:+.2f}%], {n} pairs)")
-        else:
-            est = step_level_gain(base.run_steps[0], combo.run_steps[0], level)
-            row.note = " (one round: step-level interval, directional evidence)"
-    except ValueError as exc:  # too few measured steps for an interval
-        row.verdict, row.note = INCONCLUSIVE, f" (no interval: {exc})"
-        if row.median_step_s and base.row.median_step_s:
-            row.gain_pct = (1 - row.median_step_s / base.row.median_step_s) * 100
-        return
-    row.verdict, row.gain_pct, row.method = est.decision, est.gain_pct, est.method
-    row.ci_low, row.ci_high = est.ci_low_pct, est.ci_high_pct
-    row.n_pairs, row.mde_pct = est.n_pairs, est.mde_pct
+    cal = base.calibration
+    speed = compare_runs(
+        base.run_steps[:n], combo.run_steps[:n], confidence=level,
+        contended=list(zip(base.run_contended[:n], combo.run_contended[:n])),
+        contention_detail=["; ".join(d for d in pair if d)
+                           for pair in zip(base.run_detail[:n], combo.run_detail[:n])],
+        calibration=RunSpread.of(cal) if cal else None)
+    row.speed = Speed.of(speed, calibration=cal if speed.spread_source and
+                         "calibration" in speed.spread_source else None)
+    row.verdict, row.gain_pct, row.method = speed.decision, speed.gain_pct, speed.method
+    row.ci_low, row.ci_high = speed.ci_low_pct, speed.ci_high_pct
+    row.n_pairs, row.mde_pct = speed.n_pairs, speed.mde_pct
 
 
 def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
@@ -260,7 +265,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     and ``template_dir`` default to the ``report`` settings the jobs ran with
     (``report.sweep_baseline``, ``report.confidence``, ``report.lang``,
     ``report.template_dir``). Each of the m comparisons gets the Bonferroni level
-    ``1 - (1 - level) / m`` (:func:`afbench.analysis.paired.sweep_level`). Combinations are
+    ``1 - (1 - level) / m`` (:func:`afbench.verdict.sweep_level`). Combinations are
     ranked by the median of their runs' median step times, fastest first; those without a
     valid result come last.
 
@@ -269,7 +274,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     """
     # pandas, scipy and Jinja2 load only once a report is written, not at Hydra start-up
     from afbench.analysis.factorial import UNTRUSTED_CV_PCT
-    from afbench.analysis.paired import sweep_level
+    from afbench.verdict import sweep_level
     from afbench.config.models import ReportConfig
     from afbench.report.render import render_sweep
 

@@ -98,6 +98,26 @@ def environment(template_dir: str | None) -> jinja2.Environment:
     return env
 
 
+def verdict_words(lang: str = "en", template_dir: str | None = None) -> Any:
+    """The macros of templates/verdict_words.j2 bound to the labels of ``lang``:
+    ``verdict_line(c)``, ``speed_note(speed)``, ``headline(c)``, ``method_sentence(cs)``."""
+    return environment(template_dir).get_template("verdict_words.j2").make_module(
+        {"L": labels(lang)})
+
+
+def fill_lines(summary: Summary, report: ReportConfig) -> Summary:
+    """Word each comparison's verdict line and the summary's headline (the log's closing
+    lines) in ``report.lang``, from templates/verdict_words.j2: the sentences of a verdict are
+    written there and nowhere else. Returns ``summary``, changed in place."""
+    module = verdict_words(report.lang, report.template_dir)
+    for c in summary.comparisons:
+        c.verdict_line = str(module.verdict_line(c))
+    summary.headline = [str(module.headline(c)) for c in summary.comparisons]
+    summary.headline += [f"{labels(report.lang)['profiling']} {p.variant}: {p.status}"
+                         for p in summary.profiling]
+    return summary
+
+
 def render(summary: Summary | dict[str, Any], out_dir: Path, report: ReportConfig) -> list[Path]:
     """Render ``report.md`` / ``report.html`` (per ``report.formats``) atomically into out_dir.
     ``summary``: a Summary, or summary.json's content of any schema version
@@ -184,7 +204,7 @@ def build_report(out_dir: Path, report: ReportConfig | None = None) -> Summary:
         df.to_parquet(tables / f".{name}.parquet.tmp", index=False)
         (tables / f".{name}.parquet.tmp").replace(tables / f"{name}.parquet")
         write_text_atomic(tables / f"{name}.csv", df.to_csv(index=False))
-    summary = compare(col, report)
+    summary = fill_lines(compare(col, report), report)
     write_json_atomic(out_dir / "summary.json", summary.model_dump(mode="json"))
     _render(summary, out_dir, report, steps=col.steps)
     return summary

@@ -1,0 +1,184 @@
+"""Simulation with known truth of afbench's verdict (afbench.verdict) at every design it offers.
+
+What it measures, per noise model and design, over N simulated experiments per cell:
+  * A/A false positives: FASTER or SLOWER when both sides are the same program (target <= 5%);
+  * coverage of the true gain by the printed interval (target >= 95%);
+  * power: FASTER for a true gain of 5%, 10%, 30%, beside a plain paired t on the run medians
+    (no screening, no contention knowledge) at the same number of pairs;
+  * NO_GAIN for a true 10% slowdown (target 0) and wrong-sign calls;
+  * the MDE claim: the effect at the median MDE printed under A/A is found >= 80% of the time
+    (among the experiments that print an interval, and so an MDE).
+
+Noise: a run's log step times are mu + u_run + e_j, e_j AR(1) (rho 0.5, sd 3%: within-run
+noise as bench/noise_floor.py measured it), u_run ~ N(0, spread) between processes; 'outliers':
+5% of runs 2x slower, not flagged; 'contended': 10% of runs 1.5-2x slower and flagged as
+contended (the measurement of afbench.analysis.contention). One round 'calibrated' uses a
+host calibration from an A/A of 12 pairs simulated under the same noise (its own error included).
+
+Run: python bench/verdict_sim.py [--n 2000] [--window 5]   (about 10 min on 2 cores)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+
+import numpy as np
+from scipy import stats
+
+from afbench.verdict import (FASTER, NO_GAIN, SLOWER, SequentialDesign, SequentialTest,
+                             compare_runs, run_spread_from_pairs)
+
+MODELS = {  # name: (run-to-run spread, outlier rate, contended rate)
+    "spread 2%": (0.02, 0.0, 0.0),
+    "spread 5%": (0.05, 0.0, 0.0),
+    "spread 15%": (0.15, 0.0, 0.0),
+    "spread 5% + outliers": (0.05, 0.05, 0.0),
+    "spread 5% + contended": (0.05, 0.0, 0.10),
+}
+EFFECTS = {"A/A": 0.0, "gain 5%": 5.0, "gain 10%": 10.0, "gain 30%": 30.0, "slower 10%": -10.0}
+CALIBRATION_PAIRS = 12  # an A/A of 12 pairs: MIN_CALIBRATION_PAIRS
+DESIGNS = ("one round", "one round calibrated", "fixed 3", "fixed 5", "fixed 8", "auto 3..8")
+
+
+class Host:
+    """Draws runs: each a list of step times and whether it was (measured) contended."""
+
+    def __init__(self, rng: np.random.Generator, spread: float, outliers: float, contended: float,
+                 window: int) -> None:
+        self.rng, self.spread, self.outliers, self.contended = rng, spread, outliers, contended
+        self.window = window
+
+    def run(self, log_mu: float) -> tuple[list[float], bool]:
+        rng = self.rng
+        u = rng.normal(0.0, self.spread) if self.spread else 0.0
+        flagged = False
+        if self.outliers and rng.random() < self.outliers:
+            u += math.log(2.0)
+        if self.contended and rng.random() < self.contended:
+            u += math.log(rng.uniform(1.5, 2.0))
+            flagged = True
+        e = np.empty(self.window)
+        e[0] = rng.normal(0, 0.03)
+        for j in range(1, self.window):  # AR(1), stationary sd 3%
+            e[j] = 0.5 * e[j - 1] + rng.normal(0, 0.03 * math.sqrt(1 - 0.25))
+        return list(np.exp(log_mu + u + e)), flagged
+
+    def pairs(self, n: int, gain_pct: float):
+        log_v = math.log(1 - gain_pct / 100.0)
+        b, v, c = [], [], []
+        for _ in range(n):
+            (rb, cb), (rv, cv) = self.run(0.0), self.run(log_v)
+            b.append(rb), v.append(rv), c.append((cb, cv))
+        return b, v, c
+
+
+def plain_t(b, v, level=0.95) -> str:
+    d = np.log([np.median(x) for x in v]) - np.log([np.median(x) for x in b])
+    se = d.std(ddof=1) / math.sqrt(d.size)
+    c = stats.t.ppf(0.5 + level / 2, d.size - 1)
+    lo, hi = (1 - math.exp(d.mean() + c * se)) * 100, (1 - math.exp(d.mean() - c * se)) * 100
+    return FASTER if lo > 0 else SLOWER if hi < 0 else "-"
+
+
+def experiment(host: Host, design: str, gain: float):
+    """One simulated experiment: (speed, plain-t decision or None, pairs run)."""
+    if design.startswith("auto"):
+        test = SequentialTest(SequentialDesign())
+        while True:
+            b, v, c = host.pairs(1, gain)
+            look = test.add(b[0], v[0], c[0])
+            if look.stop:
+                return look.speed, None, look.n_pairs_run
+    n = 1 if design.startswith("one") else int(design.split()[1])
+    cal = {}
+    if design == "one round calibrated":
+        cb, cv, cc = host.pairs(CALIBRATION_PAIRS, 0.0)
+        cal = {"calibration": run_spread_from_pairs(cb, cv, cc)}
+    b, v, c = host.pairs(n, gain)
+    speed = compare_runs(b, v, contended=c, **cal)
+    return speed, (plain_t(b, v) if n >= 3 else None), n
+
+
+def covered(speed, gain: float) -> bool | None:
+    if speed.ci_low_pct is None:
+        return None
+    return speed.ci_low_pct <= gain <= speed.ci_high_pct
+
+
+def cell(model: str, design: str, gain: float, n_exp: int, window: int, seed: int):
+    spread, outl, cont = MODELS[model]
+    host = Host(np.random.default_rng(seed), spread, outl, cont, window)
+    dec, plain, cov, mde, pairs = [], [], [], [], []
+    for _ in range(n_exp):
+        speed, p, n = experiment(host, design, gain)
+        dec.append(speed.decision), cov.append(covered(speed, gain)), pairs.append(n)
+        if p is not None:
+            plain.append(p)
+        if speed.mde_pct is not None:
+            mde.append(speed.mde_pct)
+    dec = np.array(dec)
+    cov_all = cov
+    cov = [c for c in cov if c is not None]
+    return {
+        "faster": float(np.mean(dec == FASTER)), "slower": float(np.mean(dec == SLOWER)),
+        "no_gain": float(np.mean(dec == NO_GAIN)),
+        "coverage": float(np.mean(cov)) if cov else None, "n_intervals": len(cov),
+        "plain_faster": float(np.mean(np.array(plain) == FASTER)) if plain else None,
+        "plain_slower": float(np.mean(np.array(plain) == SLOWER)) if plain else None,
+        "median_mde": float(np.median(mde)) if mde else None, "mean_pairs": float(np.mean(pairs)),
+        # power among the experiments that printed an interval (and so an MDE)
+        "faster_with_interval": (float(np.mean([d == FASTER for d, c in zip(dec, cov_all)
+                                                 if c is not None])) if cov else None),
+    }
+
+
+def pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=2000, help="experiments per cell")
+    ap.add_argument("--window", type=int, default=5, help="measured steps per run")
+    ap.add_argument("--models", nargs="*", default=list(MODELS))
+    ap.add_argument("--designs", nargs="*", default=list(DESIGNS))
+    args = ap.parse_args()
+    started = time.time()
+    print(f"# verdict_sim: {args.n} experiments per cell, {args.window} measured steps per run")
+    print("| noise | design | A/A FP (F/S) | A/A coverage | 5% found (plain t) | 10% found "
+          "(plain t) | 30% found | slower 10%: SLOWER / NO_GAIN / FASTER | coverage (10% gain) "
+          "| median MDE | found at MDE | mean pairs (A/A) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    seed = 0
+    for model in args.models:
+        for design in args.designs:
+            r = {}
+            for name, gain in EFFECTS.items():
+                seed += 1
+                r[name] = cell(model, design, gain, args.n, args.window, seed)
+            aa = r["A/A"]
+            found_at = None
+            if aa["median_mde"] is not None:
+                seed += 1
+                found_at = cell(model, design, aa["median_mde"], args.n, args.window, seed)
+            def found(name):
+                x = r[name]
+                extra = f" ({pct(x['plain_faster'])})" if x["plain_faster"] is not None else ""
+                return pct(x["faster"]) + extra
+            s = r["slower 10%"]
+            print(f"| {model} | {design} | {pct(aa['faster'])} / {pct(aa['slower'])} | "
+                  f"{pct(aa['coverage'])} | {found('gain 5%')} | {found('gain 10%')} | "
+                  f"{pct(r['gain 30%']['faster'])} | {pct(s['slower'])} / {pct(s['no_gain'])} / "
+                  f"{pct(s['faster'])} | {pct(r['gain 10%']['coverage'])} | "
+                  + (f"{aa['median_mde']:.1f}%" if aa["median_mde"] is not None else "n/a")
+                  + f" | {pct(found_at['faster_with_interval']) if found_at else 'n/a'} | "
+                  f"{aa['mean_pairs']:.2f} |", flush=True)
+    print(f"# {time.time() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

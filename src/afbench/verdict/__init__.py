@@ -1,0 +1,40 @@
+"""afbench's verdict: is the variant faster than the baseline, by how much, how sure?
+
+The single home of the design (one round, fixed repeats, sequential), the pairing, the
+estimate, the minimum detectable effect and the decision vocabulary. The experiment report,
+the ``repeats=auto`` loop, the sweep report and the history check all call it; nothing else
+chooses an estimator or words a decision (the sentences live in the report templates).
+
+Pure: numpy and scipy only (scipy imported when an interval is computed); it never reads
+files. Its inputs are step times (seconds) per run, each run's contention as measured by the
+launcher/worker, and the host's run-to-run spread from a calibration.
+
+Public API (stable):
+
+* :func:`compare_runs` -> :class:`Speed`: a fixed design (one round or fixed repeats).
+* :func:`run_sequential` -> :class:`Speed`, and :class:`SequentialTest` (the same design as a
+  stepper, for loops that launch several variants per round).
+* :class:`Speed`, :class:`SetAside`, :data:`DECISIONS` (``FASTER``, ``SLOWER``, ``NO_GAIN``,
+  ``INCONCLUSIVE``), :func:`verdict_word`, :func:`decide`, :func:`sweep_level`,
+  :func:`pairs_for_mde`, :func:`run_spread_from_pairs` (a calibration from paired runs).
+
+The methods and their measured false-positive rate, coverage, power and MDE claims:
+docs/statistics.md and bench/README.md (bench/verdict_sim.py).
+"""
+
+from afbench.verdict.calibration import RunSpread, run_spread_from_pairs
+from afbench.verdict.estimate import (DEFAULT_MIN_GAIN_PCT, FIXED, ONE_ROUND, SEQUENTIAL,
+                                      SetAside, Speed, compare_runs, sweep_level)
+from afbench.verdict.power import DEFAULT_MDE_POWER, pairs_for_mde
+from afbench.verdict.sequential import Look, SequentialDesign, SequentialTest, run_sequential
+from afbench.verdict.words import (DECISIONS, FASTER, INCONCLUSIVE, NO_GAIN, RUN_FAILED, SKIPPED,
+                                   SLOWER, decide, gain_pct, quick_verdict, verdict_label,
+                                   verdict_word)
+
+__all__ = [
+    "DECISIONS", "DEFAULT_MDE_POWER", "DEFAULT_MIN_GAIN_PCT", "FASTER", "FIXED", "INCONCLUSIVE",
+    "Look", "NO_GAIN", "ONE_ROUND", "RUN_FAILED", "RunSpread", "SEQUENTIAL", "SKIPPED", "SLOWER",
+    "SequentialDesign", "SequentialTest", "SetAside", "Speed", "compare_runs", "decide",
+    "gain_pct", "pairs_for_mde", "quick_verdict", "run_sequential", "run_spread_from_pairs",
+    "sweep_level", "verdict_label", "verdict_word",
+]

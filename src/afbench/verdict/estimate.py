@@ -1,0 +1,337 @@
+"""The gain of a variant over the baseline from paired runs: :func:`compare_runs` -> :class:`Speed`.
+
+Pairing: ``baseline[k]`` and ``variant[k]`` ran adjacently (round ``k``), so slow drift of the
+machine moves both alike and cancels in ``d_k = ln(variant median / baseline median)``. Pairs
+whose runs were contended (measured, passed in) or that hold an outlier run
+(:func:`afbench.verdict.runs.outlier_runs`) are set aside, each with its reason; the rest decide.
+
+The interval of the mean log ratio, by design:
+
+* **3 or more pairs**: Student's paired t on the pairs' log ratios, ``n - 1`` df (pairs, not
+  steps, are the independent units: Kalibera & Jones, "Rigorous Benchmarking in Reasonable
+  Time", ISMM 2013). Exact under normal log ratios; nothing is trimmed, so no level is lost at
+  small ``n`` and no power is lost against the plain paired t (issue 20's audit found Yuen's 20%
+  trimming at 6.3-8.7% false positives and less power).
+* **1 or 2 pairs**: a pair's own spread is unknown (1 pair) or rests on 1 df (2 pairs). With a
+  host calibration (``run_spread_pct``: the standard deviation of a run's log statistic between
+  processes on this host, for this kind of run, on ``run_spread_df`` df), the variance of one
+  pair is ``2 * run_spread^2``, pooled with the pairs' own on ``n - 1 + run_spread_df`` df.
+  Without one, no FASTER/SLOWER is possible: the steps of one run cannot show how much a whole
+  run moves between processes (an A/A pair was called different 2-43% of the time by a
+  step-level interval), so the decision is INCONCLUSIVE with the reason ``uncalibrated`` and
+  the point gain only. Two uncalibrated pairs give the plain paired t on 1 df.
+
+Gains are percent of the baseline's time, positive = variant faster:
+``gain = (1 - exp(d)) * 100``; the interval maps exactly through that transformation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from afbench.verdict.power import DEFAULT_MDE_POWER, mde_pct, pairs_for_mde, t_quantile
+from afbench.verdict.runs import RunStatistic, outlier_runs, run_statistic
+from afbench.verdict.words import INCONCLUSIVE, decide
+
+#: Default smallest gain that matters, percent: NO_GAIN means the interval lies within +-2%.
+DEFAULT_MIN_GAIN_PCT = 2.0
+#: Pairs from which the pairs' own spread decides alone (below it a calibration is used).
+OWN_SPREAD_MIN_PAIRS = 3
+
+ONE_ROUND = "one_round"
+FIXED = "fixed"
+SEQUENTIAL = "sequential"
+
+#: Why a pair was set aside.
+CONTENDED = "contended"
+OUTLIER = "outlier"
+#: Why a comparison has no interval.
+UNCALIBRATED = "uncalibrated"
+#: A calibration too small, or one that saw outlier runs, does not decide one round.
+CALIBRATION_UNFIT = "calibration_unfit"
+NO_PAIRS_LEFT = "no_pairs_left"
+
+PAIRED_T = "paired t of per-run median log ratios (Student, n-1 df)"
+CALIBRATED = "paired log ratios with the host calibration's run-to-run spread (pooled variance)"
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A pair left out of the verdict. ``pair``: 1-based round; ``side``: ``baseline``,
+    ``variant`` or ``both``; ``reason``: ``contended`` or ``outlier``; ``detail``: what was
+    measured (e.g. the contention reasons), for the report."""
+
+    pair: int
+    side: str
+    reason: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Speed:
+    """The verdict on speed: the gain, its interval and what they let us say.
+
+    Attributes:
+        decision: ``FASTER`` | ``SLOWER`` | ``NO_GAIN`` | ``INCONCLUSIVE``
+            (:func:`afbench.verdict.words.decide`).
+        gain_pct: point estimate, percent of the baseline's time, positive = variant faster:
+            ``(1 - variant/baseline) * 100`` of the geometric mean of the pairs' median ratios;
+            ``None`` when no pair is left.
+        ci_low_pct, ci_high_pct: the interval at ``level``, percent; ``None`` without one.
+        level: confidence of the interval (a sweep passes its per-comparison level).
+        mde_pct: minimum detectable effect at ``level`` and ``mde_power``, percent
+            (:mod:`afbench.verdict.power`); ``None`` without an interval.
+        mde_power: the power of ``mde_pct``.
+        min_gain_pct: the smallest gain that matters (the NO_GAIN margin).
+        n_pairs: pairs that decided.
+        n_pairs_run: pairs measured, set-aside ones included.
+        method: the interval's method in words (the report translates the design, not this).
+        design: ``one_round`` | ``fixed`` | ``sequential``.
+        df: degrees of freedom of the critical value (``inf`` for none).
+        critical_value: the multiplier of the standard error (t quantile or boundary).
+        spread_pct: standard deviation of one pair's log ratio used, ``100 * sd``.
+        spread_source: ``pairs``, ``calibration`` or ``pairs+calibration``; ``None``.
+        run_spread_pct: the host calibration's run-to-run spread used, or ``None``.
+        set_aside: the pairs left out and why.
+        no_interval_reason: ``uncalibrated`` or ``no_pairs_left`` when there is no interval.
+        below_min_gain: FASTER whose interval's upper end is below ``min_gain_pct``: faster, but
+            by less than the gain that matters.
+        pairs_for_min_gain: pairs a fixed design would need for an MDE of ``min_gain_pct`` at
+            this spread (:func:`afbench.verdict.power.pairs_for_mde`); ``None`` without a spread.
+        stop_reason: why a sequential design stopped (``None`` otherwise).
+        n_steps_baseline, n_steps_variant, n_bursts_baseline, n_bursts_variant: measured steps
+            and load bursts (counted, never dropped) over the deciding pairs.
+    """
+
+    decision: str
+    gain_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    level: float
+    mde_pct: float | None
+    mde_power: float
+    min_gain_pct: float
+    n_pairs: int
+    n_pairs_run: int
+    method: str
+    design: str
+    df: float = math.inf
+    critical_value: float | None = None
+    spread_pct: float | None = None
+    spread_source: str | None = None
+    run_spread_pct: float | None = None
+    set_aside: tuple[SetAside, ...] = field(default_factory=tuple)
+    no_interval_reason: str | None = None
+    below_min_gain: bool = False
+    pairs_for_min_gain: int | None = None
+    stop_reason: str | None = None
+    n_steps_baseline: int = 0
+    n_steps_variant: int = 0
+    n_bursts_baseline: int = 0
+    n_bursts_variant: int = 0
+
+    @property
+    def half_width_pct(self) -> float | None:
+        """Half the interval's width, percent; ``None`` without an interval."""
+        if self.ci_low_pct is None or self.ci_high_pct is None:
+            return None
+        return (self.ci_high_pct - self.ci_low_pct) / 2.0
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Pairs after setting aside: ``d`` the deciding log ratios (in round order), ``stats`` their
+    run statistics ``(baseline, variant)``, ``set_aside`` the rest, ``n_run`` all measured."""
+
+    d: np.ndarray
+    stats: tuple[tuple[RunStatistic, RunStatistic], ...]
+    set_aside: tuple[SetAside, ...]
+    n_run: int
+
+
+def check_settings(confidence: float, min_gain_pct: float, run_spread_pct: float | None,
+                   run_spread_df: float | None) -> None:
+    """Raises ValueError naming the setting that is out of range."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be within (0, 1), got {confidence}")
+    if not 0 < min_gain_pct < 100:
+        raise ValueError(f"min_gain_pct must be within (0, 100), got {min_gain_pct}")
+    if run_spread_pct is not None:
+        if not (math.isfinite(run_spread_pct) and run_spread_pct > 0):
+            raise ValueError(f"run_spread_pct must be finite and > 0, got {run_spread_pct}")
+        if run_spread_df is not None and not run_spread_df >= 1:
+            raise ValueError(f"run_spread_df must be >= 1, got {run_spread_df}")
+
+
+def pair_up(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence[float]],
+            contended: Sequence[tuple[bool, bool]] | None = None,
+            contention_detail: Sequence[str] | None = None) -> Pairs:
+    """The one pairing rule: pair by index, set aside contended pairs, then pairs holding an
+    outlier run (:func:`afbench.verdict.runs.outlier_runs`, over each side's uncontended runs).
+
+    Raises:
+        ValueError: unequal numbers of runs, no runs, a run without steps or with a step time
+            not finite and > 0, or ``contended`` of another length.
+    """
+    n = len(baseline)
+    if n != len(variant):
+        raise ValueError(f"paired design needs as many baseline as variant runs (paired by "
+                         f"round), got {n} and {len(variant)}")
+    if n < 1:
+        raise ValueError("no pairs: at least one baseline and one variant run are needed")
+    flags = list(contended) if contended is not None else [(False, False)] * n
+    if len(flags) != n:
+        raise ValueError(f"contended has {len(flags)} entries for {n} pairs")
+    stats = [(run_statistic(b, f"baseline run {k + 1}"), run_statistic(v, f"variant run {k + 1}"))
+             for k, (b, v) in enumerate(zip(baseline, variant))]
+    aside: dict[int, SetAside] = {}
+    for k, (cb, cv) in enumerate(flags):
+        if cb or cv:
+            side = "both" if cb and cv else "baseline" if cb else "variant"
+            detail = contention_detail[k] if contention_detail else ""
+            aside[k] = SetAside(pair=k + 1, side=side, reason=CONTENDED, detail=detail)
+    clean = [k for k in range(n) if k not in aside]
+    for which, side in ((0, "baseline"), (1, "variant")):
+        logs = [math.log(stats[k][which].location_s) for k in clean]
+        for i in outlier_runs(logs):
+            k = clean[i]
+            prev = aside.get(k)
+            aside[k] = SetAside(pair=k + 1, side="both" if prev else side, reason=OUTLIER)
+    keep = [k for k in range(n) if k not in aside]
+    d = np.array([math.log(stats[k][1].location_s / stats[k][0].location_s) for k in keep])
+    return Pairs(d=d, stats=tuple(stats[k] for k in keep),
+                 set_aside=tuple(aside[k] for k in sorted(aside)), n_run=n)
+
+
+def gain_from_log(d: float) -> float:
+    """``(1 - exp(d)) * 100``: a log ratio ``ln(variant/baseline)`` as a gain in percent."""
+    return (1.0 - math.exp(d)) * 100.0
+
+
+def interval_speed(pairs: Pairs, center: float, se: float, critical: float, df: float, *,
+                   level: float, min_gain_pct: float, mde_power: float, method: str,
+                   design: str, spread_source: str, run_spread_pct: float | None,
+                   stop_reason: str | None = None, pairs_hint: bool = True) -> Speed:
+    """A :class:`Speed` from an interval ``center -+ critical * se`` of the mean log ratio
+    (``pairs_hint=False`` leaves ``pairs_for_min_gain`` out: a sequential look that goes on)."""
+    low, high = gain_from_log(center + critical * se), gain_from_log(center - critical * se)
+    decision = decide(low, high, min_gain_pct)
+    n = pairs.d.size
+    sd_pair = se * math.sqrt(n)
+    return Speed(
+        decision=decision, gain_pct=gain_from_log(center), ci_low_pct=low, ci_high_pct=high,
+        level=level, mde_pct=mde_pct(critical, df, se, mde_power), mde_power=mde_power,
+        min_gain_pct=min_gain_pct, n_pairs=n, n_pairs_run=pairs.n_run, method=method,
+        design=design, df=df, critical_value=critical, spread_pct=sd_pair * 100.0,
+        spread_source=spread_source, run_spread_pct=run_spread_pct, set_aside=pairs.set_aside,
+        below_min_gain=decision == "FASTER" and high < min_gain_pct,
+        pairs_for_min_gain=(pairs_for_mde(sd_pair, min_gain_pct, level, mde_power)
+                            if pairs_hint and math.isfinite(sd_pair) else None),
+        stop_reason=stop_reason, **_step_counts(pairs))
+
+
+def _step_counts(pairs: Pairs) -> dict[str, int]:
+    return {"n_steps_baseline": sum(b.n_steps for b, _ in pairs.stats),
+            "n_steps_variant": sum(v.n_steps for _, v in pairs.stats),
+            "n_bursts_baseline": sum(b.n_bursts for b, _ in pairs.stats),
+            "n_bursts_variant": sum(v.n_bursts for _, v in pairs.stats)}
+
+
+def no_interval(pairs: Pairs, reason: str, *, level: float, min_gain_pct: float,
+                mde_power: float, design: str, stop_reason: str | None = None) -> Speed:
+    """INCONCLUSIVE without an interval: the point gain (when a pair is left) and ``reason``."""
+    gain = gain_from_log(float(pairs.d.mean())) if pairs.d.size else None
+    return Speed(decision=INCONCLUSIVE, gain_pct=gain, ci_low_pct=None, ci_high_pct=None,
+                 level=level, mde_pct=None, mde_power=mde_power, min_gain_pct=min_gain_pct,
+                 n_pairs=int(pairs.d.size), n_pairs_run=pairs.n_run, method="none",
+                 design=design, set_aside=pairs.set_aside, no_interval_reason=reason,
+                 stop_reason=stop_reason, **_step_counts(pairs))
+
+
+def compare_runs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence[float]], *,
+                 confidence: float = 0.95, min_gain_pct: float = DEFAULT_MIN_GAIN_PCT,
+                 run_spread_pct: float | None = None, run_spread_df: float | None = None,
+                 contended: Sequence[tuple[bool, bool]] | None = None,
+                 contention_detail: Sequence[str] | None = None,
+                 mde_power: float = DEFAULT_MDE_POWER, calibration=None) -> Speed:
+    """The verdict of a fixed design (one round, or a fixed number of paired rounds).
+
+    Args:
+        baseline, variant: ``baseline[k]`` / ``variant[k]``: the measured step times (seconds)
+            of the k-th run of each side; pairs by index (the runs of a round ran adjacently).
+        confidence: two-sided level of the interval, ``0 < confidence < 1``.
+        min_gain_pct: the smallest gain that matters, percent, ``0 < min_gain_pct < 100``.
+        run_spread_pct: the host's run-to-run spread (standard deviation of the log run
+            statistic, percent) from a calibration, or ``None`` when not known.
+        run_spread_df: the degrees of freedom the calibration rests on (``None``: treated as
+            known exactly, the normal quantile is used).
+        contended: per pair ``(baseline_contended, variant_contended)``, measured per run
+            (a contended run never decides); ``None``: none known.
+        contention_detail: per pair, what was measured (kept in :class:`SetAside`).
+        mde_power: power at which the MDE is stated.
+        calibration: a :class:`afbench.verdict.calibration.RunSpread` instead of
+            ``run_spread_pct`` / ``run_spread_df``: it also says whether the host was seen to
+            produce outlier runs (then, or below 12 calibration pairs, one round stays
+            INCONCLUSIVE with the reason ``calibration_unfit``).
+
+    Returns:
+        A :class:`Speed` (module docstring for the design of the interval).
+
+    Raises:
+        ValueError: settings out of range, unequal numbers of runs, no runs, or a run with no
+            steps or a step time not finite and > 0.
+    """
+    unfit = False
+    if calibration is not None:
+        run_spread_pct, run_spread_df = calibration.spread_pct, calibration.df
+        unfit = not calibration.usable_for_one_round
+    check_settings(confidence, min_gain_pct, run_spread_pct, run_spread_df)
+    pairs = pair_up(baseline, variant, contended, contention_detail)
+    n = int(pairs.d.size)
+    design = ONE_ROUND if pairs.n_run == 1 else FIXED
+    common = {"level": confidence, "min_gain_pct": min_gain_pct, "mde_power": mde_power,
+              "design": design}
+    if n == 0:
+        return no_interval(pairs, NO_PAIRS_LEFT, **common)
+    center = float(pairs.d.mean())
+    own_var = float(pairs.d.var(ddof=1)) if n >= 2 else 0.0
+    if n >= OWN_SPREAD_MIN_PAIRS or (run_spread_pct is None and n == 2):
+        se, df = math.sqrt(own_var / n), float(n - 1)
+        return interval_speed(pairs, center, se, t_quantile(0.5 + confidence / 2, df), df,
+                              method=PAIRED_T, spread_source="pairs", run_spread_pct=None,
+                              **common)
+    if run_spread_pct is None:
+        return no_interval(pairs, UNCALIBRATED, **common)
+    if unfit:
+        return no_interval(pairs, CALIBRATION_UNFIT, **common)
+    cal_var = 2.0 * (run_spread_pct / 100.0) ** 2  # one pair: two runs' spread
+    cal_df = math.inf if run_spread_df is None else float(run_spread_df)
+    if math.isinf(cal_df):
+        pair_var, df = cal_var, math.inf
+        critical = t_quantile(0.5 + confidence / 2, math.inf)
+    else:
+        df = (n - 1) + cal_df
+        pair_var = ((n - 1) * own_var + cal_df * cal_var) / df
+        critical = t_quantile(0.5 + confidence / 2, df)
+    return interval_speed(pairs, center, math.sqrt(pair_var / n), critical, df, method=CALIBRATED,
+                          spread_source="calibration" if n == 1 else "pairs+calibration",
+                          run_spread_pct=run_spread_pct, **common)
+
+
+def sweep_level(level: float, m: int) -> float:
+    """Per-comparison confidence for ``m`` comparisons of one sweep (Bonferroni):
+    ``1 - (1 - level) / m``, so every FASTER/SLOWER of the sweep is covered by one family-wise
+    error rate whatever the comparisons' dependence (they share a baseline).
+
+    Raises:
+        ValueError: ``level`` outside (0, 1) or ``m < 1``.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"level must be within (0, 1), got {level}")
+    if m < 1:
+        raise ValueError(f"number of comparisons must be >= 1, got {m}")
+    return 1.0 - (1.0 - level) / m

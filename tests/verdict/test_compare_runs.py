@@ -1,0 +1,121 @@
+"""afbench.verdict.compare_runs on synthetic step times with known answers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from afbench.verdict import (FASTER, INCONCLUSIVE, NO_GAIN, SLOWER, compare_runs, decide,
+                             run_spread_from_pairs)
+from afbench.verdict.calibration import RunSpread
+
+
+def runs(medians, steps=5, jitter=0.0, seed=0):
+    """One run per median (seconds): ``steps`` step times around it."""
+    rng = np.random.default_rng(seed)
+    return [list(m * np.exp(rng.normal(0, jitter, steps))) for m in medians]
+
+
+FIT = RunSpread(spread_pct=5.0, df=23, n_pairs=24)
+
+
+def test_one_round_without_a_calibration_never_names_a_winner():
+    speed = compare_runs(runs([1.0]), runs([0.5]))  # even a 2x gain
+    assert speed.decision == INCONCLUSIVE
+    assert speed.no_interval_reason == "uncalibrated"
+    assert speed.ci_low_pct is None and speed.mde_pct is None
+    assert speed.gain_pct == pytest.approx(50.0)
+
+
+def test_one_round_on_a_calibrated_host_decides_a_large_effect_and_not_a_small_one():
+    big = compare_runs(runs([1.0]), runs([0.7]), calibration=FIT)  # 30% on a 5% host
+    assert big.decision == FASTER and big.spread_source == "calibration"
+    se = math.sqrt(2) * 0.05
+    c = stats.t.ppf(0.975, 23)
+    assert big.ci_low_pct == pytest.approx((1 - math.exp(math.log(0.7) + c * se)) * 100)
+    small = compare_runs(runs([1.0]), runs([0.97]), calibration=FIT)
+    assert small.decision == INCONCLUSIVE and small.ci_low_pct < 0 < small.ci_high_pct
+
+
+@pytest.mark.parametrize("calibration", [
+    RunSpread(spread_pct=5.0, df=7, n_pairs=8),  # too few pairs
+    RunSpread(spread_pct=5.0, df=23, n_pairs=24, n_outlier_pairs=1),  # saw an outlier run
+])
+def test_an_unfit_calibration_does_not_decide_one_round(calibration):
+    speed = compare_runs(runs([1.0]), runs([0.5]), calibration=calibration)
+    assert (speed.decision, speed.no_interval_reason) == (INCONCLUSIVE, "calibration_unfit")
+
+
+def test_a_contended_run_never_decides_even_on_a_calibrated_host():
+    # the baseline shared the CPU: 1.9x slower, measured as contended
+    speed = compare_runs(runs([1.9]), runs([1.0]), calibration=FIT, contended=[(True, False)],
+                         contention_detail=["a-train-r1: CPU pressure 61%"])
+    assert speed.decision == INCONCLUSIVE and speed.no_interval_reason == "no_pairs_left"
+    (aside,) = speed.set_aside
+    assert (aside.pair, aside.side, aside.reason) == (1, "baseline", "contended")
+    assert "CPU pressure" in aside.detail
+
+
+def test_fixed_repeats_are_the_plain_paired_t_on_log_run_medians():
+    rng = np.random.default_rng(3)
+    base_m = np.exp(rng.normal(0, 0.05, 6))
+    var_m = base_m * np.exp(rng.normal(-0.04, 0.03, 6))
+    speed = compare_runs(runs(base_m), runs(var_m))
+    d = np.log(var_m) - np.log(base_m)
+    half = stats.t.ppf(0.975, 5) * d.std(ddof=1) / math.sqrt(6)
+    assert speed.ci_low_pct == pytest.approx((1 - math.exp(d.mean() + half)) * 100)
+    assert speed.ci_high_pct == pytest.approx((1 - math.exp(d.mean() - half)) * 100)
+    assert (speed.design, speed.df, speed.n_pairs) == ("fixed", 5.0, 6)
+
+
+def test_an_outlier_run_is_set_aside_and_the_rest_decide():
+    base = [1.0, 1.01, 0.99, 2.0, 1.0]  # the 4th baseline run ran 2x slow
+    var = [0.90, 0.91, 0.89, 0.90, 0.905]
+    speed = compare_runs(runs(base), runs(var))
+    assert [(a.pair, a.side, a.reason) for a in speed.set_aside] == [(4, "baseline", "outlier")]
+    assert speed.n_pairs == 4 and speed.n_pairs_run == 5
+    assert speed.decision == FASTER
+
+
+@pytest.mark.parametrize("low, high, expected", [
+    (1.0, 9.0, FASTER),
+    (-9.0, -1.0, SLOWER),
+    (-1.5, 1.5, NO_GAIN),
+    (-5.0, 1.0, INCONCLUSIVE),  # may hide a 5% slowdown: never NO_GAIN
+    (-1.0, 3.0, INCONCLUSIVE),
+])
+def test_no_gain_means_the_whole_interval_lies_within_the_margin(low, high, expected):
+    assert decide(low, high, 2.0) == expected
+
+
+def test_a_faster_verdict_below_the_margin_says_so():
+    base = [1.0, 1.002, 0.998, 1.001, 0.999, 1.0]
+    var = [m * 0.99 for m in base]  # 1% faster, very steady
+    speed = compare_runs(runs(base), runs([v * (1 + 0.001 * i) for i, v in enumerate(var)]))
+    assert speed.decision == FASTER and speed.below_min_gain
+
+
+def test_a_calibration_from_paired_runs_is_half_the_variance_of_their_log_ratios():
+    rng = np.random.default_rng(5)
+    base_m = np.exp(rng.normal(0, 0.05, 12))
+    var_m = np.exp(rng.normal(0.1, 0.05, 12))  # an effect does not change the spread
+    spread = run_spread_from_pairs(runs(base_m), runs(var_m))
+    d = np.log(var_m) - np.log(base_m)
+    assert spread.spread_pct == pytest.approx(math.sqrt(d.var(ddof=1) / 2) * 100)
+    assert (spread.df, spread.n_pairs, spread.usable_for_one_round) == (11, 12, True)
+
+
+@pytest.mark.parametrize("bad", [
+    dict(baseline=[[1.0]], variant=[[1.0], [1.0]]),
+    dict(baseline=[[1.0, float("nan")]], variant=[[1.0]]),
+    dict(baseline=[[]], variant=[[1.0]]),
+    dict(baseline=[[1.0]], variant=[[1.0]], confidence=1.5),
+    dict(baseline=[[1.0]], variant=[[1.0]], min_gain_pct=0),
+    dict(baseline=[[1.0]], variant=[[1.0]], contended=[(True, False), (False, False)]),
+])
+def test_bad_input_is_a_value_error_naming_what_is_wrong(bad):
+    with pytest.raises(ValueError):
+        compare_runs(**bad)
