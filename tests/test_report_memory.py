@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from afbench.compare import PLACEHOLDER_LOSS_REASON, loss_parity, memory_change, with_caveats
+from afbench.compare import PLACEHOLDER_LOSS_REASON, loss_parity, memory_change
 from afbench.config.models import ReportConfig
 from afbench.report.render import build_report, render
 from afbench.results import Memory, Side
@@ -92,7 +92,6 @@ def test_memory_change_uses_the_kind_both_sides_measured():
     assert (change.measure, change.delta_gib, change.delta_pct) == ("rss", 1.0, 50.0)
     assert change.warn
     assert memory_change(b, Side(name="v"), 10.0).delta_gib is None
-    assert with_caveats("NO_GAIN", ["a", "b"]) == "NO_GAIN; caveat: a; caveat: b"
 
 
 def test_engine_and_afbench_tflops_are_both_shown_where_both_exist(tmp_path):

@@ -40,9 +40,9 @@ def stored_copy(request, tmp_path) -> tuple[str, Path]:
 
 
 def rebuilt_report(version: str) -> Path:
-    """The report a re-render from the run directories gives: ``report.md`` where the stored
-    summary was computed by today's statistics, ``report.rebuilt.md`` for v0, whose stored
-    summary holds the older unpaired Welch interval (README.md)."""
+    """The report a re-render from the run directories gives (today's statistics:
+    afbench.verdict): ``report.rebuilt.md``; ``report.md`` is what the stored summary itself
+    renders to (the verdicts as they were decided then)."""
     rebuilt = STORED / version / "report.rebuilt.md"
     return rebuilt if rebuilt.is_file() else STORED / version / "report.md"
 
@@ -103,7 +103,7 @@ def test_version_0_comparison_keys_become_the_two_sides(tmp_path):
     for a, c in zip(old.comparisons, raw):
         assert (a.speed.gain_pct, a.speed.ci_low_pct, a.speed.ci_high_pct, a.speed.kind) == (
             c.get("gain_pct"), c.get("gain_ci_low"), c.get("gain_ci_high"), c["verdict_kind"])
-    assert [b.speed.kind for b in new.comparisons] == ["paired", "paired", "none"]
+    assert [b.speed.kind for b in new.comparisons] == ["fixed", "fixed", "none"]
 
 
 def test_result_json_without_schema_version_loads_as_version_0():
