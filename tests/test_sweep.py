@@ -447,7 +447,7 @@ def test_aa_identical_variants_give_no_gain_with_an_interval_around_zero(aa_swee
     _, sweep = aa_sweep
     comp = only(read_summary(sweep / "0" / "summary.json").comparisons)
     # a job's own comparison uses the paired statistics (afbench.compare.speed_of)
-    assert comp.aa is True and comp.speed.kind == "paired" and comp.speed.n_pairs == 3
+    assert comp.aa is True and comp.speed.design == "fixed" and comp.speed.n_pairs == 3
     assert len(comp.baseline.repeats_s) == len(comp.variant.repeats_s) == 3
     assert comp.baseline.repeats_s != comp.variant.repeats_s  # two samples, not one twice
     assert comp.verdict in ("NO_GAIN", "INCONCLUSIVE")

@@ -519,6 +519,10 @@ def _interval_panel(labels_: list[str], points: list[float | None], lows: list[f
     note_in = 0.2 + max((_text_in(t, 8.5) for t in notes), default=0.0)
     _margins(fig, left=0.3 + max(_text_in(x, 9) for x in labels_), right=0.2 + note_in,
              bottom=0.5, top=0.12)
+    # an interval of a few pairs can reach -1e23%: clip at clipped_span's limit, arrow at the edge
+    limit, low_cut, high_cut = clipped_span(points, lows, highs)
+    lows = [max(a, -limit) if _finite(a) else a for a in lows]
+    highs = [min(b, limit) if _finite(b) else b for b in highs]
     ends = [x for x in [*points, *lows, *highs] if _finite(x)]
     lo, hi = min([0.0, *ends]), max([0.0, *ends])
     pad = (hi - lo) * 0.08 or 1.0
@@ -528,6 +532,9 @@ def _interval_panel(labels_: list[str], points: list[float | None], lows: list[f
             ax.plot([a, b], [i, i], color=colours[i], linewidth=2.0, solid_capstyle="butt")
             ax.plot([a, a, None, b, b], [i - 0.18, i + 0.18, None, i - 0.18, i + 0.18],
                     color=colours[i], linewidth=1.2)
+            for cut, x, marker in ((low_cut[i], a, "<"), (high_cut[i], b, ">")):
+                if cut:
+                    ax.plot([x], [i], marker=marker, markersize=7, color=colours[i])
         if _finite(p):
             ax.plot([p], [i], marker="o", markersize=6.5, color=colours[i],
                     markerfacecolor="white" if hollow[i] else colours[i], markeredgewidth=1.6)
