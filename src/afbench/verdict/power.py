@@ -5,8 +5,8 @@ Every interval afbench prints is ``center -+ c * se`` on the log scale with ``se
 the true gain that such an interval excludes 0 for, with probability ``power``: under a true log
 effect ``delta`` the statistic ``center / se`` is noncentral t with ``df`` degrees of freedom and
 noncentrality ``delta / sigma_se`` (J. Cohen, *Statistical Power Analysis for the Behavioral
-Sciences*, 2nd ed. 1988, ch. 2; the noncentral t power of the t test, D. B. Owen, Technometrics
-7, 1965), so the MDE solves ``P(|T'| > c) = power`` for the noncentrality. Because ``se`` is
+Sciences*, 2nd ed. 1988, ch. 2; D. B. Owen, "The power of Student's t-test", JASA 60,
+1965), so the MDE solves ``P(|T'| > c) = power`` for the noncentrality. Because ``se`` is
 itself estimated, the spread put into that calculation is the **median-unbiased** one,
 ``se * sqrt(df / chi2_{0.5, df})``: half of all experiments of the same design and noise print a
 larger MDE and half a smaller one, and the effect at the median printed MDE is found with the
