@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from afbench.analysis import kernels as K
+from afbench.analysis.contention import uniform_slowdown_note
 from afbench.analysis.paired import (INCONCLUSIVE, MAX_PAIRS_FOR_MDE, GainEstimate, paired_gain,
                                      step_level_gain, verdict_word)
 from afbench.analysis.sequential import (
@@ -537,6 +538,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
     profiling: list[ProfilingComparison] = []
     kernels: dict[str, list[KernelRow]] = {}
     kernel_diffs: dict[str, list[KernelDiffRow]] = {}
+    kernel_notes: dict[str, str] = {}
     fused_evidence: dict[str, FusedEvidence] = {}
     per_step: dict[str, StepDeviceTime] = {}
     if plan.profile_phase is not None:
@@ -557,6 +559,9 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
             if base in tables and variant in tables:
                 diff = K.diff_kernel_tables(tables[base], tables[variant])
                 kernel_diffs[variant] = _records(diff.head(report.top_n_kernels))
+                note = uniform_slowdown_note(_records(diff), baseline=base, variant=variant)
+                if note:
+                    kernel_notes[variant] = note
                 fused_evidence[variant] = K.rmsnorm_evidence(tables[base], tables[variant])
 
     results = {rid: r for rid, r in col.results.items() if r is not None}
@@ -579,7 +584,8 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
         "switches": {rid: r.switches for rid, r in results.items()},
         "ranks": {rid: r.ranks for rid, r in results.items() if r.ranks},
         "comparisons": comps, "profiling": profiling, "kernels": kernels,
-        "kernel_diffs": kernel_diffs, "fused_evidence": fused_evidence,
+        "kernel_diffs": kernel_diffs, "kernel_notes": kernel_notes,
+        "fused_evidence": fused_evidence,
         "step_device_time": per_step,
         # one round per variant, and something to compare (a single variant has no verdict)
         "caveat": CAVEAT if plan.repeats == 1 and len(plan.variants) > 1 else "",
