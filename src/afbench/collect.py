@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from afbench.analysis.contention import judge
 from afbench.analysis.errors import InvalidLog
 from afbench.analysis.kernels import load_kernel_table
 from afbench.analysis.recompiles import (recompile_caveat, recompile_in_records,
@@ -38,11 +39,15 @@ class Collected:
     runs: one row per RunSpec (run_id, variant, phase, repeat, status, exit_code, reason,
       wall_s, mean_step_s (strict log parse of the measured window, seconds), log_error,
       first_step_s, tokens_per_s (mean over the window), recompile (a compiled run's
-      :func:`recompile_caveat` when it recompiled inside the measured window, else "")).
+      :func:`recompile_caveat` when it recompiled inside the measured window, else ""),
+      the contention columns of :func:`contention_columns` (``contended``: bool, None when
+      not measured; ``contention_reasons``), ``replaced_by`` / ``rerun_of`` (reruns of
+      contended runs), ``lock_wait_s``). Runs replaced by a rerun are rows too.
     steps: one row per logged step from metrics.jsonl (run_id, variant, phase, repeat, step,
       step_time_s, loss, grad_norm, tokens_per_s) or per decode run for inference.
     kernels: run_id + the normalised kernel table (op_type, count, total_us, ratio_pct).
-    results: run_id -> its result.json (None for a run without one).
+    results: run_id -> its result.json (None for a run without one); its ``contention`` is
+      the run's typed contention record (:class:`afbench.results.Contention`).
     window_steps: run_id -> the measured window's step times in step order (seconds, the
       strict log parse), for every OK run whose log passes it (the paired statistics' input).
     """
@@ -57,7 +62,13 @@ class Collected:
     window_steps: dict[str, list[float]] = field(default_factory=dict)
 
     def spec(self, run_id: str) -> RunSpec:
-        return next(r for r in self.plan.runs if r.run_id == run_id)
+        return next(r for r in launched_runs(self.plan) if r.run_id == run_id)
+
+    def contention(self, run_id: str) -> tuple[bool | None, list[str]]:
+        """Whether run ``run_id`` was contended and why
+        (:func:`afbench.analysis.contention.judge` of its result.json record); ``(None,
+        [])`` when it has no record."""
+        return judge(getattr(self.results.get(run_id), "contention", None))
 
 
 def _step_records(path: Path) -> list[StepRecord]:
@@ -132,13 +143,46 @@ def run_dir_of(out_dir: Path, spec: RunSpec) -> Path:
     return local if local.is_dir() else Path(spec.run_dir)
 
 
+def launched_runs(plan: Plan) -> list[RunSpec]:
+    """Every run of ``plan`` in launch order: ``plan.runs`` with each run replaced by a rerun
+    (``plan.reruns``, experiment.rerun_contended) just before the run that replaced it."""
+    before = {r.by: r.replaced for r in plan.reruns}
+    out: list[RunSpec] = []
+    for spec in plan.runs:
+        chain, cur = [], spec.run_id
+        while cur in before:
+            chain.insert(0, before[cur])
+            cur = before[cur].run_id
+        out += [*chain, spec]
+    return out
+
+
+def contention_columns(result: RunResult | None) -> dict[str, Any]:
+    """The runs table's contention columns of a run (:class:`afbench.results.RunRow`):
+    ``contended`` and ``contention_reasons`` (:func:`afbench.analysis.contention.judge`, the
+    reasons ``"; "``-joined), the measures the report shows and the record's scope; None
+    where the run has no contention record."""
+    record = result.contention if result is not None else None
+    contended, reasons = judge(record)
+    return {"contended": contended, "contention_reasons": "; ".join(reasons),
+            **{key: getattr(record, attr, None) for key, attr in (
+                ("cpu_pressure_pct", "cpu_pressure_pct"), ("steal_pct", "steal_pct"),
+                ("run_queue_wait_pct", "run_queue_wait_pct"),
+                ("cpu_per_wall", "cpu_per_wall"), ("threads", "threads"),
+                ("contention_scope", "scope"))}}
+
+
 def collect(out_dir: Path) -> Collected:
-    """Read plan.json, experiment.json and every run directory below ``out_dir``."""
+    """Read plan.json, experiment.json and every run directory below ``out_dir``; a run
+    replaced by a rerun (experiment.rerun_contended) is a row of ``runs`` (``replaced_by``
+    names the rerun; the rerun's ``rerun_of`` names it) but gives no ``window_steps``."""
     out_dir = Path(out_dir)
     plan = Plan.model_validate(read_json(out_dir / "plan.json"))
     experiment = read_json(out_dir / "experiment.json") if (out_dir / "experiment.json").exists() else {}
     run_rows, step_rows, kernel_frames, results, window_steps = [], [], [], {}, {}
-    for spec in plan.runs:
+    replaced_by = {r.replaced.run_id: r.by for r in plan.reruns}
+    rerun_of = {r.by: r.replaced.run_id for r in plan.reruns}
+    for spec in launched_runs(plan):
         run_dir = run_dir_of(out_dir, spec)
         status = read_json(run_dir / "status.json") if (run_dir / "status.json").exists() else {}
         result = run_result(run_dir / "result.json")
@@ -151,6 +195,8 @@ def collect(out_dir: Path) -> Collected:
             "wall_s": status.get("wall_s"), "mean_step_s": None, "log_error": "",
             "first_step_s": result.first_step_s if result else None, "tokens_per_s": None,
             "workload": spec.config.scheduler.workload, "step_cv_pct": None, "recompile": "",
+            **contention_columns(result), "replaced_by": replaced_by.get(spec.run_id),
+            "rerun_of": rerun_of.get(spec.run_id), "lock_wait_s": status.get("lock_wait_s"),
         }
         records = _step_records(run_dir / "metrics.jsonl")
         for rec in records:
@@ -163,7 +209,8 @@ def collect(out_dir: Path) -> Collected:
             try:
                 times = window_step_times(spec, run_dir)
                 row["mean_step_s"] = mean_step_time(times)
-                window_steps[spec.run_id] = [times[s] for s in sorted(times)]
+                if spec.run_id not in replaced_by:  # a replaced run stays out of the verdict
+                    window_steps[spec.run_id] = [times[s] for s in sorted(times)]
             except InvalidLog as exc:
                 row["log_error"] = str(exc)
             for key in MEANS[sched.workload]:

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from afbench.analysis import kernels as K
+from afbench.analysis.contention import judge, uniform_slowdown_note
 from afbench.analysis.steptrace import profiling_status
 from afbench.analysis.stats import finite_mean
 from afbench.collect import MEANS, Collected
@@ -78,16 +79,10 @@ def sequential_design(auto: AutoDesign, with_budget: bool = True) -> SequentialD
 
 
 def run_contention(result: Any) -> tuple[bool, str]:
-    """Whether a run was measured contended, and what was measured (``result.json``'s
-    ``contention`` record: ``contended`` and ``reasons``); ``(False, "")`` without one."""
-    record = getattr(result, "contention", None)
-    if record is None:
-        return False, ""
-    if isinstance(record, dict):
-        flag, reasons = record.get("contended"), record.get("reasons") or []
-    else:
-        flag, reasons = getattr(record, "contended", False), getattr(record, "reasons", []) or []
-    return bool(flag), "; ".join(str(r) for r in reasons)
+    """Whether a run was measured contended, and why: :func:`afbench.analysis.contention.judge`
+    of ``result.json``'s ``contention`` record; ``(False, "")`` when not measured."""
+    contended, reasons = judge(getattr(result, "contention", None))
+    return bool(contended), "; ".join(reasons)
 
 
 @dataclass
@@ -490,6 +485,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
     profiling: list[ProfilingComparison] = []
     kernels: dict[str, list[KernelRow]] = {}
     kernel_diffs: dict[str, list[KernelDiffRow]] = {}
+    kernel_notes: dict[str, str] = {}
     fused_evidence: dict[str, FusedEvidence] = {}
     per_step: dict[str, StepDeviceTime] = {}
     if plan.profile_phase is not None:
@@ -510,6 +506,9 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
             if base in tables and variant in tables:
                 diff = K.diff_kernel_tables(tables[base], tables[variant])
                 kernel_diffs[variant] = _records(diff.head(report.top_n_kernels))
+                note = uniform_slowdown_note(_records(diff), baseline=base, variant=variant)
+                if note:
+                    kernel_notes[variant] = note
                 fused_evidence[variant] = K.rmsnorm_evidence(tables[base], tables[variant])
 
     results = {rid: r for rid, r in col.results.items() if r is not None}
@@ -530,7 +529,8 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
         "switches": {rid: r.switches for rid, r in results.items()},
         "ranks": {rid: r.ranks for rid, r in results.items() if r.ranks},
         "comparisons": comps, "profiling": profiling, "kernels": kernels,
-        "kernel_diffs": kernel_diffs, "fused_evidence": fused_evidence,
+        "kernel_diffs": kernel_diffs, "kernel_notes": kernel_notes,
+        "fused_evidence": fused_evidence,
         "step_device_time": per_step,
         # one round per variant, and something to compare (a single variant has no verdict)
         "caveat": CAVEAT if plan.repeats == 1 and len(plan.variants) > 1 else "",

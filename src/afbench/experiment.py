@@ -17,7 +17,7 @@ from afbench.launch.local import launch_run, write_skipped
 from afbench.logs import console
 from afbench.plan import add_round, make_plan, skip_reason
 from afbench.preflight import run_preflight
-from afbench.runspec import AutoStop, Plan, RunSpec, RunStatus
+from afbench.runspec import AutoStop, Plan, Rerun, RunSpec, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,7 @@ def resume_index(root: Path) -> dict[str, Path]:
             continue
         digest = status.get("config_hash", "")
         if (digest and digest not in index and status.get("status") == "OK"
+                and not status.get("replaced_by")  # a contended run, run again
                 and (run_dir / "result.json").is_file() and _window_parses(run_dir, digest)):
             index[digest] = run_dir
     return index
@@ -227,13 +228,15 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
                 # the live spinner shares the log handler's console, so lines print above it
                 with console.status(f"[{i}/{len(plan.runs)}] {run.run_id} running"):
                     st = check_log(run, launch_run(run))
+                plan, st = rerun_contended(plan, i, st, plan_path)
         except KeyboardInterrupt:
             statuses[run.run_id] = "FAILED"
             for rest in plan.runs[i:]:
                 write_skipped(rest, "interrupted (SIGINT/SIGTERM to afbench)")
             raise
-        statuses[run.run_id] = st.status
-        _progress(i, len(plan.runs), run.run_id, st)
+        # a rerun stands in for the run it replaced: the skip rules look runs up by run_id
+        statuses[run.run_id] = statuses[plan.runs[i - 1].run_id] = st.status
+        _progress(i, len(plan.runs), plan.runs[i - 1].run_id, st)
         if plan.repeats == "auto" and _ends_round(plan, i):
             grown = adaptive_round(plan, statuses, time.monotonic() - started)
             if grown != plan and plan_path is not None:
@@ -249,6 +252,55 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
                          " (repeats=auto: more rounds may follow)" if plan.repeats == "auto"
                          and not _auto_done(plan) else "")
     return statuses
+
+
+def run_contention(run: RunSpec) -> tuple[bool | None, list[str]]:
+    """:func:`afbench.analysis.contention.judge` of the contention record in ``run``'s
+    result.json; ``(None, [])`` when it has none (not measured, or no result)."""
+    from afbench.analysis.contention import judge
+
+    try:
+        record = read_json(Path(run.run_dir) / "result.json").get("contention")
+    except (OSError, ValueError):
+        return None, []
+    return judge(record)
+
+
+def rerun_contended(plan: Plan, i: int, st: RunStatus,
+                    plan_path: Path | None = None) -> tuple[Plan, RunStatus]:
+    """Run ``plan.runs[i - 1]`` (1-based ``i``, just launched with status ``st``) again while
+    it is an OK verdict-phase run whose window was contended (:func:`run_contention`), at
+    most ``plan.rerun_contended`` times. Each rerun gets a new run directory
+    ``<run_id>-rerun<k>`` and takes the run's place in ``plan.runs``; the contended run is
+    kept, its status.json names the rerun (``replaced_by``) and ``plan.reruns`` records it
+    with its reasons. plan.json is rewritten after each rerun. Returns the plan and the
+    status of the run now at ``i``."""
+    run = original = plan.runs[i - 1]
+    for k in range(1, plan.rerun_contended + 1):
+        if run.phase != plan.verdict_phase or st.status != "OK":
+            break
+        contended, reasons = run_contention(run)
+        if not contended:
+            break
+        new_id = f"{original.run_id}-rerun{k}"
+        new = run.model_copy(update={"run_id": new_id,
+                                     "run_dir": str(Path(run.run_dir).with_name(new_id))})
+        log.warning("afbench: %s was contended (%s): running it again as %s (%d of at most %d; "
+                    "experiment.rerun_contended)", run.run_id, "; ".join(reasons), new_id, k,
+                    plan.rerun_contended)
+        mark = st.model_copy(update={"replaced_by": new_id, "reason": "; ".join(
+            filter(None, [st.reason, f"contended ({'; '.join(reasons)}): replaced by {new_id}"]))})
+        write_json_atomic(Path(run.run_dir) / "status.json", mark.model_dump())
+        runs = list(plan.runs)
+        runs[i - 1] = new
+        plan = plan.model_copy(update={"runs": runs, "reruns": [
+            *plan.reruns, Rerun(replaced=run, by=new_id, reasons=reasons)]})
+        if plan_path is not None:
+            write_json_atomic(plan_path, plan.model_dump(mode="json"))
+        with console.status(f"[{i}/{len(plan.runs)}] {new_id} running"):
+            st = check_log(new, launch_run(new))
+        run = new
+    return plan, st
 
 
 def _auto_done(plan: Plan) -> bool:

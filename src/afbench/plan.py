@@ -118,6 +118,7 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
         order=exp.order,
         order_seed=seed,
         auto=design,
+        rerun_contended=exp.rerun_contended,
     )
 
 

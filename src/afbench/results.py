@@ -89,6 +89,41 @@ class Environment(BaseModel):
     params: int | None = None
 
 
+class Contention(_Open):
+    """``result.json``'s ``contention``: what shows that the machine was shared during the
+    run's measured window (sources and method: :mod:`afbench.analysis.contention`; the
+    decision: :func:`afbench.analysis.contention.judge`). ``None`` where a source is missing.
+
+    scope: ``window`` (the measured window) or ``run`` (the whole command run: its window's
+    edges were not seen). source: which span and process were sampled. wall_s: seconds of the
+    span. cpu_pressure_pct: share of the span in which some runnable task waited for a CPU
+    (PSI ``some``, %). steal_pct: CPU time stolen by the hypervisor (%). run_queue_wait_pct:
+    share of the measured process's runnable time it spent waiting for a CPU (schedstat, %).
+    cpu_s: CPU seconds of
+    the measured process (tree). cpu_per_wall: cpu_s / wall_s (2.0 = two CPUs busy).
+    threads: threads the process asked for (None: unknown). cpu_of_threads_pct: cpu_per_wall
+    / threads (%). involuntary_switches (+ ``_per_s``): times the scheduler took a CPU from
+    it. load_avg_1m, procs_running (runnable tasks, the sampler included), cpus: the host at
+    the span's end.
+    """
+
+    scope: str = "window"
+    source: str = ""
+    wall_s: float | None = None
+    cpu_pressure_pct: float | None = None
+    steal_pct: float | None = None
+    run_queue_wait_pct: float | None = None
+    cpu_s: float | None = None
+    cpu_per_wall: float | None = None
+    threads: int | None = None
+    cpu_of_threads_pct: float | None = None
+    involuntary_switches: int | None = None
+    involuntary_switches_per_s: float | None = None
+    load_avg_1m: float | None = None
+    procs_running: int | None = None
+    cpus: int | None = None
+
+
 class RunResult(Environment):
     """``result.json`` of one successful run, written by the worker. Engines add their own
     fields (argv, memory, tokens_per_step, ...), which are kept.
@@ -126,6 +161,7 @@ class RunResult(Environment):
     kv_cache_tokens: int | None = None
     kv_cache_batch: int | None = None
     kv_cache_source: str | None = None
+    contention: Contention | None = None  # None: not measured (older runs, a failed window)
 
     @field_validator("ranks", mode="before")
     @classmethod
@@ -516,6 +552,22 @@ class RunRow(_Open):
     # afbench.analysis.recompiles.recompile_caveat when a compiled run recompiled inside its
     # measured window, else "" (None in summaries written before the field)
     recompile: str | None = None
+    # afbench.analysis.contention.judge of the run's result.json contention: None = not
+    # measured; contention_reasons: the thresholds crossed, "; "-joined; the measures shown
+    contended: bool | None = None
+    contention_reasons: str | None = None
+    cpu_pressure_pct: float | None = None
+    steal_pct: float | None = None
+    run_queue_wait_pct: float | None = None
+    cpu_per_wall: float | None = None
+    threads: int | None = None
+    contention_scope: str | None = None
+    # a contended verdict-phase run that was run again (experiment.rerun_contended): the
+    # run_id that replaced it (this row stays in the table, out of the verdict); on the
+    # rerun, the run_id it replaced
+    replaced_by: str | None = None
+    rerun_of: str | None = None
+    lock_wait_s: float | None = None  # seconds the launcher waited for the device lock
 
 
 class Asset(BaseModel):
@@ -570,6 +622,9 @@ class Summary(BaseModel):
     kernel_diffs: dict[str, list[KernelDiffRow]] = {}
     fused_evidence: dict[str, FusedEvidence] = {}
     step_device_time: dict[str, StepDeviceTime] = {}  # variant -> its profile run's
+    # variant -> afbench.analysis.contention.uniform_slowdown_note of its op diff, when the
+    # change is the same ratio across the ops the switch did not touch (a contended run)
+    kernel_notes: dict[str, str] = {}
     caveat: str = ""
     headline: list[str] = Field(default_factory=list)
 

@@ -74,6 +74,19 @@ class AutoStop(BaseModel):
     n_pairs: int
 
 
+class Rerun(BaseModel):
+    """A contended verdict-phase run that was run again (``experiment.rerun_contended``):
+    ``replaced`` is its RunSpec (its directory is kept, its status.json names ``by``), ``by``
+    the run_id of the run that took its place in ``Plan.runs``, ``reasons`` the contention
+    thresholds it crossed (:func:`afbench.analysis.contention.judge`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    replaced: RunSpec
+    by: str
+    reasons: list[str] = []
+
+
 class Plan(BaseModel):
     """Every RunSpec of one experiment in launch order, with what the report needs to read them
     (baseline, verdict and profile phase). Written to ``<out>/plan.json``; with
@@ -95,6 +108,10 @@ class Plan(BaseModel):
     order_seed: int | None = None
     auto: AutoDesign | None = None  # repeats="auto" only
     auto_stops: dict[str, AutoStop] = {}  # variant -> why its rounds ended
+    # experiment.rerun_contended: how many times a contended verdict-phase run is run again
+    # (0 in plans written before it existed); reruns: the runs replaced, in launch order
+    rerun_contended: int = 0
+    reruns: list[Rerun] = []
 
 
 class RunStatus(BaseModel):
@@ -112,6 +129,10 @@ class RunStatus(BaseModel):
     started_at: str | None = None
     finished_at: str | None = None
     config_hash: str
+    lock_wait_s: float | None = None  # seconds spent waiting for the device lock(s)
+    # a contended run replaced by a rerun (experiment.rerun_contended): the rerun's run_id;
+    # resume never reuses such a run
+    replaced_by: str | None = None
 
 
 def config_hash(config: RunConfig, variant: str, phase: str, repeat: int) -> str:

@@ -274,6 +274,10 @@ class ExperimentConfig(Section):
     # baseline). order_seed: the seed of random (null: one is drawn and recorded in plan.json).
     order: Literal["counterbalanced", "interleaved", "random"] = "counterbalanced"
     order_seed: int | None = None
+    # A verdict-phase run whose measured window was contended (the machine was shared:
+    # afbench.analysis.contention.judge) is run again, at most this many times per run, in a
+    # new run directory (<run_id>-rerun<k>); the contended one is kept and marked. 0: never.
+    rerun_contended: Annotated[int, Field(ge=0, le=5)] = 1
 
     @field_validator("repeats", mode="before")
     @classmethod

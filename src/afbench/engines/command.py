@@ -15,9 +15,11 @@ import math
 import os
 import re
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from afbench.analysis.contention import WindowSampler
 from afbench.analysis.efficiency import not_reported
 from afbench.analysis.steplog import (DEFAULT_STEP_PATTERN, compile_step_pattern, non_finite_loss,
                                       strip_ansi)
@@ -148,9 +150,11 @@ def _number(raw: str | None) -> float | None:
 class _StepLines:
     """Turns output lines into step records; remembers what the outcome needs."""
 
-    def __init__(self, regex: re.Pattern[str], metrics: MetricsWriter) -> None:
+    def __init__(self, regex: re.Pattern[str], metrics: MetricsWriter,
+                 on_step: Callable[[int], None] | None = None) -> None:
         self.regex = regex
         self.metrics = metrics
+        self.on_step = on_step  # called with each matched step number, as its line arrives
         self.extra = [g for g in regex.groupindex if g not in ("step", "value")]
         self.count = 0
         self.first_step_s: float | None = None
@@ -181,6 +185,8 @@ class _StepLines:
                 record[name] = number
         self.metrics.write("step", **record)
         self.count += 1
+        if self.on_step is not None:
+            self.on_step(step)
         if self.first_step_s is None:
             self.first_step_s = step_time_s
         loss = record.get("loss")
@@ -211,17 +217,26 @@ def run_command(spec: RunSpec, run_dir: Path) -> dict:
     print("afbench.command: " + " ".join(argv), flush=True)
 
     metrics = MetricsWriter(run_dir / "metrics.jsonl")
-    steps = _StepLines(regex, metrics)
+    env = command_env(engine, values)
+    window, whole = contention_samplers(spec, env)
+    steps = _StepLines(regex, metrics, on_step=lambda step: window_edge(window, spec, step))
 
     def on_line(text: str) -> bool:
         steps.feed(text)
         return steps.bad_loss is not None  # stop the command at its first non-finite loss
 
+    def on_start(pid: int) -> None:
+        window.pid = pid
+        if spec.config.scheduler.measure.first_step == 1:
+            window.start()
+
+    whole.start()
     try:
-        child = run_child(argv, cwd=run_dir, env=command_env(engine, values),
-                          grace_s=spec.kill_grace_s, on_line=on_line)
+        child = run_child(argv, cwd=run_dir, env=env, grace_s=spec.kill_grace_s,
+                          on_line=on_line, on_start=on_start)
     finally:
         metrics.close()
+    whole.end()
     code, wall_s = child.code, child.wall_s
 
     if steps.bad_loss:
@@ -245,5 +260,35 @@ def run_command(spec: RunSpec, run_dir: Path) -> dict:
         "first_step_s": steps.first_step_s,
         "steps_logged": steps.count,
         "command_wall_s": round(wall_s, 3),
+        "contention": window.record() or whole.record(),
         **not_reported("command"),
     }
+
+
+def contention_samplers(spec: RunSpec, env: dict[str, str]
+                        ) -> tuple[WindowSampler, WindowSampler]:
+    """Two samplers of a command run (:mod:`afbench.analysis.contention`): the measured
+    window, whose edges are the arrival of the step lines ``first_step - 1`` (or the
+    command's start) and ``last_step`` (the command's process tree, read from /proc while it
+    runs), and the whole run (this worker and the children it waited for, os.times()), the
+    record used when the window's edges were not seen. Threads asked: the command's
+    ``OMP_NUM_THREADS`` when it is a positive integer, else unknown."""
+    w = spec.config.scheduler.measure
+    raw = env.get("OMP_NUM_THREADS", "")
+    threads = int(raw) if raw.isdigit() and int(raw) > 0 else None
+    window = WindowSampler(threads=threads, scope="window",
+                           source=f"command process tree, steps {w.first_step}-{w.last_step} "
+                                  "(from the step lines' arrival)")
+    whole = WindowSampler(threads=threads, scope="run",
+                          source="the whole command run (its step lines did not mark the window)")
+    return window, whole
+
+
+def window_edge(window: WindowSampler, spec: RunSpec, step: int) -> None:
+    """Sample the window's start at step line ``first_step - 1`` and its end at
+    ``last_step``; a step logged twice does not move an edge already taken."""
+    w = spec.config.scheduler.measure
+    if step == w.first_step - 1 and window.first is None:
+        window.start()
+    elif step == w.last_step:
+        window.end()

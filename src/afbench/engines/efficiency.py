@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from afbench.analysis import flops
+from afbench.analysis.contention import WindowSampler
 # the FLOP count is pure arithmetic, shared with the torch-free torchtitan worker
 from afbench.analysis.efficiency import TFLOPS_SOURCE, training_efficiency  # noqa: F401
 from afbench.backends.base import Backend, PeakMemory
@@ -24,8 +25,11 @@ PEAK_FIELDS = ("peak_memory_allocated_gib", "peak_memory_reserved_gib", "peak_rs
 
 
 class MeasuredWindow:
-    """Peak memory of the measured steps: the counters are reset right before the window's
-    first step (after the warm-up steps) and read right after its last, every rank its own.
+    """Peak memory and contention of the measured steps: the counters are reset (the host
+    sampled, :mod:`afbench.analysis.contention`) right before the window's first step (after
+    the warm-up steps) and read right after its last, every rank its own (rank 0's contention
+    is kept). Threads asked: torch's intra-op threads on cpu; on cuda/npu None (the host
+    process feeds the device: its CPU/wall is shown, not held against a thread count).
 
     Call :meth:`before_step` before timing a step and :meth:`after_step` after it; then
     :meth:`result_fields` on every rank (it gathers over the ranks of a torchrun job).
@@ -39,27 +43,39 @@ class MeasuredWindow:
         self.seconds = 0.0
         self.steps = 0
         self.peak: PeakMemory | None = None
+        threads = None
+        if backend.name == "cpu":
+            import torch  # the builtin engine's worker has it loaded already
+
+            threads = torch.get_num_threads()
+        self.contention = WindowSampler(
+            threads=threads, scope="window",
+            source=f"builtin engine process, {unit} {window.first_step}-{window.last_step}")
 
     def before_step(self, step: int) -> None:
         if step == self.window.first_step:
             self.backend.synchronize()  # the warm-up's device work belongs to the warm-up
             self.backend.reset_peak_memory()
+            self.contention.start()
 
     def after_step(self, step: int, step_time_s: float) -> None:
         if self.window.first_step <= step <= self.window.last_step:
             self.seconds += step_time_s
             self.steps += 1
         if step == self.window.last_step:
+            self.contention.end()
             self.peak = self.backend.peak_memory()
             self.metrics.write("memory", rank=self.info.rank, memory_window=self.label,
                                **self.peak.fields())
 
     def result_fields(self) -> dict[str, Any]:
         """result.json fields: each peak as the max over ranks (GiB), ``memory_source``,
-        ``memory_window``, and ``memory_per_rank`` (one dict of the peaks per rank, in rank
-        order). A collective under torchrun: every rank must call it."""
+        ``memory_window``, ``memory_per_rank`` (one dict of the peaks per rank, in rank
+        order) and ``contention`` (this rank's record, None when the window did not
+        complete). A collective under torchrun: every rank must call it."""
         peak = self.peak or PeakMemory(source="not measured: the window's last step never ran")
-        return memory_fields(ddp.gather_objects(peak.fields(), self.info), self.label)
+        return {**memory_fields(ddp.gather_objects(peak.fields(), self.info), self.label),
+                "contention": self.contention.record()}
 
 
 def memory_fields(per_rank: list[dict[str, Any]], window: str) -> dict[str, Any]:

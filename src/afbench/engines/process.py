@@ -98,14 +98,16 @@ def _stream(proc: subprocess.Popen, copy_to: IO[bytes] | None,
 
 def run_child(argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str], grace_s: float,
               on_line: Callable[[str], bool] | None = None,
-              copy_to: IO[bytes] | None = None) -> ChildExit:
+              copy_to: IO[bytes] | None = None,
+              on_start: Callable[[int], None] | None = None) -> ChildExit:
     """Run ``argv`` (a list, never a shell string) to its end, its stdout and stderr merged.
 
     Every output line goes to this process's stdout (the run's ``stdout.log``), to ``copy_to``
     (a binary file, e.g. torchtitan's console.log) when given, and to ``on_line`` (the line
     without its newline); when ``on_line`` returns True the child is stopped (SIGTERM, SIGKILL
     after ``grace_s`` seconds) and its remaining output is dropped. An exception (Ctrl-C
-    included) stops the child the same way before it propagates.
+    included) stops the child the same way before it propagates. ``on_start`` is called with
+    the child's pid once it has started (e.g. to sample its CPU time).
     """
     forwarded: list[int] = []
     t0 = time.perf_counter()
@@ -120,6 +122,8 @@ def run_child(argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str], g
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, forward) if in_main else None
     try:
+        if on_start is not None:
+            on_start(proc.pid)
         stopped = _stream(proc, copy_to, on_line)
         if stopped:
             stop(proc, grace_s)

@@ -179,7 +179,8 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
     The run's devices (its cuda/npu ids, or the one cpu "device") are locked from before the
     worker starts until it has ended; a run whose device another afbench run holds waits for
     it (:func:`afbench.launch.devices.device_locks`). ``wall_s`` and the timeout count from
-    when the locks are held. A lock or device problem records FAILED with its reason.
+    when the locks are held; the wait is recorded as ``lock_wait_s``. A lock or device
+    problem records FAILED with its reason.
     """
     run_dir = prepare_run_dir(spec)
     log_path = run_dir / "stdout.log"
@@ -190,7 +191,9 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
         env = worker_env(spec, run_dir)
         backend, _ = run_devices(spec)
         held = held_devices(backend, env, spec.config.parallel.world_size)
+        waited = time.perf_counter()
         hold.enter_context(device_locks(backend, held, label=f"{spec.run_id} ({run_dir})"))
+        lock_wait_s = round(time.perf_counter() - waited, 3)
     except AfbenchError as exc:
         return _finish(spec, run_dir, "FAILED", None, str(exc), _now(), time.perf_counter())
     except BaseException as exc:
@@ -234,13 +237,14 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
     else:
         state = "FAILED"
         reason = _last_line(log_path, ERROR_PREFIX) or f"exit status {code}: {_tail(log_path)}"
-    return _finish(spec, run_dir, state, code, reason, started, t0)
+    return _finish(spec, run_dir, state, code, reason, started, t0, lock_wait_s)
 
 
 def _finish(spec: RunSpec, run_dir: Path, state: str, code: int | None, reason: str,
-            started: str, t0: float) -> RunStatus:
+            started: str, t0: float, lock_wait_s: float | None = None) -> RunStatus:
     status = RunStatus(run_id=spec.run_id, status=state, exit_code=code, reason=reason,
                        wall_s=round(time.perf_counter() - t0, 3), started_at=started,
-                       finished_at=_now(), config_hash=spec.config_hash)
+                       finished_at=_now(), config_hash=spec.config_hash,
+                       lock_wait_s=lock_wait_s)
     write_json_atomic(run_dir / "status.json", status.model_dump())
     return status

@@ -42,6 +42,35 @@ def _pct(value: Any, spec: str = "+.2f") -> str:
     return text if text == "n/a" else text + "%"
 
 
+def _contention(row: Any, L: dict[str, str]) -> str:
+    """The runs table's contention cell of a run row (:class:`afbench.results.RunRow`): its
+    measures and the decision in the report's words, e.g. ``CPU wait 34%, CPU pressure 100%,
+    steal 0%, CPU/wall 0.52 of 2 threads: contended``; ``n/a`` when not measured. A replaced
+    run (or a rerun) names the other run."""
+    get = (lambda k: row.get(k)) if isinstance(row, dict) else (lambda k: getattr(row, k, None))
+    parts = []
+    for key, label, spec in (("run_queue_wait_pct", "cont_wait", ".0f"),
+                             ("cpu_pressure_pct", "cont_pressure", ".0f"),
+                             ("steal_pct", "cont_steal", ".0f")):
+        if get(key) is not None:
+            parts.append(f"{L[label]} {_fmt(get(key), spec)}%")
+    if get("cpu_per_wall") is not None:
+        threads = get("threads")
+        parts.append(f"CPU/wall {_fmt(get('cpu_per_wall'), '.2f')}"
+                     + (f" {L['cont_of']} {threads} {L['cont_threads']}" if threads else ""))
+    contended = get("contended")
+    text = ", ".join(parts) or "n/a"
+    if contended is not None:
+        text += f": {L['contended'] if contended else L['not_contended']}"
+    if get("contention_scope") == "run":
+        text += f" ({L['cont_whole_run']})"
+    if get("replaced_by"):
+        text += f"; {L['replaced_by']} {get('replaced_by')}"
+    if get("rerun_of"):
+        text += f"; {L['rerun_of']} {get('rerun_of')}"
+    return text
+
+
 def labels(lang: str) -> dict[str, str]:
     """Report labels for ``lang`` (English ones fill any key a language lacks)."""
     # libyaml's loader where PyYAML has it (5x faster on the 2-language table), else PyYAML's
@@ -95,6 +124,7 @@ def environment(template_dir: str | None) -> jinja2.Environment:
     # a Markdown table cell: no pipe or newline may break the row
     env.filters["cell"] = lambda v: " ".join(str(v or "").split()).replace("|", "\\|")
     env.filters["short"] = lambda h, n=16: (h or "n/a")[:n]
+    env.filters["contention"] = _contention
     return env
 
 

@@ -1,0 +1,182 @@
+"""Contention per run, around the measurement: the command engine records its measured
+window's contention in result.json; experiment.rerun_contended runs a contended verdict-phase
+run again in a new directory and keeps the old one, marked; collect exposes both, keeps the
+replaced run out of the verdict's input, and the report shows the contention beside each run."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from afbench import experiment
+from afbench.analysis.contention import RUN_QUEUE_WAIT_PCT
+from afbench.collect import collect
+from afbench.config.models import ReportConfig, RunConfig
+from afbench.engines.command import run_command
+from afbench.io import write_json_atomic
+from afbench.report.render import render
+from afbench.results import RunRow, Summary
+from afbench.runspec import Plan, RunSpec, RunStatus
+
+WORKERS = Path(__file__).parent / "fault_workers"
+
+
+def spec_for(out: Path, run_id: str, variant: str, *, phase: str = "train",
+             args: list[str] | None = None, steps: int = 6) -> RunSpec:
+    config = RunConfig.model_validate({
+        "model": {"name": "m", "path": "/models/m"},
+        "data": {"name": "d", "path": "/data/d.parquet"},
+        "scheduler": {"workload": "sft", "steps": steps, "seq_len": 128,
+                      "measure": {"first_step": 2, "last_step": steps}},
+        "engine": {"name": "command", "executable": sys.executable,
+                   "args": args or [str(WORKERS / "good.py"), "{steps}"]},
+    })
+    return RunSpec(run_id=run_id, index=1, variant=variant, phase=phase, repeat=1,
+                   config=config, config_hash=run_id.ljust(64, "0")[:64],
+                   run_dir=str(out / "runs" / run_id), timeout_s=60, kill_grace_s=2)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux procfs")
+def test_a_command_beside_planted_busy_loops_records_a_contended_window(tmp_path):
+    # more busy loops than CPUs, started by the command itself (as the issue planted them):
+    # the step process must wait for a CPU whatever else the machine runs
+    loops = min((os.cpu_count() or 1) + 1, 17)
+    spec = spec_for(tmp_path, "a-train-r1", "a",
+                    args=[str(WORKERS / "busy_steps.py"), "{steps}", str(loops)],
+                    steps=3)
+    Path(spec.run_dir).mkdir(parents=True)
+    rec = run_command(spec, Path(spec.run_dir))["contention"]
+    assert rec["scope"] == "window" and "steps 2-3" in rec["source"]
+    assert 0 < rec["wall_s"] < 30
+    assert rec["run_queue_wait_pct"] > RUN_QUEUE_WAIT_PCT
+    from afbench.analysis.contention import judge
+
+    contended, reasons = judge(rec)
+    assert contended and reasons[0].startswith("waited for a CPU")
+
+
+QUIET = {"scope": "window", "source": "test", "run_queue_wait_pct": 2.0, "steal_pct": 0.0,
+         "cpu_pressure_pct": 40.0, "cpu_per_wall": 0.98, "threads": 1}
+BUSY = {**QUIET, "run_queue_wait_pct": 45.0, "cpu_pressure_pct": 100.0, "cpu_per_wall": 0.55}
+
+
+def fake_launcher(contended_runs: set[str]):
+    """A launch_run that writes what a worker writes (log, result.json with a contention
+    record: contended for the run ids in ``contended_runs``) without starting anything."""
+    launched: list[str] = []
+
+    def launch(spec: RunSpec) -> RunStatus:
+        run_dir = Path(spec.run_dir)
+        run_dir.mkdir(parents=True)  # never reused: fails if the directory exists
+        launched.append(spec.run_id)
+        slow = 2.0 if spec.run_id in contended_runs else 1.0
+        (run_dir / "stdout.log").write_text("".join(
+            f"step: {k}  loss: 1.0  elapsed_time_per_step: {0.01 * slow:.4f}s\n"
+            for k in range(1, 7)))
+        write_json_atomic(run_dir / "result.json", {
+            "schema_version": 1, "workload": "sft", "engine": "command",
+            "contention": BUSY if spec.run_id in contended_runs else QUIET})
+        (run_dir / "runspec.json").write_text(spec.model_dump_json())
+        st = RunStatus(run_id=spec.run_id, status="OK", exit_code=0, wall_s=0.1,
+                       config_hash=spec.config_hash, lock_wait_s=0.0)
+        write_json_atomic(run_dir / "status.json", st.model_dump())
+        return st
+
+    return launch, launched
+
+
+def make_plan(out: Path, rerun_contended: int) -> Plan:
+    runs = [spec_for(out, "a-train-r1", "a"), spec_for(out, "b-train-r1", "b")]
+    runs[1] = runs[1].model_copy(update={"index": 2})
+    return Plan(experiment="t", baseline="a", variants=["a", "b"], phases=["train"], repeats=1,
+                skip_policy="per_variant", verdict_phase="train", profile_phase=None,
+                runs=runs, rerun_contended=rerun_contended)
+
+
+@pytest.fixture
+def rerun_out(tmp_path, monkeypatch):
+    """A two-variant plan whose first baseline run is contended and its rerun is not."""
+    launch, launched = fake_launcher({"a-train-r1"})
+    monkeypatch.setattr(experiment, "launch_run", launch)
+    plan = make_plan(tmp_path, rerun_contended=1)
+    write_json_atomic(tmp_path / "plan.json", plan.model_dump(mode="json"))
+    statuses = experiment.execute_plan(plan, plan_path=tmp_path / "plan.json")
+    return tmp_path, statuses, launched
+
+
+def test_a_contended_verdict_run_is_run_again_in_a_new_directory_and_the_old_one_is_marked(
+        rerun_out):
+    out, statuses, launched = rerun_out
+    assert launched == ["a-train-r1", "a-train-r1-rerun1", "b-train-r1"]
+    plan = Plan.model_validate_json((out / "plan.json").read_text())
+    assert [r.run_id for r in plan.runs] == ["a-train-r1-rerun1", "b-train-r1"]
+    (rerun,) = plan.reruns
+    assert (rerun.replaced.run_id, rerun.by) == ("a-train-r1", "a-train-r1-rerun1")
+    assert rerun.reasons[0].startswith("waited for a CPU 45%")
+    old = json.loads((out / "runs" / "a-train-r1" / "status.json").read_text())
+    assert old["replaced_by"] == "a-train-r1-rerun1" and "contended" in old["reason"]
+    assert statuses["a-train-r1-rerun1"] == statuses["b-train-r1"] == "OK"
+    # resume never copies the contended run
+    index = experiment.resume_index(out)
+    assert index["a-train-r1".ljust(64, "0")[:64]].name == "a-train-r1-rerun1"
+
+
+def test_collect_keeps_the_replaced_run_as_a_row_but_out_of_the_verdict(rerun_out):
+    out, _, _ = rerun_out
+    col = collect(out)
+    rows = col.runs.set_index("run_id")
+    assert list(col.runs.run_id) == ["a-train-r1", "a-train-r1-rerun1", "b-train-r1"]
+    assert bool(rows.loc["a-train-r1", "contended"]) is True
+    assert rows.loc["a-train-r1", "replaced_by"] == "a-train-r1-rerun1"
+    assert rows.loc["a-train-r1-rerun1", "rerun_of"] == "a-train-r1"
+    assert bool(rows.loc["a-train-r1-rerun1", "contended"]) is False
+    assert rows.loc["a-train-r1", "contention_reasons"].startswith("waited for a CPU 45%")
+    assert set(col.window_steps) == {"a-train-r1-rerun1", "b-train-r1"}
+    assert col.contention("a-train-r1")[0] is True
+    assert col.results["b-train-r1"].contention.run_queue_wait_pct == 2.0
+
+
+def test_no_rerun_when_rerun_contended_is_zero_or_the_run_is_quiet(tmp_path, monkeypatch):
+    launch, launched = fake_launcher({"a-train-r1"})
+    monkeypatch.setattr(experiment, "launch_run", launch)
+    plan = make_plan(tmp_path, rerun_contended=0)
+    experiment.execute_plan(plan)
+    assert launched == ["a-train-r1", "b-train-r1"]
+
+
+def test_a_run_contended_every_time_is_rerun_at_most_rerun_contended_times(tmp_path,
+                                                                             monkeypatch):
+    launch, launched = fake_launcher({"a-train-r1", "a-train-r1-rerun1", "a-train-r1-rerun2"})
+    monkeypatch.setattr(experiment, "launch_run", launch)
+    plan = make_plan(tmp_path, rerun_contended=2)
+    write_json_atomic(tmp_path / "plan.json", plan.model_dump(mode="json"))
+    experiment.execute_plan(plan, plan_path=tmp_path / "plan.json")
+    assert launched == ["a-train-r1", "a-train-r1-rerun1", "a-train-r1-rerun2", "b-train-r1"]
+    saved = Plan.model_validate_json((tmp_path / "plan.json").read_text())
+    assert [r.by for r in saved.reruns] == ["a-train-r1-rerun1", "a-train-r1-rerun2"]
+    # the runs table lists them in launch order, each replaced one before its rerun
+    assert list(collect(tmp_path).runs.run_id) == [
+        "a-train-r1", "a-train-r1-rerun1", "a-train-r1-rerun2", "b-train-r1"]
+
+
+def test_the_runs_table_shows_each_runs_contention_in_both_languages(tmp_path):
+    rows = [RunRow(run_id="a-train-r1", variant="a", phase="train", repeat=1, status="OK",
+                   contended=True, run_queue_wait_pct=34.0, cpu_pressure_pct=100.0,
+                   steal_pct=0.0, cpu_per_wall=0.52, threads=2, replaced_by="a-train-r1-rerun1"),
+            RunRow(run_id="a-train-r1-rerun1", variant="a", phase="train", repeat=1,
+                   status="OK", contended=False, run_queue_wait_pct=3.0, steal_pct=0.0,
+                   cpu_per_wall=0.98, rerun_of="a-train-r1"),
+            RunRow(run_id="b-train-r1", variant="b", phase="train", repeat=1, status="OK")]
+    summary = Summary(experiment="t", baseline="a", runs=rows)
+    (md,) = render(summary, tmp_path, ReportConfig(formats=["md"]))
+    text = md.read_text()
+    assert ("CPU wait 34%, CPU pressure 100%, steal 0%, CPU/wall 0.52 of 2 threads: contended; "
+            "replaced by a-train-r1-rerun1") in text
+    assert "CPU wait 3%, steal 0%, CPU/wall 0.98: quiet; rerun of a-train-r1" in text
+    assert "| `b-train-r1` |" in text and "| n/a |" in text  # not measured
+    (html,) = render(summary, tmp_path, ReportConfig(formats=["html"], lang="zh"))
+    assert "CPU 等待 34%" in html.read_text() and "有争用" in html.read_text()
