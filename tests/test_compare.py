@@ -84,16 +84,17 @@ def test_break_even_follows_the_verdicts_gain_not_means_moved_by_a_loaded_run():
 
 def _line(verdict, speed, parity, workload="sft", lang="en"):
     c = SimpleNamespace(verdict=verdict, speed=speed, parity=parity, workload=workload,
-                        caveats=[])
+                        caveats=[], verdict_line="")
     return str(verdict_words(lang).verdict_line(c))
 
 
 def test_a_faster_variant_whose_results_diverged_says_so_in_its_verdict_line():
     diverged = Parity(status="DIVERGED", first_diverging_step=7)
-    assert _line("V_FASTER", Speed(), diverged) == "V_FASTER (but parity DIVERGED at step 7)"
-    assert _line("NO_GAIN", Speed(), diverged) == "NO_GAIN"
+    fixed = Speed(design="fixed")
+    assert _line("V_FASTER", fixed, diverged) == "V_FASTER (but parity DIVERGED at step 7)"
+    assert _line("NO_GAIN", fixed, diverged) == "NO_GAIN"
     token = Parity(status="DIVERGED", first_diverging_position=3)
-    assert _line("V_FASTER", Speed(), token, "infer").endswith("at token 3)")
+    assert _line("V_FASTER", fixed, token, "infer").endswith("at token 3)")
 
 
 @pytest.mark.parametrize("changes, shown", [
