@@ -16,7 +16,7 @@ from afbench.analysis.kernels import load_kernel_table
 from afbench.analysis.recompiles import (recompile_caveat, recompile_in_records,
                                          recompile_in_window)
 from afbench.analysis.stats import describe, finite_mean
-from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, mean_step_time, read_step_times
+from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, mean_step_time, read_log, read_step_times
 from afbench.errors import OutputError
 from afbench.io import read_json
 from afbench.results import RunResult, StepRecord, load_result
@@ -113,7 +113,7 @@ def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> str:
     w = spec.config.scheduler.measure
     pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
     log = run_dir / "stdout.log"
-    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    text = read_log(log) if log.is_file() else ""
     found = (recompile_in_window(text, w.first_step, w.last_step, pattern)
              or recompile_in_records([r.model_dump() for r in records], w.first_step, w.last_step))
     return recompile_caveat(found) if found else ""

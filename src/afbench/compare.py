@@ -21,6 +21,7 @@ from afbench.analysis.sequential import (
     sequential_decision,
     sequential_estimate,
 )
+from afbench.analysis.steplog import is_placeholder_loss
 from afbench.analysis.steptrace import profiling_status
 from afbench.analysis.stats import finite_mean
 from afbench.analysis.verdict import RUN_FAILED, SKIPPED, gain_pct, quick_verdict
@@ -32,7 +33,8 @@ from afbench.results import (MEMORY_MEASURES, Comparison, Compile, Efficiency, E
                              StepDeviceTime, Summary)
 from afbench.runspec import AutoDesign, Plan
 
-#: Loss parity when a side's logged rank printed torchtitan's ``loss: -1`` placeholder.
+#: Loss parity when a side's logged rank printed the ``loss: -1`` placeholder (pipeline
+#: parallelism; :data:`afbench.analysis.steplog.PLACEHOLDER_LOSS`), on any engine.
 PLACEHOLDER_LOSS_REASON = "unavailable: loss not reported on the logged rank"
 
 CAVEAT = ("One round per variant: afbench's interval comes from the two runs' own steps and "
@@ -51,16 +53,19 @@ def loss_parity(steps: pd.DataFrame, baseline_ids: list[str], variant_ids: list[
                 rtol: float) -> Parity:
     """Per-step loss of baseline vs variant (first repeat of each): MATCH when every step's
     |Δloss| <= rtol x |baseline loss|, else DIVERGED (first diverging step named); N/A when a
-    side has no losses, with :data:`PLACEHOLDER_LOSS_REASON` when a side's steps carry
-    torchtitan's placeholder loss (``loss_placeholder``, pipeline parallelism)."""
-    if steps.empty or not baseline_ids or not variant_ids or "loss" not in steps:
-        return Parity(status="N/A", reason="no per-step losses")
-    if "loss_placeholder" in steps:
+    side has no losses, with :data:`PLACEHOLDER_LOSS_REASON` when a side's steps carry the
+    placeholder loss (``loss_placeholder``, or every logged loss exactly -1)."""
+    if not steps.empty and baseline_ids and variant_ids and "loss_placeholder" in steps:
         pair = steps[steps.run_id.isin([baseline_ids[0], variant_ids[0]])]
         if pair["loss_placeholder"].eq(True).any():
             return Parity(status="N/A", reason=PLACEHOLDER_LOSS_REASON)
+    if steps.empty or not baseline_ids or not variant_ids or "loss" not in steps:
+        return Parity(status="N/A", reason="no per-step losses")
     a = steps[steps.run_id == baseline_ids[0]].set_index("step")["loss"].dropna()
     b = steps[steps.run_id == variant_ids[0]].set_index("step")["loss"].dropna()
+    if any(len(x) and x.map(is_placeholder_loss).all() for x in (a, b)):
+        # a constant -1 logged as a loss (records written before engines marked it)
+        return Parity(status="N/A", reason=PLACEHOLDER_LOSS_REASON)
     if a.empty or b.empty:
         return Parity(status="N/A", reason="no per-step losses logged")
     common = a.index.intersection(b.index)
