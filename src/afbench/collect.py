@@ -13,7 +13,7 @@ import pandas as pd
 
 from afbench.analysis.errors import InvalidLog
 from afbench.analysis.kernels import load_kernel_table
-from afbench.analysis.recompiles import (recompile_caveat, recompile_in_records,
+from afbench.analysis.recompiles import (Recompile, recompile_caveat, recompile_in_records,
                                          recompile_in_window)
 from afbench.analysis.stats import describe, finite_mean
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, mean_step_time, read_log, read_step_times
@@ -38,7 +38,8 @@ class Collected:
     runs: one row per RunSpec (run_id, variant, phase, repeat, status, exit_code, reason,
       wall_s, mean_step_s (strict log parse of the measured window, seconds), log_error,
       first_step_s, tokens_per_s (mean over the window), recompile (a compiled run's
-      :func:`recompile_caveat` when it recompiled inside the measured window, else "")).
+      :func:`recompile_caveat` when it recompiled inside the measured window, else ""),
+      recompile_after_step (that recompile's step, else None)).
     steps: one row per logged step from metrics.jsonl (run_id, variant, phase, repeat, step,
       step_time_s, loss, grad_norm, tokens_per_s) or per decode run for inference.
     kernels: run_id + the normalised kernel table (op_type, count, total_us, ratio_pct).
@@ -103,20 +104,19 @@ def window_step_times(spec: RunSpec, run_dir: Path) -> dict[int, float]:
                            pattern)
 
 
-def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> str:
-    """The caveat of a compiled run (autofuse / npugraph_ex) that recompiled inside its
-    measured window, from its log's dynamo warnings or the builtin engine's graph counter;
-    empty otherwise (a string column: pandas would turn None into NaN)."""
+def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> Recompile | None:
+    """The first recompile of a compiled run (autofuse / npugraph_ex) inside its measured
+    window, from its log's dynamo warnings or the builtin engine's graph counter; None
+    otherwise."""
     o = spec.config.optimization
     if not (o.autofuse or o.npugraph_ex):
-        return ""
+        return None
     w = spec.config.scheduler.measure
     pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
     log = run_dir / "stdout.log"
     text = read_log(log) if log.is_file() else ""
-    found = (recompile_in_window(text, w.first_step, w.last_step, pattern)
-             or recompile_in_records([r.model_dump() for r in records], w.first_step, w.last_step))
-    return recompile_caveat(found) if found else ""
+    return (recompile_in_window(text, w.first_step, w.last_step, pattern)
+            or recompile_in_records([r.model_dump() for r in records], w.first_step, w.last_step))
 
 
 def run_dir_of(out_dir: Path, spec: RunSpec) -> Path:
@@ -146,6 +146,7 @@ def collect(out_dir: Path) -> Collected:
             "wall_s": status.get("wall_s"), "mean_step_s": None, "log_error": "",
             "first_step_s": result.first_step_s if result else None, "tokens_per_s": None,
             "workload": spec.config.scheduler.workload, "step_cv_pct": None, "recompile": "",
+            "recompile_after_step": None,
         }
         records = _step_records(run_dir / "metrics.jsonl")
         for rec in records:
@@ -171,7 +172,10 @@ def collect(out_dir: Path) -> Collected:
             finite = [t for t in times_s if math.isfinite(t)]
             if len(finite) >= 2:
                 row["step_cv_pct"] = 100.0 * describe(finite)["cv"]
-            row["recompile"] = _recompile(spec, run_dir, records)
+            found = _recompile(spec, run_dir, records)
+            # a string column ("" for none: pandas would turn None into NaN)
+            row["recompile"] = recompile_caveat(found) if found else ""
+            row["recompile_after_step"] = found.after_step if found else None
             if result is not None and result.sanity is not None:
                 row["sanity"] = result.sanity["status"]
             if row["log_error"]:  # an invalid log yields no statistics at all

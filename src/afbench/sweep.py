@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 
 from afbench.analysis.verdict import RUN_FAILED, SKIPPED
 from afbench.io import read_json, write_json_atomic
+from afbench.messages import Message, say
 from afbench.results import MainEffect, SweepRow, SweepSummary
 
 log = logging.getLogger(__name__)
@@ -102,15 +103,13 @@ def _report_settings(jobs: list[Path]) -> dict[str, Any]:
 
 
 _LOG_PREFIX = re.compile(r"^\[[^\]]*\]\[[A-Z]+\] ")  # "[time][LEVEL] " of the job log
-STOPPED_BEFORE_PLAN = ("job stopped before its first run (no plan.json): a config or preflight "
-                       "error")
 
 
-def job_failure_reason(job: Path) -> str:
-    """Why a job that never planned stopped: its ``afbench: error`` message and the
-    ``[FAIL]`` lines of preflight, from the job's own log (Hydra job logging writes
-    ``<job>/<job name>.log``), after :data:`STOPPED_BEFORE_PLAN`; that text alone when the
-    log holds none."""
+def job_failure_reason(job: Path) -> Message:
+    """Why a job that never planned stopped, as a catalog message (``job_stopped``, or
+    ``job_stopped_detail`` with its ``detail``): the job's ``afbench: error`` message and the
+    ``[FAIL]`` lines of preflight, from its own log (Hydra job logging writes
+    ``<job>/<job name>.log``), as written there."""
     lines: list[str] = []
     for log_file in sorted(job.glob("*.log")):
         try:
@@ -126,7 +125,7 @@ def job_failure_reason(job: Path) -> str:
             elif body.startswith("[FAIL]"):
                 lines.append(body)
     detail = "; ".join(dict.fromkeys(lines))
-    return f"{STOPPED_BEFORE_PLAN}: {detail}" if detail else STOPPED_BEFORE_PLAN
+    return say("job_stopped_detail", detail=detail) if detail else say("job_stopped")
 
 
 @dataclass
@@ -160,8 +159,10 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[_
 
     name = ",".join(f"{k}={setting.get(k, '')}" for k in keys) or job.name
     if not (job / "plan.json").is_file():
+        why = job_failure_reason(job)
         return [_Combination(SweepRow(name=name, job=job.name, setting=setting,
-                                      reasons=[job_failure_reason(job)], is_plan_baseline=True))]
+                                      reasons=[why.text], reason_msgs=[why],
+                                      is_plan_baseline=True))]
     col = collect(job)
     runs = col.runs.set_index("run_id")
     phase = col.plan.verdict_phase

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
-import yaml
 
+from afbench import messages
 from afbench.config.models import ReportConfig
 from afbench.io import read_json, write_json_atomic, write_text_atomic
 from afbench.results import Summary, SweepSummary, load_summary
@@ -43,11 +43,23 @@ def _pct(value: Any, spec: str = "+.2f") -> str:
 
 
 def labels(lang: str) -> dict[str, str]:
-    """Report labels for ``lang`` (English ones fill any key a language lacks)."""
-    # libyaml's loader where PyYAML has it (5x faster on the 2-language table), else PyYAML's
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    table = yaml.load((TEMPLATES / "labels.yaml").read_text(encoding="utf-8"), Loader=loader)
-    return {**table["en"], **table.get(lang, {})}
+    """Report labels for ``lang`` (English ones fill any key a language lacks):
+    :func:`afbench.messages.labels`."""
+    return messages.labels(lang)
+
+
+@jinja2.pass_context
+def _say(context: Any, message: Any) -> str:
+    """The ``say`` filter: a :class:`afbench.messages.Message` (or its JSON dict) in the
+    template's language (its ``L``); a plain string as it is; ``""`` for none."""
+    return messages.render(message, context["L"])
+
+
+@jinja2.pass_context
+def _fill(context: Any, template: str, **args: Any) -> str:
+    """The ``fill`` filter: ``{{ L.key | fill(n=3) }}`` fills the label's ``{n}`` fields
+    (``str.format`` rules, so ``{gain:+.2f}`` formats a number)."""
+    return messages.fill(template, context["L"], **args)
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
@@ -95,6 +107,8 @@ def environment(template_dir: str | None) -> jinja2.Environment:
     # a Markdown table cell: no pipe or newline may break the row
     env.filters["cell"] = lambda v: " ".join(str(v or "").split()).replace("|", "\\|")
     env.filters["short"] = lambda h, n=16: (h or "n/a")[:n]
+    env.filters["say"] = _say
+    env.filters["fill"] = _fill
     return env
 
 
