@@ -28,7 +28,7 @@ from afbench.analysis.stats import finite_mean
 from afbench.analysis.verdict import RUN_FAILED, SKIPPED, gain_pct, quick_verdict
 from afbench.collect import MEANS, Collected
 from afbench.config.models import ReportConfig
-from afbench.messages import Message, say
+from afbench.messages import Message, recorded, say
 from afbench.results import (MEMORY_MEASURES, Comparison, Compile, Efficiency, Environment,
                              FusedEvidence, KernelDiffRow, KernelRow, Memory, MemoryChange, Parity,
                              PhaseParameters, ProfilingComparison, RunResult, Side, Speed,
@@ -409,12 +409,15 @@ def compile_cost(b: Side, v: Side, speed: Speed, compiled: bool = True) -> Compi
         overhead / saving if overhead is not None and saving and saving > 0 else None))
 
 
-def failure_reasons(col: Collected, ids: list[str]) -> list[str]:
+def failure_reasons(col: Collected, ids: list[str]) -> list[Message]:
     """Why a side has no number: the reasons of its runs that did not succeed, then the
-    strict-parse errors of its logs, each as ``run_id: reason``."""
+    strict-parse errors of its logs, each as the message ``run_reason`` (English text
+    ``run_id: reason``; a reason afbench recorded itself, such as a skip, is a nested catalog
+    message, any other is kept as written)."""
     pair = col.runs[col.runs.run_id.isin(ids)]
-    reasons = [f"{r.run_id}: {r.reason}" for r in pair.itertuples() if r.status != "OK" and r.reason]
-    return reasons + [f"{r.run_id}: {r.log_error}" for r in pair.itertuples() if r.log_error]
+    found = [(r.run_id, r.reason) for r in pair.itertuples() if r.status != "OK" and r.reason]
+    found += [(r.run_id, r.log_error) for r in pair.itertuples() if r.log_error]
+    return [say("run_reason", run=run, reason=recorded(text) or text) for run, text in found]
 
 
 def parity_of(col: Collected, b: Side, v: Side, phase: str | None, workload: str,
@@ -453,13 +456,14 @@ def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rt
     memory = memory_change(b, v, report.memory_warn_pct)
     caveat_msgs = caveats_of(b, v, memory)
     caveats = [m.text for m in caveat_msgs]
+    reasons = failure_reasons(col, run_ids(col, variant, phase) + run_ids(col, b.name, phase))
     return Comparison(
         baseline=b, variant=v, phase=phase, workload=workload, verdict=verdict,
         verdict_line=with_caveats(verdict_line(verdict, speed, parity, workload), caveats),
         speed=speed, parity=parity, compile=compile_cost(b, v, speed, _compiles(col, variant)),
         memory=memory,
-        caveats=caveats, caveat_msgs=caveat_msgs, aa=aa,
-        reasons=failure_reasons(col, run_ids(col, variant, phase) + run_ids(col, b.name, phase)))
+        caveats=caveats, caveat_msgs=caveat_msgs, aa=aa, reasons=[m.text for m in reasons],
+        reason_msgs=reasons)
 
 
 def _compiles(col: Collected, variant: str) -> bool:

@@ -16,6 +16,7 @@ can build messages.
 from __future__ import annotations
 
 import functools
+import re
 import string
 from pathlib import Path
 from typing import Any
@@ -92,14 +93,69 @@ def fill(template: str, table: dict[str, str] | None = None, /, **args: Any) -> 
     return string.Formatter().vformat(template, (), _Args(args, table or _labels("en")))
 
 
+#: Sentences a run records in English in its result.json / status.json (how memory and TFLOPs
+#: were measured, why a run was skipped), written by the worker and the launcher before the
+#: report exists, and the catalog key each is: the report shows them in its own language
+#: (:func:`recorded`). Each pattern is the whole text its writer produces (tests hold them
+#: to the writers' constants); anything else recorded (an error message) is shown as written.
+RECORDED: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), key) for p, key in (
+    (r"VmHWM from /proc/self/status after clear_refs reset \(peak RSS of the whole process\)",
+     "src_vmhwm"),
+    (r"resource\.getrusage ru_maxrss \(peak RSS of the whole process since it started, not "
+     r"resettable here: includes model loading and warm-up\)", "src_maxrss"),
+    (r"torch\.(?P<kind>\w+)\.max_memory_allocated / max_memory_reserved of (?P<device>\S+) "
+     r"after torch\.\w+\.reset_peak_memory_stats", "src_device_memory"),
+    (r"not measured on backend (?P<backend>\S+)", "src_not_measured"),
+    (r"not reported \(engine (?P<engine>\S+)\)", "src_not_reported"),
+    (r"torchtitan step log 'memory: X GiB\(Y%\)': reserved_bytes\.all\.peak of rank 0's "
+     r"device, reset after each logged step; max over the window", "src_titan_memory"),
+    (r"afbench: 6N \+ 12\*L\*H\*Q\*T FLOPs per token \(PaLM App\. B, as torchtitan\) x "
+     r"measured tokens/s per device over the window", "src_tflops"),
+    (r"afbench: 6N \+ 12\*L\*H\*Q\*T FLOPs per token \(PaLM App\. B, as torchtitan\) x "
+     r"measured tokens/s per device over the window \(parameters counted as Qwen3's; "
+     r"model_type is (?P<model_type>\S+)\)", "src_tflops_other_model"),
+    (r"torchtitan step log 'tflops:' / 'mfu:' \(its own FLOP count and peak\); mean over the "
+     r"window", "src_titan_tflops"),
+    (r"n/a: no published peak for device (?P<device>.+); set backend\.peak_tflops",
+     "peak_unknown_device"),
+    (r"n/a: model dtype (?P<dtype>\S+), the published peak of (?P<device>.+) is BF16 dense; "
+     r"set backend\.peak_tflops for this precision", "peak_other_dtype"),
+    (r"steps (?P<first>\d+)-(?P<last>\d+) \(counters reset after (?P<warm>\d+) warm-up "
+     r"steps\)", "memory_window_steps"),
+    (r"runs (?P<first>\d+)-(?P<last>\d+) \(counters reset after (?P<warm>\d+) warm-up "
+     r"runs\)", "memory_window_runs"),
+    (r"2 \(K, V\) x layers x kv_heads x head_dim x \(longest prompt \+ max_new_tokens\) x batch "
+     r"x dtype bytes, from config\.json", "src_kv_cache"),
+    (r"baseline run (?P<run>\S+) did not succeed", "skip_baseline_failed"),
+    (r"earlier run (?P<run>\S+) did not succeed", "skip_earlier_failed"),
+    (r"interrupted \(SIGINT/SIGTERM to afbench\)", "skip_interrupted"),
+    (r"interrupted", "run_interrupted"),
+    (r"not run", "run_not_run"),
+))
+
+
+def recorded(text: str) -> Message | None:
+    """The catalog message a recorded English sentence is (:data:`RECORDED`), its values
+    taken from the text; None for any other text."""
+    for pattern, key in RECORDED:
+        match = pattern.fullmatch(text.strip())
+        if match:
+            return Message(key=key, args=match.groupdict(), text=text)
+    return None
+
+
 def render(message: Message | dict[str, Any] | str | None, table: dict[str, str]) -> str:
     """``message`` in the language of ``table`` (a :func:`labels` table): its key's text filled
-    with its args; its stored English text when ``table`` lacks the key; a plain string as it
-    is (a recorded error text); ``""`` for None."""
+    with its args; its stored English text when ``table`` lacks the key; a plain string that
+    is a :func:`recorded` sentence in that language, any other as it is (a recorded error
+    text); ``""`` for None."""
     if message is None:
         return ""
     if isinstance(message, str):
-        return message
+        found = recorded(message)
+        if found is None:
+            return message
+        message = found
     if isinstance(message, Message):
         message = message.model_dump()
     template = table.get(message["key"])

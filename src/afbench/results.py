@@ -381,6 +381,7 @@ class Comparison(BaseModel):
     caveat_msgs: list[Message] = []  # ``caveats`` as catalog messages (afbench.messages)
     aa: bool = False  # same settings as the baseline: an A/A pair
     reasons: list[str] = []  # why a side has no number (``run_id: recorded reason``)
+    reason_msgs: list[Message] = []  # ``reasons`` as catalog messages (afbench.messages)
 
 
 class PhaseMeans(BaseModel):

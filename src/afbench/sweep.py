@@ -146,10 +146,33 @@ MEMORY_FIELDS = ("peak_rss_gib", "peak_memory_allocated_gib", "peak_memory_reser
                  "tflops_per_device", "mfu_pct")
 
 
-def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[_Combination]:
+def _job_report(job: Path, lang: str) -> str | None:
+    """The job's HTML report in ``lang``, relative to the sweep folder: ``<job>/report.html``
+    in the job's own language, ``<job>/report.<lang>.html`` in another, re-rendered here from
+    the job's runs (:func:`afbench.report.render.build_report`, with the job's own report
+    settings) so that the sweep page links to a report in its own language; None when the
+    job has none (a failed re-render is logged and the link falls back to the job's own)."""
+    from afbench.config.models import ReportConfig
+    from afbench.report.render import build_report, report_name, run_language
+
+    own = run_language(job)
+    name = report_name("report", "html", lang, own)
+    if lang != own and (job / "plan.json").is_file():
+        settings = _report_settings([job])
+        try:
+            build_report(job, ReportConfig.model_validate({**settings, "lang": lang}))
+        except Exception as exc:  # the sweep page still links the job's own report
+            log.warning("afbench: job %s: report in %s failed: %s", job.name, lang, exc)
+            name = "report.html"
+    return f"{job.name}/{name}" if (job / name).is_file() else None
+
+
+def _combinations(job: Path, setting: dict[str, str], keys: list[str],
+                  lang: str = "en") -> list[_Combination]:
     """One entry per variant of one job (one entry, failed, for a job that never planned),
     from the variant's verdict-phase runs: each run's strict-parse window, its median and
-    bursts (:func:`afbench.analysis.paired.run_statistic`), step CV, memory and efficiency."""
+    bursts (:func:`afbench.analysis.paired.run_statistic`), step CV, memory and efficiency;
+    each links the job's report in ``lang`` (:func:`_job_report`)."""
     # collect/compare pull in pandas and the config models: only the report needs them
     from afbench.analysis.factorial import UNTRUSTED_CV_PCT, outlier_runs
     from afbench.analysis.paired import run_statistic
@@ -167,7 +190,7 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[_
     runs = col.runs.set_index("run_id")
     phase = col.plan.verdict_phase
     workload = workload_of(col)
-    report = "report.html" if (job / "report.html").is_file() else None
+    report = _job_report(job, lang)
     out = []
     for variant in col.plan.variants:
         ids = run_ids(col, variant, phase)
@@ -181,7 +204,7 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[_
             # every run's note, resumed ones included, without the run id
             reasons=[r for r in sel.reason.tolist() + sel.log_error.tolist() if r],
             is_plan_baseline=variant == col.plan.baseline,
-            report=f"{job.name}/{report}" if report else None)
+            report=report)
         combo = _Combination(row)
         medians = []
         for rid in ids:
@@ -255,7 +278,10 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
                        template_dir: str | None = None) -> SweepSummary:
     """Collect every job below ``sweep_dir``, compare every combination with the baseline
     combination, rank them and write sweep_summary.json and sweep_report.md / .html (per
-    ``report.formats``). Returns the :class:`afbench.results.SweepSummary`.
+    ``report.formats``). Returns the :class:`afbench.results.SweepSummary`. In a language
+    other than the jobs' own (``lang``), the page is ``sweep_report.<lang>.md`` / ``.html``
+    and every job's report is re-rendered in it too (``<job>/report.<lang>.html``), linked
+    from the page; the jobs' own reports stay.
 
     ``baseline`` (``"key=value,key=value"``), ``level`` (family-wise confidence), ``lang``
     and ``template_dir`` default to the ``report`` settings the jobs ran with
@@ -289,7 +315,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     combos: list[_Combination] = []
     for job, ovs in zip(jobs, all_overrides):
         setting = {k: v for k, v in map(split_override, ovs) if k in keys}
-        combos += _combinations(job, setting, keys)
+        combos += _combinations(job, setting, keys, report.lang)
     base = _pick_baseline(combos, keys, baseline)
     m = max(len(combos) - 1, 1)
     per_comparison = sweep_level(level, m)
@@ -313,7 +339,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     write_json_atomic(sweep_dir / "sweep_summary.json", summary.model_dump(mode="json"))
     frames = [c.steps for c in combos if c.steps is not None]
-    render_sweep(summary, sweep_dir, report, frames)
+    render_sweep(summary, sweep_dir, report, frames, run_lang=settings.get("lang") or "en")
     return summary
 
 
