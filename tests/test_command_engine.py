@@ -290,3 +290,14 @@ def test_a_constant_minus_one_loss_is_a_placeholder_with_no_parity(tmp_path):
     old = pd.DataFrame([{"run_id": rid, "step": s, "loss": -1.0} for rid in ("a", "b")
                         for s in (1, 2, 3)])
     assert loss_parity(old, ["a"], ["b"], 1e-5).reason == PLACEHOLDER_LOSS_REASON
+
+
+def test_the_workers_error_line_behind_a_progress_bar_is_still_found(tmp_path):
+    from afbench.launch.local import _last_line, _tail
+    from afbench.runspec import ERROR_PREFIX
+
+    log = tmp_path / "stdout.log"
+    log.write_bytes(("\rTraining:  50%|█████     | 5/10 [00:02<00:02, 2.1it/s, loss=2.4, step=5]"
+                     f"{ERROR_PREFIX}RuntimeError: CUDA out of memory\n").encode())
+    assert _last_line(log, ERROR_PREFIX) == "RuntimeError: CUDA out of memory"
+    assert _tail(log).startswith(ERROR_PREFIX)
