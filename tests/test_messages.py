@@ -53,7 +53,7 @@ def test_unknown_keys_and_missing_values_are_errors_and_an_unknown_stored_key_fa
     assert fill("{n:+.1f}%", n=2.345) == "+2.3%"
 
 
-def writers() -> list[tuple[str, str]]:
+def writers(tmp: Path) -> list[tuple[str, str]]:
     """(text, key) of every sentence a run records, produced by its writer today."""
     from afbench.analysis.efficiency import (TFLOPS_SOURCE, TITAN_MEMORY_SOURCE,
                                              TITAN_TFLOPS_SOURCE, _architecture_caveat,
@@ -62,7 +62,9 @@ def writers() -> list[tuple[str, str]]:
     from afbench.backends.base import device_peak_memory
     from afbench.backends.cpu import HWM_SOURCE, MAXRSS_SOURCE
     from afbench.config.models import StepWindow
+    from afbench.backends.cpu import CpuBackend
     from afbench.engines.efficiency import KV_CACHE_SOURCE, MeasuredWindow
+    from afbench.switches.profiler import open_profiler
 
     class Device:
         def max_memory_allocated(self, index):
@@ -84,16 +86,32 @@ def writers() -> list[tuple[str, str]]:
         (MeasuredWindow(None, window, None, None).label, "memory_window_steps"),
         (MeasuredWindow(None, window, None, None, unit="runs").label, "memory_window_runs"),
         (KV_CACHE_SOURCE, "src_kv_cache"),
+        (open_profiler(True, CpuBackend(), window, tmp, None)[1].detail,
+         "switch_profiler_steps"),
+        (open_profiler(True, CpuBackend(), window, tmp, None,
+                       unit="runs")[1].detail, "switch_profiler_runs"),
     ]
 
 
-def test_every_recorded_sentence_is_recognised_and_renders_back_to_itself_in_english():
+def test_every_recorded_sentence_is_recognised_and_renders_back_to_itself_in_english(tmp_path):
     en, zh = labels("en"), labels("zh")
-    for text, key in writers():
+    for text, key in writers(tmp_path):
         found = recorded(text)
         assert found is not None and found.key == key, text
         assert render(text, en) == text  # the English report is unchanged
         assert render(text, zh) != text and re.search(r"[\u4e00-\u9fff]", render(text, zh)), key
+
+
+def test_recorded_switch_details_are_the_converters_words():
+    source = (SRC / "switches" / "converters.py").read_text()
+    assert ('f"{len(layers)} sites: residual add + "\n                        '
+            'f"post_attention_layernorm -> {add_name}"') in source
+    assert 'f"{sites} sites: RMSNorm -> {rms_name}"' in source
+    zh = labels("zh")
+    assert render("4 sites: residual add + post_attention_layernorm -> afbench::add_rms_norm",
+                  zh) == "4 处：残差加法 + post_attention_layernorm -> afbench::add_rms_norm"
+    assert render("torch.compile(backend='inductor', mode=None)", zh) == (
+        "torch.compile(backend='inductor', mode=None)")  # code stays code
 
 
 def test_recorded_skip_and_interrupt_reasons_are_the_launchers_words():

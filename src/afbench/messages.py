@@ -126,6 +126,11 @@ RECORDED: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), key) f
      r"runs\)", "memory_window_runs"),
     (r"2 \(K, V\) x layers x kv_heads x head_dim x \(longest prompt \+ max_new_tokens\) x batch "
      r"x dtype bytes, from config\.json", "src_kv_cache"),
+    (r"(?P<profiler>.+) profiler, steps (?P<first>\d+)-(?P<last>\d+)", "switch_profiler_steps"),
+    (r"(?P<profiler>.+) profiler, runs (?P<first>\d+)-(?P<last>\d+)", "switch_profiler_runs"),
+    (r"(?P<sites>\d+) sites: residual add \+ post_attention_layernorm -> (?P<op>\S+)",
+     "switch_add_rmsnorm"),
+    (r"(?P<sites>\d+) sites: RMSNorm -> (?P<op>\S+)", "switch_rmsnorm"),
     (r"baseline run (?P<run>\S+) did not succeed", "skip_baseline_failed"),
     (r"earlier run (?P<run>\S+) did not succeed", "skip_earlier_failed"),
     (r"interrupted \(SIGINT/SIGTERM to afbench\)", "skip_interrupted"),
