@@ -260,3 +260,44 @@ def _processes(marker: str) -> list[tuple[int, str]]:
         if marker in cmd and "zombie" not in state:
             found.append((int(entry.name), cmd))
     return found
+
+
+def test_a_tqdm_bar_glued_to_each_step_line_gives_each_step_once(tmp_path):
+    # the bytes real tqdm wrote to a redirected file (tests/fixtures/logs/make_tqdm_glued.py)
+    log = Path(__file__).parent / "fixtures" / "logs" / "tqdm_glued.log"
+    spec = make_spec(tmp_path, [str(WORKERS / "replay_log.py"), str(log)],
+                     step_pattern=LOSS_PATTERN)
+    result = run_command(spec, Path(spec.run_dir))
+    recs = records(Path(spec.run_dir))
+    assert [r["step"] for r in recs] == list(range(1, 13)) and result["steps_logged"] == 12
+    assert recs[5] == {"kind": "step", "step": 6, "step_time_s": 0.276, "loss": 2.44}
+
+
+def test_a_constant_minus_one_loss_is_a_placeholder_with_no_parity(tmp_path):
+    import pandas as pd
+
+    from afbench.compare import PLACEHOLDER_LOSS_REASON, loss_parity
+
+    spec = make_spec(tmp_path, [str(WORKERS / "pp_placeholder_loss.py"), "{steps}"])
+    run_command(spec, Path(spec.run_dir))  # -1 is not a non-finite loss: the run succeeds
+    recs = records(Path(spec.run_dir))
+    assert all("loss" not in r and r["loss_placeholder"] is True for r in recs)
+    assert [r["step_time_s"] for r in recs][:2] == [0.02, 0.03]  # the timing is kept
+    steps = pd.DataFrame([{"run_id": rid, **r} for rid in ("a", "b") for r in recs])
+    parity = loss_parity(steps, ["a"], ["b"], 1e-5)
+    assert (parity.status, parity.reason, parity.curve) == ("N/A", PLACEHOLDER_LOSS_REASON, None)
+    # records written before the engine marked it: a constant -1 as the loss, same answer
+    old = pd.DataFrame([{"run_id": rid, "step": s, "loss": -1.0} for rid in ("a", "b")
+                        for s in (1, 2, 3)])
+    assert loss_parity(old, ["a"], ["b"], 1e-5).reason == PLACEHOLDER_LOSS_REASON
+
+
+def test_the_workers_error_line_behind_a_progress_bar_is_still_found(tmp_path):
+    from afbench.launch.local import _last_line, _tail
+    from afbench.runspec import ERROR_PREFIX
+
+    log = tmp_path / "stdout.log"
+    log.write_bytes(("\rTraining:  50%|█████     | 5/10 [00:02<00:02, 2.1it/s, loss=2.4, step=5]"
+                     f"{ERROR_PREFIX}RuntimeError: CUDA out of memory\n").encode())
+    assert _last_line(log, ERROR_PREFIX) == "RuntimeError: CUDA out of memory"
+    assert _tail(log).startswith(ERROR_PREFIX)

@@ -124,9 +124,13 @@ def test_offline_rerender_reproduces_verdict(af_compare_run, tmp_path):
     cwd, _ = af_compare_run
     out = only_output_dir(cwd)
     before = json.loads((out / "summary.json").read_text())
+    english = (out / "report.md").read_text()
     proc = subprocess.run([sys.executable, "-m", "afbench.report", str(out), "--lang", "zh"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     after = json.loads((out / "summary.json").read_text())
     assert after["comparisons"] == before["comparisons"]
-    assert "结论" in (out / "report.md").read_text()
+    # beside the run's English report, never over it
+    assert "结论" in (out / "report.zh.md").read_text() and (out / "report.zh.html").is_file()
+    assert "report.zh.md" in proc.stdout
+    assert (out / "report.md").read_text() == english

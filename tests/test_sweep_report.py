@@ -119,15 +119,27 @@ def test_zh_rerender_uses_the_users_template_folder(sweep, tmp_path):
     copy = shutil.copytree(sweep, tmp_path / "grid")
     from afbench.report.__main__ import main as report_main
 
+    english = (copy / "sweep_report.html").read_text(encoding="utf-8")
     assert report_main([str(copy), "--lang", "zh"]) == 0
     zh = labels("zh")
-    md = (copy / "sweep_report.md").read_text(encoding="utf-8")
+    # beside the English page (the jobs ran in English), which stays as it was
+    md = (copy / "sweep_report.zh.md").read_text(encoding="utf-8")
     assert md.startswith(f"USER TEMPLATE {zh['sweep_title']}: {combo(False, False)}")
     assert f"{combo(True, True)} RUN_FAILED" in md
-    html = (copy / "sweep_report.html").read_text(encoding="utf-8")
+    html = (copy / "sweep_report.zh.html").read_text(encoding="utf-8")
+    assert (copy / "sweep_report.html").read_text(encoding="utf-8") == english
     assert '<html lang="zh-CN">' in html
     for key in ("ranking", "main_effects", "plot_forest", "cross_job_pairs"):
         assert zh[key] in html
+    # every job's report re-rendered in Chinese and linked; the job stopped before planning
+    # says so in Chinese
+    links = re.findall(r'href="([^"#]+/report[^"]*\.html)"', html)
+    assert links and all(link.endswith("/report.zh.html") for link in links)
+    for link in links:
+        job_html = (copy / link).read_text(encoding="utf-8")
+        assert '<html lang="zh-CN">' in job_html and zh["verdict"] in job_html
+        assert (copy / link.replace(".zh.html", ".html")).is_file()  # the English one stays
+    assert zh["job_stopped_detail"].split("：")[0] in html
 
 
 def test_html_carries_plots_links_and_trust_signals(sweep):

@@ -14,10 +14,10 @@ import pandas as pd
 from afbench.analysis.contention import judge
 from afbench.analysis.errors import InvalidLog
 from afbench.analysis.kernels import load_kernel_table
-from afbench.analysis.recompiles import (recompile_caveat, recompile_in_records,
+from afbench.analysis.recompiles import (Recompile, recompile_caveat, recompile_in_records,
                                          recompile_in_window)
 from afbench.analysis.stats import describe, finite_mean
-from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, mean_step_time, read_step_times
+from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, mean_step_time, read_log, read_step_times
 from afbench.errors import OutputError
 from afbench.io import read_json
 from afbench.results import RunResult, StepRecord, load_result
@@ -40,9 +40,10 @@ class Collected:
       wall_s, mean_step_s (strict log parse of the measured window, seconds), log_error,
       first_step_s, tokens_per_s (mean over the window), recompile (a compiled run's
       :func:`recompile_caveat` when it recompiled inside the measured window, else ""),
-      the contention columns of :func:`contention_columns` (``contended``: bool, None when
-      not measured; ``contention_reasons``), ``replaced_by`` / ``rerun_of`` (reruns of
-      contended runs), ``lock_wait_s``). Runs replaced by a rerun are rows too.
+      recompile_after_step (that recompile's step, else None), the contention columns of
+      :func:`contention_columns` (``contended``: bool, None when not measured;
+      ``contention_reasons``), ``replaced_by`` / ``rerun_of`` (reruns of contended runs),
+      ``lock_wait_s``). Runs replaced by a rerun are rows too.
     steps: one row per logged step from metrics.jsonl (run_id, variant, phase, repeat, step,
       step_time_s, loss, grad_norm, tokens_per_s) or per decode run for inference.
     kernels: run_id + the normalised kernel table (op_type, count, total_us, ratio_pct).
@@ -119,20 +120,19 @@ def window_step_times(spec: RunSpec, run_dir: Path) -> dict[int, float]:
                            pattern)
 
 
-def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> str:
-    """The caveat of a compiled run (autofuse / npugraph_ex) that recompiled inside its
-    measured window, from its log's dynamo warnings or the builtin engine's graph counter;
-    empty otherwise (a string column: pandas would turn None into NaN)."""
+def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> Recompile | None:
+    """The first recompile of a compiled run (autofuse / npugraph_ex) inside its measured
+    window, from its log's dynamo warnings or the builtin engine's graph counter; None
+    otherwise."""
     o = spec.config.optimization
     if not (o.autofuse or o.npugraph_ex):
-        return ""
+        return None
     w = spec.config.scheduler.measure
     pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
     log = run_dir / "stdout.log"
-    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
-    found = (recompile_in_window(text, w.first_step, w.last_step, pattern)
-             or recompile_in_records([r.model_dump() for r in records], w.first_step, w.last_step))
-    return recompile_caveat(found) if found else ""
+    text = read_log(log) if log.is_file() else ""
+    return (recompile_in_window(text, w.first_step, w.last_step, pattern)
+            or recompile_in_records([r.model_dump() for r in records], w.first_step, w.last_step))
 
 
 def run_dir_of(out_dir: Path, spec: RunSpec) -> Path:
@@ -197,6 +197,7 @@ def collect(out_dir: Path) -> Collected:
             "workload": spec.config.scheduler.workload, "step_cv_pct": None, "recompile": "",
             **contention_columns(result), "replaced_by": replaced_by.get(spec.run_id),
             "rerun_of": rerun_of.get(spec.run_id), "lock_wait_s": status.get("lock_wait_s"),
+            "recompile_after_step": None,
         }
         records = _step_records(run_dir / "metrics.jsonl")
         for rec in records:
@@ -223,7 +224,10 @@ def collect(out_dir: Path) -> Collected:
             finite = [t for t in times_s if math.isfinite(t)]
             if len(finite) >= 2:
                 row["step_cv_pct"] = 100.0 * describe(finite)["cv"]
-            row["recompile"] = _recompile(spec, run_dir, records)
+            found = _recompile(spec, run_dir, records)
+            # a string column ("" for none: pandas would turn None into NaN)
+            row["recompile"] = recompile_caveat(found) if found else ""
+            row["recompile_after_step"] = found.after_step if found else None
             if result is not None and result.sanity is not None:
                 row["sanity"] = result.sanity["status"]
             if row["log_error"]:  # an invalid log yields no statistics at all

@@ -13,11 +13,14 @@ from typing import Any
 import pandas as pd
 
 from afbench.analysis import kernels as K
+from afbench.analysis import traces as T
 from afbench.analysis.contention import judge, uniform_slowdown_note
-from afbench.analysis.steptrace import profiling_status
+from afbench.analysis.steplog import is_placeholder_loss
+from afbench.analysis.steptrace import ProfilingResult, profiling_status
 from afbench.analysis.stats import finite_mean
 from afbench.collect import MEANS, Collected
 from afbench.config.models import ReportConfig
+from afbench.messages import Message, recorded, say
 from afbench.results import (MEMORY_MEASURES, Comparison, Compile, Efficiency, Environment,
                              FusedEvidence, KernelDiffRow, KernelRow, Memory, MemoryChange, Parity,
                              PhaseParameters, ProfilingComparison, RunResult, Side, Speed,
@@ -29,8 +32,15 @@ from afbench.verdict import (INCONCLUSIVE, ONE_ROUND, RUN_FAILED, SEQUENTIAL, SK
 from afbench.verdict.calibration import RunSpread
 from afbench.verdict.sequential import INTERRUPTED, RUN_FAILED_STOP
 
-#: Loss parity when a side's logged rank printed torchtitan's ``loss: -1`` placeholder.
-PLACEHOLDER_LOSS_REASON = "unavailable: loss not reported on the logged rank"
+#: Loss parity when a side's logged rank printed the ``loss: -1`` placeholder (pipeline
+#: parallelism; :data:`afbench.analysis.steplog.PLACEHOLDER_LOSS`), on any engine.
+PLACEHOLDER_LOSS_REASON = say("parity_placeholder").text
+
+
+def _na(key: str, **args: Any) -> Parity:
+    """Parity N/A with the catalog reason ``key`` (labels.yaml), in English and as a message."""
+    message = say(key, **args)
+    return Parity(status="N/A", reason=message.text, reason_msg=message)
 
 #: ``summary.caveat`` of a one-round experiment: the templates word it (labels.yaml
 #: ``caveat_text``); summaries before the verdict library stored the English sentence here.
@@ -41,21 +51,24 @@ def loss_parity(steps: pd.DataFrame, baseline_ids: list[str], variant_ids: list[
                 rtol: float) -> Parity:
     """Per-step loss of baseline vs variant (first repeat of each): MATCH when every step's
     |Δloss| <= rtol x |baseline loss|, else DIVERGED (first diverging step named); N/A when a
-    side has no losses, with :data:`PLACEHOLDER_LOSS_REASON` when a side's steps carry
-    torchtitan's placeholder loss (``loss_placeholder``, pipeline parallelism)."""
-    if steps.empty or not baseline_ids or not variant_ids or "loss" not in steps:
-        return Parity(status="N/A", reason="no per-step losses")
-    if "loss_placeholder" in steps:
+    side has no losses, with :data:`PLACEHOLDER_LOSS_REASON` when a side's steps carry the
+    placeholder loss (``loss_placeholder``, or every logged loss exactly -1)."""
+    if not steps.empty and baseline_ids and variant_ids and "loss_placeholder" in steps:
         pair = steps[steps.run_id.isin([baseline_ids[0], variant_ids[0]])]
         if pair["loss_placeholder"].eq(True).any():
-            return Parity(status="N/A", reason=PLACEHOLDER_LOSS_REASON)
+            return _na("parity_placeholder")
+    if steps.empty or not baseline_ids or not variant_ids or "loss" not in steps:
+        return _na("parity_no_losses")
     a = steps[steps.run_id == baseline_ids[0]].set_index("step")["loss"].dropna()
     b = steps[steps.run_id == variant_ids[0]].set_index("step")["loss"].dropna()
+    if any(len(x) and x.map(is_placeholder_loss).all() for x in (a, b)):
+        # a constant -1 logged as a loss (records written before engines marked it)
+        return _na("parity_placeholder")
     if a.empty or b.empty:
-        return Parity(status="N/A", reason="no per-step losses logged")
+        return _na("parity_no_losses_logged")
     common = a.index.intersection(b.index)
     if not len(common):
-        return Parity(status="N/A", reason="no common steps")
+        return _na("parity_no_common_steps")
     diff = (a[common] - b[common]).abs()
     rel = diff / a[common].abs().clip(lower=1e-12)
     bad = rel[rel > rtol]
@@ -181,11 +194,11 @@ def generation_parity(out_dir, baseline_ids: list[str], variant_ids: list[str], 
     Logits (first prompt, every generated position up to the first divergence): max abs
     difference, MATCH when <= rtol x max |baseline logit| (rtol per dtype: one bf16 ulp passes)."""
     if not baseline_ids or not variant_ids:
-        return Parity(status="N/A", reason="no runs")
+        return _na("parity_no_runs")
     b_dir, v_dir = out_dir / "runs" / baseline_ids[0], out_dir / "runs" / variant_ids[0]
     gb, gv = _generations(b_dir), _generations(v_dir)
     if not gb or not gv:
-        return Parity(status="N/A", reason="no generations.jsonl on one side")
+        return _na("parity_no_generations")
     out: dict[str, Any] = {"prompts_compared": min(len(gb), len(gv)), "rtol": rtol}
     first_div = None
     for a, b in zip(gb, gv):
@@ -213,8 +226,9 @@ def generation_parity(out_dir, baseline_ids: list[str], variant_ids: list[str], 
         out.update(status="DIVERGED", first_diverging_position=first_div["position"],
                    first_divergence=first_div)
     elif out.get("logits_match") is False:
-        out.update(status="DIVERGED", first_diverging_position=0,
-                   reason="tokens identical but logits differ beyond tolerance")
+        message = say("parity_logits_differ")
+        out.update(status="DIVERGED", first_diverging_position=0, reason=message.text,
+                   reason_msg=message)
     else:
         out.update(status="MATCH")
     return Parity.model_validate(out)
@@ -252,6 +266,9 @@ def side(col: Collected, variant: str, phase: str | None, workload: str) -> Side
         memory=memory_of(_ok_results(col, sel)), efficiency=efficiency_of(_ok_results(col, sel)),
         recompile=next((x for x in sel.get("recompile", pd.Series(dtype=object)).tolist()
                         if isinstance(x, str) and x), None),
+        recompile_after_step=next((int(x) for x in sel.get("recompile_after_step",
+                                                            pd.Series(dtype=object)).tolist()
+                                   if x is not None and x == x), None),
         skipped=bool(statuses) and all(s == "SKIPPED" for s in statuses),
         ok=bool(statuses) and all(s == "OK" for s in statuses) and not errors)
 
@@ -314,15 +331,19 @@ def memory_change(b: Side, v: Side, warn_pct: float) -> MemoryChange:
                         warn=pct is not None and pct > warn_pct)
 
 
-def caveats_of(b: Side, v: Side, memory: MemoryChange) -> list[str]:
-    """What the verdict line carries beside the verdict: a memory rise above
-    ``report.memory_warn_pct``, and each side's recompile inside its measured window."""
+def caveats_of(b: Side, v: Side, memory: MemoryChange) -> list[Message]:
+    """What the verdict line carries beside the verdict, as catalog messages (their ``text``
+    is the English): a memory rise above ``report.memory_warn_pct``, and each side's
+    recompile inside its measured window."""
     out = []
     if memory.warn:
-        out.append(f"peak memory ({memory.measure}) {memory.delta_pct:+.1f}% "
-                   f"({memory.delta_gib:+.3f} GiB) over {b.name}, above "
-                   f"report.memory_warn_pct {memory.warn_pct:g}%")
-    out += [f"{x.name} {x.recompile}" for x in (v, b) if x.recompile]
+        out.append(say("caveat_memory", measure=memory.measure, delta_pct=memory.delta_pct,
+                       delta_gib=memory.delta_gib, baseline=b.name, warn_pct=memory.warn_pct))
+    for x in (v, b):
+        if x.recompile and x.recompile_after_step is not None:
+            out.append(say("caveat_recompile", variant=x.name, step=x.recompile_after_step))
+        elif x.recompile:  # a summary written before the step was kept
+            out.append(Message(key="", text=f"{x.name} {x.recompile}"))
     return out
 
 
@@ -344,19 +365,22 @@ def compile_cost(b: Side, v: Side, speed: Speed, compiled: bool = True) -> Compi
         overhead / saving if overhead is not None and saving and saving > 0 else None))
 
 
-def failure_reasons(col: Collected, ids: list[str]) -> list[str]:
+def failure_reasons(col: Collected, ids: list[str]) -> list[Message]:
     """Why a side has no number: the reasons of its runs that did not succeed, then the
-    strict-parse errors of its logs, each as ``run_id: reason``."""
+    strict-parse errors of its logs, each as the message ``run_reason`` (English text
+    ``run_id: reason``; a reason afbench recorded itself, such as a skip, is a nested catalog
+    message, any other is kept as written)."""
     pair = col.runs[col.runs.run_id.isin(ids)]
-    reasons = [f"{r.run_id}: {r.reason}" for r in pair.itertuples() if r.status != "OK" and r.reason]
-    return reasons + [f"{r.run_id}: {r.log_error}" for r in pair.itertuples() if r.log_error]
+    found = [(r.run_id, r.reason) for r in pair.itertuples() if r.status != "OK" and r.reason]
+    found += [(r.run_id, r.log_error) for r in pair.itertuples() if r.log_error]
+    return [say("run_reason", run=run, reason=recorded(text) or text) for run, text in found]
 
 
 def parity_of(col: Collected, b: Side, v: Side, phase: str | None, workload: str,
               rtol: float) -> Parity:
     """Loss parity (training) or generation parity (inference) of the first runs of a pair."""
     if not (b.ok and v.ok):
-        return Parity(status="N/A", reason="a run of the pair did not succeed")
+        return _na("parity_pair_failed")
     b_ids, v_ids = run_ids(col, b.name, phase), run_ids(col, v.name, phase)
     if workload == "infer":
         return generation_parity(col.out_dir, b_ids, v_ids, rtol)
@@ -378,14 +402,16 @@ def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rt
         verdict = verdict_word(speed.decision or INCONCLUSIVE, variant)
     parity = parity_of(col, b, v, phase, workload, rtol)
     memory = memory_change(b, v, report.memory_warn_pct)
-    caveats = caveats_of(b, v, memory)
+    caveat_msgs = caveats_of(b, v, memory)
+    caveats = [m.text for m in caveat_msgs]
+    reasons = failure_reasons(col, run_ids(col, variant, phase) + run_ids(col, b.name, phase))
     return Comparison(
         baseline=b, variant=v, phase=phase, workload=workload, verdict=verdict,
         verdict_line="",  # worded by the report (templates/verdict_words.j2: fill_lines)
         speed=speed, parity=parity, compile=compile_cost(b, v, speed, _compiles(col, variant)),
         memory=memory,
-        caveats=caveats, aa=aa,
-        reasons=failure_reasons(col, run_ids(col, variant, phase) + run_ids(col, b.name, phase)))
+        caveats=caveats, caveat_msgs=caveat_msgs, aa=aa, reasons=[m.text for m in reasons],
+        reason_msgs=reasons)
 
 
 def _compiles(col: Collected, variant: str) -> bool:
@@ -440,10 +466,62 @@ def profiling_pair(col: Collected, variant: str, expected: list[int]) -> Profili
     phases = ([] if res.means is None else
               [{"phase": ph, "baseline_us": float(row["baseline"]), "variant_us": float(row["variant"])}
                for ph, row in res.means.iterrows()])
+    labels, labels_msg = profiler_labels(col, b_id)
     return ProfilingComparison(variant=variant, baseline=base, phase=pphase, status=res.status,
-                               reason=res.reason, phases=phases,
+                               reason=res.reason, reason_msg=profiling_reason(res),
+                               phases=phases,
                                device_ids={k: str(v) for k, v in res.device_ids.items()},
-                               profiler_steps=expected)
+                               profiler_steps=expected, step_labels=labels,
+                               labels_msg=labels_msg)
+
+
+def profiling_reason(res: ProfilingResult) -> Message:
+    """:attr:`ProfilingResult.reason` as a catalog message, clause by clause (the sides named
+    in the report's language, a parser's own message kept as written)."""
+    ids = res.device_ids
+    clauses = []
+    for side, code, detail in res.parts:
+        who = say(side) if side else None
+        if code == "devices":
+            clauses.append(say("profiling_devices", baseline=ids["baseline"], variant=ids["variant"]))
+        elif code == "ok":
+            clauses.append(say("profiling_ok", steps=detail, device=ids["baseline"]))
+        else:
+            clauses.append(say(f"profiling_{code}", side=who, detail=detail))
+    return say("clauses", items=clauses)
+
+
+def profiler_labels(col: Collected, run_id: str) -> tuple[list[int], Message | None]:
+    """The ``ProfilerStep#N`` labels of the trace of the profile run ``run_id`` (sorted), and
+    the sentence saying which training steps they are: torch.profiler's label counts its own
+    steps from 0, so with ``prof.step()`` after every step the profiler window's training
+    steps ``first..last`` carry the labels ``first-1..last-1``
+    (:func:`afbench.analysis.traces.training_steps_of` with the window's schedule). Labels
+    that do not fit the window (the run's own profiler had another schedule) get a sentence
+    saying so. ``([], None)`` without a run that succeeded, a trace, or labels in it."""
+    if _status_of(col.runs, [run_id]) != ["OK"]:
+        return [], None
+    profile = col.out_dir / "runs" / run_id / "profile"
+    trace = T.find_trace(profile)
+    if trace is None:
+        return [], None
+    try:
+        labels = T.profiler_step_labels(trace)
+    except (OSError, ValueError):
+        return [], None  # the kernel tables report an unreadable trace
+    if not labels:
+        return [], None
+    window = col.spec(run_id).config.optimization.profiler_window
+    schedule = {"wait": window.first_step - 1 - window.warmup_steps,
+                "warmup": window.warmup_steps, "active": len(window.steps)}
+    shown = str(trace.relative_to(col.out_dir))
+    args = dict(trace=shown, first_label=labels[0], last_label=labels[-1],
+                first_step=window.first_step, last_step=window.last_step, **schedule)
+    if T.training_steps_of(len(labels), schedule) == window.steps and \
+            labels == [s - 1 for s in window.steps]:
+        return labels, say("profiler_labels", **args)
+    return labels, say("profiler_labels_other", expected_first=window.first_step - 1,
+                       expected_last=window.last_step - 1, **args)
 
 
 def step_device_time(out_dir, run_id: str) -> StepDeviceTime | None:
@@ -463,17 +541,29 @@ def step_device_time(out_dir, run_id: str) -> StepDeviceTime | None:
         try:
             found = K.kernel_details_per_step(path)
         except (OSError, ValueError) as exc:
-            return StepDeviceTime(note=f"per-step breakdown unavailable: {where}: "
-                                       f"{str(exc).removeprefix(str(path) + ': ')}")
+            note = say("step_time_error", file=where,
+                       error=str(exc).removeprefix(str(path) + ": "))
+            return StepDeviceTime(note=note.text, note_msg=note)
         if found.table is None:
-            return StepDeviceTime(note=f"per-step breakdown unavailable: no 'Step Id' column "
-                                       f"in {where}")
+            note = say("step_time_no_step_id", file=where)
+            return StepDeviceTime(note=note.text, note_msg=note)
         rows += found.table.to_dict("records")
     return StepDeviceTime.model_validate({"rows": rows})
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return df.to_dict("records")
+
+
+def _run_rows(runs: pd.DataFrame) -> list[dict[str, Any]]:
+    """The runs table's rows for the summary, a recompile note as a catalog message too."""
+    rows = _records(runs.where(runs.notna(), None))
+    for row in rows:
+        step = row.get("recompile_after_step")
+        if row.get("recompile") and step is not None:
+            row["recompile_after_step"] = int(step)
+            row["recompile_msg"] = say("run_recompile", step=int(step))
+    return rows
 
 
 def compare(col: Collected, report: ReportConfig) -> Summary:
@@ -525,7 +615,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
         "environment": env.model_dump(include=set(Environment.model_fields),
                                       exclude_none=True) if env else {},
         "parameters": _parameters(col),
-        "runs": _records(col.runs.where(col.runs.notna(), None)),
+        "runs": _run_rows(col.runs),
         "switches": {rid: r.switches for rid, r in results.items()},
         "ranks": {rid: r.ranks for rid, r in results.items() if r.ranks},
         "comparisons": comps, "profiling": profiling, "kernels": kernels,

@@ -19,6 +19,8 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from afbench.errors import OutputError
+# a report sentence as catalog key + values (+ its English text): afbench.messages
+from afbench.messages import Message
 # re-exported: the version lives in afbench.schema, which imports nothing (the worker's use)
 from afbench.schema import SCHEMA_VERSION as SCHEMA_VERSION
 
@@ -267,6 +269,8 @@ class Side(BaseModel):
     # afbench.analysis.recompiles.recompile_caveat of the first run that recompiled inside
     # its measured window, else None
     recompile: str | None = None
+    # the step after which that run recompiled (the caveat's number), else None
+    recompile_after_step: int | None = None
 
 
 class SetAsidePair(BaseModel):
@@ -382,6 +386,7 @@ class Parity(BaseModel):
 
     status: str
     reason: str | None = None
+    reason_msg: Message | None = None  # ``reason`` as a catalog message (afbench.messages)
     rtol: float | None = None
     steps_compared: int | None = None
     max_abs_diff: float | None = None
@@ -442,8 +447,10 @@ class Comparison(BaseModel):
     compile: Compile = Compile()
     memory: MemoryChange = MemoryChange()
     caveats: list[str] = []
+    caveat_msgs: list[Message] = []  # ``caveats`` as catalog messages (afbench.messages)
     aa: bool = False  # same settings as the baseline: an A/A pair
-    reasons: list[str] = []  # why a side has no number
+    reasons: list[str] = []  # why a side has no number (``run_id: recorded reason``)
+    reason_msgs: list[Message] = []  # ``reasons`` as catalog messages (afbench.messages)
 
 
 class PhaseMeans(BaseModel):
@@ -463,9 +470,14 @@ class ProfilingComparison(BaseModel):
     phase: str
     status: str
     reason: str = ""
+    reason_msg: Message | None = None  # ``reason`` as a catalog message (afbench.messages)
     phases: list[PhaseMeans] = []
     device_ids: dict[str, str] = {}
     profiler_steps: list[int] = []  # 0-based profiler step ids
+    # the ProfilerStep#N labels of the baseline profile run's trace, and what they are
+    # (torch.profiler counts its own steps from 0: the labels are not training steps)
+    step_labels: list[int] = []
+    labels_msg: Message | None = None
 
 
 class KernelRow(_Open):
@@ -507,6 +519,7 @@ class StepDeviceTime(BaseModel):
 
     rows: list[StepDeviceRow] = []
     note: str = ""
+    note_msg: Message | None = None  # ``note`` as a catalog message
 
 
 class PieceCount(BaseModel):
@@ -568,6 +581,7 @@ class RunRow(_Open):
     replaced_by: str | None = None
     rerun_of: str | None = None
     lock_wait_s: float | None = None  # seconds the launcher waited for the device lock
+    recompile_msg: Message | None = None  # ``recompile`` as a catalog message
 
 
 class Asset(BaseModel):
@@ -676,6 +690,9 @@ class SweepRow(_Open):
     median_step_s: float | None = None
     tokens_per_s: float | None = None
     reasons: list[str] = []
+    # afbench's own reasons as catalog messages (a job stopped before it planned); the report
+    # shows these where present, else ``reasons`` (recorded error texts)
+    reason_msgs: list[Message] = []
     is_plan_baseline: bool = False
     verdict: str = "RUN_FAILED"
     gain_pct: float | None = None

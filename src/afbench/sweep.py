@@ -25,6 +25,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from afbench.io import read_json, write_json_atomic
+from afbench.messages import Message, say
 from afbench.results import MainEffect, Speed, SweepRow, SweepSummary
 from afbench.verdict.words import RUN_FAILED, SKIPPED
 
@@ -102,15 +103,13 @@ def _report_settings(jobs: list[Path]) -> dict[str, Any]:
 
 
 _LOG_PREFIX = re.compile(r"^\[[^\]]*\]\[[A-Z]+\] ")  # "[time][LEVEL] " of the job log
-STOPPED_BEFORE_PLAN = ("job stopped before its first run (no plan.json): a config or preflight "
-                       "error")
 
 
-def job_failure_reason(job: Path) -> str:
-    """Why a job that never planned stopped: its ``afbench: error`` message and the
-    ``[FAIL]`` lines of preflight, from the job's own log (Hydra job logging writes
-    ``<job>/<job name>.log``), after :data:`STOPPED_BEFORE_PLAN`; that text alone when the
-    log holds none."""
+def job_failure_reason(job: Path) -> Message:
+    """Why a job that never planned stopped, as a catalog message (``job_stopped``, or
+    ``job_stopped_detail`` with its ``detail``): the job's ``afbench: error`` message and the
+    ``[FAIL]`` lines of preflight, from its own log (Hydra job logging writes
+    ``<job>/<job name>.log``), as written there."""
     lines: list[str] = []
     for log_file in sorted(job.glob("*.log")):
         try:
@@ -126,7 +125,7 @@ def job_failure_reason(job: Path) -> str:
             elif body.startswith("[FAIL]"):
                 lines.append(body)
     detail = "; ".join(dict.fromkeys(lines))
-    return f"{STOPPED_BEFORE_PLAN}: {detail}" if detail else STOPPED_BEFORE_PLAN
+    return say("job_stopped_detail", detail=detail) if detail else say("job_stopped")
 
 
 @dataclass
@@ -150,10 +149,33 @@ MEMORY_FIELDS = ("peak_rss_gib", "peak_memory_allocated_gib", "peak_memory_reser
                  "tflops_per_device", "mfu_pct")
 
 
-def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[_Combination]:
+def _job_report(job: Path, lang: str) -> str | None:
+    """The job's HTML report in ``lang``, relative to the sweep folder: ``<job>/report.html``
+    in the job's own language, ``<job>/report.<lang>.html`` in another, re-rendered here from
+    the job's runs (:func:`afbench.report.render.build_report`, with the job's own report
+    settings) so that the sweep page links to a report in its own language; None when the
+    job has none (a failed re-render is logged and the link falls back to the job's own)."""
+    from afbench.config.models import ReportConfig
+    from afbench.report.render import build_report, report_name, run_language
+
+    own = run_language(job)
+    name = report_name("report", "html", lang, own)
+    if lang != own and (job / "plan.json").is_file():
+        settings = _report_settings([job])
+        try:
+            build_report(job, ReportConfig.model_validate({**settings, "lang": lang}))
+        except Exception as exc:  # the sweep page still links the job's own report
+            log.warning("afbench: job %s: report in %s failed: %s", job.name, lang, exc)
+            name = "report.html"
+    return f"{job.name}/{name}" if (job / name).is_file() else None
+
+
+def _combinations(job: Path, setting: dict[str, str], keys: list[str],
+                  lang: str = "en") -> list[_Combination]:
     """One entry per variant of one job (one entry, failed, for a job that never planned),
     from the variant's verdict-phase runs: each run's strict-parse window, its median and
-    bursts (:func:`afbench.verdict.runs.run_statistic`), step CV, memory and efficiency."""
+    bursts (:func:`afbench.verdict.runs.run_statistic`), step CV, memory and efficiency;
+    each links the job's report in ``lang`` (:func:`_job_report`)."""
     # collect/compare pull in pandas and the config models: only the report needs them
     from afbench.analysis.factorial import UNTRUSTED_CV_PCT, outlier_runs
     from afbench.analysis.stats import finite_mean
@@ -163,13 +185,15 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[_
 
     name = ",".join(f"{k}={setting.get(k, '')}" for k in keys) or job.name
     if not (job / "plan.json").is_file():
+        why = job_failure_reason(job)
         return [_Combination(SweepRow(name=name, job=job.name, setting=setting,
-                                      reasons=[job_failure_reason(job)], is_plan_baseline=True))]
+                                      reasons=[why.text], reason_msgs=[why],
+                                      is_plan_baseline=True))]
     col = collect(job)
     runs = col.runs.set_index("run_id")
     phase = col.plan.verdict_phase
     workload = workload_of(col)
-    report = "report.html" if (job / "report.html").is_file() else None
+    report = _job_report(job, lang)
     out = []
     for variant in col.plan.variants:
         ids = run_ids(col, variant, phase)
@@ -183,7 +207,7 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str]) -> list[_
             # every run's note, resumed ones included, without the run id
             reasons=[r for r in sel.reason.tolist() + sel.log_error.tolist() if r],
             is_plan_baseline=variant == col.plan.baseline,
-            report=f"{job.name}/{report}" if report else None)
+            report=report)
         combo = _Combination(row, calibration=col.experiment.get("calibration"))
         medians = []
         for rid in ids:
@@ -259,7 +283,10 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
                        template_dir: str | None = None) -> SweepSummary:
     """Collect every job below ``sweep_dir``, compare every combination with the baseline
     combination, rank them and write sweep_summary.json and sweep_report.md / .html (per
-    ``report.formats``). Returns the :class:`afbench.results.SweepSummary`.
+    ``report.formats``). Returns the :class:`afbench.results.SweepSummary`. In a language
+    other than the jobs' own (``lang``), the page is ``sweep_report.<lang>.md`` / ``.html``
+    and every job's report is re-rendered in it too (``<job>/report.<lang>.html``), linked
+    from the page; the jobs' own reports stay.
 
     ``baseline`` (``"key=value,key=value"``), ``level`` (family-wise confidence), ``lang``
     and ``template_dir`` default to the ``report`` settings the jobs ran with
@@ -293,7 +320,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     combos: list[_Combination] = []
     for job, ovs in zip(jobs, all_overrides):
         setting = {k: v for k, v in map(split_override, ovs) if k in keys}
-        combos += _combinations(job, setting, keys)
+        combos += _combinations(job, setting, keys, report.lang)
     base = _pick_baseline(combos, keys, baseline)
     m = max(len(combos) - 1, 1)
     per_comparison = sweep_level(level, m)
@@ -317,7 +344,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     write_json_atomic(sweep_dir / "sweep_summary.json", summary.model_dump(mode="json"))
     frames = [c.steps for c in combos if c.steps is not None]
-    render_sweep(summary, sweep_dir, report, frames)
+    render_sweep(summary, sweep_dir, report, frames, run_lang=settings.get("lang") or "en")
     return summary
 
 

@@ -30,7 +30,10 @@ def table(rows: list[tuple[str, int, float]]) -> pd.DataFrame:
 
 def test_kernel_details_are_aggregated_by_type_over_steps(npu_dir):
     df = read_kernel_details(npu_dir / "kernel_details.csv")
-    assert list(df.columns) == KERNEL_COLUMNS
+    # keyed by Type; each launch's Name kept beside it
+    assert list(df.columns) == [*KERNEL_COLUMNS, "kernel_names"]
+    assert df.set_index("op_type").loc["Pow", "kernel_names"] == (
+        "aclnnPowTensorScalar_PowAiCore_Pow")
     rows = {r.op_type: (r.count, r.total_us) for r in df.itertuples()}
     assert rows == {
         "MatMul": (4, pytest.approx(401.5)),
@@ -64,7 +67,8 @@ def test_kernel_details_without_step_id_and_with_spaced_unit_are_read(tmp_path):
     )
     df = read_kernel_details(path)
     assert df.to_dict("records") == [
-        {"op_type": "MatMul", "count": 2, "total_us": 15.0, "ratio_pct": 100.0}
+        {"op_type": "MatMul", "count": 2, "total_us": 15.0, "ratio_pct": 100.0,
+         "kernel_names": "aclnnMatmul"}
     ]
 
 

@@ -10,10 +10,12 @@ issues 1056/1232: every rank prints every step line, no prefix).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from afbench.analysis.errors import InvalidLog
-from afbench.analysis.steplog import parse_step_times
+from afbench.analysis.steplog import log_lines, parse_step_times, read_log, read_step_times
 from afbench.analysis.steplog import check_unique_steps
 
 HEADER = "[titan] 2025-11-29 11:00:{sec:02d},000 - root - INFO - "
@@ -126,3 +128,62 @@ def test_a_long_run_of_duplicates_is_listed_three_times_then_counted():
     msg = str(info.value)
     assert msg.count("is duplicated") == 3 and "and 22 more duplicated steps" in msg
     assert "every step appears 2 times" in msg
+
+
+# tqdm writing to a redirected file: every redraw starts with a carriage return, and the
+# training loop's print() lands right after the last redraw, on the same physical line.
+# tests/fixtures/logs/tqdm_glued.log was written by real tqdm (make_tqdm_glued.py beside it).
+TQDM_LOG = Path(__file__).parent.parent / "fixtures" / "logs" / "tqdm_glued.log"
+BAR = "\rTraining:  {pct:>2d}%|{fill:<10}| {n}/10 [00:01<00:00, 1.2it/s, loss=2.31, step={n}]"
+
+
+def glued_log(steps: int = 10, redraws: int = 3) -> str:
+    """``redraws`` bar updates, then the step's metrics line with no newline before it; the
+    bar's postfix names the step that just ended (``step=3`` before ``step: 4``)."""
+    out = []
+    for step in range(1, steps + 1):
+        bars = "".join(BAR.format(pct=(step - 1) * 10, fill="█" * (step - 1), n=step - 1)
+                       for _ in range(redraws))
+        out.append(bars + f"step: {step:2d}  loss: {2.5 - step / 100:8.5f}  "
+                   f"elapsed_time_per_step: {0.27 + step / 1000:.6f}s\n")
+    return "".join(out) + BAR.format(pct=100, fill="█" * 10, n=10) + "\n"
+
+
+#: A pattern loose enough to read the bar's own ``step=`` postfix if the bar were kept.
+LOOSE = (r"\bstep[:=]\s*(?P<step>\d+)(?:.*?\bloss[:=]\s*(?P<loss>[^\s,\]]+))?"
+         r".*?\belapsed_time_per_step:\s*(?P<value>\S+?)s?(?=\s|$)")
+
+
+def test_a_tqdm_bar_glued_before_each_metrics_line_is_cut_off_and_the_line_read_once():
+    times = parse_step_times(glued_log(), 6, 10, source="stdout.log")
+    assert times == {s: pytest.approx(0.27 + s / 1000) for s in range(6, 11)}
+
+
+def test_the_bars_own_step_postfix_is_never_read_as_a_step():
+    # with the bar kept, LOOSE would read "step=5" of the bar before "step:  6" (step 5 twice)
+    times = parse_step_times(glued_log(), 6, 10, LOOSE)
+    assert times == {s: pytest.approx(0.27 + s / 1000) for s in range(6, 11)}
+
+
+def test_a_log_written_by_real_tqdm_parses_from_the_file_with_physical_line_numbers():
+    raw = TQDM_LOG.read_bytes()
+    assert b"\r" in raw and b"step=3]step:  4" in raw  # the shape under test
+    assert read_step_times(TQDM_LOG, 6, 10) == {s: pytest.approx(0.27 + s / 1000)
+                                                for s in range(6, 11)}
+    assert read_step_times(TQDM_LOG, 6, 10, LOOSE) == read_step_times(TQDM_LOG, 6, 10)
+    # line numbers count newlines, not redraws: a duplicated step names the editor's lines
+    lines = list(log_lines(read_log(TQDM_LOG)))
+    assert [n for n, line in lines if line.startswith("step:  7")] == [7]
+
+
+def test_the_bar_alone_on_a_line_and_a_bar_without_total_leave_nothing_to_read():
+    assert list(log_lines(BAR.format(pct=30, fill="███", n=3) + "\n")) == []
+    assert list(log_lines("\rTraining: 7it [00:02, 3.10it/s, loss=2.4, step=7]\n")) == []
+    # text after a bar that has no total is kept
+    assert list(log_lines("\rTraining: 7it [00:02, 3.10s/it]step: 8  x\n")) == [(1, "step: 8  x")]
+
+
+def test_a_metrics_line_that_only_looks_like_a_bar_prefix_keeps_its_step():
+    # a logger header with a time in brackets is not a bar: nothing before step: is lost
+    line = "2025-11-29 [11:00:06,123] INFO step:  6  elapsed_time_per_step: 0.3s"
+    assert [t for _, t in log_lines(line)] == [line]

@@ -181,9 +181,74 @@ def test_trace_view_is_the_kernel_table_of_last_resort(tmp_path):
     (out / "trace_view.json").write_text(json.dumps(npu_trace()))
     table = load_kernel_table(tmp_path / "profile").set_index("op_type")
     assert table.loc["aclnnMatmul_MatMulV2", "count"] == 2
-    assert table.loc["aclnnAdd_AddAiCore_Add", "total_us"] == 1.0
+    # keyed by op type as kernel_details.csv is (aclnn<API>_<impl>_<Type>), the name kept
+    assert table.loc["Add", "total_us"] == 1.0
+    assert table.loc["Add", "kernel_names"] == "aclnnAdd_AddAiCore_Add"
     # any CSV wins over the trace
     (out / "op_statistic.csv").write_text(
         "OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n"
         "MatMul,AI_CORE,3,30.0,10.0,10.0,10.0,100.0\n")
     assert load_kernel_table(tmp_path / "profile")["op_type"].tolist() == ["MatMul"]
+
+
+def rmsnorm_trace(names: list[str]) -> list[dict]:
+    """A torch_npu trace_view.json with one step and one device launch per name."""
+    events = npu_trace(steps=())
+    events.append({"ph": "X", "name": "ProfilerStep#5", "pid": HOST, "tid": HOST,
+                   "ts": f"{BASE}.000", "dur": 5000.0, "cat": "cpu_op", "args": {}})
+    for j, name in enumerate(names):
+        events.append({"ph": "X", "name": name, "pid": DEV, "tid": 3,
+                       "ts": f"{BASE + 10 * j}.125", "dur": 2.0, "args": {"Task Type": "AI_CORE"}})
+    return events
+
+
+def test_a_diff_across_kernel_details_and_trace_view_shows_each_op_once(tmp_path):
+    from afbench.analysis.kernels import (diff_kernel_tables, load_kernel_table,
+                                          rmsnorm_evidence)
+
+    # baseline: torch_npu's CSV export; variant: only its trace_view.json (the CSV export off)
+    base = tmp_path / "base" / "h_1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    base.mkdir(parents=True)
+    (base / "kernel_details.csv").write_text(
+        "Step Id,Device_id,Name,Type,Accelerator Core,Start Time(us),Duration(us)\n"
+        + "".join(f"5,0,{name},{kind},AI_VECTOR_CORE,{BASE + j}.125\t,2.0\n"
+                  for j, (name, kind) in enumerate([
+                      ("aclnnPowTensorScalar_PowAiCore_Pow", "Pow"),
+                      ("aclnnMean_ReduceMeanAiCore_ReduceMean", "ReduceMean"),
+                      ("aclnnAdds_AddsAiCore_Adds", "Adds"),
+                      ("aclnnRsqrt_RsqrtAiCore_Rsqrt", "Rsqrt"),
+                      ("aclnnMul_MulAiCore_Mul", "Mul"), ("aclnnMul_MulAiCore_Mul", "Mul")])))
+    var = tmp_path / "var" / "h_2_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    var.mkdir(parents=True)
+    (var / "trace_view.json").write_text(json.dumps(rmsnorm_trace(
+        ["aclnnPowTensorScalar_PowAiCore_Pow", "aclnnMean_ReduceMeanAiCore_ReduceMean",
+         "aclnnAddRmsNorm_AddRmsNorm_AddRmsNorm", "aclnnMul_MulAiCore_Mul"])))
+    b, v = load_kernel_table(tmp_path / "base"), load_kernel_table(tmp_path / "var")
+    diff = diff_kernel_tables(b, v)
+    assert diff["op_type"].is_unique
+    assert set(diff["op_type"]) == {"Pow", "ReduceMean", "Adds", "Rsqrt", "Mul", "AddRmsNorm"}
+    row = diff.set_index("op_type").loc["Pow"]
+    assert (row["count_baseline"], row["count_variant"]) == (1, 1)
+    # both sides keep their kernel names
+    assert b.set_index("op_type").loc["Mul", "kernel_names"] == "aclnnMul_MulAiCore_Mul"
+    assert v.set_index("op_type").loc["AddRmsNorm", "kernel_names"] == (
+        "aclnnAddRmsNorm_AddRmsNorm_AddRmsNorm")
+    # the unfused RMSNorm pieces are found on the trace side too
+    ev = rmsnorm_evidence(b, v)
+    assert {p: (n["baseline"], n["variant"]) for p, n in ev["pieces"].items()} == {
+        "pow": (1, 1), "mean": (1, 1), "rsqrt": (1, 0), "mul": (2, 1), "add": (1, 0)}
+    assert ev["fused"]["variant"] == 1 and ev["fusion_evident"]
+
+
+def test_a_trace_kernel_takes_its_type_from_kernel_details_beside_it(tmp_path):
+    from afbench.analysis.kernels import kernel_op_type, kernel_types
+
+    (tmp_path / "kernel_details.csv").write_text(
+        "Device_id,Name,Type,Duration(us)\n0,aclnnMatmul_MatMulCommon_MatMulV2,MatMul,1.0\n")
+    known = kernel_types(tmp_path)
+    assert kernel_op_type("aclnnMatmul_MatMulCommon_MatMulV2", known) == "MatMul"
+    assert kernel_op_type("aclnnMatmul_MatMulCommon_MatMulV2") == "MatMulV2"
+    # generated and CUDA kernels are their own type
+    assert kernel_op_type("autofused_add_mul_pow_0") == "autofused_add_mul_pow_0"
+    assert kernel_op_type("void at::native::vectorized_elementwise_kernel<4>") == (
+        "void at::native::vectorized_elementwise_kernel<4>")

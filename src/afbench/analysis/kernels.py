@@ -33,6 +33,11 @@ import pandas as pd
 from afbench.analysis.timestamps import ns_to_us, us_to_ns
 
 KERNEL_COLUMNS = ["op_type", "count", "total_us", "ratio_pct"]
+#: Optional fifth column of tables read from per-launch sources (``kernel_details.csv``,
+#: ``trace_view.json``): the distinct kernel names of the op type, sorted, joined by ``"; "``
+#: (``aclnnPowTensorScalar_PowAiCore_Pow``), so a table keyed by op type keeps them.
+KERNEL_NAMES = "kernel_names"
+_NAMES_SEP = "; "
 
 KERNEL_TABLE_FILENAME = "kernel_table.csv"
 OP_STATISTIC_FILENAME = "op_statistic.csv"
@@ -114,25 +119,31 @@ def build_kernel_table(df: pd.DataFrame) -> pd.DataFrame:
 
     Rows with the same ``op_type`` are summed, ``ratio_pct`` is recomputed over the whole
     table (0 when the total is 0), rows are sorted by ``total_us`` descending then
-    ``op_type``. Useful for tables built from other profilers (e.g. torch.profiler).
+    ``op_type``. Useful for tables built from other profilers (e.g. torch.profiler). An input
+    :data:`KERNEL_NAMES` column (one name, or names joined by ``"; "``) is kept, merged per
+    op type.
     """
-    grouped = (
-        pd.DataFrame(
-            {
-                "op_type": df["op_type"].astype(str).to_numpy(),
-                "count": df["count"].astype("int64").to_numpy(),
-                "total_us": df["total_us"].astype(float).to_numpy(),
-            }
-        )
-        .groupby("op_type", as_index=False, sort=False)
-        .sum()
+    frame = pd.DataFrame(
+        {
+            "op_type": df["op_type"].astype(str).to_numpy(),
+            "count": df["count"].astype("int64").to_numpy(),
+            "total_us": df["total_us"].astype(float).to_numpy(),
+        }
     )
+    grouped = frame.groupby("op_type", as_index=False, sort=False).sum()
+    columns = list(KERNEL_COLUMNS)
+    if KERNEL_NAMES in df:
+        names: dict[str, set[str]] = {}
+        for op, joined in zip(frame["op_type"], df[KERNEL_NAMES].astype(str)):
+            names.setdefault(op, set()).update(n for n in joined.split(_NAMES_SEP) if n)
+        grouped[KERNEL_NAMES] = [_NAMES_SEP.join(sorted(names[op])) for op in grouped["op_type"]]
+        columns.append(KERNEL_NAMES)
     total = float(grouped["total_us"].sum())
     grouped["ratio_pct"] = grouped["total_us"] / total * 100.0 if total > 0 else 0.0
     grouped = grouped.sort_values(
         ["total_us", "op_type"], ascending=[False, True], kind="mergesort"
     ).reset_index(drop=True)
-    return grouped[KERNEL_COLUMNS].astype(
+    return grouped[columns].astype(
         {"op_type": str, "count": "int64", "total_us": float, "ratio_pct": float}
     )
 
@@ -140,7 +151,8 @@ def build_kernel_table(df: pd.DataFrame) -> pd.DataFrame:
 def read_kernel_details(path: Path | str) -> pd.DataFrame:
     """Kernel table from torch_npu ``kernel_details.csv``: rows grouped by ``Type``,
     ``count`` = launches, ``total_us`` = sum of ``Duration(us)``, over all steps and devices
-    in the file.
+    in the file; the ``Name`` of each launch kept in :data:`KERNEL_NAMES` (when the file has
+    the column).
 
     Raises:
         ValueError: file empty/unreadable, column ``Type`` or ``Duration(us)`` missing, or a
@@ -151,9 +163,44 @@ def read_kernel_details(path: Path | str) -> pd.DataFrame:
     df = _read_csv(path)
     types = _pick(df, path, "Type")
     durations = _numbers(_pick(df, path, "Duration(us)"), path, "Duration(us)")
-    return build_kernel_table(
-        pd.DataFrame({"op_type": _op_types(types), "count": 1, "total_us": durations})
-    )
+    rows = pd.DataFrame({"op_type": _op_types(types), "count": 1, "total_us": durations})
+    if _column_key("Name") in {_column_key(c) for c in df.columns}:
+        rows[KERNEL_NAMES] = _op_types(_pick(df, path, "Name")).to_numpy()
+    return build_kernel_table(rows)
+
+
+#: torch_npu's kernel names of aclnn operators: ``aclnn<API>_<implementation>_<OP Type>``
+#: (``aclnnPowTensorScalar_PowAiCore_Pow`` is a ``Pow``), the Name/Type pairs of
+#: ``kernel_details.csv``.
+_ACLNN_KERNEL = re.compile(r"^aclnn[A-Za-z0-9]+_.+_(?P<type>[A-Za-z][A-Za-z0-9]*)$")
+
+
+def kernel_op_type(name: str, known: dict[str, str] | None = None) -> str:
+    """The op type (``kernel_details.csv``'s ``Type``) of a device kernel named ``name`` in a
+    trace: ``known[name]`` when given (Name -> Type of a ``kernel_details.csv`` of the same
+    profile), else the last part of an aclnn kernel name (``aclnnMul_MulAiCore_Mul`` ->
+    ``Mul``), else ``name`` itself (a generated kernel such as ``autofused_add_mul_0``, or a
+    CUDA kernel, is its own type)."""
+    if known and name in known:
+        return known[name]
+    match = _ACLNN_KERNEL.match(name)
+    return match.group("type") if match else name
+
+
+def kernel_types(profile_dir: Path | str) -> dict[str, str]:
+    """Name -> Type of every launch in the ``kernel_details.csv`` files below
+    ``profile_dir`` (empty when there is none, or a file lacks ``Name`` or ``Type``).
+
+    Raises:
+        OSError: a file cannot be opened; ValueError: a file is empty or unreadable.
+    """
+    out: dict[str, str] = {}
+    for path in find_kernel_details(profile_dir):
+        df = _read_csv(path)
+        keys = {_column_key(c) for c in df.columns}
+        if {_column_key("Name"), _column_key("Type")} <= keys:
+            out.update(zip(_op_types(_pick(df, path, "Name")), _op_types(_pick(df, path, "Type"))))
+    return out
 
 
 #: Columns of :attr:`StepDeviceTime.table`.
@@ -247,7 +294,8 @@ def read_op_statistic(path: Path | str) -> pd.DataFrame:
 
 
 def read_kernel_table(path: Path | str) -> pd.DataFrame:
-    """Read afbench's own ``kernel_table.csv`` (columns :data:`KERNEL_COLUMNS`).
+    """Read afbench's own ``kernel_table.csv`` (columns :data:`KERNEL_COLUMNS`, and
+    :data:`KERNEL_NAMES` when written).
 
     ``ratio_pct`` is kept as written (the table may be a top-N of a larger one); rows are
     re-sorted by ``total_us`` descending.
@@ -266,8 +314,12 @@ def read_kernel_table(path: Path | str) -> pd.DataFrame:
             "ratio_pct": _numbers(_pick(df, path, "ratio_pct"), path, "ratio_pct"),
         }
     )
+    columns = list(KERNEL_COLUMNS)
+    if _column_key(KERNEL_NAMES) in {_column_key(c) for c in df.columns}:
+        out[KERNEL_NAMES] = _pick(df, path, KERNEL_NAMES).fillna("").astype(str).to_numpy()
+        columns.append(KERNEL_NAMES)
     out = out.sort_values(["total_us", "op_type"], ascending=[False, True], kind="mergesort")
-    return out.reset_index(drop=True)[KERNEL_COLUMNS].astype({"op_type": str})
+    return out.reset_index(drop=True)[columns].astype({"op_type": str})
 
 
 def _find_all(root: Path, filename: str) -> list[Path]:
@@ -284,10 +336,17 @@ def find_kernel_details(profile_dir: Path | str) -> list[Path]:
 
 
 def _trace_view_kernels(path: Path) -> pd.DataFrame:
+    """The trace's device kernels keyed by op type like the CSV tables
+    (:func:`kernel_op_type`), each kernel name kept in :data:`KERNEL_NAMES`."""
     # traces imports this module (build_kernel_table): importing it here avoids the cycle
     from afbench.analysis.traces import read_trace
 
-    return read_trace(path).kernels
+    by_name = read_trace(path).kernels
+    known = kernel_types(path.parent)
+    return build_kernel_table(pd.DataFrame({
+        "op_type": [kernel_op_type(n, known) for n in by_name["op_type"]],
+        "count": by_name["count"], "total_us": by_name["total_us"],
+        KERNEL_NAMES: by_name["op_type"]}))
 
 
 def load_kernel_table(profile_dir: Path | str) -> pd.DataFrame | None:
@@ -295,7 +354,8 @@ def load_kernel_table(profile_dir: Path | str) -> pd.DataFrame | None:
 
     Preference: ``kernel_table.csv``, else ``op_statistic.csv``, else ``kernel_details.csv``,
     else, as the last resort, torch_npu's ``trace_view.json`` (device kernels of its ``Ascend
-    Hardware`` track, :func:`afbench.analysis.traces.read_trace`); searched recursively, e.g.
+    Hardware`` track, :func:`afbench.analysis.traces.read_trace`, keyed by op type as the CSVs
+    are, kernel names kept: :func:`kernel_op_type`); searched recursively, e.g.
     in ``*_ascend_pt/ASCEND_PROFILER_OUTPUT/``. When several files of the chosen kind exist
     (one per profiled rank), their tables are summed and ratios recomputed.
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, compile_step_pattern, strip_ansi
+from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, compile_step_pattern, log_lines
 
 _RECOMPILE_RE = re.compile(
     r"\bRecompiling function\b"
@@ -65,7 +65,7 @@ def find_recompiles(text: str, pattern: str = DEFAULT_STEP_PATTERN) -> list[Reco
     step_re = compile_step_pattern(pattern)
     last_step = 0
     found: list[Recompile] = []
-    for lineno, line in enumerate(strip_ansi(text).splitlines(), start=1):
+    for lineno, line in log_lines(text):
         if _RECOMPILE_RE.search(line):
             found.append(Recompile(last_step, lineno, line.strip()))
             continue

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from afbench.analysis.errors import InvalidLog
@@ -62,6 +63,51 @@ def strip_ansi(text: str) -> str:
     return _ANSI_RE.sub("", text)
 
 
+#: A tqdm progress bar at the start of a line segment, up to the ``]`` that closes its
+#: ``[elapsed<remaining, rate, postfix]`` part: ``Training:  60%|██████    | 6/10 [00:01<00:00,
+#: 1.2it/s, loss=2.31, step=6]`` (tqdm's default ``{l_bar}{bar}{r_bar}``), or without a total
+#: ``Training: 6it [00:01, 1.2it/s, step=6]``. Elapsed is ``MM:SS`` or ``H:MM:SS``, the rate
+#: ``1.2it/s``, ``?it/s`` or ``1.20s/it``.
+_TQDM_BAR_RE = re.compile(
+    r"^.*?(?:\d+%\|[^|]*\|\s*\S+/\S+|\d+(?:\.\d+)?[kMGTPEZY]?[A-Za-z]+)"
+    r"\s*\[\d+:\d{2}(?::\d{2})?(?:<[^,\]]*)?,\s*[^\]]*?(?:/s|s/)[^\]]*\]"
+)
+
+
+def log_lines(text: str) -> Iterator[tuple[int, str]]:
+    """The lines of a log as a terminal shows them, each with its 1-based physical line
+    number (counted by newlines, as an editor counts them).
+
+    ANSI escapes are stripped; a carriage return starts a new segment of the same line
+    (tqdm redraws its bar with ``\\r``, so a redirected log holds every redraw on one
+    line); a tqdm bar at the start of a segment is cut off and the text after it kept. The
+    shape this reads (tqdm writing to a file, with the training loop's ``print`` between its
+    redraws)::
+
+        \\rTraining:  20%|██        | 2/10 [00:01<00:04, 1.2it/s, loss=2.48, step=2]step:  3  loss: ...\\n
+
+    gives ``step:  3  loss: ...`` once: the metrics line is kept, the bar's own
+    ``loss=``/``step=`` postfix is never read. Empty segments are left out.
+    """
+    for lineno, line in enumerate(strip_ansi(text).replace("\r\n", "\n").split("\n"), start=1):
+        for segment in line.split("\r"):
+            segment = _TQDM_BAR_RE.sub("", segment, count=1)
+            if segment.strip():
+                yield lineno, segment
+
+
+def read_log(path: Path | str) -> str:
+    """A log file's text (UTF-8, undecodable bytes replaced) with its carriage returns kept,
+    for :func:`log_lines` (Python's default newline translation would turn each tqdm redraw
+    into a line of its own and shift every line number).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        return fh.read()
+
+
 def step_line(step: int, loss: float, step_time_s: float, **fields: float) -> str:
     """The per-step log line afbench's engines print, which :data:`DEFAULT_STEP_PATTERN` reads
     back: ``step: N  loss: L  elapsed_time_per_step: X.XXXXXXs`` (seconds) then ``key: value``
@@ -69,6 +115,17 @@ def step_line(step: int, loss: float, step_time_s: float, **fields: float) -> st
     parsing rules apply to afbench's own logs."""
     extra = "  ".join(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}" for k, v in fields.items())
     return f"step: {step:2d}  loss: {loss:8.5f}  elapsed_time_per_step: {step_time_s:.6f}s  {extra}".rstrip()
+
+
+#: The loss a training loop prints on a rank that computes none: torchtitan under pipeline
+#: parallelism logs ``loss: -1`` on every step of the first stage (the logging rank), and
+#: Megatron-style loops do the same. Never a cross-entropy, never compared.
+PLACEHOLDER_LOSS = -1.0
+
+
+def is_placeholder_loss(loss: float | None) -> bool:
+    """True for :data:`PLACEHOLDER_LOSS` (exactly ``-1``)."""
+    return loss is not None and loss == PLACEHOLDER_LOSS
 
 
 def non_finite_loss(loss: float, step: int) -> str | None:
@@ -134,8 +191,9 @@ def parse_step_times(
     """Step times (seconds) of steps ``first..last`` inclusive from a training log.
 
     Args:
-        text: whole log text; ANSI escapes are stripped first, lines are matched with
-            ``re.search``.
+        text: whole log text, read line by line with :func:`log_lines` (ANSI escapes
+            stripped, carriage-return redraws split, tqdm bars cut off); each line is matched
+            with ``re.search``.
         first, last: the measured window, inclusive, ``first <= last``.
         pattern: regex with named groups ``step`` (an integer) and ``value`` (seconds,
             optionally suffixed ``s``).
@@ -160,7 +218,7 @@ def parse_step_times(
 
     seen: dict[int, list[tuple[int, str, str]]] = {}
     ranks: dict[int, int | None] = {}  # line number -> the torchrun [rankN]: prefix's N
-    for lineno, line in enumerate(strip_ansi(text).splitlines(), start=1):
+    for lineno, line in log_lines(text):
         match = compiled.search(line)
         if match is None:
             continue
@@ -290,7 +348,7 @@ def read_step_times(
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_log(path)
     except OSError as exc:
         raise InvalidLog(f"{path}: cannot read log: {exc.strerror or exc}") from exc
     return parse_step_times(text, first, last, pattern, source=str(path))

@@ -22,6 +22,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -249,6 +250,12 @@ def validate_step_trace(
         raise ProfileIncomparable(f"{source}: " + "; ".join(problems))
 
 
+#: Codes of :attr:`ProfilingResult.parts`: a side's profile run failed, has no profile
+#: directory, its files do not read or validate (the detail says how), the sides ran on
+#: different devices, or both hold the expected steps (detail: the steps, e.g. ``[6, 7]``).
+REASON_CODES = ("run_failed", "no_dir", "error", "devices", "ok")
+
+
 @dataclass
 class ProfilingResult:
     """Profiling status of a baseline/variant pair.
@@ -256,6 +263,10 @@ class ProfilingResult:
     Attributes:
         status: :data:`COMPARABLE`, :data:`UNAVAILABLE` or :data:`INCOMPARABLE`.
         reason: one line saying why (which side, which file, what is wrong).
+        parts: the same, structured for a report in any language: one ``(side, code,
+            detail)`` per clause of ``reason``; ``side`` is ``"baseline"``, ``"variant"`` or
+            ``None``; ``code`` one of :data:`REASON_CODES`; ``detail`` the parser's own
+            message (``error``), the steps checked (``ok``), else ``""``.
         means: when COMPARABLE, per-phase means in microseconds: index = :data:`PHASE_COLUMNS`,
             columns ``baseline`` and ``variant``; else ``None``. No total is computed:
             ``Overlapped`` overlaps ``Computing`` and must not be added to it.
@@ -266,6 +277,7 @@ class ProfilingResult:
     status: str
     reason: str
     means: pd.DataFrame | None = None
+    parts: list[tuple[str | None, str, str]] = field(default_factory=list)
     device_ids: dict[str, int | str] = field(default_factory=dict)
     paths: dict[str, Path] = field(default_factory=dict)
 
@@ -296,50 +308,43 @@ def profiling_status(
         "variant": (variant_dir, variant_failed),
     }
     paths: dict[str, Path] = {}
-    unavailable: list[str] = []
+    unavailable: list[tuple[str | None, str, str]] = []
     for side, (directory, failed) in sides.items():
         if failed:
-            unavailable.append(f"{side} profile run failed")
+            unavailable.append((side, "run_failed", ""))
         elif directory is None:
-            unavailable.append(f"{side} has no profile directory")
+            unavailable.append((side, "no_dir", ""))
         else:
             try:
                 paths[side] = find_step_trace(directory)
             except ProfileUnavailable as exc:
-                unavailable.append(f"{side}: {exc}")
+                unavailable.append((side, "error", str(exc)))
     if unavailable:
-        return ProfilingResult(UNAVAILABLE, "; ".join(unavailable), paths=paths)
+        return _result(UNAVAILABLE, unavailable, paths=paths)
 
     frames: dict[str, pd.DataFrame] = {}
-    incomparable: list[str] = []
+    incomparable: list[tuple[str | None, str, str]] = []
     for side, path in paths.items():
         try:
             df = read_step_trace(path)
         except ProfileUnavailable as exc:
-            return ProfilingResult(UNAVAILABLE, f"{side}: {exc}", paths=paths)
+            return _result(UNAVAILABLE, [(side, "error", str(exc))], paths=paths)
         except ProfileIncomparable as exc:
-            incomparable.append(f"{side}: {exc}")
+            incomparable.append((side, "error", str(exc)))
             continue
         try:
             validate_step_trace(df, expected_steps, source=str(path))
         except ProfileIncomparable as exc:
-            incomparable.append(f"{side}: {exc}")
+            incomparable.append((side, "error", str(exc)))
             continue
         frames[side] = df
 
     device_ids = {side: _device_id(df["Device_id"].iloc[0]) for side, df in frames.items()}
     if incomparable:
-        return ProfilingResult(
-            INCOMPARABLE, "; ".join(incomparable), device_ids=device_ids, paths=paths
-        )
+        return _result(INCOMPARABLE, incomparable, device_ids=device_ids, paths=paths)
     if device_ids["baseline"] != device_ids["variant"]:
-        return ProfilingResult(
-            INCOMPARABLE,
-            f"different Device_id: baseline {device_ids['baseline']}, "
-            f"variant {device_ids['variant']}",
-            device_ids=device_ids,
-            paths=paths,
-        )
+        return _result(INCOMPARABLE, [(None, "devices", "")], device_ids=device_ids,
+                       paths=paths)
 
     means = pd.DataFrame(
         {
@@ -348,11 +353,30 @@ def profiling_status(
         },
         index=pd.Index(PHASE_COLUMNS, name="phase"),
     )
-    steps = _fmt_steps(list(expected_steps))
-    return ProfilingResult(
-        COMPARABLE,
-        f"both sides hold steps {steps} once each on Device_id {device_ids['baseline']}",
-        means=means,
-        device_ids=device_ids,
-        paths=paths,
-    )
+    return _result(COMPARABLE, [(None, "ok", _fmt_steps(list(expected_steps)))], means=means,
+                   device_ids=device_ids, paths=paths)
+
+
+def reason_text(parts: Sequence[tuple[str | None, str, str]],
+                device_ids: dict[str, int | str]) -> str:
+    """The English one-liner of :attr:`ProfilingResult.parts` (``"; "``-joined clauses)."""
+    clauses = []
+    for side, code, detail in parts:
+        if code == "run_failed":
+            clauses.append(f"{side} profile run failed")
+        elif code == "no_dir":
+            clauses.append(f"{side} has no profile directory")
+        elif code == "error":
+            clauses.append(f"{side}: {detail}")
+        elif code == "devices":
+            clauses.append(f"different Device_id: baseline {device_ids['baseline']}, "
+                           f"variant {device_ids['variant']}")
+        else:
+            clauses.append(f"both sides hold steps {detail} once each on Device_id "
+                           f"{device_ids['baseline']}")
+    return "; ".join(clauses)
+
+
+def _result(status: str, parts: list[tuple[str | None, str, str]], **kw: Any) -> ProfilingResult:
+    return ProfilingResult(status, reason_text(parts, kw.get("device_ids", {})), parts=parts,
+                           **kw)

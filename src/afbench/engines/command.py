@@ -21,8 +21,8 @@ from typing import Any
 
 from afbench.analysis.contention import WindowSampler
 from afbench.analysis.efficiency import not_reported
-from afbench.analysis.steplog import (DEFAULT_STEP_PATTERN, compile_step_pattern, non_finite_loss,
-                                      strip_ansi)
+from afbench.analysis.steplog import (DEFAULT_STEP_PATTERN, compile_step_pattern,
+                                      is_placeholder_loss, log_lines, non_finite_loss)
 from afbench.config.engines import CommandEngine
 from afbench.config.models import RunConfig
 from afbench.engines.metrics import MetricsWriter
@@ -162,10 +162,10 @@ class _StepLines:
         self.last_line = ""
 
     def feed(self, text: str) -> None:
-        # the same split as the strict parse in analysis.steplog, so both see the same lines
-        for line in strip_ansi(text).splitlines():
-            if line.strip():
-                self.last_line = line.strip()
+        # the same lines as the strict parse in analysis.steplog (log_lines: carriage-return
+        # redraws split, tqdm bars cut off), so both read each step line once
+        for _, line in log_lines(text):
+            self.last_line = line.strip()
             self._match(line)
 
     def _match(self, line: str) -> None:
@@ -183,6 +183,10 @@ class _StepLines:
             number = _number(match.group(name))
             if number is not None:
                 record[name] = number
+        if is_placeholder_loss(record.get("loss")):
+            # pipeline parallelism: the logged rank computes no loss and prints -1
+            del record["loss"]
+            record["loss_placeholder"] = True
         self.metrics.write("step", **record)
         self.count += 1
         if self.on_step is not None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from afbench.analysis.steplog import log_lines, read_log
 from afbench.errors import AfbenchError
 from afbench.io import write_json_atomic, write_text_atomic
 from afbench.launch.devices import (
@@ -138,9 +139,15 @@ def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
             continue
 
 
+def _log_lines(log: Path) -> list[str]:
+    """The log's lines as a terminal shows them (analysis.steplog.log_lines: a progress bar
+    sharing a line with the worker's own line is cut off, not the line dropped)."""
+    return [line for _, line in log_lines(read_log(log))]
+
+
 def _last_line(log: Path, prefix: str) -> str | None:
     try:
-        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = _log_lines(log)
     except FileNotFoundError:
         return None
     for line in reversed(lines):
@@ -151,7 +158,7 @@ def _last_line(log: Path, prefix: str) -> str | None:
 
 def _tail(log: Path, n: int = 1) -> str:
     try:
-        lines = [l for l in log.read_text(errors="replace").splitlines() if l.strip()]
+        lines = _log_lines(log)
     except FileNotFoundError:
         return ""
     return " | ".join(lines[-n:])[:300]

@@ -1,6 +1,9 @@
 """Offline re-render: ``python -m afbench.report <output dir> [--lang en|zh]``.
 
 Re-collects the run directories, rewrites results/, summary.json and the report. Runs nothing.
+The report in the language the directory ran with is report.md / report.html; in another
+language it is written beside them as report.<lang>.md / report.<lang>.html (a sweep:
+sweep_report.<lang>.md, with every job's report re-rendered in that language and linked).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     # after argument parsing: --help and usage errors answer without loading pandas
     from afbench.config.models import ReportConfig
     from afbench.io import read_json
-    from afbench.report.render import build_report
+    from afbench.report.render import build_report, report_name, run_language
 
     if not args.out_dir.is_dir():
         print(f"afbench.report: error: {args.out_dir} does not exist", file=sys.stderr)
@@ -35,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
             return exc.exit_code
         for line in verdict_lines(summary):
             print(line)
-        print(f"afbench.report: wrote {args.out_dir / 'sweep_report.md'}")
+        jobs_lang = run_language(next(args.out_dir.glob("*/plan.json")).parent)
+        name = report_name("sweep_report", "md", args.lang or jobs_lang, jobs_lang)
+        print(f"afbench.report: wrote {args.out_dir / name}")
         return 0
     if not (args.out_dir / "plan.json").is_file():
         print(f"afbench.report: error: {args.out_dir} holds no plan.json; give an afbench output "
@@ -52,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     for line in summary.headline:
         print(line)
-    print(f"afbench.report: wrote {args.out_dir / 'report.md'}")
+    name = report_name("report", "md", report.get("lang") or "en", run_language(args.out_dir))
+    print(f"afbench.report: wrote {args.out_dir / name}")
     return 0
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
-import yaml
 
+from afbench import messages
 from afbench.config.models import ReportConfig
 from afbench.io import read_json, write_json_atomic, write_text_atomic
 from afbench.results import Summary, SweepSummary, load_summary
@@ -25,6 +25,27 @@ if TYPE_CHECKING:
     import pandas as pd
 
 TEMPLATES = Path(__file__).parent / "templates"
+
+
+def report_name(stem: str, fmt: str, lang: str, run_lang: str | None) -> str:
+    """File name of a rendered report: ``<stem>.<fmt>`` (``report.md``, ``sweep_report.html``)
+    in the language the experiment ran with (``run_lang``, its ``report.lang``; ``None``:
+    the same as ``lang``), ``<stem>.<lang>.<fmt>`` (``report.zh.md``) for a re-render in
+    another language, beside it: a re-render never overwrites the run's own report, and
+    links to ``report.html`` keep pointing at it."""
+    return f"{stem}.{fmt}" if run_lang in (None, lang) else f"{stem}.{lang}.{fmt}"
+
+
+def run_language(out_dir: Path) -> str:
+    """The ``report.lang`` an output directory (or a sweep job) ran with, from its
+    experiment.json; ``"en"`` when it does not say."""
+    path = Path(out_dir) / "experiment.json"
+    if not path.is_file():
+        return "en"
+    try:
+        return str(read_json(path).get("config", {}).get("report", {}).get("lang") or "en")
+    except (OSError, ValueError):
+        return "en"
 
 
 def _fmt(value: Any, spec: str = ".4f", none: str = "n/a") -> str:
@@ -72,11 +93,23 @@ def _contention(row: Any, L: dict[str, str]) -> str:
 
 
 def labels(lang: str) -> dict[str, str]:
-    """Report labels for ``lang`` (English ones fill any key a language lacks)."""
-    # libyaml's loader where PyYAML has it (5x faster on the 2-language table), else PyYAML's
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    table = yaml.load((TEMPLATES / "labels.yaml").read_text(encoding="utf-8"), Loader=loader)
-    return {**table["en"], **table.get(lang, {})}
+    """Report labels for ``lang`` (English ones fill any key a language lacks):
+    :func:`afbench.messages.labels`."""
+    return messages.labels(lang)
+
+
+@jinja2.pass_context
+def _say(context: Any, message: Any) -> str:
+    """The ``say`` filter: a :class:`afbench.messages.Message` (or its JSON dict) in the
+    template's language (its ``L``); a plain string as it is; ``""`` for none."""
+    return messages.render(message, context["L"])
+
+
+@jinja2.pass_context
+def _fill(context: Any, template: str, **args: Any) -> str:
+    """The ``fill`` filter: ``{{ L.key | fill(n=3) }}`` fills the label's ``{n}`` fields
+    (``str.format`` rules, so ``{gain:+.2f}`` formats a number)."""
+    return messages.fill(template, context["L"], **args)
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
@@ -125,6 +158,8 @@ def environment(template_dir: str | None) -> jinja2.Environment:
     env.filters["cell"] = lambda v: " ".join(str(v or "").split()).replace("|", "\\|")
     env.filters["short"] = lambda h, n=16: (h or "n/a")[:n]
     env.filters["contention"] = _contention
+    env.filters["say"] = _say
+    env.filters["fill"] = _fill
     return env
 
 
@@ -148,12 +183,14 @@ def fill_lines(summary: Summary, report: ReportConfig) -> Summary:
     return summary
 
 
-def render(summary: Summary | dict[str, Any], out_dir: Path, report: ReportConfig) -> list[Path]:
-    """Render ``report.md`` / ``report.html`` (per ``report.formats``) atomically into out_dir.
-    ``summary``: a Summary, or summary.json's content of any schema version
+def render(summary: Summary | dict[str, Any], out_dir: Path, report: ReportConfig,
+           run_lang: str | None = None) -> list[Path]:
+    """Render ``report.md`` / ``report.html`` (per ``report.formats``) atomically into out_dir
+    (named by :func:`report_name`: ``report.<lang>.md`` when ``report.lang`` is not
+    ``run_lang``). ``summary``: a Summary, or summary.json's content of any schema version
     (:func:`afbench.results.load_summary`). The HTML's step-time plot reads
     ``out_dir/results/steps.parquet`` when it exists."""
-    return _render(load_summary(summary), Path(out_dir), report, steps=None)
+    return _render(load_summary(summary), Path(out_dir), report, steps=None, run_lang=run_lang)
 
 
 def _steps_table(out_dir: Path) -> pd.DataFrame | None:
@@ -166,7 +203,7 @@ def _steps_table(out_dir: Path) -> pd.DataFrame | None:
 
 
 def _render(summary: Summary, out_dir: Path, report: ReportConfig,
-            steps: pd.DataFrame | None) -> list[Path]:
+            steps: pd.DataFrame | None, run_lang: str | None = None) -> list[Path]:
     env = environment(report.template_dir)
     L = labels(report.lang)
     written = []
@@ -178,17 +215,19 @@ def _render(summary: Summary, out_dir: Path, report: ReportConfig,
 
             context["plots"] = report_plots(summary, steps if steps is not None
                                             else _steps_table(out_dir), L)
-        path = out_dir / f"report.{fmt}"
+        path = out_dir / report_name("report", fmt, report.lang, run_lang)
         write_text_atomic(path, template.render(**context))
         written.append(path)
     return written
 
 
 def render_sweep(summary: SweepSummary, sweep_dir: Path, report: ReportConfig,
-                 steps: list[pd.DataFrame] | None = None) -> list[Path]:
+                 steps: list[pd.DataFrame] | None = None,
+                 run_lang: str | None = None) -> list[Path]:
     """Render ``sweep_report.md`` / ``sweep_report.html`` (per ``report.formats``, in
     ``report.lang``, with ``sweep.{md,html}.j2`` from ``report.template_dir`` where it has
-    them) atomically into ``sweep_dir``. Templates get ``s`` (the
+    them) atomically into ``sweep_dir``; ``sweep_report.<lang>.md`` when ``report.lang`` is
+    not the jobs' own ``run_lang`` (:func:`report_name`). Templates get ``s`` (the
     :class:`afbench.results.SweepSummary`) and ``L``; the HTML one also ``plots``
     (:func:`afbench.report.plots.sweep_plots`), drawn from ``steps``: the combinations'
     verdict-phase step tables, each with a ``combination`` column.
@@ -209,7 +248,7 @@ def render_sweep(summary: SweepSummary, sweep_dir: Path, report: ReportConfig,
             frames = [f for f in steps or [] if len(f)]
             context["plots"] = sweep_plots(summary, pd.concat(frames, ignore_index=True)
                                            if frames else None, L)
-        path = Path(sweep_dir) / f"sweep_report.{fmt}"
+        path = Path(sweep_dir) / report_name("sweep_report", fmt, report.lang, run_lang)
         write_text_atomic(path, env.get_template(f"sweep.{fmt}.j2").render(**context))
         written.append(path)
     return written
@@ -218,7 +257,9 @@ def render_sweep(summary: SweepSummary, sweep_dir: Path, report: ReportConfig,
 def build_report(out_dir: Path, report: ReportConfig | None = None) -> Summary:
     """Collect ``out_dir``, compare, write tables (results/*.parquet + .csv), summary.json and
     the rendered report; returns the summary. Works offline on any existing (also partial)
-    output directory, of any schema version."""
+    output directory, of any schema version. The report is ``report.md`` / ``report.html``
+    in the language the directory ran with, ``report.<lang>.md`` / ``.html`` beside them in
+    another (:func:`report_name`)."""
     # the layers below load only when a report is built, not when templates are rendered
     from afbench.collect import collect
     from afbench.compare import compare
@@ -236,5 +277,5 @@ def build_report(out_dir: Path, report: ReportConfig | None = None) -> Summary:
         write_text_atomic(tables / f"{name}.csv", df.to_csv(index=False))
     summary = fill_lines(compare(col, report), report)
     write_json_atomic(out_dir / "summary.json", summary.model_dump(mode="json"))
-    _render(summary, out_dir, report, steps=col.steps)
+    _render(summary, out_dir, report, steps=col.steps, run_lang=run_language(out_dir))
     return summary

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from afbench.analysis.errors import InvalidLog
-from afbench.analysis.steplog import check_unique_steps, strip_ansi
+from afbench.analysis.steplog import check_unique_steps, is_placeholder_loss, log_lines
 from afbench.config.engines import TITAN_STEP_PATTERN
 
 
@@ -61,7 +61,7 @@ def parse_titan_log(
     """
     compiled = re.compile(pattern)
     records: list[dict[str, Any]] = []
-    for lineno, raw_line in enumerate(strip_ansi(text).splitlines(), start=1):
+    for lineno, raw_line in log_lines(text):
         match = compiled.search(raw_line)
         if match is None:
             continue
@@ -177,10 +177,6 @@ def find_titan_traces(root: Path | str) -> dict[int, list[Path]]:
     return {step: [p for _, p in sorted(v)] for step, v in sorted(found.items())}
 
 
-#: The loss torchtitan prints on a rank that computes none (a pipeline stage before the last).
-PLACEHOLDER_LOSS = -1.0
-
-
 def step_records(
     parsed: list[dict[str, Any]],
     *,
@@ -226,7 +222,7 @@ def step_records(
             t, src = None, "none"
         if src not in sources:
             sources.append(src)
-        placeholder = rec["loss"] == PLACEHOLDER_LOSS
+        placeholder = is_placeholder_loss(rec["loss"])
         out.append({
             "step": step, "step_time_s": t, "loss": None if placeholder else rec["loss"],
             "grad_norm": rec["grad_norm"],

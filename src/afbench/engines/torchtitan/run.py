@@ -15,7 +15,7 @@ from typing import Any
 
 from afbench.analysis.efficiency import titan_efficiency, training_efficiency
 from afbench.analysis.errors import InvalidLog
-from afbench.analysis.steplog import non_finite_loss, step_line, strip_ansi
+from afbench.analysis.steplog import log_lines, non_finite_loss, read_log, step_line
 from afbench.backends.resolve import resolve_backend
 from afbench.config.engines import TorchtitanEngine
 from afbench.engines.metrics import MetricsWriter
@@ -141,7 +141,7 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
     s = cfg.scheduler
     world_size = cfg.parallel.world_size
     tokens_per_step = s.global_batch_size * s.seq_len
-    text = console.read_text(encoding="utf-8", errors="replace")
+    text = read_log(console)
     parsed = parse_titan_log(text, world_size=world_size, pattern=engine.log_pattern)
     try:
         structured = step_times_from_structured_logs(dump)
@@ -174,7 +174,7 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
         raise RunFailed(f"stopped by {signal.Signals(child.forwarded).name} sent to the worker "
                         f"(forwarded to torchtitan, which exited with {code})")
     if code != 0:
-        tail = next((ln for ln in reversed(strip_ansi(text).splitlines()) if ln.strip()), "")
+        tail = next((ln for _, ln in reversed(list(log_lines(text)))), "")
         raise RunFailed(f"torchtitan exited with status {code}: {tail.strip()[:300]}")
     if invalid:
         raise RunFailed(invalid)
