@@ -101,15 +101,24 @@ def test_unknown_key_in_a_recipe_variant_exits_2_and_writes_nothing(tmp_path):
     assert not (tmp_path / "outputs").exists()
 
 
-def test_recipe_with_broken_yaml_is_named(tmp_path):
+def test_broken_recipe_breaks_only_the_command_that_selects_it(tmp_path):
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "broken.yaml").write_text("experiment: [unclosed\n")
-    import os
     env = {**os.environ, "AFBENCH_RECIPE_PATH": str(tmp_path / "recipes")}
-    proc = subprocess.run([sys.executable, "-m", "afbench", "task=check"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2
-    assert "broken.yaml: not valid YAML" in proc.stderr and "Traceback" not in proc.stderr
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "afbench", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    chosen = run("experiment=broken")
+    assert chosen.returncode == 2, chosen.stderr
+    assert "broken.yaml: not valid YAML" in chosen.stderr and "Traceback" not in chosen.stderr
+    other = run("experiment=nope")  # any other command: one warning, then its own outcome
+    assert other.returncode == 2
+    assert other.stderr.count("broken.yaml: not valid YAML") == 1
+    assert "left out (only experiment=broken needs it)" in other.stderr
+    assert "Could not find 'experiment/nope'" in other.stderr
+    assert not any(p.name != "recipes" for p in tmp_path.iterdir())
 
 
 def test_engine_config_error_is_one_line_before_anything_runs(tmp_path):
@@ -121,15 +130,32 @@ def test_engine_config_error_is_one_line_before_anything_runs(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_preflight_fail_lines_reach_the_terminal_and_cli_log(tmp_path):
+def test_preflight_fail_lines_reach_the_terminal_and_nothing_is_left_behind(tmp_path):
     proc = afbench(tmp_path, "model.path=/nonexistent/model")
     assert proc.returncode == 3, proc.stderr
-    logs = list(tmp_path.glob("outputs/*/*/cli.log"))
-    assert len(logs) == 1
-    text = logs[0].read_text()
     for line in ("[FAIL] model.path: current /nonexistent/model/config.json not found",
                  "afbench: error: preflight: 1 check(s) failed"):
-        assert line in proc.stderr and line in text
+        assert line in proc.stderr
+    assert list(tmp_path.iterdir()) == []  # no output folder holding only .hydra/
+
+
+def test_task_check_writes_nothing(tmp_path):
+    proc = afbench(tmp_path, "task=check")
+    assert proc.returncode == 0, proc.stderr
+    assert "[PASS] output root" in proc.stderr and "[PASS] data.path" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_output_root_fails_preflight_with_exit_3(tmp_path):
+    # /sys refuses new folders even for root (EPERM), as a read-only file system does (EROFS)
+    proc = afbench(tmp_path, "hydra.run.dir=/sys/afbench-test/out")
+    assert proc.returncode == 3, proc.stderr
+    assert "[FAIL] output root: current /sys/afbench-test/out cannot be created" in proc.stderr
+    assert "Traceback" not in proc.stderr and list(tmp_path.iterdir()) == []
+    sweep = afbench(tmp_path, "-m", "hydra.sweep.dir=/sys/afbench-test/sweep",
+                    "optimization.autofuse=false,true")
+    assert sweep.returncode == 3, sweep.stderr
+    assert "[FAIL] output root: current /sys/afbench-test/sweep cannot be created" in sweep.stderr
 
 
 # Overrides as users type them (issue 10, item 9; Hydra issues 1577, 938, 1897, 3018).
@@ -184,3 +210,65 @@ def test_sweep_over_list_values_gives_two_jobs_with_integer_lists(tmp_path):
     devices = [yaml.safe_load(p.read_text())["parallel"]["devices"] for p in jobs]
     assert devices == [[0, 1], [2, 3]]
     assert all(isinstance(d, int) for pair in devices for d in pair)
+
+
+# The first hour of a new user (issue 23): every trap one line, the right exit code.
+
+def test_every_error_of_one_command_line_is_reported_at_once(tmp_path):
+    proc = afbench(tmp_path, "scheduler.stepz=1", "report.langg=zh", "scheduler.steps=ten",
+                   "report.lang=fr")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 4 and all(l.startswith("afbench: error: ") for l in lines)
+    for key in ("scheduler.stepz: unknown key", "report.langg: unknown key",
+                "scheduler.steps: Input should be a valid integer", "report.lang: Input"):
+        assert any(key in l for l in lines), lines
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unquoted_placeholder_list_names_the_key_and_the_quoted_form(tmp_path):
+    proc = afbench(tmp_path, "engine=command", "engine.executable=/bin/true",
+                   "engine.args=[{steps},{seed}]")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("afbench: error: engine.args: ")
+    assert "\"engine.args=['{steps}','{seed}']\"" in line and "no viable" not in line
+
+
+def test_free_form_env_key_needs_no_plus(tmp_path):
+    proc = afbench(tmp_path, "task=check", "launcher.env.HF_HOME=/data/hf",
+                   "launcher.env.lower=1")
+    assert proc.returncode == 2, proc.stderr  # the bad name is still named, without a '+'
+    assert "launcher.env" in proc.stderr and "must match [A-Z_][A-Z0-9_]*" in proc.stderr
+    assert "unknown key" not in proc.stderr
+    ok = afbench(tmp_path, "task=check", "launcher.env.HF_HOME=/data/hf")
+    assert ok.returncode == 0, ok.stderr
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("report.sweep_baseline=autofuse", "'autofuse' has no '=value'"),
+    ('report.sweep_baseline="optimization.autofuse=maybe"',
+     "optimization.autofuse=maybe is none of the swept values optimization.autofuse=false,true"),
+    ('report.sweep_baseline="optimization.rmsnorm=false"',
+     "optimization.rmsnorm is not swept on this command line"),
+])
+def test_sweep_baseline_is_checked_before_the_first_job(tmp_path, setting, message):
+    proc = afbench(tmp_path, "-m", "optimization.autofuse=false,true", setting)
+    assert proc.returncode == 2, proc.stderr
+    assert "report.sweep_baseline: " in proc.stderr and message in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_quoting_hint_for_a_swept_path_with_equals_really_sweeps_two_values(tmp_path):
+    values = [str(tmp_path / "split=a" / "x.parquet"), str(tmp_path / "split=b" / "x.parquet")]
+    proc = afbench(tmp_path, "-m", f"data.path={','.join(values)}")
+    assert proc.returncode == 2, proc.stderr
+    hint = proc.stderr.strip().rsplit(" '", 1)[1].rstrip("'")  # the override, shell quotes off
+    assert hint == f'data.path="{values[0]}","{values[1]}"'
+    ran = afbench(tmp_path, "-m", hint, "report.formats=[md]")
+    # both jobs stop at their preflight (no such files), each with its own path
+    assert ran.returncode == 1, ran.stderr
+    import yaml
+
+    jobs = sorted(tmp_path.glob("multirun/*/*/[0-9]*/.hydra/config.yaml"))
+    assert [yaml.safe_load(j.read_text())["data"]["path"] for j in jobs] == values

@@ -158,11 +158,19 @@ def test_unusable_backend_fails_and_skips_device_check(conf, monkeypatch, tmp_pa
 # --- output root and disk --------------------------------------------------------------------
 
 
-def test_missing_output_root_is_created_0700(tmp_path):
+def test_missing_output_root_passes_when_creatable_and_is_not_created(tmp_path):
     root = tmp_path / "results" / "root"
     c = check_output_root(root)
     assert c.ok, c.line()
-    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    assert f"to be created in {tmp_path}" in c.current
+    assert list(tmp_path.iterdir()) == []  # the probe folder is gone too
+
+
+def test_output_root_that_cannot_be_created_fails_naming_the_folder(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    c = check_output_root(blocker / "out")
+    assert not c.ok and "cannot be created" in c.current and "hydra.run.dir=" in c.action
 
 
 def test_symlinked_output_root_fails(tmp_path):
@@ -345,4 +353,4 @@ def test_default_config_passes_on_this_machine(conf, tmp_path):
     assert items[:3] == ["platform", "python", "torch"]
     expected = {"backend", "output root", "free disk", "model.manifest", "model.path", "data.path"}
     assert expected <= set(items)
-    assert stat.S_IMODE(os.stat(tmp_path / "out").st_mode) == 0o700
+    assert not (tmp_path / "out").exists()  # checked, not made: the run makes it

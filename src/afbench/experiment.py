@@ -347,9 +347,11 @@ def learn_calibration(summary, kind: str, out_dir: Path) -> None:
             return
 
 
-def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> int:
+def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = None,
+                   checks: list | None = None) -> int:
     """Plan, launch, collect, compare and render into ``out_dir``; returns the exit code
-    (0 all runs OK or SKIPPED by a backend, 1 if any run FAILED)."""
+    (0 all runs OK or SKIPPED by a backend, 1 if any run FAILED). ``checks``: the preflight
+    the caller already ran for this config (before ``out_dir`` existed); None runs it here."""
     from afbench.report import build_report  # pandas, jinja2, matplotlib: not for task=check
 
     out_dir = Path(out_dir)
@@ -366,7 +368,10 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
         log.info("afbench: resume: %d of %d runs have an OK result in %s%s", hits,
                  len(plan.runs), conf.resume,
                  "" if hits else " (nothing to reuse: every run runs)")
-    preflight(conf, out_dir)
+    if checks is None:
+        preflight(conf, out_dir)
+    else:
+        log.info("afbench: preflight: %d checks passed", len(checks))
     assets = input_hashes(conf)
     kind, calibration = host_calibration(plan)
     write_json_atomic(out_dir / "experiment.json", {

@@ -26,6 +26,7 @@ from typing import Any
 
 from afbench.backends.resolve import resolve_backend
 from afbench.config.models import AfbenchConfig, RunConfig
+from afbench.config.short import short_run
 from afbench.config.validate import apply_overrides, expand_dotted, validate_run_config
 from afbench.engines.registry import engine_for
 from afbench.errors import ConfigError
@@ -50,10 +51,12 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
     configs: dict[tuple[str, str], RunConfig] = {}
     for phase, phase_over in exp.phases.items():
         phased = apply_overrides(base, phase_over, f"experiment.phases.{phase}")
+        if exp.steps is not None:  # every phase short: steps and windows (config.short)
+            phased = short_run(phased, exp.steps)
         for variant in variant_names:
             where = f"experiment.variants.{variant} in phase {phase}"
             data = apply_overrides(phased, exp.variants[variant], f"experiment.variants.{variant}")
-            configs[(variant, phase)] = rc = validate_run_config(data, where)
+            configs[(variant, phase)] = rc = validate_run_config(data, where, phase)
             # an engine's bad setting fails now (exit 2), not as a FAILED run after the
             # earlier runs spent their time
             try:

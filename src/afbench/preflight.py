@@ -22,6 +22,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -201,7 +202,9 @@ def check_devices(backend: str, devices: Sequence[int] | None, world_size: int,
 
 def check_output_root(root: Path) -> Check:
     """The output root (docs/reference.md §1 Output safety): not a symlink, a directory owned by the
-    current user, not group- or world-writable. A missing root is created with mode 0700."""
+    current user, not group- or world-writable. A missing root must be creatable: its nearest
+    existing parent is a directory where a folder can be made (tried with a temporary folder,
+    removed at once; nothing else is created: the run makes the root when it starts)."""
     root = Path(root)
     item = "output root"
     if root.is_symlink():
@@ -209,13 +212,17 @@ def check_output_root(root: Path) -> Check:
                      "a real directory, not a symlink",
                      f"remove the symlink {root} or pass the directory it points to")
     if not root.exists():
+        parent = _existing_ancestor(root)
         try:
-            root.mkdir(mode=0o700, parents=True)
-            os.chmod(root, 0o700)  # mkdir's mode is masked by the umask
+            if not parent.is_dir():
+                raise NotADirectoryError(f"{parent} is not a directory")
+            tempfile.TemporaryDirectory(dir=parent, prefix=".afbench-check-").cleanup()
         except OSError as exc:
-            return Check(item, False, f"{root} cannot be created: {exc.strerror or exc}",
-                         "a directory the current user can create",
-                         "pass an output root in a folder you can write (e.g. hydra.run.dir=...)")
+            return Check(item, False, f"{root} cannot be created in {parent}: "
+                         f"{exc.strerror or exc}", "a folder the current user can create",
+                         "run in a folder you can write, or pass an output root there "
+                         "(hydra.run.dir=..., for sweeps hydra.sweep.dir=...)")
+        return Check(item, True, f"{root} (to be created in {parent})")
     st = root.lstat()
     if not stat.S_ISDIR(st.st_mode):
         return Check(item, False, f"{root} is not a directory", "a directory",

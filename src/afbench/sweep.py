@@ -30,8 +30,6 @@ from afbench.results import MainEffect, Speed, SweepRow, SweepSummary
 from afbench.verdict.words import RUN_FAILED, SKIPPED
 
 log = logging.getLogger(__name__)
-# Set by jobs that failed (same process with the basic launcher); read by afbench.cli.main.
-FAILED_JOBS: list[str] = []
 
 
 def job_overrides(job_dir: Path) -> list[str]:
@@ -469,17 +467,23 @@ class SweepCallback(Callback):
                                          report.get("lang"), report.get("template_dir"))
         except Exception as exc:  # the jobs' own reports stay; say why the sweep one is missing
             log.error("afbench: sweep report failed: %s", exc)
-            FAILED_JOBS.append("sweep report")
-            return
-        if not FAILED_JOBS:
-            # A launcher that runs jobs in their own processes (submitit) leaves FAILED_JOBS of
-            # this process empty: take the failures from the files, by run_experiment's rule
-            # (a FAILED run; a run never started or a job stopped before planning: exit 2/3).
-            FAILED_JOBS.extend(f"job {c.job} ({c.name})" for c in summary.combinations
-                               if not c.statuses or {"FAILED", "NOT_RUN"} & set(c.statuses))
+            raise SystemExit(1) from None
         log.info("afbench: sweep report %s", sweep_dir / "sweep_report.md")
         for line in verdict_lines(summary):
             log.info("  %s", line)
+        failed = failed_jobs(sweep_dir)
+        if failed:  # the sweep's exit status, whatever launcher ran the jobs
+            log.error("afbench: %d sweep job(s) had failures: %s", len(failed), "; ".join(failed))
+            raise SystemExit(1)
+
+
+def failed_jobs(sweep_dir: Path) -> list[str]:
+    """``job <n> (<combination>)`` of every combination in ``sweep_dir/sweep_summary.json``
+    that did not succeed, by run_experiment's rule: a FAILED run, or a run never started or
+    a job stopped before planning (its exit status was 2 or 3)."""
+    summary = SweepSummary.model_validate(read_json(Path(sweep_dir) / "sweep_summary.json"))
+    return [f"job {c.job} ({c.name})" for c in summary.combinations
+            if not c.statuses or {"FAILED", "NOT_RUN"} & set(c.statuses)]
 
 
 def verdict_lines(summary: SweepSummary) -> list[str]:

@@ -23,6 +23,11 @@ from pydantic import (
 
 from afbench.config.base import NAME_PATTERN, Section, env_vars
 from afbench.config.engines import BuiltinEngine, EngineConfig
+from afbench.config.short import SHORT_MIN_STEPS
+
+#: how a window past the run's end is worded (afbench.config.validate adds the advice that
+#: fits where the steps were set: command line, recipe phase)
+PAST_LAST_STEP = "is after the last step"
 
 
 class ModelConfig(Section):
@@ -104,9 +109,7 @@ class SftScheduler(Section):
     def _window_inside(self) -> "SftScheduler":
         if self.measure.last_step > self.steps:
             raise ValueError(
-                f"measure.last_step {self.measure.last_step} is after the last step {self.steps}: "
-                "raise steps or lower the window"
-            )
+                f"measure.last_step {self.measure.last_step} {PAST_LAST_STEP} {self.steps}")
         if self.global_batch_size % self.micro_batch_size:
             raise ValueError(
                 f"global_batch_size {self.global_batch_size} is not a multiple of "
@@ -248,6 +251,17 @@ class ReportConfig(Section):
     # ("optimization.autofuse=false,optimization.add_rmsnorm=false"); null = all switches off.
     sweep_baseline: str | None = None
 
+    @field_validator("sweep_baseline")
+    @classmethod
+    def _key_value_pairs(cls, v: str | None) -> str | None:
+        bad = [item for item in (v or "").split(",") if "=" not in item or not item.split("=")[0]]
+        if v is not None and bad:
+            raise ValueError(
+                f"expected key=value pairs, one per swept key, e.g. "
+                f"'report.sweep_baseline=\"optimization.autofuse=false\"'; {bad[0]!r} has no "
+                "'=value' (quote the whole value for Hydra: its '=' is part of the value)")
+        return v
+
 
 class ExperimentConfig(Section):
     """What to compare: variants (dotted overrides) x phases (dotted overrides) x repeats."""
@@ -278,6 +292,18 @@ class ExperimentConfig(Section):
     # afbench.analysis.contention.judge) is run again, at most this many times per run, in a
     # new run directory (<run_id>-rerun<k>); the contended one is kept and marked. 0: never.
     rerun_contended: Annotated[int, Field(ge=0, le=5)] = 1
+    # A short (or longer) run of any recipe: every phase runs this many steps, with the measured
+    # and profiler windows moved to its end (afbench.config.short.short_run); null: as written.
+    steps: int | None = None
+
+    @field_validator("steps")
+    @classmethod
+    def _short_enough(cls, v: int | None) -> int | None:
+        if v is not None and v < SHORT_MIN_STEPS:
+            raise ValueError(f"a run needs at least {SHORT_MIN_STEPS} steps: 1 warm-up step "
+                             f"(compilation) and the 4 measured steps a verdict needs; write "
+                             f"experiment.steps={SHORT_MIN_STEPS} or more")
+        return v
 
     @field_validator("repeats", mode="before")
     @classmethod
@@ -347,10 +373,8 @@ class RunConfig(Section):
             )
         if o.profiler and o.profiler_window.last_step > s.steps:
             raise ValueError(
-                f"optimization.profiler_window.last_step {o.profiler_window.last_step} is "
-                f"after the last step {s.steps}: raise scheduler.steps (sft) or "
-                "scheduler.warmup_runs + measured_runs (infer), or lower the window"
-            )
+                f"optimization.profiler_window.last_step {o.profiler_window.last_step} "
+                f"{PAST_LAST_STEP} {s.steps}")
         return self
 
 

@@ -10,7 +10,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
-from afbench.config.models import AfbenchConfig, RunConfig
+from afbench.config.models import PAST_LAST_STEP, AfbenchConfig, RunConfig
+from afbench.config.short import SHORT_MIN_STEPS, short_run
 from afbench.errors import ConfigError
 
 
@@ -110,10 +111,44 @@ def validate_config(cfg: DictConfig | dict[str, Any]) -> AfbenchConfig:
     data = to_container(cfg) if isinstance(cfg, DictConfig) else cfg
     if data.get("experiment") is None:
         data.pop("experiment", None)
+    steps = (data.get("experiment") or {}).get("steps")
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps >= SHORT_MIN_STEPS:
+        data = short_run(data, steps)  # experiment.steps: the composed config runs short too
     try:
         return AfbenchConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err)) from None
+        phases = (data.get("experiment") or {}).get("phases") or {}
+        setting = [f"experiment.phases.{p}" for p, o in phases.items()
+                   if isinstance(o, dict) and _sets(expand_dotted(o, p), ("scheduler", "steps"))]
+        raise ConfigError(with_window_advice(format_validation_error(err), setting)) from None
+
+
+def _sets(tree: dict[str, Any], parts: tuple[str, ...]) -> bool:
+    for part in parts:
+        if not isinstance(tree, dict) or part not in tree:
+            return False
+        tree = tree[part]
+    return True
+
+
+def with_window_advice(message: str, phases_setting_steps: list[str],
+                       phase: str | None = None) -> str:
+    """``message`` with advice after each line saying a step window ends past the run's last
+    step, matched to where the steps were set: on the command line or in the recipe's top
+    level (``phase`` None), where the recipe's own phases may set steps again
+    (``phases_setting_steps``: the dotted phase keys), or in phase ``phase``."""
+    short = "for a short run write experiment.steps=N (N >= %d: every phase's steps and its " \
+            "measured and profiler windows follow)" % SHORT_MIN_STEPS
+    if phase is not None:
+        advice = (f"{short}, or set experiment.phases.{phase}.scheduler.measure (and "
+                  f"optimization.profiler_window) inside that phase's steps")
+    elif phases_setting_steps:
+        advice = (f"the recipe's phases set their own steps ({', '.join(phases_setting_steps)}"
+                  f"), so scheduler.steps does not reach them: {short}")
+    else:
+        advice = f"{short}, or set scheduler.measure.first_step/last_step inside scheduler.steps"
+    return "\n".join(f"{line}: {advice}" if PAST_LAST_STEP in line else line
+                     for line in message.splitlines())
 
 
 def expand_dotted(overrides: dict[str, Any], where: str) -> dict[str, Any]:
@@ -148,9 +183,11 @@ def apply_overrides(base: dict[str, Any], overrides: dict[str, Any], where: str)
     return OmegaConf.to_container(merged, resolve=True)
 
 
-def validate_run_config(data: dict[str, Any], where: str) -> RunConfig:
-    """Validate one run's effective config; errors are prefixed with ``where``."""
+def validate_run_config(data: dict[str, Any], where: str, phase: str | None = None) -> RunConfig:
+    """Validate one run's effective config; errors are prefixed with ``where`` (advice for a
+    step window past the end names ``experiment.phases.<phase>``)."""
     try:
         return RunConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err, RunConfig, prefix=f"{where}: ")) from None
+        message = format_validation_error(err, RunConfig, prefix=f"{where}: ")
+        raise ConfigError(with_window_advice(message, [], phase)) from None
