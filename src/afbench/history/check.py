@@ -47,10 +47,10 @@ def compare_history(baseline: Sequence[Sequence[float]], variant: Sequence[Seque
     from scipy import stats
 
     def logs(side: Sequence[Sequence[float]], what: str) -> list[np.ndarray]:
-        out = [np.log(np.asarray(r, dtype=float)) for r in side if len(r)]
-        if not out or not all(np.all(np.isfinite(r)) for r in out):
-            raise ValueError(f"{what}: no finite, positive step times")
-        return out
+        arrays = [np.asarray(r, dtype=float) for r in side if len(r)]
+        if not arrays or not all(np.all(np.isfinite(r) & (r > 0)) for r in arrays):
+            raise ValueError(f"{what}: a step time that is not finite and > 0, or none")
+        return [np.log(r) for r in arrays]
 
     base, var = logs(baseline, "history"), logs(variant, "newest record")
     if len(base) >= 2 and len(var) >= 2:
