@@ -273,3 +273,18 @@ def test_the_history_cli_does_not_import_torch(tmp_path):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "TORCH False" in proc.stdout
+
+
+def test_a_sweep_job_is_one_series_per_swept_setting(tmp_path):
+    sweep = tmp_path / "multirun" / "sweep"
+    for job, value in (("0", "False"), ("1", "True")):
+        shutil.copytree(FIXTURE_V1, sweep / job)
+        (sweep / job / ".hydra").mkdir(exist_ok=True)
+        (sweep / job / ".hydra" / "overrides.yaml").write_text(
+            f"- experiment=fixture_results\n- optimization.autofuse={value}\n- seed=1\n")
+    (sweep / "multirun.yaml").write_text(
+        "hydra:\n  overrides:\n    task:\n    - experiment=fixture_results\n"
+        "    - optimization.autofuse=false,true\n    - seed=1\n")
+    ex = extract(OutDir(sweep / "1"))
+    assert ex.experiment["sweep_dir"] == str(sweep) and ex.experiment["job"] == "1"
+    assert ex.variants[0].record["variant"] == "plain [optimization.autofuse=true]"

@@ -39,6 +39,7 @@ STDOUT_LOG = "stdout.log"
 METRICS = "metrics.jsonl"
 SWEEP_SUMMARY = "sweep_summary.json"
 MULTIRUN_YAML = "multirun.yaml"  # Hydra writes it into every sweep folder
+HYDRA_OVERRIDES = Path(".hydra") / "overrides.yaml"  # a Hydra job's command-line overrides
 
 
 def _json(path: Path) -> Any:
@@ -134,6 +135,26 @@ class OutDir:
         local = self.path / RUNS / spec.run_id
         return RunDir(local if local.is_dir() else Path(spec.run_dir))
 
+    def job_overrides(self) -> list[str]:
+        """The job's command-line overrides, from Hydra's ``.hydra/overrides.yaml`` (``[]``
+        when absent)."""
+        import yaml
+
+        path = self.path / HYDRA_OVERRIDES
+        return list(yaml.safe_load(path.read_text(encoding="utf-8")) or []) if path.is_file() else []
+
+    def sweep_setting(self) -> dict[str, str]:
+        """A sweep job's swept keys and their values here (``{"optimization.autofuse":
+        "true"}``), in the sweep's order; ``{}`` outside a sweep."""
+        sweep = self.sweep()
+        if sweep is None:
+            return {}
+        keys = sweep.swept_keys()
+        mine = dict(o.lstrip("+").split("=", 1) for o in self.job_overrides() if "=" in o)
+        # Hydra writes a swept false back as False: booleans as the command line spells them
+        return {k: {"True": "true", "False": "false"}.get(mine[k], mine[k])
+                for k in keys if k in mine}
+
     def sweep(self) -> SweepDir | None:
         """The sweep folder this directory is a job of, None for a single run."""
         parent = SweepDir(self.path.parent)
@@ -149,6 +170,20 @@ class SweepDir:
 
     def is_sweep(self) -> bool:
         return (self.path / MULTIRUN_YAML).is_file() or (self.path / SWEEP_SUMMARY).is_file()
+
+    def swept_keys(self) -> list[str]:
+        """The keys the sweep's command line sweeps (``a=1,2``, ``range(...)``, ...), from
+        ``multirun.yaml`` with Hydra's override parser; ``[]`` when it cannot tell."""
+        try:
+            import yaml
+            from hydra.core.override_parser.overrides_parser import OverridesParser
+
+            data = yaml.safe_load((self.path / MULTIRUN_YAML).read_text(encoding="utf-8"))
+            task = data["hydra"]["overrides"]["task"]
+            parsed = OverridesParser.create().parse_overrides(list(task))
+        except Exception:  # no multirun.yaml, or a sweeper syntax Hydra's parser lacks
+            return []
+        return [o.key_or_group.lstrip("+") for o in parsed if o.is_sweep_override()]
 
     def jobs(self) -> list[OutDir]:
         """The job folders that hold a finished experiment, in job-number order."""

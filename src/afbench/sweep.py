@@ -27,6 +27,7 @@ from omegaconf import DictConfig
 from afbench.analysis.verdict import RUN_FAILED, SKIPPED
 from afbench.io import read_json, write_json_atomic
 from afbench.results import MainEffect, SweepRow, SweepSummary
+from afbench.store import OutDir
 
 log = logging.getLogger(__name__)
 # Set by jobs that failed (same process with the basic launcher); read by afbench.cli.main.
@@ -35,8 +36,7 @@ FAILED_JOBS: list[str] = []
 
 def job_overrides(job_dir: Path) -> list[str]:
     """The job's command-line overrides, from Hydra's ``.hydra/overrides.yaml``."""
-    path = job_dir / ".hydra" / "overrides.yaml"
-    return list(yaml.safe_load(path.read_text()) or []) if path.is_file() else []
+    return OutDir(job_dir).job_overrides()
 
 
 def split_override(override: str) -> tuple[str, str]:

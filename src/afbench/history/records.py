@@ -156,11 +156,16 @@ def extract(out: OutDir, source: str = "import") -> Extracted:
     plan, summary, exp = out.plan(), out.summary(), out.experiment()
     prov = exp.get("provenance") or {}
     host = prov.get("host") or {}
+    # a sweep job's variant carries its swept setting: one series per combination
+    setting = ",".join(f"{k}={v}" for k, v in out.sweep_setting().items())
     variants, results = [], []
     for variant in plan.variants:
         run_rows, res = _run_rows(out, plan, variant)
         results += res
-        variants.append(VariantRows(_record_row(out, plan, summary, variant, run_rows), run_rows))
+        row = _record_row(out, plan, summary, variant, run_rows)
+        if setting:
+            row["variant"] = f"{variant} [{setting}]"
+        variants.append(VariantRows(row, run_rows))
     first = next((r for r in results if r is not None and r.versions), None)
     env = first or summary.environment
     sweep = out.sweep()
