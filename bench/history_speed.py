@@ -6,8 +6,10 @@
 1. Recording: ``afbench.history.record_experiment`` (the one call an experiment makes when it
    ends) on copies of the stored v1 output directory (tests/fixtures/results/v1: 4 variants,
    16 runs, 8 in the verdict phase), into a database that already holds the other copies.
-   The first call pays the import of SQLAlchemy (the experiment process has not imported it);
-   the median of the later calls is the per-experiment cost. Target < 0.2 s.
+   In one process: the first call creates the tables, the median of the next 20 is the cost
+   once everything is loaded. Then what an experiment pays: a fresh interpreter with
+   afbench's models and numpy loaded (as the experiment has them) records one directory into
+   the existing database, SQLAlchemy's import included (median of 5). Target < 0.2 s.
 2. ``python -m afbench.history import`` of all copies at once (``--dirs``, default 250: 1,000
    records), then ``python -m afbench.history report`` over them as a user runs it (a fresh
    process: interpreter start, imports, queries, change points, 8 SVG plots, HTML and
@@ -89,11 +91,28 @@ def main() -> None:
         print(f"record_experiment: first call {times[0]:.3f} s (imports SQLAlchemy, opens "
               f"the database); then median {warm:.3f} s, max {max(times[1:]):.3f} s over "
               f"{len(times) - 1} experiments")
-        print(f"  target < 0.2 s per experiment: {'MET' if warm < 0.2 else 'MISSED'}")
+        # what one experiment pays: its process has afbench's models and numpy loaded, not
+        # SQLAlchemy; it records once, into a database that exists
+        cold = []
+        for d in dirs[21:26]:
+            code = ("import time, afbench.results, afbench.runspec, afbench.store, "
+                    "afbench.analysis.paired; t = time.perf_counter(); "
+                    "from afbench.history import record_experiment; "
+                    f"assert record_experiment({str(d)!r}, {url!r}); "
+                    "print(time.perf_counter() - t)")
+            proc = subprocess.run([C.PYTHON, "-c", code], capture_output=True, text=True)
+            if proc.returncode:
+                raise SystemExit(proc.stderr)
+            cold.append(float(proc.stdout.split()[-1]))
+        per_exp = statistics.median(cold)
+        print(f"record_experiment in a fresh experiment process (imports SQLAlchemy, opens the "
+              f"database, reads the directory, writes): median {per_exp:.3f} s "
+              f"({', '.join(f'{c:.3f}' for c in cold)})")
+        print(f"  target < 0.2 s per experiment: {'MET' if per_exp < 0.2 else 'MISSED'}")
 
         # 2. import the rest, then the report as a user runs it
         wall, proc = history(url, "import", str(root / "outputs"))
-        print(f"history import of {len(dirs)} directories ({len(dirs) - 21} new): {wall:.2f} s "
+        print(f"history import of {len(dirs)} directories ({len(dirs) - 26} new): {wall:.2f} s "
               f"-> {proc.stdout.strip().splitlines()[-1]}")
         reports = []
         for _ in range(3):

@@ -243,7 +243,8 @@ def test_report_shows_every_record_with_trend_plots_links_and_the_change(url, tm
     assert main(["--url", url, "report", "--experiment", "trend", "-o", str(out)]) == 0
     page = out.read_text()
     assert page.count("<svg") == 3  # base step time; fused step time and gain
-    assert page.count("../../../planted/trend/") >= 20  # every point and row links its report
+    assert page.count("<a xlink:href=\"../../../planted/trend/") == 30  # every point links
+    assert page.count("<a href=\"../../../planted/trend/") == 20  # every table row too
     assert "between 2026-11-01 12:00 (torch 2.13.0" in page and "and 2026-11-01 13:00 (torch 2.14.0" in page
     md = out.with_suffix(".md").read_text()
     assert md.count("| 2026-11-01") == 20 and "step time +2" in md

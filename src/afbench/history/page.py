@@ -25,8 +25,8 @@ import jinja2
 from afbench.history.check import software
 from afbench.history.trend import Series
 from afbench.io import write_text_atomic
-from afbench.report.plots import (BASELINE_COLOUR, GAIN_DOWN, GAIN_UP, PALETTE, WIDE_IN, Plot,
-                                  _figure, _margins, _matplotlib, _svg)
+from afbench.report.figure import (BASELINE_COLOUR, GAIN_DOWN, GAIN_UP, PALETTE, WIDE_IN, Plot,
+                                   _figure, _margins, _matplotlib, _svg)
 
 MAX_TICKS = 12
 TABLE_ROWS = 50  # newest records listed per series; the plot shows them all
@@ -45,7 +45,9 @@ def _link(path: str | None, base: Path) -> str | None:
 def _ticks(s: Series, xs: list[int], recs: list[dict[str, Any]]) -> tuple[list[int], list[str]]:
     """At most MAX_TICKS labelled positions, always the first, the last and every change."""
     n = len(xs)
-    want = set(range(0, n, max(1, math.ceil(n / MAX_TICKS)))) | {0, n - 1}
+    every = max(1, math.ceil(n / MAX_TICKS))
+    # regular ticks, none so close to the last one that their labels overlap
+    want = {i for i in range(0, n, every) if n - 1 - i >= every / 2 or i == 0} | {0, n - 1}
     changed = {recs.index(c.after) for c in s.changes if c.after in recs}
     want |= changed
     labels = []
