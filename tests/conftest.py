@@ -29,6 +29,20 @@ def private_device_locks(tmp_path_factory):
         os.environ["AFBENCH_LOCK_DIR"] = old
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_history(tmp_path_factory):
+    """Every experiment records itself in the history database (afbench.history): the suite
+    (and the afbench processes it starts) records into its own SQLite file, never the user's."""
+    path = tmp_path_factory.mktemp("history") / "history.sqlite"
+    old = os.environ.get("AFBENCH_HISTORY_URL")
+    os.environ["AFBENCH_HISTORY_URL"] = f"sqlite:///{path}"
+    yield path
+    if old is None:
+        os.environ.pop("AFBENCH_HISTORY_URL", None)
+    else:
+        os.environ["AFBENCH_HISTORY_URL"] = old
+
+
 @pytest.fixture(autouse=True)
 def private_host_calibration(tmp_path_factory, monkeypatch):
     """Each test gets its own, empty host calibration file (afbench.calibration): a test's

@@ -17,11 +17,13 @@ from afbench.analysis.kernels import load_kernel_table
 from afbench.analysis.recompiles import (Recompile, recompile_caveat, recompile_in_records,
                                          recompile_in_window)
 from afbench.analysis.stats import describe, finite_mean
-from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, mean_step_time, read_log, read_step_times
+from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, mean_step_time, read_log
 from afbench.errors import OutputError
 from afbench.io import read_json
 from afbench.results import RunResult, StepRecord, load_result
 from afbench.runspec import Plan, RunSpec
+# the strict parse of a run's measured window lives with the file layout; re-exported here
+from afbench.store import window_step_times as window_step_times
 
 
 # Per-run means over the measured window, from metrics.jsonl step records.
@@ -104,20 +106,6 @@ def run_result(path: Path) -> RunResult | None:
         return load_result(read_json(path))
     except ValueError as exc:  # also pydantic's ValidationError
         raise OutputError(f"{path}: {' '.join(str(exc).splitlines()[:3])}") from exc
-
-
-def window_step_times(spec: RunSpec, run_dir: Path) -> dict[int, float]:
-    """Step -> seconds of ``spec``'s measured window, parsed strictly from ``run_dir/stdout.log``
-    with the engine's step pattern (null, and engines without the key, mean the reference's
-    step line).
-
-    Raises:
-        InvalidLog: a measured step missing, twice, non-numeric, zero or NaN (names the log).
-    """
-    window = spec.config.scheduler.measure
-    pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
-    return read_step_times(Path(run_dir) / "stdout.log", window.first_step, window.last_step,
-                           pattern)
 
 
 def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> Recompile | None:

@@ -12,6 +12,8 @@ from pathlib import Path
 from afbench.assets.manifest import sha256_file
 from afbench.config.models import AfbenchConfig
 from afbench.errors import ConfigError, OutputError, PreflightError
+from afbench.history import record_experiment
+from afbench.history.provenance import provenance
 from afbench.io import read_json, write_json_atomic, write_text_atomic
 from afbench.launch.local import launch_run, write_skipped
 from afbench.logs import console
@@ -379,6 +381,9 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
         "config": conf.model_dump(mode="json"),
         "assets": assets,
         "calibration": calibration,
+        # host fingerprint, afbench version, git commit, CANN dates: for the history
+        "provenance": provenance(plan.runs[0].backend if plan.runs else None,
+                                 conf.backend.cann_root),
     })
     write_json_atomic(out_dir / "plan.json", plan.model_dump(mode="json"))
     log.info("afbench: experiment %s: %d runs -> %s", plan.experiment, len(plan.runs), out_dir)
@@ -390,5 +395,6 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     for line in summary.headline:
         log.info("%s", line)
     learn_calibration(summary, kind, out_dir)
+    record_experiment(out_dir, conf.history.url, conf.history.record)  # a warning at worst
     invalid_logs = [r.run_id for r in summary.runs if r.log_error]
     return 1 if "FAILED" in statuses.values() or invalid_logs else 0

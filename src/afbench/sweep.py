@@ -27,6 +27,7 @@ from omegaconf import DictConfig
 from afbench.io import read_json, write_json_atomic
 from afbench.messages import Message, say
 from afbench.results import MainEffect, Speed, SweepRow, SweepSummary
+from afbench.store import OutDir
 from afbench.verdict.words import RUN_FAILED, SKIPPED
 
 log = logging.getLogger(__name__)
@@ -34,8 +35,7 @@ log = logging.getLogger(__name__)
 
 def job_overrides(job_dir: Path) -> list[str]:
     """The job's command-line overrides, from Hydra's ``.hydra/overrides.yaml``."""
-    path = job_dir / ".hydra" / "overrides.yaml"
-    return list(yaml.safe_load(path.read_text()) or []) if path.is_file() else []
+    return OutDir(job_dir).job_overrides()
 
 
 def split_override(override: str) -> tuple[str, str]:

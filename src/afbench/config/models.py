@@ -17,6 +17,7 @@ from pydantic import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -386,6 +387,20 @@ class PreflightConfig(Section):
     min_cann_date: str = Field("20260715", pattern=r"^20\d{6}$")
 
 
+class HistoryConfig(Section):
+    """Where finished experiments are recorded (afbench.history). url: any SQLAlchemy URL;
+    null: $AFBENCH_HISTORY_URL, else the per-user SQLite file
+    (platformdirs user_data_dir("afbench")/history.sqlite). record: false records nothing."""
+
+    url: str | None = None
+    record: bool = True
+
+    @field_serializer("url")
+    def _hide_password(self, url: str | None) -> str | None:
+        # experiment.json keeps the config: never a database password in it
+        return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url) if url else url
+
+
 class AfbenchConfig(RunConfig):
     """The whole composed config (Hydra's ``hydra`` node excluded)."""
 
@@ -396,5 +411,6 @@ class AfbenchConfig(RunConfig):
     resume: str | None = None
     report: ReportConfig = ReportConfig()
     experiment: ExperimentConfig = ExperimentConfig()
+    history: HistoryConfig = HistoryConfig()
     task: Literal["run", "check"] = "run"
     verbose: bool = False

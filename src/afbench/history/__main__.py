@@ -1,0 +1,189 @@
+"""``python -m afbench.history [--url URL] import | list | report | check``: the history
+database of experiments (README "History and regressions").
+
+    import DIR...                       record output / sweep directories (idempotent)
+    list [--experiment E] [--variant V] [--since DATE] [--limit N]
+    report [--experiment E] [-o FILE.html]   HTML + Markdown (FILE.md) with trend plots
+    check --experiment E [--variant V] [--window N] [--threshold-pct P]
+                                        exit 1 on a slowdown the noise cannot explain
+
+Exit status: 0 done (check: no regression), 1 check found a regression (or import could not
+read a directory), 2 a usage error or an unreachable database. Never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import Engine, select
+
+from afbench.errors import AfbenchError
+from afbench.history.db import ENV_URL, open_db, resolve_url, shown
+from afbench.history.schema import experiments, records
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m afbench.history",
+                                description="The history of afbench experiments: record, "
+                                "list, report trends, gate regressions.")
+    p.add_argument("--url", help=f"SQLAlchemy URL of the database (default: ${ENV_URL}, else "
+                   "the per-user SQLite file)")
+    sub = p.add_subparsers(dest="command", required=True)
+    imp = sub.add_parser("import", help="record existing output and sweep directories")
+    imp.add_argument("dirs", nargs="+", type=Path, metavar="DIR")
+    ls = sub.add_parser("list", help="one line per record, newest first")
+    ls.add_argument("--experiment")
+    ls.add_argument("--variant")
+    ls.add_argument("--since", type=datetime.fromisoformat, metavar="DATE",
+                    help="records created on or after DATE (ISO, UTC: 2026-12-01 or "
+                    "2026-12-01T08:00)")
+    ls.add_argument("--limit", type=int, default=None)
+    rep = sub.add_parser("report", help="HTML and Markdown trend report")
+    rep.add_argument("--experiment")
+    rep.add_argument("-o", "--output", type=Path, default=Path("history_report.html"),
+                     metavar="FILE.html", help="the HTML file; the Markdown goes beside it "
+                     "(FILE.md); default history_report.html")
+    chk = sub.add_parser("check", help="CI gate: exit 1 when the newest record is slower "
+                         "than its history beyond the noise")
+    chk.add_argument("--experiment", required=True)
+    chk.add_argument("--variant")
+    chk.add_argument("--window", type=int, default=10,
+                     help="earlier records compared with (default 10)")
+    chk.add_argument("--confidence", type=float, default=0.95)
+    chk.add_argument("--min-gain-pct", type=float, default=2.0)
+    chk.add_argument("--threshold-pct", type=float, default=5.0,
+                     help="a significant slowdown smaller than this passes (default 5)")
+    return p
+
+
+def cmd_import(engine: Engine, dirs: list[Path]) -> int:
+    from afbench.history.records import extract, is_recorded, write
+    from afbench.store import experiment_dirs
+
+    missing = [d for d in dirs if not d.exists()]
+    for d in missing:
+        print(f"history import: {d}: no such directory", file=sys.stderr)
+    found = experiment_dirs([d for d in dirs if d.exists()])
+    if not found and not missing:
+        print("history import: no finished experiment (plan.json + summary.json) below "
+              + ", ".join(map(str, dirs)), file=sys.stderr)
+        return 1
+    new = skipped = failed = 0
+    for out in found:
+        if is_recorded(engine, out.path):
+            skipped += 1
+            continue
+        try:
+            ok = write(engine, extract(out, source="import"))
+        except AfbenchError as exc:
+            print(f"history import: {out.path}: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        new += ok
+        skipped += not ok
+        if ok:
+            print(f"recorded {out.path}")
+    print(f"history import: {new} recorded, {skipped} already recorded, {failed} unreadable")
+    return 1 if failed or missing else 0
+
+
+def list_lines(engine: Engine, experiment: str | None = None, variant: str | None = None,
+               since: datetime | None = None, limit: int | None = None) -> list[str]:
+    """``list``'s lines, newest first: time, experiment/variant, median step, gain [CI],
+    verdict, runs, software, output directory."""
+    from afbench.history.check import software
+
+    q = (select(records, experiments.c.experiment, experiments.c.created_at,
+                experiments.c.out_dir, experiments.c.versions, experiments.c.git_commit,
+                experiments.c.cann)
+         .join(experiments, records.c.experiment_id == experiments.c.id)
+         .order_by(experiments.c.created_at.desc(), records.c.id.desc()))
+    if experiment:
+        q = q.where(experiments.c.experiment == experiment)
+    if variant:
+        q = q.where(records.c.variant == variant)
+    if since:
+        q = q.where(experiments.c.created_at >= since.replace(tzinfo=None))
+    if limit:
+        q = q.limit(limit)
+    lines = []
+    with engine.connect() as conn:
+        for r in conn.execute(q):
+            step = f"{r.median_step_s * 1e3:9.3f} ms" if r.median_step_s else "      n/a   "
+            if r.is_baseline:
+                gain = "baseline"
+            elif r.gain_pct is None:
+                gain = "gain n/a"
+            else:
+                gain = f"gain {r.gain_pct:+.2f}%"
+                if r.ci_low_pct is not None and r.ci_high_pct is not None:
+                    gain += f" [{r.ci_low_pct:+.2f}%, {r.ci_high_pct:+.2f}%]"
+            lines.append(f"{r.created_at:%Y-%m-%d %H:%M:%S}  {r.experiment}/{r.variant}  {step}"
+                         f"  {gain}  {r.verdict or ''}  {r.n_runs_ok} run(s)  "
+                         f"{software(r._mapping)}  {r.out_dir}")
+    return lines
+
+
+def _known_experiment(engine: Engine, name: str) -> str | None:
+    """None when ``name`` has records, else the error message (with a did-you-mean)."""
+    with engine.connect() as conn:
+        names = list(conn.execute(select(experiments.c.experiment).distinct()).scalars())
+    if name in names:
+        return None
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f"; did you mean {close[0]}?" if close else (
+        f"; recorded: {', '.join(sorted(names)[:10])}" if names else "; the database is empty")
+    return f"no record of experiment {name!r}{hint}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    url = resolve_url(args.url)
+    try:
+        engine = open_db(url)
+    except AfbenchError as exc:
+        print(f"history: {exc}", file=sys.stderr)
+        return exc.exit_code
+    try:
+        if args.command == "import":
+            return cmd_import(engine, args.dirs)
+        if args.command == "list":
+            for line in list_lines(engine, args.experiment, args.variant, args.since,
+                                   args.limit):
+                print(line)
+            return 0
+        if args.experiment and (problem := _known_experiment(engine, args.experiment)):
+            print(f"history {args.command}: {problem} in {shown(url)}", file=sys.stderr)
+            return 2
+        if args.command == "report":
+            from afbench.history.page import render_history
+            from afbench.history.trend import load_series
+
+            series = load_series(engine, args.experiment)
+            title = f"afbench history: {args.experiment or 'all experiments'}"
+            html, md = render_history(series, args.output, title)
+            print(f"history report: {html} and {md} "
+                  f"({sum(len(s.records) for s in series)} records, {len(series)} series)")
+            return 0
+        from afbench.history.check import check
+
+        results = check(engine, args.experiment, args.variant, window=args.window,
+                        confidence=args.confidence, min_gain_pct=args.min_gain_pct,
+                        threshold_pct=args.threshold_pct)
+        if not results:
+            print(f"history check: no record of variant {args.variant!r} of "
+                  f"{args.experiment}", file=sys.stderr)
+            return 2
+        for r in results:
+            print(r.line)
+        return 1 if any(r.regression for r in results) else 0
+    finally:
+        engine.dispose()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""Opening the history database: which URL, SQLite settings for concurrent writers, the
+Alembic upgrade to the schema's head, and the host calibration hook.
+
+The URL, first found wins: an explicit ``url`` (``--url``, or ``history.url`` of the
+experiment's config), ``$AFBENCH_HISTORY_URL``, else the SQLite file
+``<platformdirs.user_data_dir("afbench")>/history.sqlite`` (Linux:
+``~/.local/share/afbench/history.sqlite``). Any SQLAlchemy URL works
+(``postgresql+psycopg://user@host/db`` with ``pip install -e ".[postgres]"``).
+
+SQLite runs in WAL mode with a 30 s busy timeout and ``BEGIN IMMEDIATE`` transactions, so a
+sweep's parallel jobs can record at once: a writer waits for the other instead of failing
+(SQLite's documented recipe for SQLAlchemy: pysqlite's own transaction handling turned off).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, inspect, select, text
+from sqlalchemy.exc import SQLAlchemyError
+
+from afbench.errors import AfbenchError
+from afbench.history.schema import HEAD, calibration
+
+ENV_URL = "AFBENCH_HISTORY_URL"
+BUSY_TIMEOUT_S = 30
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+class HistoryError(AfbenchError):
+    """The history database cannot be opened, upgraded or written (names the URL)."""
+
+    exit_code = 2
+
+
+def default_url() -> str:
+    """The SQLite file in the per-user data folder (platformdirs ``user_data_dir``)."""
+    from platformdirs import user_data_dir
+
+    return f"sqlite:///{Path(user_data_dir('afbench')) / 'history.sqlite'}"
+
+
+def resolve_url(url: str | None = None) -> str:
+    """``url`` if given, else ``$AFBENCH_HISTORY_URL``, else :func:`default_url`."""
+    return url or os.environ.get(ENV_URL) or default_url()
+
+
+def shown(url: str) -> str:
+    """The URL with its password hidden, for messages."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL is named as given: it holds no parsed password
+        return url
+
+
+def _sqlite_settings(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # SQLAlchemy emits BEGIN itself (below)
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        # IMMEDIATE takes the write lock at the start (waiting up to busy_timeout), so two
+        # writers never deadlock on upgrading a read lock
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def upgrade(engine: Engine) -> None:
+    """Upgrade the database to :data:`HEAD` through the Alembic chain in ``migrations/``
+    (a new database gets every table). Skips Alembic when the database is at HEAD already,
+    so recording stays cheap."""
+    if _current_revision(engine) == HEAD:
+        return
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    # Alembic's INFO lines ("Running upgrade ...") would land in the experiment's log
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+    except SQLAlchemyError:
+        # another process created the tables at the same moment: fine if it got to HEAD
+        if _current_revision(engine) != HEAD:
+            raise
+
+
+def open_db(url: str | None = None) -> Engine:
+    """An engine on the history database at :func:`resolve_url`'s URL, upgraded to HEAD; the
+    SQLite file's folder is created.
+
+    Raises HistoryError naming the URL when it cannot be opened or upgraded (a missing driver,
+    a server that does not answer, a file that is not a database)."""
+    url = resolve_url(url)
+    try:
+        if url.startswith("sqlite"):
+            from sqlalchemy.engine import make_url
+
+            database = make_url(url).database
+            if database and database != ":memory:":
+                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
+            _sqlite_settings(engine)
+        else:
+            engine = create_engine(url, pool_pre_ping=True)
+        upgrade(engine)
+    except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
+        raise HistoryError(f"history database {shown(url)}: {str(exc).splitlines()[0]} "
+                           f"(set history.url or ${ENV_URL} to a reachable SQLAlchemy URL)"
+                           ) from exc
+    return engine
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+# --- host calibration (issue 21 item 4): the store's side only ----------------------------
+
+def record_calibration(engine: Engine, host_id: str, run_kind: str, spread_pct: float,
+                       n: int, data: dict[str, Any] | None = None) -> None:
+    """Store the run-to-run spread of ``run_kind`` on host ``host_id``, replacing the earlier
+    value. The verdict's host calibration is to call this after each multi-round experiment
+    (and combine old and new itself: read first with :func:`read_calibration`).
+
+    host_id: :func:`afbench.history.provenance.host_id`; run_kind: the caller's key of
+    comparable runs (e.g. ``"<experiment>/<variant>"`` or an engine and workload);
+    spread_pct: spread of the log run statistic, percent; n: runs or pairs behind it."""
+    row = {"host_id": host_id, "run_kind": run_kind, "spread_pct": float(spread_pct),
+           "n": int(n), "data": data or {}, "updated_at": utcnow()}
+    with engine.begin() as conn:
+        conn.execute(calibration.delete().where(calibration.c.host_id == host_id,
+                                                calibration.c.run_kind == run_kind))
+        conn.execute(calibration.insert().values(**row))
+
+
+def read_calibration(engine: Engine, host_id: str, run_kind: str) -> dict[str, Any] | None:
+    """The stored calibration of ``run_kind`` on ``host_id`` (``spread_pct``, ``n``,
+    ``data``, ``updated_at``), None when there is none."""
+    with engine.connect() as conn:
+        row = conn.execute(select(calibration).where(calibration.c.host_id == host_id,
+                                                     calibration.c.run_kind == run_kind)).first()
+    return dict(row._mapping) if row else None

@@ -1,0 +1,217 @@
+"""An output directory as rows of the history database, and writing them.
+
+:func:`extract` reads a finished experiment directory through :mod:`afbench.store` (plan,
+summary, experiment.json, each verdict-phase run's status, result and strict step-log
+window) and returns one :class:`Extracted`: the ``experiments`` row, and per variant its
+``records`` row with its ``runs`` rows (column names of :mod:`afbench.history.schema`).
+:func:`write` inserts it in one transaction, or does nothing when the directory is already
+recorded. Nothing is written to the output directory.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.exc import IntegrityError
+
+from afbench.analysis.errors import InvalidLog
+from afbench.analysis.paired import run_statistic
+from afbench.errors import OutputError
+from afbench.history.db import utcnow
+from afbench.history.schema import experiments, records, runs
+from afbench.results import Comparison, Side, Summary
+from afbench.runspec import Plan, RunSpec
+from afbench.store import OutDir, window_step_times
+
+
+@dataclass
+class VariantRows:
+    record: dict[str, Any]
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Extracted:
+    """One output directory's rows: ``experiment`` (an ``experiments`` row without ``id``)
+    and ``variants`` (one :class:`VariantRows` per variant, plan order)."""
+
+    experiment: dict[str, Any]
+    variants: list[VariantRows]
+
+
+def _utc(text: str | None) -> datetime | None:
+    """An ISO time as naive UTC (naive input is taken as UTC); None when absent or unparsable."""
+    if not text:
+        return None
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
+
+
+def _finite(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def _run_rows(out: OutDir, plan: Plan, variant: str) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The ``runs`` rows of ``variant``'s verdict-phase runs, and their RunResults (None
+    where a run wrote none)."""
+    rows, results = [], []
+    for spec in plan.runs:
+        if spec.variant != variant or spec.phase != plan.verdict_phase:
+            continue
+        rd = out.run(spec)
+        st = rd.status()
+        status = st.status if st else "NOT_RUN"
+        times: list[float] | None = None
+        if status == "OK":
+            try:
+                window = window_step_times(spec, rd.path)
+                times = [window[k] for k in sorted(window)]
+            except (InvalidLog, OSError):
+                status = "FAILED"  # the report says RUN_FAILED for it too
+        try:
+            result = rd.result()
+        except OutputError:
+            result = None
+        results.append(result)
+        extra = (result.model_extra or {}) if result is not None else {}
+        stat = run_statistic(times) if times else None
+        rows.append({"run_id": spec.run_id, "repeat": spec.repeat, "status": status,
+                     "median_step_s": stat.location_s if stat else None,
+                     "mean_step_s": statistics.fmean(times) if times else None,
+                     "n_steps": len(times) if times else 0, "step_times_s": times,
+                     "contention": extra.get("contention")})
+    return rows, results
+
+
+def _side(summary: Summary, variant: str) -> tuple[Side | None, Comparison | None]:
+    for c in summary.comparisons:
+        if c.variant.name == variant:
+            return c.variant, c
+    for c in summary.comparisons:
+        if c.baseline.name == variant:
+            return c.baseline, None
+    return None, None
+
+
+def _first_spec(plan: Plan, variant: str) -> RunSpec | None:
+    return next((s for s in plan.runs if s.variant == variant and s.phase == plan.verdict_phase),
+                None)
+
+
+def _record_row(out: OutDir, plan: Plan, summary: Summary, variant: str,
+                run_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    spec = _first_spec(plan, variant)
+    side, comp = _side(summary, variant)
+    speed = comp.speed if comp else None
+    ok = [r for r in run_rows if r["step_times_s"]]
+    all_steps = [t for r in ok for t in r["step_times_s"]]
+    switches: dict[str, Any] = {}
+    if spec is not None:
+        switches = {k: v for k, v in spec.config.optimization.model_dump().items()
+                    if isinstance(v, bool)}
+    if summary.variants.get(variant):
+        switches["overrides"] = summary.variants[variant]
+    report = next((p for p in (out.report_html, out.report_md) if p.is_file()), None)
+    memory = side.memory if side else None
+    eff = side.efficiency if side else None
+    return {
+        "variant": variant, "is_baseline": variant == plan.baseline,
+        "config_hash": spec.config_hash if spec else None, "switches": switches,
+        "report_path": str(report) if report else None,
+        "verdict": comp.verdict if comp else ("BASELINE" if variant == plan.baseline else None),
+        "decision": speed.decision if speed else None,
+        "gain_pct": _finite(speed.gain_pct) if speed else None,
+        "ci_low_pct": _finite(speed.ci_low_pct) if speed else None,
+        "ci_high_pct": _finite(speed.ci_high_pct) if speed else None,
+        "level": speed.level if speed else None, "n_pairs": speed.n_pairs if speed else None,
+        "mde_pct": _finite(speed.mde_pct) if speed else None,
+        "method": speed.method if speed else None, "kind": speed.kind if speed else None,
+        "median_step_s": statistics.median(r["median_step_s"] for r in ok) if ok else None,
+        "mean_step_s": statistics.fmean(all_steps) if all_steps else None,
+        "n_steps": len(all_steps), "n_runs_ok": len(ok),
+        "peak_memory_gib": _finite(memory.peak_gib) if memory else None,
+        "memory_measure": memory.measure if memory else None,
+        "tflops_per_device": _finite(eff.tflops_per_device) if eff else None,
+        "mfu_pct": _finite(eff.mfu_pct) if eff else None,
+        "tokens_per_s": _finite(side.tokens_per_s) if side else None,
+    }
+
+
+def extract(out: OutDir, source: str = "import") -> Extracted:
+    """The rows of the finished experiment in ``out``; ``source``: ``live`` (recorded when the
+    experiment ended) or ``import``.
+
+    Raises OutputError naming the file when plan.json, summary.json or a status.json cannot
+    be read."""
+    out = OutDir(Path(out.path).resolve())
+    plan, summary, exp = out.plan(), out.summary(), out.experiment()
+    prov = exp.get("provenance") or {}
+    host = prov.get("host") or {}
+    # a sweep job's variant carries its swept setting: one series per combination
+    setting = ",".join(f"{k}={v}" for k, v in out.sweep_setting().items())
+    variants, results = [], []
+    for variant in plan.variants:
+        run_rows, res = _run_rows(out, plan, variant)
+        results += res
+        row = _record_row(out, plan, summary, variant, run_rows)
+        if setting:
+            row["variant"] = f"{variant} [{setting}]"
+        variants.append(VariantRows(row, run_rows))
+    first = next((r for r in results if r is not None and r.versions), None)
+    env = first or summary.environment
+    sweep = out.sweep()
+    all_runs = [r for v in variants for r in v.runs]
+    created = (_utc(exp.get("created_at")) or _utc(summary.created_at)
+               or _utc(summary.generated_at)
+               or datetime.fromtimestamp(out.plan_path.stat().st_mtime, timezone.utc)
+               .replace(tzinfo=None))
+    row = {
+        "out_dir": str(out.path), "experiment": plan.experiment, "created_at": created,
+        "recorded_at": utcnow(), "source": source, "baseline": plan.baseline,
+        "verdict_phase": plan.verdict_phase, "repeats": str(plan.repeats),
+        "sweep_dir": str(sweep.path) if sweep else None,
+        "job": out.path.name if sweep else None, "n_runs": len(all_runs),
+        "n_failed": sum(r["status"] == "FAILED" for r in all_runs),
+        "afbench_version": prov.get("afbench"), "git_commit": prov.get("git_commit"),
+        "versions": dict(env.versions or {}), "cann": prov.get("cann"),
+        "backend": env.backend or (plan.runs[0].backend if plan.runs else None),
+        "device": env.device, "host_id": host.get("host_id"),
+        "hostname": host.get("hostname"), "cpu_model": host.get("cpu_model"),
+        "accelerator": host.get("accelerator"), "driver": host.get("driver"),
+    }
+    return Extracted(row, variants)
+
+
+def is_recorded(engine: Engine, out_dir: Path) -> bool:
+    with engine.connect() as conn:
+        return conn.execute(select(experiments.c.id).where(
+            experiments.c.out_dir == str(Path(out_dir).resolve()))).first() is not None
+
+
+def write(engine: Engine, ex: Extracted) -> bool:
+    """Insert ``ex`` in one transaction; False (and nothing written) when its ``out_dir`` is
+    recorded already, also when another process recorded it at the same moment."""
+    try:
+        with engine.begin() as conn:
+            if conn.execute(select(experiments.c.id).where(
+                    experiments.c.out_dir == ex.experiment["out_dir"])).first() is not None:
+                return False
+            exp_id = conn.execute(experiments.insert().values(**ex.experiment)
+                                  ).inserted_primary_key[0]
+            for v in ex.variants:
+                rec_id = conn.execute(records.insert().values(experiment_id=exp_id, **v.record)
+                                      ).inserted_primary_key[0]
+                if v.runs:
+                    conn.execute(runs.insert(), [{"record_id": rec_id, **r} for r in v.runs])
+    except IntegrityError:  # the unique out_dir: a concurrent writer got there first
+        return False
+    return True

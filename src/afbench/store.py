@@ -1,0 +1,220 @@
+"""The output directory's file layout, in one place (issue 21, item 1: started here).
+
+An experiment's output directory (``outputs/<date>/<time>-<experiment>-<pid>/``) holds
+``plan.json``, ``experiment.json``, ``summary.json``, ``report.md``, ``report.html`` and one
+folder per run under ``runs/<run_id>/`` (``runspec.json``, ``status.json``, ``result.json``,
+``stdout.log``, ``metrics.jsonl``); a sweep folder (``multirun/...``) holds Hydra's
+``multirun.yaml``, ``sweep_summary.json`` and one experiment directory per job. :class:`OutDir`,
+:class:`RunDir` and :class:`SweepDir` name those files; the history (``afbench.history``) reads
+output directories only through them. The other modules still spell the names themselves:
+moving them here, with typed read/write per file, is the rest of item 1.
+
+Reads go through the typed loaders (:func:`afbench.results.read_summary`,
+:func:`afbench.results.load_result`, :class:`afbench.runspec.Plan`, ``RunStatus``); this
+module writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, read_step_times
+from afbench.errors import OutputError
+from afbench.results import RunResult, Summary, load_result, read_summary
+from afbench.runspec import Plan, RunSpec, RunStatus
+
+PLAN = "plan.json"
+EXPERIMENT = "experiment.json"
+SUMMARY = "summary.json"
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+RUNS = "runs"
+RUNSPEC = "runspec.json"
+STATUS = "status.json"
+RESULT = "result.json"
+STDOUT_LOG = "stdout.log"
+METRICS = "metrics.jsonl"
+SWEEP_SUMMARY = "sweep_summary.json"
+MULTIRUN_YAML = "multirun.yaml"  # Hydra writes it into every sweep folder
+HYDRA_OVERRIDES = Path(".hydra") / "overrides.yaml"  # a Hydra job's command-line overrides
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise OutputError(f"{path}: cannot be read as JSON ({exc})") from exc
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One run's folder, ``<out>/runs/<run_id>/``."""
+
+    path: Path
+
+    @property
+    def stdout_log(self) -> Path:
+        return self.path / STDOUT_LOG
+
+    @property
+    def result_path(self) -> Path:
+        return self.path / RESULT
+
+    def status(self) -> RunStatus | None:
+        """``status.json`` as :class:`RunStatus`; None when the run never started (no file).
+
+        Raises OutputError naming the file when it is not a valid status."""
+        path = self.path / STATUS
+        if not path.is_file():
+            return None
+        try:
+            return RunStatus.model_validate(_json(path))
+        except ValueError as exc:
+            raise OutputError(f"{path}: {str(exc).splitlines()[0]}") from exc
+
+    def result(self) -> RunResult | None:
+        """``result.json`` as :class:`RunResult`; None when the run wrote none (failed,
+        skipped). Raises OutputError naming the file when it does not fit the schema."""
+        if not self.result_path.is_file():
+            return None
+        try:
+            return load_result(_json(self.result_path))
+        except ValueError as exc:
+            raise OutputError(f"{self.result_path}: {str(exc).splitlines()[0]}") from exc
+
+
+@dataclass(frozen=True)
+class OutDir:
+    """One experiment's output directory (a single run's, or one sweep job's)."""
+
+    path: Path
+
+    @property
+    def plan_path(self) -> Path:
+        return self.path / PLAN
+
+    @property
+    def summary_path(self) -> Path:
+        return self.path / SUMMARY
+
+    @property
+    def report_html(self) -> Path:
+        return self.path / REPORT_HTML
+
+    @property
+    def report_md(self) -> Path:
+        return self.path / REPORT_MD
+
+    def is_experiment(self) -> bool:
+        """Whether the folder holds a finished experiment (plan.json and summary.json)."""
+        return self.plan_path.is_file() and self.summary_path.is_file()
+
+    def plan(self) -> Plan:
+        """``plan.json``. Raises OutputError naming the file when it does not fit."""
+        try:
+            return Plan.model_validate(_json(self.plan_path))
+        except ValueError as exc:
+            raise OutputError(f"{self.plan_path}: {str(exc).splitlines()[0]}") from exc
+
+    def summary(self) -> Summary:
+        """``summary.json`` through :func:`afbench.results.read_summary` (versions 0 and 1)."""
+        return read_summary(self.summary_path)
+
+    def experiment(self) -> dict[str, Any]:
+        """``experiment.json`` (``created_at``, ``config``, ``assets``, ``provenance``); ``{}``
+        when absent (directories of early versions)."""
+        path = self.path / EXPERIMENT
+        return _json(path) if path.is_file() else {}
+
+    def run(self, spec: RunSpec) -> RunDir:
+        """The folder of ``spec``: ``runs/<run_id>`` here, so a moved or copied directory reads
+        its own runs; the planned path when the plan's runs lie elsewhere."""
+        local = self.path / RUNS / spec.run_id
+        return RunDir(local if local.is_dir() else Path(spec.run_dir))
+
+    def job_overrides(self) -> list[str]:
+        """The job's command-line overrides, from Hydra's ``.hydra/overrides.yaml`` (``[]``
+        when absent)."""
+        import yaml
+
+        path = self.path / HYDRA_OVERRIDES
+        return list(yaml.safe_load(path.read_text(encoding="utf-8")) or []) if path.is_file() else []
+
+    def sweep_setting(self) -> dict[str, str]:
+        """A sweep job's swept keys and their values here (``{"optimization.autofuse":
+        "true"}``), in the sweep's order; ``{}`` outside a sweep."""
+        sweep = self.sweep()
+        if sweep is None:
+            return {}
+        keys = sweep.swept_keys()
+        mine = dict(o.lstrip("+").split("=", 1) for o in self.job_overrides() if "=" in o)
+        # Hydra writes a swept false back as False: booleans as the command line spells them
+        return {k: {"True": "true", "False": "false"}.get(mine[k], mine[k])
+                for k in keys if k in mine}
+
+    def sweep(self) -> SweepDir | None:
+        """The sweep folder this directory is a job of, None for a single run."""
+        parent = SweepDir(self.path.parent)
+        return parent if parent.is_sweep() else None
+
+
+@dataclass(frozen=True)
+class SweepDir:
+    """A sweep folder (``multirun/<date>/<time>-<name>-<pid>/``): one job folder per
+    combination, each an :class:`OutDir`."""
+
+    path: Path
+
+    def is_sweep(self) -> bool:
+        return (self.path / MULTIRUN_YAML).is_file() or (self.path / SWEEP_SUMMARY).is_file()
+
+    def swept_keys(self) -> list[str]:
+        """The keys the sweep's command line sweeps (``a=1,2``, ``range(...)``, ...), from
+        ``multirun.yaml`` with Hydra's override parser; ``[]`` when it cannot tell."""
+        try:
+            import yaml
+            from hydra.core.override_parser.overrides_parser import OverridesParser
+
+            data = yaml.safe_load((self.path / MULTIRUN_YAML).read_text(encoding="utf-8"))
+            task = data["hydra"]["overrides"]["task"]
+            parsed = OverridesParser.create().parse_overrides(list(task))
+        except Exception:  # no multirun.yaml, or a sweeper syntax Hydra's parser lacks
+            return []
+        return [o.key_or_group.lstrip("+") for o in parsed if o.is_sweep_override()]
+
+    def jobs(self) -> list[OutDir]:
+        """The job folders that hold a finished experiment, in job-number order."""
+        found = [OutDir(p) for p in self.path.iterdir() if p.is_dir() and OutDir(p).is_experiment()]
+        return sorted(found, key=lambda o: (not o.path.name.isdigit(),
+                                            int(o.path.name) if o.path.name.isdigit() else 0,
+                                            o.path.name))
+
+
+def window_step_times(spec: RunSpec, run_dir: Path) -> dict[int, float]:
+    """Step -> seconds of ``spec``'s measured window, parsed strictly from ``run_dir/stdout.log``
+    with the engine's step pattern (null, and engines without the key, mean the reference's
+    step line).
+
+    Raises:
+        InvalidLog: a measured step missing, twice, non-numeric, zero or NaN (names the log).
+    """
+    window = spec.config.scheduler.measure
+    pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
+    return read_step_times(Path(run_dir) / STDOUT_LOG, window.first_step, window.last_step,
+                           pattern)
+
+
+def experiment_dirs(paths: list[Path]) -> list[OutDir]:
+    """Every finished experiment directory at or below ``paths`` (output directories, sweep
+    folders, or folders that hold them, e.g. ``outputs/``), each once, in path order."""
+    found: dict[Path, OutDir] = {}
+    for root in paths:
+        root = Path(root).resolve()
+        candidates = [root] if OutDir(root).is_experiment() else [
+            p.parent for p in sorted(root.rglob(SUMMARY)) if OutDir(p.parent).is_experiment()]
+        for c in candidates:
+            found.setdefault(c, OutDir(c))
+    return [found[k] for k in sorted(found)]
