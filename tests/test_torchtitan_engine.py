@@ -63,7 +63,7 @@ def test_flavor_fills_module_and_config_when_left_out():
     assert (npu.module, npu.config) == ("torchtitan_npu.models.qwen3", "sft_qwen3_1_7b_wordle")
     assert npu.entry_module == "torchtitan_npu.entry"
     titan = TorchtitanEngine.model_validate({"name": "torchtitan", "module": None})
-    assert (titan.module, titan.config) == ("torchtitan.models.qwen3", "qwen3_debugmodel")
+    assert (titan.module, titan.config) == ("afbench.engines.torchtitan.qwen3", "qwen3_from_hf")
     assert titan.entry_module == "torchtitan.train"
     own = TorchtitanEngine(flavor="torchtitan_npu", module="myproj.titan", config="mine")
     assert (own.module, own.config) == ("myproj.titan", "mine")
@@ -476,7 +476,17 @@ def metrics(run_dir: Path) -> list[dict]:
 
 
 def test_run_is_skipped_when_torchtitan_is_not_importable(compose_cfg, tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "empty"))
+    # torchtitan may be installed here (.[titan-test]): hide it from the run's interpreter
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'torchtitan':\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, _Hide())\n")
+    monkeypatch.setenv("PYTHONPATH", str(hide))
     spec, run_dir = cuda_run(compose_cfg, tmp_path, TorchtitanEngine())
     with pytest.raises(RunSkipped, match="torchtitan importable") as err:
         run_torchtitan(spec, run_dir)
