@@ -475,18 +475,8 @@ def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_run_is_skipped_when_torchtitan_is_not_importable(compose_cfg, tmp_path, monkeypatch):
-    # torchtitan may be installed here (.[titan-test]): hide it from the run's interpreter
-    hide = tmp_path / "hide"
-    hide.mkdir()
-    (hide / "sitecustomize.py").write_text(
-        "import sys\n"
-        "class _Hide:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] == 'torchtitan':\n"
-        "            raise ModuleNotFoundError(name)\n"
-        "sys.meta_path.insert(0, _Hide())\n")
-    monkeypatch.setenv("PYTHONPATH", str(hide))
+def test_run_is_skipped_when_torchtitan_is_not_importable(compose_cfg, tmp_path,
+                                                         hide_torchtitan):
     spec, run_dir = cuda_run(compose_cfg, tmp_path, TorchtitanEngine())
     with pytest.raises(RunSkipped, match="torchtitan importable") as err:
         run_torchtitan(spec, run_dir)

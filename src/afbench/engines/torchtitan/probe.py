@@ -102,12 +102,36 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def _findable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken install, or a finder refusing it
+        return False
+
+
+def _tyro_message(text: str) -> str:
+    """The first section of tyro's error that says something (``Unrecognized options: ...``),
+    one line; tyro draws it in a box on a terminal, between ``---`` rules otherwise."""
+    sections, current = [], []
+    for line in text.splitlines():
+        line = line.strip("│╭╰╮╯ ")
+        if line and set(line) <= set("-─"):
+            sections.append(current)
+            current = []
+        elif line:
+            current.append(line.strip("─ "))
+    sections.append(current)
+    said = [" ".join(sec) for sec in sections if sec and ":" in " ".join(sec)]
+    return next((s for s in said if not s.startswith("For full helptext")), " ".join(
+        " ".join(sec) for sec in sections))[:400]
+
+
 def package_checks(flavor: str) -> tuple[list[dict], bool]:
     """torchtitan (and torchtitan-npu for that flavor) and triton installed; returns the
     checks and whether torchtitan can be imported at all."""
     titan, torch_v = _version("torchtitan"), _version("torch")
     checks = []
-    if titan is None or importlib.util.find_spec("torchtitan") is None:
+    if titan is None or not _findable("torchtitan"):
         checks.append(_check("torchtitan", False, f"not installed beside torch {torch_v}",
                              f"torchtitan=={TESTED_TITAN}", "pip install -e '.[titan]'"))
         return checks, False
@@ -118,7 +142,7 @@ def package_checks(flavor: str) -> tuple[list[dict], bool]:
         checks.append(_check("torchtitan-npu", npu is not None, str(npu or "not installed"),
                              "torchtitan-npu and the torchtitan it is written for",
                              "install torchtitan-npu (docs/accelerators.md lists the pairs)"))
-    if importlib.util.find_spec("triton") is None:
+    if not _findable("triton"):
         checks.append(_check("triton", False, f"not installed (torchtitan {titan} imports it)",
                              "triton importable", "pip install triton (or '.[titan]')"))
     else:
@@ -184,9 +208,8 @@ def parse_run(run: dict[str, Any], titan_v: str) -> tuple[dict, Any]:
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
             config = ConfigManager().parse_args(list(run["args"]))
     except (Exception, SystemExit) as exc:  # tyro exits on a bad option
-        said = [ln.strip(" │╭╰─") for ln in sink.getvalue().splitlines() if ln.strip(" │╭╰─")]
         why = exc.args[0] if isinstance(exc, AfbenchError) else (
-            " ".join(said[-4:]) or f"{type(exc).__name__}: {exc}")
+            _tyro_message(sink.getvalue()) or f"{type(exc).__name__}: {exc}")
         return _check(item, False, f"rejected by torchtitan {titan_v}: {str(why)[:400]}",
                       "torchtitan accepts every option afbench passes",
                       "fix engine.module / engine.config / engine.extra_args, or install the "
@@ -215,7 +238,7 @@ def probe(request: dict[str, Any]) -> list[dict]:
 
     import torch
 
-    if "torchtitan_npu" in flavors and importlib.util.find_spec("torch_npu"):
+    if "torchtitan_npu" in flavors and _findable("torch_npu"):
         import torch_npu  # noqa: F401  (registers the npu device torchtitan looks for)
     import torchtitan.distributed.utils as titan_dist
     from torchtitan.tools.utils import device_type
