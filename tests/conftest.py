@@ -74,3 +74,20 @@ def afbench_env(tmp_path):
     env = dict(os.environ)
     env.pop("HYDRA_FULL_ERROR", None)
     return env
+
+
+@pytest.fixture
+def hide_torchtitan(tmp_path, monkeypatch):
+    """Child Python processes started from the test cannot import torchtitan (it may be
+    installed here, ``.[titan-test]``): a ``sitecustomize`` on PYTHONPATH refuses it."""
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'torchtitan':\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, _Hide())\n")
+    monkeypatch.setenv("PYTHONPATH", str(hide))
+    return hide

@@ -63,7 +63,7 @@ def test_flavor_fills_module_and_config_when_left_out():
     assert (npu.module, npu.config) == ("torchtitan_npu.models.qwen3", "sft_qwen3_1_7b_wordle")
     assert npu.entry_module == "torchtitan_npu.entry"
     titan = TorchtitanEngine.model_validate({"name": "torchtitan", "module": None})
-    assert (titan.module, titan.config) == ("torchtitan.models.qwen3", "qwen3_debugmodel")
+    assert (titan.module, titan.config) == ("afbench.engines.torchtitan.qwen3", "qwen3_from_hf")
     assert titan.entry_module == "torchtitan.train"
     own = TorchtitanEngine(flavor="torchtitan_npu", module="myproj.titan", config="mine")
     assert (own.module, own.config) == ("myproj.titan", "mine")
@@ -475,8 +475,8 @@ def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_run_is_skipped_when_torchtitan_is_not_importable(compose_cfg, tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "empty"))
+def test_run_is_skipped_when_torchtitan_is_not_importable(compose_cfg, tmp_path,
+                                                         hide_torchtitan):
     spec, run_dir = cuda_run(compose_cfg, tmp_path, TorchtitanEngine())
     with pytest.raises(RunSkipped, match="torchtitan importable") as err:
         run_torchtitan(spec, run_dir)

@@ -36,12 +36,20 @@ def content_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def preflight(conf: AfbenchConfig, out_dir: Path, show_all: bool = False) -> list:
-    """Run the preflight checks (afbench.preflight); log FAIL lines (all lines with
-    ``show_all``) and raise PreflightError if any failed."""
+def preflight(conf: AfbenchConfig, out_dir: Path, show_all: bool = False,
+              plan: Plan | None = None) -> list:
+    """Run the preflight checks (afbench.preflight) for ``conf`` and its planned runs
+    (``plan``; made here, nothing written, when an engine's check needs the runs: torchtitan);
+    log FAIL lines (all lines with ``show_all``) and raise PreflightError if any failed.
 
+    Raises:
+        ConfigError: planning fails (see :func:`afbench.plan.make_plan`).
+    """
+    if plan is None and conf.engine.name == "torchtitan":
+        plan = make_plan(conf, out_dir)
     checks = run_preflight(conf, out_dir, min_free_gib=conf.preflight.min_free_gib,
-                           min_cann_date=conf.preflight.min_cann_date)
+                           min_cann_date=conf.preflight.min_cann_date,
+                           runs=plan.runs if plan is not None else ())
     for check in checks:
         if show_all or not check.ok:
             log.log(logging.INFO if check.ok else logging.ERROR, "%s", check.line())
@@ -371,7 +379,7 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
                  len(plan.runs), conf.resume,
                  "" if hits else " (nothing to reuse: every run runs)")
     if checks is None:
-        preflight(conf, out_dir)
+        preflight(conf, out_dir, plan=plan)
     else:
         log.info("afbench: preflight: %d checks passed", len(checks))
     assets = input_hashes(conf)

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +32,7 @@ from pathlib import Path
 from afbench.assets.manifest import verify_manifest
 from afbench.backends.resolve import probe_backend, resolve_backend
 from afbench.config.models import AfbenchConfig, InferScheduler
+from afbench.engines.torchtitan.probe import titan_preflight
 
 DEFAULT_MIN_FREE_GIB = 1.0
 MIN_PYTHON = (3, 10)
@@ -462,17 +464,26 @@ def check_cann(conf: AfbenchConfig, *, min_date: str = DEFAULT_MIN_CANN_DATE,
     return checks
 
 
+def check_torchtitan(runs: Sequence[Any]) -> list[Check]:
+    """engine=torchtitan: the installed torchtitan parses every planned run's command line
+    with its own ConfigManager, and the known torch / torchtitan gaps are named
+    (:mod:`afbench.engines.torchtitan.probe`, in a subprocess on the runs' interpreter)."""
+    return [Check(**c) for c in titan_preflight(runs)]
+
+
 # --- everything ------------------------------------------------------------------------------
 
 
 def run_preflight(conf: AfbenchConfig, output_root: Path, *, min_free_gib: float | None = None,
-                  min_cann_date: str = DEFAULT_MIN_CANN_DATE) -> list[Check]:
+                  min_cann_date: str = DEFAULT_MIN_CANN_DATE,
+                  runs: Sequence[Any] = ()) -> list[Check]:
     """Run every check that applies to ``conf`` and return them in order (raises nothing for a
     failed check).
 
     Order: platform, python, packages, backend, parallel.devices, output root (created 0700 if
     missing), free disk (``min_free_gib``, default 1.0 GiB), model.manifest, model.path, data,
-    then on npu the CANN root, five build dates (>= ``min_cann_date``) and npu-smi.
+    then on npu the CANN root, five build dates (>= ``min_cann_date``) and npu-smi, then for
+    the planned ``runs`` (RunSpecs) that use engine=torchtitan :func:`check_torchtitan`.
     """
     min_free = DEFAULT_MIN_FREE_GIB if min_free_gib is None else min_free_gib
     requested = conf.backend.name
@@ -488,4 +499,7 @@ def run_preflight(conf: AfbenchConfig, output_root: Path, *, min_free_gib: float
     checks += check_assets(conf)
     if resolved == "npu":
         checks += check_cann(conf, min_date=min_cann_date)
+    titan_runs = [r for r in runs if r.config.engine.name == "torchtitan"]
+    if titan_runs:
+        checks += check_torchtitan(titan_runs)
     return checks

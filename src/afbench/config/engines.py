@@ -43,13 +43,17 @@ class CommandEngine(Section):
 #: of the line.
 TITAN_STEP_PATTERN = r"(?<!validate )\bstep:\s*(?P<step>\d+)\s+loss:"
 
+#: afbench's own torchtitan config function (``qwen3_from_hf``): the model of ``model.path``
+#: built from its config.json, trained on ``data.path`` (afbench.engines.torchtitan.qwen3).
+AFBENCH_TITAN_MODULE = "afbench.engines.torchtitan.qwen3"
+
 #: Per flavor: default config module, config function, and the python module torchrun runs.
 #: torchtitan-npu's entry (``torchtitan_npu/entry.py``) applies its NPU patches
 #: before torchtitan's trainer; its ``scripts/run_train.sh`` runs it as ``TRAIN_FILE``.
 FLAVOR_DEFAULTS: dict[str, dict[str, str]] = {
     "torchtitan": {
-        "module": "torchtitan.models.qwen3",
-        "config": "qwen3_debugmodel",
+        "module": AFBENCH_TITAN_MODULE,
+        "config": "qwen3_from_hf",
         "entry": "torchtitan.train",
     },
     "torchtitan_npu": {
@@ -63,7 +67,8 @@ FLAVOR_DEFAULTS: dict[str, dict[str, str]] = {
 class TorchtitanEngine(Section):
     """Run each variant with torchtitan (CUDA) or torchtitan-npu (Ascend) instead of afbench's
     builtin loop. ``module`` / ``config`` left out (or null) take the flavor's defaults:
-    ``torchtitan.models.qwen3`` / ``qwen3_debugmodel``, or ``torchtitan_npu.models.qwen3`` /
+    afbench's ``afbench.engines.torchtitan.qwen3`` / ``qwen3_from_hf`` (the model of
+    ``model.path``, the data of ``data.path``), or ``torchtitan_npu.models.qwen3`` /
     ``sft_qwen3_1_7b_wordle`` (the reference's)."""
 
     name: Literal["torchtitan"] = "torchtitan"

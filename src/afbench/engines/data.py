@@ -9,7 +9,7 @@ numpy arrays; they are converted to lists here.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 import torch
@@ -42,6 +42,14 @@ def _messages(value: Any) -> list[Message]:
     return out
 
 
+def row_messages(row: Mapping[str, Any]) -> list[Message]:
+    """One row's conversation (the schema above): ``messages``, else ``prompt`` + ``completion``.
+    Also the sample processor of afbench's torchtitan config function (one HF datasets row)."""
+    if row.get("messages") is not None:
+        return _messages(row["messages"])
+    return _messages(row.get("prompt")) + _messages(row.get("completion"))
+
+
 def load_conversations(path: str | Path, max_samples: int | None = None) -> list[list[Message]]:
     """Read a chat parquet file into a list of conversations (lists of role/content dicts).
 
@@ -54,7 +62,7 @@ def load_conversations(path: str | Path, max_samples: int | None = None) -> list
     if "messages" in df.columns:
         convs = [_messages(v) for v in df["messages"]]
     elif {"prompt", "completion"} <= set(df.columns):
-        convs = [_messages(p) + _messages(c) for p, c in zip(df["prompt"], df["completion"])]
+        convs = [row_messages(r) for r in df[["prompt", "completion"]].to_dict("records")]
     else:
         raise ConfigError(
             f"data.path: {path} has columns {list(df.columns)}; needs 'messages' or "

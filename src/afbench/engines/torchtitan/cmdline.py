@@ -12,9 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from afbench.backends.resolve import VISIBLE_DEVICES_ENV, resolve_backend
-from afbench.config.engines import TorchtitanEngine
+from afbench.config.engines import AFBENCH_TITAN_MODULE, TorchtitanEngine
 from afbench.config.models import RunConfig
+from afbench.engines.torchtitan.hf_model import qwen3_dims
 from afbench.errors import ConfigError, RunSkipped
+
+#: The environment by which afbench's config function (:mod:`afbench.engines.torchtitan.qwen3`,
+#: called by torchtitan with no arguments) learns the run's model folder and data file.
+MODEL_ENV = "AFBENCH_MODEL_PATH"
+DATA_ENV = "AFBENCH_DATA_PATH"
 
 #: The reference's data options (docs/reference.md §1): torchtitan-npu's chat dataloader over one
 #: parquet file. ``{data_path}`` is replaced by ``data.path``.
@@ -62,7 +68,11 @@ def check_config(cfg: RunConfig, engine: TorchtitanEngine) -> None:
     Raises:
         ConfigError: ``scheduler.workload`` is not sft; ``model.path`` is not absolute while
             ``hf_assets`` is on (torchtitan requires an absolute
-            ``checkpoint.initial_load_path``); a profiler window torchtitan-npu cannot record.
+            ``checkpoint.initial_load_path``); under afbench's config function
+            (``engine.module`` = ``afbench.engines.torchtitan.qwen3``), a ``model.path`` whose
+            config.json torchtitan's Qwen3 cannot build
+            (:func:`afbench.engines.torchtitan.hf_model.qwen3_dims`; a folder without
+            config.json is left to preflight); a profiler window torchtitan-npu cannot record.
     """
     if cfg.scheduler.workload != "sft":
         raise ConfigError(
@@ -72,6 +82,8 @@ def check_config(cfg: RunConfig, engine: TorchtitanEngine) -> None:
         raise ConfigError(
             f"model.path: {cfg.model.path!r} is relative; engine=torchtitan loads it as "
             "checkpoint.initial_load_path, which torchtitan requires to be absolute")
+    if engine.module == AFBENCH_TITAN_MODULE and (Path(cfg.model.path) / "config.json").exists():
+        qwen3_dims(cfg.model.path)
     _check_profiler_window(cfg, engine)
 
 
@@ -201,9 +213,11 @@ def build_command(
     with NGPU / MODULE / CONFIG / LOG_RANK (and TRAIN_FILE for a non-default entry) in the
     environment, as the reference runs ``scripts/run_train.sh``.
 
-    Environment: ``ASCEND_RT_VISIBLE_DEVICES`` (npu) or ``CUDA_VISIBLE_DEVICES`` (cuda) from
-    ``parallel.devices`` (left alone when null: ranks use devices 0..world_size-1); direct runs
-    also get what the flavor's run_train.sh exports (:data:`LAUNCH_ENV`).
+    Environment: ``AFBENCH_MODEL_PATH`` / ``AFBENCH_DATA_PATH`` (``model.path``, ``data.path``:
+    what afbench's config function reads); ``ASCEND_RT_VISIBLE_DEVICES`` (npu) or
+    ``CUDA_VISIBLE_DEVICES`` (cuda) from ``parallel.devices`` (left alone when null: ranks use
+    devices 0..world_size-1); direct runs also get what the flavor's run_train.sh exports
+    (:data:`LAUNCH_ENV`).
 
     Args:
         spec: the RunSpec; ``spec.config.engine`` is not read (``engine`` is).
@@ -220,7 +234,7 @@ def build_command(
     world_size = cfg.parallel.world_size
     backend = backend or getattr(spec, "backend", None) or resolve_backend(cfg.backend.name)
     flags = trainer_args(spec, engine)
-    env: dict[str, str] = {}
+    env: dict[str, str] = {MODEL_ENV: cfg.model.path, DATA_ENV: cfg.data.path}
     devices = cfg.parallel.devices
     # Under afbench's launcher the worker already holds its assigned devices as a visibility
     # mask (afbench.launch.devices); only a bare call sets it from parallel.devices.

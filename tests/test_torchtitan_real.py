@@ -1,0 +1,195 @@
+"""The torchtitan engine against the real torchtitan: afbench's config function builds the model
+of ``model.path`` (its weights load, its logits match transformers), and preflight parses every
+planned command line with torchtitan's own ConfigManager and names the known version gaps.
+
+The checks that import torchtitan skip without it (``pip install -e ".[titan-test]"``:
+torchtitan 0.3.0 and triton, installed by .ci/run); the rest runs everywhere."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from afbench.config import validate_config
+from afbench.engines.torchtitan.cmdline import build_command
+from afbench.engines.torchtitan.hf_model import qwen3_dims
+from afbench.engines.torchtitan.probe import (
+    device_check,
+    fsdp_check,
+    probe_request,
+    set_timeout_check,
+    titan_preflight,
+)
+from afbench.errors import ConfigError
+from afbench.plan import make_plan
+
+TINY = Path(__file__).resolve().parents[1] / "assets" / "qwen3_tiny"
+HAVE_TITAN = all(importlib.util.find_spec(m) for m in ("torchtitan", "triton"))
+needs_titan = pytest.mark.skipif(
+    not HAVE_TITAN, reason="torchtitan and triton not installed (pip install -e '.[titan-test]')")
+
+TINY_CONFIG = json.loads((TINY / "config.json").read_text())
+
+
+def write_model(folder: Path, **changes) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({**TINY_CONFIG, **changes}))
+    return folder
+
+
+# --- the model torchtitan builds (pure) --------------------------------------------------------
+
+
+def test_shipped_tiny_model_maps_to_torchtitans_qwen3_sizes():
+    assert qwen3_dims(TINY) == {
+        "dim": 256, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "head_dim": 64,
+        "hidden_dim": 768, "vocab_size": 2400, "max_seq_len": 2048, "rope_theta": 1e6,
+        "enable_weight_tying": True}
+
+
+@pytest.mark.parametrize("changes, said", [
+    ({"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"]}, "not a dense Qwen3"),
+    ({"attention_bias": True}, "attention_bias is true"),
+    ({"num_key_value_heads": 3}, "not a multiple of num_key_value_heads 3"),
+    ({"rms_norm_eps": 1e-5}, "rms_norm_eps 1e-05"),
+    ({"intermediate_size": None}, "no integer intermediate_size"),
+])
+def test_a_model_torchtitan_cannot_build_is_a_plan_time_error_naming_model_path(
+        compose_cfg, tmp_path, changes, said):
+    model = write_model(tmp_path / "model", **changes)
+    cfg = validate_config(compose_cfg("engine=torchtitan", "backend=cuda",
+                                      f"model.path={model}", "model.manifest=null"))
+    with pytest.raises(ConfigError, match="model.path") as err:
+        make_plan(cfg, tmp_path / "out")
+    assert said in str(err.value) and str(model / "config.json") in str(err.value)
+
+
+def test_command_line_tells_the_config_function_the_run_paths(compose_cfg, tmp_path):
+    cfg = validate_config(compose_cfg("engine=torchtitan", "backend=cuda"))
+    spec = make_plan(cfg, tmp_path / "out").runs[0]
+    argv, env = build_command(spec, cfg.engine, "python")
+    assert argv[argv.index("--module") + 1: argv.index("--config") + 2] == [
+        "afbench.engines.torchtitan.qwen3", "--config", "qwen3_from_hf"]
+    assert env["AFBENCH_MODEL_PATH"] == cfg.model.path == argv[argv.index("--hf_assets_path") + 1]
+    assert env["AFBENCH_DATA_PATH"] == cfg.data.path
+
+
+# --- version gaps (pure) -----------------------------------------------------------------------
+
+
+def test_set_timeout_gap_names_both_versions_only_when_torchtitan_calls_it():
+    gap = set_timeout_check(False, True, "2.13.0+cpu", "0.3.0")
+    assert not gap["ok"] and "missing in torch 2.13.0+cpu" in gap["current"]
+    assert "torchtitan 0.3.0 calls it" in gap["current"] and gap["action"]
+    assert set_timeout_check(True, True, "2.14.0.dev20260601", "0.3.0")["ok"]
+    assert set_timeout_check(False, False, "2.13.0", "0.2.2") is None
+
+
+def test_cpu_backend_is_a_device_failure_and_a_matching_device_passes():
+    cpu = device_check("cpu", "cuda", "0.3.0")
+    assert not cpu["ok"] and "no CPU device" in cpu["current"] and "'cuda'" in cpu["current"]
+    assert device_check("cuda", "cuda", "0.3.0")["ok"]
+    assert not device_check("npu", "cuda", "0.3.0")["ok"]
+
+
+@pytest.mark.parametrize("world, backend, shard, torch_v, fails", [
+    (2, "spmd_types", -1, "2.13.0+cu130", True),
+    (2, "partial_dtensor", -1, "2.13.0+cu130", False),
+    (1, "spmd_types", -1, "2.13.0+cu130", False),
+    (2, "spmd_types", 1, "2.13.0+cu130", False),          # pure replication: no FSDP
+    (2, "spmd_types", -1, "2.14.0.dev20260601+cu130", False),  # the nightly it is tested with
+])
+def test_fsdp_under_spmd_types_fails_only_at_world_size_above_one_on_a_release(
+        world, backend, shard, torch_v, fails):
+    check = fsdp_check("r1", world, backend, shard, torch_v, "0.3.0")
+    assert (check is not None) == fails
+    if fails:
+        assert "partial_dtensor" in check["action"] and torch_v in check["current"]
+
+
+def test_preflight_without_torchtitan_is_one_failed_check_with_the_install(compose_cfg, tmp_path,
+                                                                           hide_torchtitan):
+    cfg = validate_config(compose_cfg("engine=torchtitan", "backend=cuda"))
+    checks = titan_preflight(make_plan(cfg, tmp_path / "out").runs)
+    assert [(c["item"], c["ok"]) for c in checks] == [("torchtitan", False)]
+    assert "not installed" in checks[0]["current"] and ".[titan]" in checks[0]["action"]
+
+
+# --- the real torchtitan -----------------------------------------------------------------------
+
+
+@needs_titan
+def test_torchtitan_builds_the_shipped_model_that_its_weights_fit():
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from afbench.engines.torchtitan.qwen3 import qwen3_model_spec
+
+    spec = qwen3_model_spec(str(TINY))
+    model = spec.model.build()
+    adapter = spec.state_dict_adapter(spec.model, str(TINY))
+    weights = adapter.from_hf(load_file(TINY / "model.safetensors"))
+    assert set(weights) == set(model.state_dict())
+    model.load_state_dict(weights, strict=True)  # raises on a missing key or a wrong shape
+    ids = torch.tensor([[5, 17, 99, 300, 1200, 7, 8, 9]])
+    positions = torch.arange(ids.shape[1])[None]
+    with torch.no_grad():
+        titan = model.eval()(ids, positions=positions,
+                             attention_masks=model.get_attention_masks(positions))
+        hf = AutoModelForCausalLM.from_pretrained(TINY).eval()(ids).logits
+    assert titan.shape == hf.shape == (1, 8, 2400)
+    assert torch.allclose(titan, hf, atol=1e-4)
+
+
+@needs_titan
+def test_torchtitan_configmanager_accepts_every_sft_af_compare_command_line(compose_cfg,
+                                                                           tmp_path):
+    from afbench.engines.torchtitan.probe import probe
+
+    cfg = validate_config(compose_cfg("experiment=sft_af_compare", "engine=torchtitan",
+                                      "backend=cuda", "parallel.world_size=2",
+                                      "scheduler.micro_batch_size=2"))
+    runs = make_plan(cfg, tmp_path / "out").runs
+    checks = {c["item"]: c for c in probe(probe_request(runs))}
+    for run in runs:
+        line = checks[f"torchtitan command line {run.run_id}"]
+        assert line["ok"], line
+        assert "model qwen3/hf:qwen3_tiny" in line["current"]
+    import torch
+    if "dev" not in torch.__version__:  # a release torch: FSDP under spmd_types is flagged
+        assert not checks[f"torchtitan FSDP {runs[0].run_id}"]["ok"]
+
+
+@needs_titan
+def test_torchtitan_rejects_an_unknown_option_as_a_failed_line(compose_cfg, tmp_path):
+    from afbench.engines.torchtitan.probe import probe
+
+    cfg = validate_config(compose_cfg("engine=torchtitan", "backend=cuda",
+                                      "engine.extra_args=[--training.no_such_option,'1']"))
+    [run] = make_plan(cfg, tmp_path / "out").runs
+    check = next(c for c in probe(probe_request([run])) if "command line" in c["item"])
+    assert not check["ok"] and "rejected by torchtitan" in check["current"]
+    assert "no_such_option" in check["current"]
+
+
+@needs_titan
+@pytest.mark.e2e
+def test_task_check_on_cpu_names_every_blocker_and_exits_3(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "afbench", "task=check", "engine=torchtitan",
+         "engine.flavor=torchtitan", "backend=cpu"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, out
+    assert "Traceback" not in out
+    assert "[PASS] torchtitan command line baseline-run-r1: current accepted" in out
+    assert "[FAIL] torchtitan device: current planned backend cpu" in out
+    import torch
+    if not hasattr(torch.distributed, "set_timeout"):
+        assert "[FAIL] torch.distributed.set_timeout: current missing" in out
