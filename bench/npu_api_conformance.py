@@ -26,19 +26,19 @@ from __future__ import annotations
 
 import argparse
 import ast
-import configparser
 import datetime as _dt
 import hashlib
 import subprocess
 import sys
 import typing
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from _npu_scan import NPU_DYNAMO_BACKENDS, scan_calls
+from _npu_wheel import Wheel, check_params, defined, sig_text, signature
+
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
-SRC = REPO / "src" / "afbench"
 CACHE = BENCH_DIR / ".wheels"
 RESULT = BENCH_DIR / "results" / "npu_api_conformance.txt"
 
@@ -46,293 +46,6 @@ RESULT = BENCH_DIR / "results" / "npu_api_conformance.txt"
 WHEELS = (("torch-npu==2.14.0", "released"),
           ("torch-npu==2.12.0rc1", "the reference's pin (torch 2.12.0)"))
 PLATFORM, PYTHON_VERSION = "manylinux_2_28_x86_64", "3.11"
-
-#: Dynamo backends torch_npu registers; a torch.compile(backend=...) with one of them is a key.
-NPU_DYNAMO_BACKENDS = ("npu", "npugraph_ex", "npugraphs")
-#: Modules whose import by name is a key.
-NPU_MODULES = ("torch_npu", "torchair", "inductor_npu_ext")
-
-
-# ------------------------------------------------------------------------------ the scan
-
-
-@dataclass(frozen=True)
-class Use:
-    """One use of an NPU name in afbench: ``key`` (name and parameters), ``where`` (file:line)."""
-
-    key: str
-    where: str
-
-
-def _chain(node: ast.AST, aliases: dict[str, str]) -> str | None:
-    """Dotted NPU name of ``node`` (``torch_npu.profiler.profile``), or None."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        if node.attr == "torch_npu":  # self.torch_npu, backend.torch_npu
-            return ".".join(reversed(parts))
-        node = node.value
-    if isinstance(node, ast.Name):
-        root = aliases.get(node.id) or (node.id if node.id == "torch_npu" else None)
-        if root is None and node.id == "torch" and parts and parts[-1] == "npu":
-            root = "torch"
-        if root is not None:
-            return ".".join([root, *reversed(parts)])
-    return None
-
-
-def _params(call: ast.Call) -> list[str]:
-    out = [f"<{len(call.args)} positional>"] if call.args else []
-    out += [f"{k.arg}=" if k.arg else f"**{ast.unparse(k.value)}" for k in call.keywords
-            if k.arg != "backend"]
-    return out
-
-
-class _Scanner(ast.NodeVisitor):
-    def __init__(self, rel: str, param_aliases: dict[tuple[str, int], str]) -> None:
-        self.rel, self.uses, self.param_aliases = rel, [], param_aliases
-        self.aliases: dict[str, str] = {}
-
-    def add(self, key: str, node: ast.AST) -> None:
-        self.uses.append(Use(key, f"{self.rel}:{node.lineno}"))
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        saved = dict(self.aliases)
-        for i, arg in enumerate(node.args.args):
-            if (node.name, i) in self.param_aliases:
-                self.aliases[arg.arg] = self.param_aliases[(node.name, i)]
-        self.generic_visit(node)
-        self.aliases = saved
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        name = _chain(node.value, self.aliases)
-        if name and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            self.aliases[node.targets[0].id] = name
-            return
-        self.generic_visit(node)
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for a in node.names:
-            if a.name.split(".")[0] in NPU_MODULES:
-                self.add(f"import {a.name}", node)
-
-    def visit_Call(self, node: ast.Call) -> None:
-        f = node.func
-        name = _chain(f, self.aliases)
-        consts = [a.value for a in node.args if isinstance(a, ast.Constant)]
-        if name:  # the callee is recorded with its parameters, not again as an attribute
-            self.add(f"{name}({', '.join(_params(node))})", node)
-            for child in [*node.args, *node.keywords]:
-                self.visit(child)
-            return
-        if isinstance(f, ast.Name) and f.id == "getattr" and len(node.args) >= 2:
-            owner = _chain(node.args[0], self.aliases)
-            if owner:
-                attr = node.args[1]
-                self.add(f"{owner}.{attr.value}" if isinstance(attr, ast.Constant)
-                         else f"{owner}[{ast.unparse(attr)}]", node)
-                return
-        elif ast.unparse(f) in ("importlib.import_module", "import_module") and consts \
-                and str(consts[0]).split(".")[0] in NPU_MODULES:
-            self.add(f"import {consts[0]}", node)
-        elif ast.unparse(f) == "torch.compile":
-            backend = next((k.value.value for k in node.keywords if k.arg == "backend"
-                            and isinstance(k.value, ast.Constant)), None)
-            if backend in NPU_DYNAMO_BACKENDS:
-                self.add(f'torch.compile(backend="{backend}", {", ".join(_params(node))})', node)
-        self.generic_visit(node)
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        name = _chain(node, self.aliases)
-        if name and name not in ("torch_npu", "torch.npu"):
-            self.add(name, node)
-            return  # the chain is one use, not one per prefix
-        self.generic_visit(node)
-
-    def visit_Dict(self, node: ast.Dict) -> None:
-        for k, v in zip(node.keys, node.values):
-            if isinstance(k, ast.Constant) and k.value == "npu_backend" and isinstance(v, ast.Constant):
-                self.add(f'torch.compile(backend="inductor", options={{"npu_backend": "{v.value}"}})',
-                         node)
-        self.generic_visit(node)
-
-    def visit_Constant(self, node: ast.Constant) -> None:
-        if node.value == "hccl":
-            self.add('torch.distributed.init_process_group(backend="hccl")', node)
-
-
-def _param_aliases(trees: dict[str, ast.Module]) -> dict[tuple[str, int], str]:
-    """(function name, positional index) -> NPU module passed there (``f(torch.npu, ...)``)."""
-    out = {}
-    for tree in trees.values():
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                for i, arg in enumerate(node.args):
-                    name = _chain(arg, {})
-                    if name in ("torch.npu", "torch_npu"):
-                        out[(node.func.id, i)] = name
-    return out
-
-
-def scan_calls(src: Path = SRC) -> dict[str, list[str]]:
-    """Every NPU use in the Python files under ``src``: key -> sorted ``file:line`` list."""
-    trees = {str(p.relative_to(src.parent)): ast.parse(p.read_text(), str(p))
-             for p in sorted(src.rglob("*.py"))}
-    aliases = _param_aliases(trees)
-    out: dict[str, list[str]] = {}
-    for rel, tree in trees.items():
-        scanner = _Scanner(rel, aliases)
-        scanner.visit(tree)
-        for use in scanner.uses:
-            out.setdefault(use.key, []).append(use.where)
-    return {k: sorted(set(v)) for k, v in sorted(out.items())}
-
-
-# ------------------------------------------------------------------------------ the wheel
-
-
-class Wheel:
-    """A downloaded wheel read as a zip: entry points and the ast of its Python modules."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.zip = zipfile.ZipFile(path)
-        self.names = set(self.zip.namelist())
-        self._asts: dict[str, ast.Module | None] = {}
-        self.version = next(n for n in self.names if n.endswith(".dist-info/METADATA")) \
-            .split(".dist-info")[0].split("-", 1)[1]
-
-    def entry_points(self) -> configparser.ConfigParser:
-        cp = configparser.ConfigParser(delimiters=("=",))
-        cp.optionxform = str  # type: ignore[assignment,method-assign]
-        ep = next((n for n in self.names if n.endswith(".dist-info/entry_points.txt")), None)
-        if ep:
-            cp.read_string(self.zip.read(ep).decode())
-        return cp
-
-    def module_file(self, module: str) -> str | None:
-        base = module.replace(".", "/")
-        return next((f for f in (f"{base}.py", f"{base}/__init__.py") if f in self.names), None)
-
-    def has_dir(self, folder: str) -> bool:
-        return any(n.startswith(folder.rstrip("/") + "/") for n in self.names)
-
-    def tree(self, module: str) -> ast.Module | None:
-        if module not in self._asts:
-            f = self.module_file(module)
-            self._asts[module] = ast.parse(self.zip.read(f).decode(), f) if f else None
-        return self._asts[module]
-
-    def sources(self) -> typing.Iterator[tuple[str, ast.Module]]:
-        """(file, ast) of every Python file of the wheel."""
-        for f in sorted(self.names):
-            if f.endswith(".py"):
-                try:
-                    yield f, ast.parse(self.zip.read(f).decode(errors="replace"), f)
-                except SyntaxError:
-                    continue
-
-    def resolve(self, dotted: str) -> tuple[str, ast.AST] | None:
-        """(module, def/class/assign node) of a dotted name, following ``from X import Y [as Z]``
-        re-exports; ``("<C extension> X", None)``-like tuples come back as (X, Module) for
-        names imported from ``torch_npu._C``; None when not found."""
-        parts = dotted.split(".")
-        for cut in range(len(parts), 0, -1):
-            module = ".".join(parts[:cut])
-            if self.module_file(module):
-                return self._member(module, parts[cut:])
-        return None
-
-    def _member(self, module: str, attrs: list[str], depth: int = 0) -> tuple[str, ast.AST] | None:
-        tree = self.tree(module)
-        if tree is None or depth > 8:
-            return None
-        if not attrs:
-            return module, tree
-        name, rest = attrs[0], attrs[1:]
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
-                return self._inside(module, node, rest)
-            if isinstance(node, (ast.Assign, ast.AnnAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                if any(isinstance(t, ast.Name) and t.id == name for t in targets) and not rest:
-                    return module, node
-            if isinstance(node, ast.ImportFrom):
-                if node.names[0].name == "*":  # from .memory import *
-                    found = self._member(self._absolute(module, node), attrs, depth + 1)
-                    if found is not None:
-                        return found
-                    continue
-                for a in node.names:
-                    if (a.asname or a.name) == name:
-                        src = self._absolute(module, node)
-                        if src.startswith("torch_npu._C"):
-                            return f"C extension {src}.{a.name}", node
-                        sub = f"{src}.{a.name}"
-                        if self.module_file(sub):
-                            return self._member(sub, rest, depth + 1)
-                        return self._member(src, [a.name, *rest], depth + 1)
-        return None
-
-    def _absolute(self, module: str, node: ast.ImportFrom) -> str:
-        if not node.level:
-            return node.module or ""
-        is_pkg = (self.module_file(module) or "").endswith("__init__.py")
-        base = module.split(".")[: len(module.split(".")) - node.level + (1 if is_pkg else 0)]
-        return ".".join(base + ([node.module] if node.module else []))
-
-    @staticmethod
-    def _inside(module: str, node: ast.AST, rest: list[str]) -> tuple[str, ast.AST] | None:
-        for name in rest:
-            body = getattr(node, "body", [])
-            node = next((n for n in body if isinstance(n, (ast.Assign, ast.FunctionDef, ast.ClassDef))
-                         and name in _defined(n)), None)
-            if node is None:
-                return None
-        return module, node
-
-
-def _defined(node: ast.AST) -> list[str]:
-    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-        return [node.name]
-    return [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
-
-
-def _signature(node: ast.AST) -> ast.arguments | None:
-    """The arguments of a function, or of a class's ``__init__`` without ``self``."""
-    if isinstance(node, ast.ClassDef):
-        init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"),
-                    None)
-        if init is None:
-            return None
-        args = init.args
-        return ast.arguments(posonlyargs=args.posonlyargs, args=args.args[1:], vararg=args.vararg,
-                             kwonlyargs=args.kwonlyargs, kw_defaults=args.kw_defaults,
-                             kwarg=args.kwarg, defaults=args.defaults)
-    return node.args if isinstance(node, ast.FunctionDef) else None
-
-
-def _sig_text(a: ast.arguments) -> str:
-    return ast.unparse(ast.FunctionDef(name="f", args=a, body=[ast.Pass()], decorator_list=[],
-                                       returns=None, type_params=[], lineno=0)).split("(", 1)[1] \
-        .rsplit(")", 1)[0]
-
-
-def check_params(a: ast.arguments, positional: int, keywords: list[str]) -> list[str]:
-    """What is wrong with calling ``a`` with ``positional`` arguments and ``keywords``."""
-    pos = [x.arg for x in [*a.posonlyargs, *a.args]]
-    kw_ok = {x.arg for x in [*a.args, *a.kwonlyargs]}
-    problems = []
-    if positional > len(pos) and a.vararg is None:
-        problems.append(f"{positional} positional arguments, it takes {len(pos)}")
-    for k in keywords:
-        if k not in kw_ok and a.kwarg is None:
-            problems.append(f"no parameter {k!r}")
-    given = set(pos[:positional]) | set(keywords)
-    required = pos[: len(pos) - len(a.defaults)] + [x.arg for x, d in zip(a.kwonlyargs, a.kw_defaults)
-                                                   if d is None]
-    problems += [f"required parameter {r!r} not passed" for r in required if r not in given]
-    return problems
 
 
 # ------------------------------------------------------------------------------ the checks
@@ -422,7 +135,7 @@ def check_op(wheel: Wheel, name: str) -> Result:
                and isinstance(r.value, ast.Tuple)]
     if returns and returns[-1] != used:
         problems.append(f"returns {returns[-1]} tensors, afbench uses {used}")
-    evidence = (f"meta registration {f}:{fn.lineno} {fn.name}({_sig_text(fn.args)}) -> "
+    evidence = (f"meta registration {f}:{fn.lineno} {fn.name}({sig_text(fn.args)}) -> "
                 f"{returns[-1] if returns else '?'} tensors; afbench: {how}")
     return Result("WRONG: " + "; ".join(problems) if problems else "ok", evidence)
 
@@ -435,7 +148,7 @@ def check_enum_by_config(wheel: Wheel, owner: str, expr: str) -> Result:
     found = wheel.resolve(owner)
     if found is None or not isinstance(found[1], ast.ClassDef):
         return Result(f"WRONG: {owner} not found", "")
-    members = [n for b in found[1].body for n in _defined(b)]
+    members = [n for b in found[1].body for n in defined(b)]
     missing = [v for v in values if v not in members]
     evidence = (f"class at {_loc(*found)} has {', '.join(members)}; "
                 f"optimization.npu_profiler.{field} allows {', '.join(values)}")
@@ -454,11 +167,11 @@ def check_dynamo_backend(wheel: Wheel, backend: str, keywords: list[str]) -> Res
         found = wheel.resolve(f"{module}.{func}")
         if found is None:
             return Result(f"WRONG: entry point {backend} = {target} does not resolve", "")
-        sig = _signature(found[1])
+        sig = signature(found[1])
         if sig is None or sig.kwarg is None:
             return Result(f"WRONG: {target} takes no **kwargs: options= cannot reach it", "")
         notes.append(f"entry point [torch_dynamo_backends] {backend} = {target} "
-                     f"({_loc(*found)}, ({_sig_text(sig)}))")
+                     f"({_loc(*found)}, ({sig_text(sig)}))")
     else:
         where = _find_call(wheel, "_register_npu_backend", "npugraph_ex") or \
             _registered_by_constant(wheel, backend)
@@ -574,11 +287,11 @@ def check(wheel: Wheel, key: str) -> Result:
         return Result(f"UNVERIFIED: {name} is in the C extension ({module})", "")
     if call is None:
         return Result("ok", f"defined at {_loc(module, node)}")
-    sig = _signature(node)
+    sig = signature(node)
     if sig is None:
         return Result(f"WRONG: {name} at {_loc(module, node)} is not callable as afbench calls it", "")
     problems = check_params(sig, call[1], call[2])
-    evidence = f"{_loc(module, node)} ({_sig_text(sig)})"
+    evidence = f"{_loc(module, node)} ({sig_text(sig)})"
     return Result("WRONG: " + "; ".join(problems) if problems else "ok", evidence)
 
 
