@@ -106,6 +106,13 @@ def npu_worker_env(env: Mapping[str, str], cann_root: str | Path | None) -> dict
     return out
 
 
+def _ships_ascendc(torch_npu: Any) -> bool:
+    """Whether this torch_npu holds the ascendc (AutoFuse) inductor backend, read from its
+    folder: importing ``torch_npu._inductor`` would load an inductor backend as a side effect."""
+    init = getattr(torch_npu, "__file__", None)
+    return init is not None and (Path(init).parent / "_inductor" / "ascendc").is_dir()
+
+
 def _local_rank() -> int:
     # under torchrun each rank takes its own device among the visible ones
     return int(os.environ.get("LOCAL_RANK", "0"))
@@ -143,13 +150,18 @@ class NpuBackend(Backend):
         return torch.npu.get_device_name(_local_rank())
 
     def compile(self, module: torch.nn.Module, cfg: CompileConfig) -> tuple[Any, str]:
-        """AutoFuse: inductor with ``npu_backend="ascendc"``; needs torchair's inductor_npu_ext."""
-        try:
-            importlib.import_module("inductor_npu_ext")
-        except ImportError as exc:
-            raise RunSkipped(
-                "autofuse on npu needs the inductor_npu_ext package from torchair: " + str(exc)
-            ) from exc
+        """AutoFuse: inductor with ``npu_backend="ascendc"``. torch_npu 2.14 ships the ascendc
+        backend itself (``torch_npu/_inductor/ascendc``, bench/results/npu_api_conformance.txt);
+        older releases need torchair's separate ``inductor_npu_ext`` (built from the torchair
+        repository's ``experimental/_inductor_npu_ext``). Raises RunSkipped when neither is there."""
+        if not _ships_ascendc(self.torch_npu):
+            try:
+                importlib.import_module("inductor_npu_ext")
+            except ImportError as exc:
+                raise RunSkipped(
+                    f"autofuse on npu needs torch_npu >= 2.14 (ships the ascendc inductor backend) "
+                    f"or, with torch_npu {getattr(self.torch_npu, '__version__', '?')}, the "
+                    f"inductor_npu_ext package from torchair: {exc}") from exc
         options = {"npu_backend": "ascendc", **cfg.options}
         compiled = torch.compile(module, backend="inductor", mode=cfg.mode,
                                  fullgraph=cfg.fullgraph, dynamic=cfg.dynamic, options=options)

@@ -170,10 +170,14 @@ class ProfilerWindow(StepWindow):
 
 
 class NpuProfilerConfig(Section):
-    """torch_npu.profiler._ExperimentalConfig settings (names as in torch_npu)."""
+    """torch_npu.profiler._ExperimentalConfig settings (names as in torch_npu: the members of
+    its ProfilerLevel / AiCMetrics / ExportType, the same in 2.12.0rc1 and 2.14.0;
+    bench/npu_api_conformance.py checks them against the wheels)."""
 
     profiler_level: Literal["Level0", "Level1", "Level2", "Level_none"] = "Level1"
-    aic_metrics: str = "ArithmeticUtilization"
+    aic_metrics: Literal["AiCoreNone", "PipeUtilization", "ArithmeticUtilization", "Memory",
+                         "MemoryL0", "MemoryUB", "ResourceConflictRatio", "L2Cache",
+                         "MemoryAccess"] = "ArithmeticUtilization"
     export_type: Literal["Text", "Db"] = "Text"
 
 
