@@ -96,7 +96,7 @@ def main() -> None:
         cold = []
         for d in dirs[21:26]:
             code = ("import time, afbench.results, afbench.runspec, afbench.store, "
-                    "afbench.analysis.paired; t = time.perf_counter(); "
+                    "afbench.verdict; t = time.perf_counter(); "
                     "from afbench.history import record_experiment; "
                     f"assert record_experiment({str(d)!r}, {url!r}); "
                     "print(time.perf_counter() - t)")

@@ -45,11 +45,11 @@ def private_history(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def private_host_calibration(tmp_path_factory, monkeypatch):
-    """Each test gets its own, empty host calibration file (afbench.calibration): a test's
-    multi-round experiment must not calibrate the next test's one-round verdict, and the
-    suite must not write the user's own file. Subprocesses inherit the variable."""
-    path = tmp_path_factory.mktemp("calibration") / "calibration.json"
-    monkeypatch.setenv("AFBENCH_CALIBRATION_FILE", str(path))
+    """Each test gets its own, empty history database, hence its own host calibration
+    (afbench.history.calibration): a test's multi-round experiment must not calibrate the next
+    test's one-round verdict. Subprocesses inherit the variable."""
+    path = tmp_path_factory.mktemp("history") / "history.sqlite"
+    monkeypatch.setenv("AFBENCH_HISTORY_URL", f"sqlite:///{path}")
     return path
 
 

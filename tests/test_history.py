@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, text
 from afbench.history import record_experiment
 from afbench.history.__main__ import main
 from afbench.history.check import compare_history
-from afbench.history.db import open_db, read_calibration, record_calibration
+from afbench.history.db import open_db, read_calibration
 from afbench.history.records import Extracted, VariantRows, extract, write
 from afbench.history.schema import HEAD
 from afbench.history.trend import change_points
@@ -213,16 +213,20 @@ def test_check_compares_only_the_same_host_and_names_an_unknown_experiment(url, 
     assert "did you mean gate?" in capsys.readouterr().err
 
 
-def test_compare_history_falls_back_to_steps_with_one_run_a_side():
+def test_compare_history_needs_a_spread_for_one_run_a_side_and_takes_the_calibration():
     rng = random.Random(5)
     old = [[0.01 * rng.lognormvariate(0, 0.03) for _ in range(10)]]
     new = [[0.013 * rng.lognormvariate(0, 0.03) for _ in range(10)]]
-    speed = compare_history(old, new)
-    assert speed.decision == "SLOWER" and "step times" in speed.method
+    blind = compare_history(old, new)  # steps cannot show how whole runs move between days
+    assert blind.decision == "INCONCLUSIVE" and blind.no_interval_reason == "uncalibrated"
+    calibration = {"spread_pct": 5.0, "df": 23, "n_pairs": 24}
+    speed = compare_history(old, new, calibration=calibration)
+    assert speed.decision == "SLOWER" and speed.calibration == calibration
     assert speed.ci_low_pct < speed.gain_pct < speed.ci_high_pct < 0
-    # a host calibration's run spread widens the interval
-    wide = compare_history(old, new, run_spread_pct=20.0)
-    assert wide.ci_high_pct - wide.ci_low_pct > speed.ci_high_pct - speed.ci_low_pct
+    # against five earlier runs: the newest run is judged by the history's own spread
+    history = [[0.01 * rng.lognormvariate(0, 0.03) * rng.lognormvariate(0, 0.02)
+                for _ in range(10)] for _ in range(5)]
+    assert compare_history(history, new).decision == "SLOWER"
     with pytest.raises(ValueError, match="history"):
         compare_history([[0.0, 1.0]], new)
 
@@ -252,14 +256,22 @@ def test_report_shows_every_record_with_trend_plots_links_and_the_change(url, tm
     assert md.count("| 2026-11-01") == 20 and "step time +2" in md
 
 
-def test_calibration_hook_round_trips(url):
-    engine = open_db(url)
-    assert read_calibration(engine, "h1", "sft/train") is None
-    record_calibration(engine, "h1", "sft/train", 3.5, 12, {"method": "pairs"})
-    record_calibration(engine, "h1", "sft/train", 2.5, 20)
-    got = read_calibration(engine, "h1", "sft/train")
-    assert got["spread_pct"] == 2.5 and got["n"] == 20
-    engine.dispose()
+def test_the_host_calibration_is_kept_in_the_history_database(url, tmp_path):
+    from afbench.history import calibration as cal
+    from afbench.verdict.calibration import RunSpread
+
+    kind = "cpu|builtin|sft|qwen3_tiny|seq256|gbs4|window5"
+    assert cal.lookup(kind, url) is None
+    assert cal.record(kind, RunSpread(spread_pct=3.0, df=11, n_pairs=12), "/out/aa", cal.AA, url)
+    assert cal.record(kind, RunSpread(spread_pct=4.0, df=2, n_pairs=3), "/out/x", cal.RESIDUALS,
+                      url)
+    assert cal.record(kind, RunSpread(spread_pct=4.0, df=2, n_pairs=3), "/out/x", cal.RESIDUALS,
+                      url)  # a re-render records nothing twice
+    got = cal.lookup(kind, url)
+    assert (got["df"], got["n_pairs"], got["n_experiments"]) == (13, 15, 2)
+    assert got["spread_pct"] == pytest.approx(((11 * 9 + 2 * 16) / 13) ** 0.5)
+    row = read_calibration(open_db(url), got["host_id"], kind)  # SQL readers see the pooled
+    assert row["n"] == 15 and row["spread_pct"] == pytest.approx(got["spread_pct"])
 
 
 def test_the_history_cli_does_not_import_torch(tmp_path):

@@ -317,11 +317,11 @@ def _auto_done(plan: Plan) -> bool:
     return all(v in plan.auto_stops for v in plan.variants if v != plan.baseline)
 
 
-def host_calibration(plan: Plan) -> tuple[str, dict | None]:
+def host_calibration(plan: Plan, url: str | None = None) -> tuple[str, dict | None]:
     """The run kind of the plan's baseline verdict-phase run and this host's calibration of it
-    (:mod:`afbench.calibration`), with one log line saying which (or that one round will not
-    decide without one)."""
-    from afbench import calibration as cal
+    in the history database at ``url`` (:mod:`afbench.history.calibration`), with one log line
+    saying which (or that one round will not decide without one)."""
+    from afbench.history import calibration as cal
 
     spec = next(r for r in plan.runs if r.variant == plan.baseline
                 and r.phase == plan.verdict_phase)
@@ -329,7 +329,7 @@ def host_calibration(plan: Plan) -> tuple[str, dict | None]:
     found = cal.lookup(kind)
     if found:
         log.info("afbench: host calibration for %s: run-to-run spread %.2f%% on %d pairs "
-                 "(%s, updated %s)", kind, found["spread_pct"], found["n_pairs"], found["file"],
+                 "(updated %s)", kind, found["spread_pct"], found["n_pairs"],
                  found["updated_at"])
     elif plan.repeats == 1 and len(plan.variants) > 1:
         log.info("afbench: no host calibration for %s: a one-round verdict will be INCONCLUSIVE "
@@ -338,11 +338,11 @@ def host_calibration(plan: Plan) -> tuple[str, dict | None]:
     return kind, found
 
 
-def learn_calibration(summary, kind: str, out_dir: Path) -> None:
+def learn_calibration(summary, kind: str, out_dir: Path, url: str | None = None) -> None:
     """Record this experiment's run-to-run spread in the host calibration: the pairs' own
     spread of the first comparison with 2 or more deciding pairs (the others share its
     baseline runs), as ``aa`` when its variant is the baseline's twin, else ``residuals``."""
-    from afbench import calibration as cal
+    from afbench.history import calibration as cal
     from afbench.verdict.calibration import RunSpread
 
     for c in summary.comparisons:
@@ -351,7 +351,7 @@ def learn_calibration(summary, kind: str, out_dir: Path) -> None:
             outliers = sum(1 for a in sp.set_aside if a.reason == "outlier")
             spread = RunSpread(spread_pct=sp.spread_pct / 2 ** 0.5, df=sp.n_pairs - 1,
                                n_pairs=sp.n_pairs, n_outlier_pairs=outliers)
-            if cal.record(kind, spread, str(out_dir), cal.AA if c.aa else cal.RESIDUALS):
+            if cal.record(kind, spread, str(out_dir), cal.AA if c.aa else cal.RESIDUALS, url):
                 log.info("afbench: host calibration for %s learned %.2f%% on %d pairs from "
                          "this experiment", kind, spread.spread_pct, spread.n_pairs)
             return
@@ -383,7 +383,8 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     else:
         log.info("afbench: preflight: %d checks passed", len(checks))
     assets = input_hashes(conf)
-    kind, calibration = host_calibration(plan)
+    kind, calibration = host_calibration(plan, conf.history.url) if conf.history.record \
+        else (None, None)
     write_json_atomic(out_dir / "experiment.json", {
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "config": conf.model_dump(mode="json"),
@@ -402,7 +403,8 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
         log.info("afbench: report %s", out_dir / "report.md")
     for line in summary.headline:
         log.info("%s", line)
-    learn_calibration(summary, kind, out_dir)
+    if kind is not None:
+        learn_calibration(summary, kind, out_dir, conf.history.url)
     record_experiment(out_dir, conf.history.url, conf.history.record)  # a warning at worst
     invalid_logs = [r.run_id for r in summary.runs if r.log_error]
     return 1 if "FAILED" in statuses.values() or invalid_logs else 0

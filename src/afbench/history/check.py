@@ -4,82 +4,47 @@ than the noise explains? A CI performance gate (exit 1 on a regression, 0 otherw
 The newest record of each variant is compared with up to ``window`` earlier records of the
 same experiment and variant, on the same host (``host_id``) and with the same config hash: a
 changed config or machine is a different measurement, not a regression. The statistics are
-one function, :func:`compare_history`, with the signature of the verdict library's
-``compare_runs`` (``afbench.verdict``, not merged yet).
+one function, :func:`compare_history`: :func:`afbench.verdict.compare_groups`.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 from sqlalchemy import Engine, select
 
-from afbench.analysis.paired import SLOWER, decide
-from afbench.history.db import read_calibration
 from afbench.history.schema import experiments, records, runs
 from afbench.results import Speed
-
-WELCH_METHOD = "Welch t on log run medians (history runs vs newest runs)"
-STEP_METHOD = ("Welch t on log step times (fewer than 2 runs on a side: blind to run-to-run "
-               "spread)")
+from afbench.store import OutDir
+from afbench.verdict import SLOWER, compare_groups
 
 
-def compare_history(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence[float]], *,
+def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequence[float]], *,
                     confidence: float = 0.95, min_gain_pct: float = 2.0,
-                    run_spread_pct: float | None = None) -> Speed:
-    """The gain of ``variant`` (the newest record's runs) over ``baseline`` (the history
-    window's runs), each a list of runs, each a list of measured step times in seconds.
-    Percent of the baseline's time, positive = faster, as :class:`afbench.results.Speed`
-    (gain_pct, ci_low_pct, ci_high_pct, level, mde_pct at 80% power, decision, method).
+                    calibration: dict[str, Any] | None = None) -> Speed:
+    """The gain of ``newest`` (the newest record's runs) over ``history`` (the history window's
+    runs), each a list of runs, each a list of measured step times in seconds, by
+    :func:`afbench.verdict.compare_groups` (unpaired: Welch's t on log run medians, or the
+    newest run against the history's run-to-run spread), as the stored
+    :class:`afbench.results.Speed`. ``calibration``: the newest experiment's host calibration
+    (its ``experiment.json``), used when each side has a single run.
 
-    TO BE REPLACED by ``afbench.verdict.compare_runs(baseline, variant,
-    confidence=confidence, min_gain_pct=min_gain_pct, run_spread_pct=run_spread_pct)`` when
-    the verdict library lands (same arguments, same Speed). Until then: a plain two-sample
-    Welch t (Welch 1947) on the log of each run's median step time; with fewer than two runs
-    on a side, on the log step times of all runs (which cannot see how much whole runs move).
-    ``run_spread_pct`` (a host calibration: the run-to-run spread of the log run median,
-    percent) is a floor under each side's standard deviation.
+    Raises ValueError when a side has no run, or a step time that is not finite and > 0."""
+    speed = compare_groups(history, newest, confidence=confidence, min_gain_pct=min_gain_pct,
+                           run_spread_pct=calibration["spread_pct"] if calibration else None,
+                           run_spread_df=calibration["df"] if calibration else None)
+    return Speed.of(speed, calibration=calibration if speed.spread_source == "calibration"
+                    else None)
 
-    Raises ValueError when a side has no step time, or one that is not finite and > 0."""
-    from scipy import stats
 
-    def logs(side: Sequence[Sequence[float]], what: str) -> list[np.ndarray]:
-        arrays = [np.asarray(r, dtype=float) for r in side if len(r)]
-        if not arrays or not all(np.all(np.isfinite(r) & (r > 0)) for r in arrays):
-            raise ValueError(f"{what}: a step time that is not finite and > 0, or none")
-        return [np.log(r) for r in arrays]
-
-    base, var = logs(baseline, "history"), logs(variant, "newest record")
-    if len(base) >= 2 and len(var) >= 2:
-        a = np.array([np.median(r) for r in base])
-        b = np.array([np.median(r) for r in var])
-        method = WELCH_METHOD
-    else:
-        a, b = np.concatenate(base), np.concatenate(var)
-        method = STEP_METHOD
-        if len(a) < 2 or len(b) < 2:
-            raise ValueError("fewer than 2 measured steps on a side")
-    floor = (run_spread_pct or 0.0) / 100.0
-    va = max(float(np.var(a, ddof=1)), floor ** 2) / len(a)
-    vb = max(float(np.var(b, ddof=1)), floor ** 2) / len(b)
-    se = math.sqrt(va + vb)
-    d = float(np.mean(b) - np.mean(a))  # log(newest / history): > 0 is slower
-    if se == 0.0:
-        t_crit, df = 0.0, math.inf
-    else:
-        df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-        t_crit = float(stats.t.ppf(0.5 + confidence / 2, df))
-    low, high = d - t_crit * se, d + t_crit * se
-    gain = (1 - math.exp(d)) * 100
-    ci_low, ci_high = (1 - math.exp(high)) * 100, (1 - math.exp(low)) * 100
-    mde_log = (t_crit + float(stats.t.ppf(0.8, df))) * se if se else 0.0
-    return Speed(gain_pct=gain, ci_low_pct=ci_low, ci_high_pct=ci_high, level=confidence,
-                 kind="history", method=method, n_pairs=None,
-                 mde_pct=(1 - math.exp(-mde_log)) * 100, mde_power=0.8,
-                 min_gain_pct=min_gain_pct, decision=decide(ci_low, ci_high, min_gain_pct))
+def _calibration(out_dir: str | None) -> dict[str, Any] | None:
+    """The host calibration the newest experiment recorded in its experiment.json, if any."""
+    try:
+        return OutDir(Path(out_dir)).experiment.get("calibration") if out_dir else None
+    except Exception:  # a moved or deleted output directory: the gate runs without it
+        return None
 
 
 @dataclass(frozen=True)
@@ -159,10 +124,9 @@ def check(engine: Engine, experiment: str, variant: str | None = None, *, window
                                        "measured runs on this host with the same config: "
                                        "nothing to compare"))
             continue
-        calib = read_calibration(engine, newest["host_id"] or "", label)
         speed = compare_history([t for r in history for t in times[r["id"]]], times[newest["id"]],
                                 confidence=confidence, min_gain_pct=min_gain_pct,
-                                run_spread_pct=calib["spread_pct"] if calib else None)
+                                calibration=_calibration(newest["out_dir"]))
         slower = -(speed.gain_pct or 0.0)
         regression = speed.decision == SLOWER and slower >= threshold_pct
         n_hist = sum(len(times[r["id"]]) for r in history)

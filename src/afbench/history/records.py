@@ -21,7 +21,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 
 from afbench.analysis.errors import InvalidLog
-from afbench.analysis.paired import run_statistic
+from afbench.verdict.runs import run_statistic
 from afbench.errors import OutputError
 from afbench.history.db import utcnow
 from afbench.history.schema import experiments, records, runs

@@ -12,6 +12,8 @@ launcher/worker, and the host's run-to-run spread from a calibration.
 Public API (stable):
 
 * :func:`compare_runs` -> :class:`Speed`: a fixed design (one round or fixed repeats).
+* :func:`compare_groups` -> :class:`Speed`: unpaired, a new result against its history
+  (the history check).
 * :func:`run_sequential` -> :class:`Speed`, and :class:`SequentialTest` (the same design as a
   stepper, for loops that launch several variants per round).
 * :class:`Speed`, :class:`SetAside`, :data:`DECISIONS` (``FASTER``, ``SLOWER``, ``NO_GAIN``,
@@ -25,6 +27,7 @@ docs/statistics.md and bench/README.md (bench/verdict_sim.py).
 from afbench.verdict.calibration import RunSpread, run_spread_from_pairs
 from afbench.verdict.estimate import (DEFAULT_MIN_GAIN_PCT, FIXED, ONE_ROUND, SEQUENTIAL,
                                       SetAside, Speed, compare_runs, sweep_level)
+from afbench.verdict.groups import compare_groups
 from afbench.verdict.power import DEFAULT_MDE_POWER, pairs_for_mde
 from afbench.verdict.sequential import Look, SequentialDesign, SequentialTest, run_sequential
 from afbench.verdict.words import (DECISIONS, FASTER, INCONCLUSIVE, NO_GAIN, RUN_FAILED, SKIPPED,
@@ -33,7 +36,7 @@ from afbench.verdict.words import (DECISIONS, FASTER, INCONCLUSIVE, NO_GAIN, RUN
 
 __all__ = [
     "DECISIONS", "DEFAULT_MDE_POWER", "DEFAULT_MIN_GAIN_PCT", "FASTER", "FIXED", "INCONCLUSIVE",
-    "Look", "NO_GAIN", "ONE_ROUND", "RUN_FAILED", "RunSpread", "SEQUENTIAL", "SKIPPED", "SLOWER",
+    "Look", "NO_GAIN", "compare_groups", "ONE_ROUND", "RUN_FAILED", "RunSpread", "SEQUENTIAL", "SKIPPED", "SLOWER",
     "SequentialDesign", "SequentialTest", "SetAside", "Speed", "compare_runs", "decide",
     "gain_pct", "pairs_for_mde", "quick_verdict", "run_sequential", "run_spread_from_pairs",
     "sweep_level", "verdict_label", "verdict_word",

@@ -1,0 +1,88 @@
+"""Unpaired comparison of two groups of runs: a new result against its history.
+
+:func:`compare_runs` pairs runs that ran side by side. A regression gate compares the newest
+record's runs with earlier records' runs that ran hours or days apart: there is no pairing, so
+the unit is the run and the spread is the history's own run-to-run spread (which, unlike an
+adjacent pair's, includes day-to-day drift: what a regression must exceed).
+
+* both sides with 2+ runs: Welch's t on the log run medians (Welch, Biometrika 34, 1947);
+* one new run against ``k >= 2`` history runs: the prediction-interval t,
+  ``d = x_new - mean(history)``, ``se = s_history sqrt(1 + 1/k)``, ``k - 1`` df (the new run is
+  one more draw from the history's distribution under "no change");
+* one run on each side: only with a host calibration (``se = sqrt(2) sigma_run``, its df), else
+  INCONCLUSIVE (``uncalibrated``).
+
+Outlier runs (:func:`afbench.verdict.runs.outlier_runs`) of the history are set aside; the
+decision words, the equivalence NO_GAIN and the noncentral-t MDE are :func:`compare_runs`'s.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from afbench.verdict.estimate import (DEFAULT_MIN_GAIN_PCT, UNCALIBRATED, SetAside, Speed,
+                                      check_settings, gain_from_log)
+from afbench.verdict.power import DEFAULT_MDE_POWER, mde_pct, t_quantile
+from afbench.verdict.runs import outlier_runs, run_statistic
+from afbench.verdict.words import INCONCLUSIVE, decide
+
+HISTORY = "history"
+WELCH = "Welch t of log run medians (newest runs against the history's runs)"
+PREDICTION = "prediction-interval t: the newest run against the history's run-to-run spread"
+CALIBRATED_ONE = "one run on each side with the host calibration's run-to-run spread"
+
+
+def compare_groups(history: Sequence[Sequence[float]], newest: Sequence[Sequence[float]], *,
+                   confidence: float = 0.95, min_gain_pct: float = DEFAULT_MIN_GAIN_PCT,
+                   run_spread_pct: float | None = None, run_spread_df: float | None = None,
+                   mde_power: float = DEFAULT_MDE_POWER) -> Speed:
+    """The gain of ``newest`` over ``history`` (each a list of runs, each a list of measured
+    step times in seconds); positive = the newest is faster, as in :func:`compare_runs`.
+
+    Raises:
+        ValueError: settings out of range, a side without runs, or a run with no steps or a
+            step time not finite and > 0.
+    """
+    check_settings(confidence, min_gain_pct, run_spread_pct, run_spread_df)
+    if not history or not newest:
+        raise ValueError("compare_groups needs at least one run on each side")
+    hist = [math.log(run_statistic(r, f"history run {i + 1}").location_s)
+            for i, r in enumerate(history)]
+    new = [math.log(run_statistic(r, f"newest run {i + 1}").location_s)
+           for i, r in enumerate(newest)]
+    out = set(outlier_runs(hist))
+    aside = tuple(SetAside(pair=i + 1, side="baseline", reason="outlier") for i in sorted(out))
+    a = np.array([x for i, x in enumerate(hist) if i not in out])
+    b = np.array(new)
+    d = float(b.mean() - a.mean())
+    common = {"level": confidence, "min_gain_pct": min_gain_pct, "mde_power": mde_power}
+    if a.size >= 2 and b.size >= 2:
+        va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
+        se = math.sqrt(va + vb)
+        df = ((va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+              if se > 0 else float(a.size + b.size - 2))
+        method = WELCH
+    elif a.size >= 2:
+        se, df, method = float(a.std(ddof=1)) * math.sqrt(1 + 1 / a.size), float(a.size - 1), \
+            PREDICTION
+    elif run_spread_pct is not None:
+        se = math.sqrt(2) * run_spread_pct / 100.0
+        df = math.inf if run_spread_df is None else float(run_spread_df)
+        method = CALIBRATED_ONE
+    else:
+        return Speed(decision=INCONCLUSIVE, gain_pct=gain_from_log(d), ci_low_pct=None,
+                     ci_high_pct=None, mde_pct=None, n_pairs=0, n_pairs_run=0, method="none",
+                     design=HISTORY, set_aside=aside, no_interval_reason=UNCALIBRATED, **common)
+    c = t_quantile(0.5 + confidence / 2, df)
+    low, high = gain_from_log(d + c * se), gain_from_log(d - c * se)
+    decision = decide(low, high, min_gain_pct)
+    return Speed(decision=decision, gain_pct=gain_from_log(d), ci_low_pct=low, ci_high_pct=high,
+                 mde_pct=mde_pct(c, df, se, mde_power) if se > 0 else 0.0, n_pairs=0,
+                 n_pairs_run=0, method=method, design=HISTORY, df=df, critical_value=c,
+                 spread_pct=se * 100.0, spread_source="calibration" if
+                 method == CALIBRATED_ONE else "runs", run_spread_pct=run_spread_pct,
+                 set_aside=aside, below_min_gain=decision == "FASTER" and high < min_gain_pct,
+                 **common)
