@@ -119,3 +119,18 @@ def test_a_calibration_from_paired_runs_is_half_the_variance_of_their_log_ratios
 def test_bad_input_is_a_value_error_naming_what_is_wrong(bad):
     with pytest.raises(ValueError):
         compare_runs(**bad)
+
+
+def test_a_new_run_against_its_history_uses_the_historys_own_spread():
+    from afbench.verdict import compare_groups
+
+    rng = np.random.default_rng(9)
+    history = runs(np.exp(rng.normal(0, 0.03, 6)))
+    slower = compare_groups(history, runs([1.3]))
+    assert slower.decision == SLOWER and slower.design == "history" and slower.df == 5
+    same = compare_groups(history, runs([1.0]))
+    assert same.decision in (INCONCLUSIVE, NO_GAIN)
+    alone = compare_groups(history[:1], runs([1.3]))  # one run a side: no spread to judge by
+    assert alone.decision == INCONCLUSIVE and alone.no_interval_reason == "uncalibrated"
+    assert compare_groups(history[:1], runs([1.3]), run_spread_pct=5.0,
+                          run_spread_df=23).decision == SLOWER
