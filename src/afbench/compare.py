@@ -552,7 +552,10 @@ def step_device_time(out_dir, run_id: str) -> StepDeviceTime | None:
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    return df.to_dict("records")
+    """Rows as dicts; a missing cell (NaN, which a float column keeps even after
+    ``where(notna, None)``) is ``None``."""
+    return [{k: None if isinstance(v, float) and v != v else v for k, v in row.items()}
+            for row in df.to_dict("records")]
 
 
 def _run_rows(runs: pd.DataFrame) -> list[dict[str, Any]]:

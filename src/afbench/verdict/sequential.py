@@ -197,7 +197,19 @@ def _progress(design: SequentialDesign, speed: Speed, n: int, n_run: int, reason
     kind = "CI, final analysis" if reason == TIME_BUDGET else "repeated CI"
     body = (f": gain {speed.gain_pct:+.2f}% [{speed.ci_low_pct:+.2f}%, {speed.ci_high_pct:+.2f}%]"
             f" ({speed.level * 100:g}% {kind}), ")
-    return head + body + ("continue" if reason == CONTINUE else f"stop: {reason}")
+    return head + body + ("continue" if reason == CONTINUE else "stop: " + _STOP_WORDS.get(
+        reason, reason).format(decision=speed.decision))
+
+
+#: The progress line's words for a stop (a log line; the report words stops in labels.yaml).
+_STOP_WORDS = {
+    EXCLUDES_ZERO: "interval excludes 0 ({decision})",
+    EQUIVALENT: "interval within the margin (NO_GAIN)",
+    PRECISION_REACHED: "half-width at the precision target",
+    MAX_PAIRS: "max pairs reached",
+    SET_ASIDE_LIMIT: "too many pairs set aside",
+    TIME_BUDGET: "time budget would be exceeded by another pair (the error left is spent here)",
+}
 
 
 def run_sequential(next_pair: Callable[[], tuple], *, confidence: float = 0.95,
