@@ -147,3 +147,13 @@ def test_bursts_are_counted_per_side_and_kept_in_the_median(compose_cfg, tmp_pat
     speed = speed_of(col, "af_on", ReportConfig())
     assert (speed.n_bursts_baseline, speed.n_bursts_variant) == (1, 0)
     assert abs(speed.gain_pct) < 5  # the median resists it; a mean would read +27%
+
+
+def test_an_undecided_calibrated_round_says_how_many_pairs_a_small_effect_needs(compose_cfg,
+                                                                              tmp_path):
+    small = speed_of(collected(compose_cfg, tmp_path, {
+        "af_off-train-r1": SPREAD, "af_on-train-r1": [t * 0.99 for t in SPREAD]},
+        calibration=CALIBRATION), "af_on", ReportConfig())
+    assert small.decision == "INCONCLUSIVE" and small.pairs_for_min_gain > 1
+    n = small.pairs_for_min_gain
+    assert f"roughly {n} pairs (experiment.repeats={n}) for an MDE of 2%" in note(small)
