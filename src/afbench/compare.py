@@ -514,12 +514,13 @@ def profiler_labels(col: Collected, run_id: str) -> tuple[list[int], Message | N
     window = col.spec(run_id).config.optimization.profiler_window
     schedule = {"wait": window.first_step - 1 - window.warmup_steps,
                 "warmup": window.warmup_steps, "active": len(window.steps)}
-    shown = str(trace.relative_to(col.out_dir))
-    args = dict(trace=shown, first_label=labels[0], last_label=labels[-1],
-                first_step=window.first_step, last_step=window.last_step, **schedule)
-    if T.training_steps_of(len(labels), schedule) == window.steps and \
-            labels == [s - 1 for s in window.steps]:
-        return labels, say("profiler_labels", **args)
+    training = T.training_steps_of(len(labels), schedule)
+    args = dict(trace=str(trace.relative_to(col.out_dir)), first_label=labels[0],
+                last_label=labels[-1], first_step=window.first_step, last_step=window.last_step,
+                **schedule)
+    if labels == [t - 1 for t in training]:  # the schedule's steps, labelled one off
+        return labels, say("profiler_labels", **{**args, "first_step": training[0],
+                                                 "last_step": training[-1]})
     return labels, say("profiler_labels_other", expected_first=window.first_step - 1,
                        expected_last=window.last_step - 1, **args)
 
