@@ -122,7 +122,8 @@ def _preflight_before_output(conf: Any, out_dir: Path) -> list:
     from afbench.experiment import preflight
     from afbench.logs import ConsoleHandler
 
-    handler = ConsoleHandler()
+    # task=check: every line; a run: the [FAIL] lines (the passed count goes to its cli.log)
+    handler = ConsoleHandler(logging.INFO if conf.task == "check" else logging.WARNING)
     logging.getLogger().addHandler(handler)
     level = logging.getLogger().level
     logging.getLogger().setLevel(logging.INFO)
@@ -153,7 +154,11 @@ def run_single(overrides: list[str], conf_dir: str) -> None:
             make_plan(conf, Path(os.devnull) / "dry-run")
         except AfbenchError as exc:  # every bad value, variant and phase: one line each
             _fail(str(exc).splitlines(), exc.exit_code, exc, _verbose())
-        held["checks"] = _preflight_before_output(conf, Path(str(cfg.hydra.run.dir)))
+        run_dir = Path(str(cfg.hydra.run.dir))
+        if (run_dir / "plan.json").exists():  # refused before Hydra rewrites its .hydra/ there
+            _fail([f"{run_dir} already holds an experiment; an output directory is never "
+                   "reused"], 2)
+        held["checks"] = _preflight_before_output(conf, run_dir)
 
     try:
         hydra_run.run_once(overrides, conf_dir, check,
