@@ -226,6 +226,14 @@ def test_every_error_of_one_command_line_is_reported_at_once(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_grammar_error_and_a_bad_key_are_reported_together(tmp_path):
+    proc = afbench(tmp_path, "model.path=/ckpt/epoch=3.ckpt", "scheduler.stepz=1")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("afbench: error: model.path: ") and "scheduler.stepz" in lines[1]
+
+
 def test_unquoted_placeholder_list_names_the_key_and_the_quoted_form(tmp_path):
     proc = afbench(tmp_path, "engine=command", "engine.executable=/bin/true",
                    "engine.args=[{steps},{seed}]")

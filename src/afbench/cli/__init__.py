@@ -38,7 +38,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from afbench.cli import hydra_run
 from afbench.cli.args import (combinations_to_check, free_form_argv, is_multirun,
-                              override_problems, single_run_overrides, sweep_values,
+                              override_problems, parses, single_run_overrides, sweep_values,
                               user_overrides)
 from afbench.cli.problems import config_problems
 from afbench.cli.recipes import RECIPE_PATH_ENV, recipe_dirs, register, selected_recipes
@@ -176,12 +176,14 @@ def precheck(argv: list[str], conf_dir: str) -> None:
     if overrides is None:
         return
     problems = override_problems(argv, overrides)
+    # the overrides Hydra can parse are composed too, so their problems come in the same list
+    for combo in combinations_to_check([o for o in overrides if parses(o)]):
+        found = config_problems(combo, conf_dir)
+        if found:
+            problems += found
+            break
     if problems:
         _fail(problems, 2)
-    for combo in combinations_to_check(overrides):
-        problems = config_problems(combo, conf_dir)
-        if problems:
-            _fail(problems, 2)
     if is_multirun(argv):
         _check_sweep(argv, overrides, conf_dir)
 

@@ -133,6 +133,15 @@ def override_problems(argv: list[str], overrides: list[str]) -> list[str]:
     return problems
 
 
+def parses(line: str) -> bool:
+    """Whether Hydra's override grammar accepts ``line``."""
+    try:
+        OverridesParser.create().parse_overrides([line])
+    except OverrideParseException:
+        return False
+    return True
+
+
 def sweep_values(overrides: list[str]) -> dict[str, tuple[list[str], str]]:
     """Swept key (no ``+``) -> (its values as Hydra writes them, the text as typed)."""
     out = {}
