@@ -267,6 +267,15 @@ def test_sweep_baseline_is_checked_before_the_first_job(tmp_path, setting, messa
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_quoting_hint_keeps_a_sweep_baseline_one_string(tmp_path):
+    proc = afbench(tmp_path, "-m", "optimization.autofuse=false,true",
+                   "optimization.rmsnorm=false,true",
+                   "report.sweep_baseline=optimization.autofuse=false,optimization.rmsnorm=false")
+    assert proc.returncode == 2, proc.stderr
+    assert ("'report.sweep_baseline=\"optimization.autofuse=false,optimization.rmsnorm=false\"'"
+            in proc.stderr)
+
+
 def test_the_quoting_hint_for_a_swept_path_with_equals_really_sweeps_two_values(tmp_path):
     values = [str(tmp_path / "split=a" / "x.parquet"), str(tmp_path / "split=b" / "x.parquet")]
     proc = afbench(tmp_path, "-m", f"data.path={','.join(values)}")
