@@ -298,7 +298,7 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
             times.add(run, st)
         line = times.eta_line(plan.runs[i:]) if i < n else None
         if i < n:
-            line = line or f"ETA not known yet for {n - i} more run(s): no run has finished"
+            line = line or f"ETA not known yet for {n - i} more run(s): no run has succeeded yet"
             log.info("      %s%s", line, " (repeats=auto: more rounds may follow)"
                      if plan.repeats == "auto" and not _auto_done(plan) else "")
     return statuses
