@@ -226,6 +226,14 @@ def test_every_error_of_one_command_line_is_reported_at_once(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_grammar_error_and_a_bad_key_are_reported_together(tmp_path):
+    proc = afbench(tmp_path, "model.path=/ckpt/epoch=3.ckpt", "scheduler.stepz=1")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("afbench: error: model.path: ") and "scheduler.stepz" in lines[1]
+
+
 def test_unquoted_placeholder_list_names_the_key_and_the_quoted_form(tmp_path):
     proc = afbench(tmp_path, "engine=command", "engine.executable=/bin/true",
                    "engine.args=[{steps},{seed}]")
@@ -257,6 +265,15 @@ def test_sweep_baseline_is_checked_before_the_first_job(tmp_path, setting, messa
     assert proc.returncode == 2, proc.stderr
     assert "report.sweep_baseline: " in proc.stderr and message in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_quoting_hint_keeps_a_sweep_baseline_one_string(tmp_path):
+    proc = afbench(tmp_path, "-m", "optimization.autofuse=false,true",
+                   "optimization.rmsnorm=false,true",
+                   "report.sweep_baseline=optimization.autofuse=false,optimization.rmsnorm=false")
+    assert proc.returncode == 2, proc.stderr
+    assert ("'report.sweep_baseline=\"optimization.autofuse=false,optimization.rmsnorm=false\"'"
+            in proc.stderr)
 
 
 def test_the_quoting_hint_for_a_swept_path_with_equals_really_sweeps_two_values(tmp_path):

@@ -111,7 +111,7 @@ def test_a_failed_submitit_job_is_reported_and_the_others_kept(failing_sweep):
 
 def test_a_failed_submitit_job_makes_the_sweep_exit_1(failing_sweep):
     # the job failed in submitit's process; the launcher process learns it from the sweep
-    # report, not from afbench.sweep.FAILED_JOBS of the job's process
+    # report (sweep_summary.json), as every launcher does
     proc, _ = failing_sweep
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "sweep job(s) had failures" in proc.stderr and "crash.py" in proc.stderr

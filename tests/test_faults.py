@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from afbench.results import read_summary
-from afbench.runspec import RunSpec
+from afbench.runspec import INTERRUPTED, RunSpec
 
 WORKERS = Path(__file__).parent / "fault_workers"
 LOSS_PATTERN = (r"\bstep:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>\S+)\s+"
@@ -197,9 +197,8 @@ def test_output_directory_is_never_reused(faults_run):
     assert _files(out, hydra_record=False) == before
 
 
-@pytest.mark.xfail(strict=True, reason="Hydra rewrites .hydra/{config,hydra,overrides}.yaml and "
-                   "appends to cli.log of the existing directory before afbench refuses it")
 def test_refused_output_directory_keeps_its_hydra_record(faults_run):
+    # refused after composing, before Hydra's run_job rewrites .hydra/ and appends to cli.log
     _, out = faults_run
     before = _files(out, hydra_record=True)
     proc = afbench(out.parents[2], "experiment=faults", *LAUNCHER, f"hydra.run.dir={out}")
@@ -264,13 +263,46 @@ def test_ctrl_c_exits_130_kills_the_run_and_reports_the_rest_skipped(tmp_path):
     assert proc.returncode == 130, stdout
     out = output_dir(tmp_path)
     hang = status(out, "hang-train-r1")
-    assert hang["status"] == "FAILED" and hang["reason"] == "interrupted"
+    # stopped, not failed: SKIPPED with the reason, never RUN_FAILED's "FAILED"
+    assert hang["status"] == "SKIPPED" and hang["reason"] == INTERRUPTED
     rest = status(out, "good-train-r1")
     assert rest["status"] == "SKIPPED" and rest["exit_code"] == 125
     assert rest["reason"].startswith("interrupted")
     assert (out / "runs" / "good-train-r1" / "stdout.log").read_text() == ""
     assert "| SKIPPED |" in report_row(out, "good-train-r1")
     assert "interrupted" in report_row(out, "hang-train-r1")
+    assert_no_orphans(str(tmp_path))
+
+
+def test_ctrl_c_through_a_pipe_to_tee_still_closes_with_130_and_the_closing_line(tmp_path):
+    # Ctrl-C in a terminal reaches the whole pipeline: tee dies first, afbench's terminal
+    # output then goes to a closed pipe. The run must still end as interrupted, 130, with its
+    # report and closing line in cli.log.
+    write_recipe(tmp_path, "interrupt", {"hang": command("hang.py", "{steps}", "{run_dir}")})
+    argv = " ".join([sys.executable, "-m", "afbench", "experiment=interrupt",
+                     "launcher.timeout_s=120", "launcher.kill_grace_s=1"])
+    script = f"({argv}; echo $? > rc.txt) 2>&1 | tee terminal.txt"
+    env = {**os.environ, "AFBENCH_RECIPE_PATH": str(tmp_path / "recipes")}
+    proc = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env,
+                            start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not any("step:" in p.read_text() for p in
+                      tmp_path.glob("outputs/*/*/runs/hang-train-r1/stdout.log")):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)  # what the terminal's Ctrl-C does
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert (tmp_path / "rc.txt").read_text().strip() == "130"
+    out = output_dir(tmp_path)
+    assert "afbench: interrupted; partial results are in" in (out / "cli.log").read_text()
+    assert (out / "report.md").is_file()
+    assert status(out, "hang-train-r1")["reason"] == INTERRUPTED
     assert_no_orphans(str(tmp_path))
 
 

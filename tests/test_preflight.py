@@ -354,3 +354,36 @@ def test_default_config_passes_on_this_machine(conf, tmp_path):
     expected = {"backend", "output root", "free disk", "model.manifest", "model.path", "data.path"}
     assert expected <= set(items)
     assert not (tmp_path / "out").exists()  # checked, not made: the run makes it
+
+
+# --- data file format and schema (issue 23) ------------------------------------------------
+
+
+def _check_data(compose_cfg, path, *overrides):
+    return preflight.check_data(validate_config(compose_cfg(f"data.path={path}", *overrides)))
+
+
+def test_a_data_file_that_is_not_parquet_fails_naming_the_file(compose_cfg, tmp_path):
+    bad = tmp_path / "train.parquet"
+    bad.write_text("prompt,completion\nhi,there\n")  # a CSV under a parquet name
+    c = _check_data(compose_cfg, bad)
+    assert not c.ok and c.item == "data.path"
+    assert c.current.startswith(f"{bad} is not a parquet file")
+    assert "'messages' or 'prompt' + 'completion'" in c.required
+
+
+def test_a_parquet_without_the_chat_columns_fails_listing_its_columns(compose_cfg, tmp_path):
+    import pandas as pd
+
+    path = tmp_path / "other.parquet"
+    pd.DataFrame({"text": ["a"], "label": [1]}).to_parquet(path)
+    c = _check_data(compose_cfg, path)
+    assert not c.ok and c.current == f"{path} has columns ['label', 'text']"
+
+
+def test_the_shipped_data_passes_and_the_command_engine_reads_its_own_format(compose_cfg,
+                                                                              tmp_path):
+    assert _check_data(compose_cfg, REPO_ASSETS / "wordle_sample/data/train-00000-of-00001.parquet").ok
+    own = tmp_path / "corpus.bin"
+    own.write_bytes(b"\0\1")
+    assert _check_data(compose_cfg, own, "engine=command", "engine.executable=/bin/true").ok

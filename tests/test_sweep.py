@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from afbench.results import read_summary
+from afbench.runspec import INTERRUPTED
 
 WORKER = Path(__file__).parent / "fault_workers" / "switch_timed.py"
 AF, RMS = "optimization.autofuse", "optimization.add_rmsnorm"
@@ -375,11 +376,11 @@ def test_interrupted_sweep_stops_promptly_and_keeps_finished_runs(interrupted_th
     assert r["orphans"] == []
     assert run_status(r["old"] / "0")["status"] == "OK"
     st = run_status(r["old"] / "1")
-    assert st["status"] == "FAILED" and st["reason"] == "interrupted"
+    assert st["status"] == "SKIPPED" and st["reason"] == INTERRUPTED  # stopped, not failed
     # the partial sweep report covers what ran: job 0 OK, job 1 interrupted
     summary = json.loads((r["old"] / "sweep_summary.json").read_text())
     verdicts = sorted(c["verdict"] for c in summary["combinations"])
-    assert verdicts == ["BASELINE", "RUN_FAILED"]
+    assert verdicts == ["BASELINE", "SKIPPED"]  # interrupted: stopped, not RUN_FAILED
 
 
 def test_interrupted_sweep_exits_130_without_a_traceback(interrupted_then_resumed):
@@ -424,7 +425,7 @@ def test_sigterm_to_the_orchestrator_stops_the_worker_and_records_the_run(tmp_pa
     assert orphans == []
     st = json.loads(only(list(tmp_path.glob("outputs/*/*/runs/baseline-run-r1/status.json")))
                     .read_text())
-    assert st["status"] == "FAILED" and st["reason"] == "interrupted"
+    assert st["status"] == "SKIPPED" and st["reason"] == INTERRUPTED
 
 
 # ---------------------------------------------------------------- A/A, and a job that never starts

@@ -19,7 +19,7 @@ from afbench.launch.local import launch_run, write_skipped
 from afbench.logs import console
 from afbench.plan import add_round, make_plan, skip_reason
 from afbench.preflight import run_preflight
-from afbench.runspec import AutoStop, Plan, Rerun, RunSpec, RunStatus
+from afbench.runspec import INTERRUPTED, AutoStop, Plan, Rerun, RunSpec, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +145,66 @@ def reuse_run(spec: RunSpec, source: Path) -> RunStatus:
     return status
 
 
+class RunTimes:
+    """What runs have cost so far, to predict the rest (the progress line's ETA).
+
+    A run's wall time is split into a fixed part (process start-up, model load and its first
+    step, which carries torch.compile's compilation) and its steady steps: ``wall = fixed +
+    (steps - 1) * step``, with ``step`` the median of its measured window and ``fixed`` what
+    remains. Both are learnt per kind of run, ``(compiled, profiled)``: a compiled run's first
+    step can be minutes where an eager one's is a second. A kind not seen yet borrows the
+    nearest kind's numbers, and a compiled kind that has not run yet makes the estimate a
+    lower bound, which :meth:`eta_line` says.
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[bool, bool], list[tuple[float, float]]] = {}
+
+    @staticmethod
+    def kind(run: RunSpec) -> tuple[bool, bool]:
+        o = run.config.optimization
+        return bool(o.autofuse or o.npugraph_ex), bool(o.profiler)
+
+    def add(self, run: RunSpec, st: RunStatus) -> None:
+        """Learn from a run that really ran (OK, its measured window parsed); else nothing."""
+        from afbench.collect import window_step_times  # pandas: not for task=check
+
+        if st.status != "OK" or st.reason.startswith("resumed"):
+            return
+        try:
+            times = sorted(window_step_times(run, Path(run.run_dir)).values())
+        except (OSError, ValueError):
+            return
+        step = times[len(times) // 2]
+        fixed = max(0.0, st.wall_s - (run.config.scheduler.steps - 1) * step)
+        self.seen.setdefault(self.kind(run), []).append((fixed, step))
+
+    def _model(self, kind: tuple[bool, bool]) -> tuple[float, float, bool] | None:
+        """(fixed s, step s, known) for ``kind``: its own mean, else the same compile kind's,
+        else any kind's (known False when the compile kind has not run)."""
+        for cand in (kind, (kind[0], not kind[1]), (not kind[0], kind[1]),
+                     (not kind[0], not kind[1])):
+            if self.seen.get(cand):
+                fixed, step = (sum(x) / len(self.seen[cand]) for x in zip(*self.seen[cand]))
+                return fixed, step, cand[0] == kind[0]
+        return None
+
+    def eta_line(self, runs: list[RunSpec]) -> str | None:
+        """``ETA 3.9 min for 3 more run(s)``, ``ETA >= 0.6 min ... (compile time not known
+        yet: no compiled run has finished)``, or None when no run has taught anything."""
+        total, unknown = 0.0, False
+        for run in runs:
+            model = self._model(self.kind(run))
+            if model is None:
+                return None
+            fixed, step, known = model
+            total += fixed + (run.config.scheduler.steps - 1) * step
+            unknown |= not known
+        bound = ">= " if unknown else ""
+        note = " (compile time not known yet: no compiled run has finished)" if unknown else ""
+        return f"ETA {bound}{total / 60:.1f} min for {len(runs)} more run(s){note}"
+
+
 def _ends_round(plan: Plan, i: int) -> bool:
     """Whether ``plan.runs[i - 1]`` (1-based ``i``) is the last run of a verdict-phase round."""
     run = plan.runs[i - 1]
@@ -218,11 +278,12 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
     :func:`adaptive_round` decides, logs the interval and appends the next round; the plan is
     rewritten atomically to ``plan_path`` (plan.json) after every change.
 
-    On KeyboardInterrupt the current worker's process group is stopped (by the launcher), the
-    remaining runs are recorded as SKIPPED "interrupted", and the interrupt is re-raised.
+    On KeyboardInterrupt the current worker's process group is stopped (by the launcher), it
+    and the remaining runs are recorded as SKIPPED :data:`afbench.runspec.INTERRUPTED`, and
+    the interrupt is re-raised.
     """
     statuses: dict[str, str] = {}
-    spent, launched = 0.0, 0
+    times = RunTimes()
     started = time.monotonic()  # the time budget counts from the first run
     i = 0
     while i < len(plan.runs):
@@ -239,10 +300,10 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
                 with console.status(f"[{i}/{len(plan.runs)}] {run.run_id} running"):
                     st = check_log(run, launch_run(run))
                 plan, st = rerun_contended(plan, i, st, plan_path)
-        except KeyboardInterrupt:
-            statuses[run.run_id] = "FAILED"
+        except KeyboardInterrupt:  # the launcher recorded this run SKIPPED, INTERRUPTED
+            statuses[run.run_id] = "SKIPPED"
             for rest in plan.runs[i:]:
-                write_skipped(rest, "interrupted (SIGINT/SIGTERM to afbench)")
+                write_skipped(rest, INTERRUPTED)
             raise
         # a rerun stands in for the run it replaced: the skip rules look runs up by run_id
         statuses[run.run_id] = statuses[plan.runs[i - 1].run_id] = st.status
@@ -254,13 +315,12 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
             plan = grown
         n = len(plan.runs)
         if not reason:
-            spent += st.wall_s if not st.reason.startswith("resumed") else 0.0
-            launched += 0 if st.reason.startswith("resumed") else 1
-            if launched and i < n:
-                log.info("      ETA %.1f min for %d more run(s)%s",
-                         spent / launched * (n - i) / 60, n - i,
-                         " (repeats=auto: more rounds may follow)" if plan.repeats == "auto"
-                         and not _auto_done(plan) else "")
+            times.add(run, st)
+        line = times.eta_line(plan.runs[i:]) if i < n else None
+        if i < n:
+            line = line or f"ETA not known yet for {n - i} more run(s): no run has succeeded yet"
+            log.info("      %s%s", line, " (repeats=auto: more rounds may follow)"
+                     if plan.repeats == "auto" and not _auto_done(plan) else "")
     return statuses
 
 

@@ -11,13 +11,27 @@ get the same lines: preflight results, each run's status and ETA, the verdict he
 from __future__ import annotations
 
 import logging
+import os
 
 from rich.console import Console
 from rich.highlighter import RegexHighlighter
 from rich.theme import Theme
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader of our pipe is gone (Ctrl-C through ``afbench ... 2>&1 | tee log``
+        stops tee too). rich's own handler exits 1 here, in the middle of the interrupted
+        run's report; instead go quiet and let the run finish: cli.log still gets every line
+        (the closing one included) and the exit status stays 130."""
+        self.quiet = True
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.file.fileno())
+        except (OSError, ValueError):  # no file descriptor: quiet is enough
+            pass
+
+
 #: The orchestrator's terminal (stderr), shared by the log handler and the live display.
-console = Console(stderr=True, highlight=False, soft_wrap=True,
+console = _Console(stderr=True, highlight=False, soft_wrap=True,
                   theme=Theme({"afbench.ok": "green", "afbench.skipped": "yellow",
                                "afbench.failed": "red"}))
 

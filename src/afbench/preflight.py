@@ -31,7 +31,7 @@ from pathlib import Path
 
 from afbench.assets.manifest import verify_manifest
 from afbench.backends.resolve import probe_backend, resolve_backend
-from afbench.config.models import AfbenchConfig, InferScheduler
+from afbench.config.models import CHAT_COLUMNS, AfbenchConfig, InferScheduler
 from afbench.engines.torchtitan.probe import titan_preflight
 
 DEFAULT_MIN_FREE_GIB = 1.0
@@ -293,15 +293,40 @@ def check_model(path: str | Path) -> Check:
 
 
 def check_data(conf: AfbenchConfig) -> Check:
-    """The data file exists: ``data.prompts_file`` for inference when set, else ``data.path``."""
+    """The data file exists: ``data.prompts_file`` for inference when set, else ``data.path``;
+    for the engines that read ``data.path`` themselves (builtin, torchtitan: not the command
+    engine, whose program reads it) it is a parquet file with the chat columns
+    (:data:`afbench.config.models.CHAT_COLUMNS`), read from its footer only."""
     if isinstance(conf.scheduler, InferScheduler) and conf.data.prompts_file:
         key, path, example = "data.prompts_file", Path(conf.data.prompts_file), "prompts.jsonl"
     else:
         key, path, example = "data.path", Path(conf.data.path), "file.parquet"
-    if path.is_file():
-        return Check(key, True, str(path))
-    return Check(key, False, f"{path} not found", "an existing file",
-                 f"set {key}=/abs/path/to/{example}")
+    if not path.is_file():
+        return Check(key, False, f"{path} not found", "an existing file",
+                     f"set {key}=/abs/path/to/{example}")
+    if key == "data.path" and conf.engine.name != "command":
+        return check_chat_parquet(path)
+    return Check(key, True, str(path))
+
+
+def check_chat_parquet(path: Path) -> Check:
+    """``path`` is a parquet file whose columns hold one of :data:`CHAT_COLUMNS`."""
+    import pyarrow.parquet as pq  # 0.15 s: only when a data file is checked
+
+    required = " or ".join(" + ".join(f"'{c}'" for c in cols) for cols in CHAT_COLUMNS)
+    try:
+        names = set(pq.read_schema(path).names)
+    except Exception as exc:  # pyarrow.ArrowInvalid and OSError: not a parquet file
+        why = " ".join(str(exc).split())
+        return Check("data.path", False, f"{path} is not a parquet file ({why})",
+                     f"a chat parquet file with {required} columns",
+                     "set data.path=/abs/path/to/file.parquet (e.g. willcb/V3-wordle's "
+                     "data/train-00000-of-00001.parquet)")
+    if not any(set(cols) <= names for cols in CHAT_COLUMNS):
+        return Check("data.path", False, f"{path} has columns {sorted(names)}",
+                     f"{required} columns (lists of {{role, content}})",
+                     "convert the file to the chat schema, or set data.path to one that has it")
+    return Check("data.path", True, str(path))
 
 
 def check_assets(conf: AfbenchConfig) -> list[Check]:

@@ -19,6 +19,9 @@ from afbench.config.models import RunConfig
 #: Exit status of a worker whose run was skipped (a switch the backend cannot honour); the
 #: reference script's status for a skipped run.
 SKIPPED_EXIT_CODE = 125
+#: status.json reason of a run stopped by Ctrl-C / SIGTERM to afbench (status SKIPPED: it did
+#: not fail, it was stopped), and of the runs after it that never started
+INTERRUPTED = "interrupted (SIGINT/SIGTERM to afbench)"
 #: Prefix of the one line a failing worker prints last; the launcher puts the rest of the
 #: line into status.json and the report.
 ERROR_PREFIX = "afbench.worker: error: "

@@ -14,6 +14,7 @@ import logging
 import math
 import re
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -431,7 +432,9 @@ def _count_jobs(task_overrides: list[str]) -> int | None:
 
 
 class SweepCallback(Callback):
-    """Hydra callback: progress with ETA per job, the sweep report at the end."""
+    """Hydra callback: progress with ETA per job, the sweep report at the end, and the sweep's
+    exit status: 1 (SystemExit, which Hydra's callback runner lets through) when a job failed
+    by :func:`failed_jobs` or the sweep report could not be written."""
 
     def __init__(self) -> None:
         self.t0 = 0.0
@@ -473,7 +476,9 @@ class SweepCallback(Callback):
             log.info("  %s", line)
         failed = failed_jobs(sweep_dir)
         if failed:  # the sweep's exit status, whatever launcher ran the jobs
-            log.error("afbench: %d sweep job(s) had failures: %s", len(failed), "; ".join(failed))
+            # stderr as the errors before it; Hydra's own logging of the sweep goes to stdout
+            print(f"afbench: {len(failed)} sweep job(s) had failures: " + "; ".join(failed),
+                  file=sys.stderr)
             raise SystemExit(1)
 
 

@@ -38,7 +38,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from afbench.cli import hydra_run
 from afbench.cli.args import (combinations_to_check, free_form_argv, is_multirun,
-                              override_problems, single_run_overrides, sweep_values,
+                              override_problems, parses, single_run_overrides, sweep_values,
                               user_overrides)
 from afbench.cli.problems import config_problems
 from afbench.cli.recipes import RECIPE_PATH_ENV, recipe_dirs, register, selected_recipes
@@ -122,7 +122,8 @@ def _preflight_before_output(conf: Any, out_dir: Path) -> list:
     from afbench.experiment import preflight
     from afbench.logs import ConsoleHandler
 
-    handler = ConsoleHandler()
+    # task=check: every line; a run: the [FAIL] lines (the passed count goes to its cli.log)
+    handler = ConsoleHandler(logging.INFO if conf.task == "check" else logging.WARNING)
     logging.getLogger().addHandler(handler)
     level = logging.getLogger().level
     logging.getLogger().setLevel(logging.INFO)
@@ -153,7 +154,11 @@ def run_single(overrides: list[str], conf_dir: str) -> None:
             make_plan(conf, Path(os.devnull) / "dry-run")
         except AfbenchError as exc:  # every bad value, variant and phase: one line each
             _fail(str(exc).splitlines(), exc.exit_code, exc, _verbose())
-        held["checks"] = _preflight_before_output(conf, Path(str(cfg.hydra.run.dir)))
+        run_dir = Path(str(cfg.hydra.run.dir))
+        if (run_dir / "plan.json").exists():  # refused before Hydra rewrites its .hydra/ there
+            _fail([f"{run_dir} already holds an experiment; an output directory is never "
+                   "reused"], 2)
+        held["checks"] = _preflight_before_output(conf, run_dir)
 
     try:
         hydra_run.run_once(overrides, conf_dir, check,
@@ -171,12 +176,14 @@ def precheck(argv: list[str], conf_dir: str) -> None:
     if overrides is None:
         return
     problems = override_problems(argv, overrides)
+    # the overrides Hydra can parse are composed too, so their problems come in the same list
+    for combo in combinations_to_check([o for o in overrides if parses(o)]):
+        found = config_problems(combo, conf_dir)
+        if found:
+            problems += found
+            break
     if problems:
         _fail(problems, 2)
-    for combo in combinations_to_check(overrides):
-        problems = config_problems(combo, conf_dir)
-        if problems:
-            _fail(problems, 2)
     if is_multirun(argv):
         _check_sweep(argv, overrides, conf_dir)
 

@@ -20,6 +20,8 @@ HELP_FLAGS = ("--help", "-h", "--hydra-help", "--version", "--shell-completion",
 # no `+` there; afbench passes them to Hydra as `++key=value` (add or replace).
 FREE_FORM_MAPS = ("launcher.env", "optimization.compile.options",
                   "optimization.npugraph_ex_options")
+# Keys whose value is one string holding commas (never a sweep over its items).
+ONE_STRING_KEYS = ("report.sweep_baseline",)
 
 
 def user_overrides(argv: list[str]) -> list[str] | None:
@@ -87,7 +89,7 @@ def _quoted(item: str) -> str:
 
 
 def _equals_hint(key: str, value: str, multirun: bool) -> str:
-    items = _split_top(value) if multirun else [value]
+    items = _split_top(value) if multirun and key not in ONE_STRING_KEYS else [value]
     hydra_value = ",".join(f'"{v}"' for v in items)
     kind = f"a sweep over {len(items)} values" if len(items) > 1 else "one value"
     return (f"{key}: the value {value!r} contains '=', which Hydra's override grammar reads as "
@@ -131,6 +133,15 @@ def override_problems(argv: list[str], overrides: list[str]) -> list[str]:
                             f"(python -m afbench -m '{line}'); for a list write '{key}=[{value}]',"
                             f" for a string '{key}=\"{value}\"'")
     return problems
+
+
+def parses(line: str) -> bool:
+    """Whether Hydra's override grammar accepts ``line``."""
+    try:
+        OverridesParser.create().parse_overrides([line])
+    except OverrideParseException:
+        return False
+    return True
 
 
 def sweep_values(overrides: list[str]) -> dict[str, tuple[list[str], str]]:

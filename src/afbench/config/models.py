@@ -41,6 +41,11 @@ class ModelConfig(Section):
     manifest: str | None = Field(None, description="sha256sum-format manifest checked before runs")
 
 
+#: the column sets a chat parquet file may have (docs/reference.md §6, willcb/V3-wordle): read
+#: by the builtin engine (afbench.engines.data), checked by preflight
+CHAT_COLUMNS = (("messages",), ("prompt", "completion"))
+
+
 class DataConfig(Section):
     """A chat parquet file: rows with ``messages`` or ``prompt`` + ``completion`` lists."""
 

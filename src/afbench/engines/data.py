@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 import torch
 
+from afbench.config.models import CHAT_COLUMNS
 from afbench.errors import ConfigError
 
 Message = dict[str, str]
@@ -59,9 +60,9 @@ def load_conversations(path: str | Path, max_samples: int | None = None) -> list
     if not path.is_file():
         raise ConfigError(f"data.path: file not found: {path}; point data.path at a parquet file")
     df = pd.read_parquet(path)
-    if "messages" in df.columns:
+    if set(CHAT_COLUMNS[0]) <= set(df.columns):
         convs = [_messages(v) for v in df["messages"]]
-    elif {"prompt", "completion"} <= set(df.columns):
+    elif set(CHAT_COLUMNS[1]) <= set(df.columns):
         convs = [row_messages(r) for r in df[["prompt", "completion"]].to_dict("records")]
     else:
         raise ConfigError(

@@ -30,7 +30,8 @@ from afbench.launch.devices import (
 )
 from afbench.engines.registry import engine_for
 from afbench.preflight import find_cann_root
-from afbench.runspec import ERROR_PREFIX, SKIP_PREFIX, SKIPPED_EXIT_CODE, RunSpec, RunStatus
+from afbench.runspec import (ERROR_PREFIX, INTERRUPTED, SKIP_PREFIX, SKIPPED_EXIT_CODE, RunSpec,
+                             RunStatus)
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -180,8 +181,8 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
     The worker is ``python -m afbench.worker <run_dir>/runspec.json``; stdout and stderr go to
     ``<run_dir>/stdout.log``. Status: OK (exit 0 and result.json written), SKIPPED (exit 125:
     the backend cannot honour a switch), FAILED (non-zero exit, signal, timeout, or no result).
-    KeyboardInterrupt stops the worker's process group, records FAILED "interrupted" and is
-    re-raised.
+    KeyboardInterrupt stops the worker's process group, records SKIPPED with the reason
+    :data:`INTERRUPTED` (the run did not fail: it was stopped) and is re-raised.
 
     The run's devices (its cuda/npu ids, or the one cpu "device") are locked from before the
     worker starts until it has ended; a run whose device another afbench run holds waits for
@@ -204,9 +205,12 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
     except AfbenchError as exc:
         return _finish(spec, run_dir, "FAILED", None, str(exc), _now(), time.perf_counter())
     except BaseException as exc:
-        why = ("interrupted while waiting for a device lock" if isinstance(exc, KeyboardInterrupt)
-               else f"{type(exc).__name__}: {exc}")
-        _finish(spec, run_dir, "FAILED", None, why, _now(), time.perf_counter())
+        if isinstance(exc, KeyboardInterrupt):
+            _finish(spec, run_dir, "SKIPPED", None, f"{INTERRUPTED} while waiting for a device lock",
+                    _now(), time.perf_counter())
+        else:
+            _finish(spec, run_dir, "FAILED", None, f"{type(exc).__name__}: {exc}", _now(),
+                    time.perf_counter())
         raise
     started, t0 = _now(), time.perf_counter()
     reason, code = "", None
@@ -224,7 +228,7 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
             reason = f"timed out after {spec.timeout_s:g} s (launcher.timeout_s); process group killed"
         except BaseException:
             _stop_group(proc, spec.kill_grace_s)
-            _finish(spec, run_dir, "FAILED", proc.returncode, "interrupted", started, t0)
+            _finish(spec, run_dir, "SKIPPED", proc.returncode, INTERRUPTED, started, t0)
             raise
         else:
             _stop_group(proc, 0)  # reap anything the worker left behind in its group
