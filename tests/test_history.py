@@ -291,3 +291,12 @@ def test_a_sweep_job_is_one_series_per_swept_setting(tmp_path):
     ex = extract(OutDir(sweep / "1"))
     assert ex.experiment["sweep_dir"] == str(sweep) and ex.experiment["job"] == "1"
     assert ex.variants[0].record["variant"] == "plain [optimization.autofuse=true]"
+
+
+def test_history_url_is_a_config_key_whose_password_never_reaches_experiment_json(compose_cfg):
+    from afbench.config import validate_config
+
+    conf = validate_config(compose_cfg("history.url=postgresql+psycopg://bob:s3cret@db/afb"))
+    assert conf.history.url == "postgresql+psycopg://bob:s3cret@db/afb" and conf.history.record
+    dumped = conf.model_dump(mode="json")["history"]["url"]
+    assert dumped == "postgresql+psycopg://bob:***@db/afb"

@@ -22,6 +22,7 @@ from afbench.io import read_json
 from afbench.results import RunResult, StepRecord, load_result
 from afbench.runspec import Plan, RunSpec
 # the strict parse of a run's measured window lives with the file layout; re-exported here
+from afbench.store import OutDir
 from afbench.store import window_step_times as window_step_times
 
 
@@ -111,8 +112,7 @@ def run_dir_of(out_dir: Path, spec: RunSpec) -> Path:
     """The run directory of ``spec`` in the output directory ``out_dir``: ``runs/<run_id>``
     beside plan.json, so a copied or moved output directory reads its own runs even while the
     original still exists; the planned path for a plan whose runs lie elsewhere."""
-    local = Path(out_dir) / "runs" / spec.run_id
-    return local if local.is_dir() else Path(spec.run_dir)
+    return OutDir(Path(out_dir)).run(spec).path
 
 
 def collect(out_dir: Path) -> Collected:
