@@ -118,8 +118,7 @@ def run_dir_of(out_dir: Path, spec: RunSpec) -> Path:
 def collect(out_dir: Path) -> Collected:
     """Read plan.json, experiment.json and every run directory below ``out_dir``."""
     out_dir = Path(out_dir)
-    plan = Plan.model_validate(read_json(out_dir / "plan.json"))
-    experiment = read_json(out_dir / "experiment.json") if (out_dir / "experiment.json").exists() else {}
+    plan, experiment = OutDir(out_dir).plan(), OutDir(out_dir).experiment()
     run_rows, step_rows, kernel_frames, results, window_steps = [], [], [], {}, {}
     for spec in plan.runs:
         run_dir = run_dir_of(out_dir, spec)

@@ -25,7 +25,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from afbench.analysis.verdict import RUN_FAILED, SKIPPED
-from afbench.io import read_json, write_json_atomic
+from afbench.errors import OutputError
+from afbench.io import write_json_atomic
 from afbench.results import MainEffect, SweepRow, SweepSummary
 from afbench.store import OutDir
 
@@ -92,12 +93,12 @@ def _report_settings(jobs: list[Path]) -> dict[str, Any]:
     offline re-render keeps the sweep's own baseline, confidence level, language and
     templates."""
     for job in jobs:
-        path = job / "experiment.json"
-        if path.is_file():
-            try:
-                return dict(read_json(path).get("config", {}).get("report", {}) or {})
-            except (OSError, ValueError):
-                continue
+        try:
+            exp = OutDir(job).experiment()
+        except OutputError:
+            continue
+        if exp:
+            return dict(exp.get("config", {}).get("report", {}) or {})
     return {}
 
 
