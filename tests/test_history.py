@@ -303,3 +303,21 @@ def test_a_sweep_job_is_one_series_per_swept_setting(tmp_path):
     ex = extract(OutDir(sweep / "1"))
     assert ex.experiment["sweep_dir"] == str(sweep) and ex.experiment["job"] == "1"
     assert ex.variants[0].record["variant"] == "plain [optimization.autofuse=true]"
+
+
+def test_history_url_is_a_config_key_whose_password_never_reaches_experiment_json(compose_cfg):
+    from afbench.config import validate_config
+
+    conf = validate_config(compose_cfg("history.url=postgresql+psycopg://bob:s3cret@db/afb"))
+    assert conf.history.url == "postgresql+psycopg://bob:s3cret@db/afb" and conf.history.record
+    dumped = conf.model_dump(mode="json")["history"]["url"]
+    assert dumped == "postgresql+psycopg://bob:***@db/afb"
+
+
+def test_a_directory_of_schema_version_0_is_recorded_too():
+    ex = extract(OutDir(FIXTURE_V1.parent / "v0"))
+    rows = {v.record["variant"]: v for v in ex.variants}
+    assert rows["fused"].record["verdict"] == "FUSED_FASTER"
+    assert rows["fused"].record["gain_pct"] > 0 and rows["fused"].runs[0]["step_times_s"]
+    assert rows["broken"].record["median_step_s"] is None
+    assert ex.experiment["host_id"] is None  # written before experiment.json had provenance

@@ -7,6 +7,7 @@ nothing is timed). The same flow on PostgreSQL: tests/test_history.py's postgres
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -59,6 +60,11 @@ def test_check_passes_two_equal_runs_and_fails_a_planted_30pct_slowdown(tmp_path
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert bad.stdout.startswith("REGRESSION gate_e2e/base:")
     assert 25 < float(bad.stdout.split(": ")[1].split("%")[0]) < 35
+
+    out = next(tmp_path.glob("outputs/*/*/experiment.json"))
+    prov = json.loads(out.read_text())["provenance"]
+    assert len(prov["host"]["host_id"]) == 16 and prov["host"]["cpu_model"]
+    assert prov["afbench"] and prov["git_commit"] is None  # tmp_path is no repository
 
     listed = history(url, "list").stdout.splitlines()
     assert len(listed) == 3 and all("gate_e2e/base" in line for line in listed)

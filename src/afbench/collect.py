@@ -23,6 +23,7 @@ from afbench.io import read_json
 from afbench.results import RunResult, StepRecord, load_result
 from afbench.runspec import Plan, RunSpec
 # the strict parse of a run's measured window lives with the file layout; re-exported here
+from afbench.store import OutDir
 from afbench.store import window_step_times as window_step_times
 
 
@@ -127,8 +128,7 @@ def run_dir_of(out_dir: Path, spec: RunSpec) -> Path:
     """The run directory of ``spec`` in the output directory ``out_dir``: ``runs/<run_id>``
     beside plan.json, so a copied or moved output directory reads its own runs even while the
     original still exists; the planned path for a plan whose runs lie elsewhere."""
-    local = Path(out_dir) / "runs" / spec.run_id
-    return local if local.is_dir() else Path(spec.run_dir)
+    return OutDir(Path(out_dir)).run(spec).path
 
 
 def launched_runs(plan: Plan) -> list[RunSpec]:
@@ -165,8 +165,7 @@ def collect(out_dir: Path) -> Collected:
     replaced by a rerun (experiment.rerun_contended) is a row of ``runs`` (``replaced_by``
     names the rerun; the rerun's ``rerun_of`` names it) but gives no ``window_steps``."""
     out_dir = Path(out_dir)
-    plan = Plan.model_validate(read_json(out_dir / "plan.json"))
-    experiment = read_json(out_dir / "experiment.json") if (out_dir / "experiment.json").exists() else {}
+    plan, experiment = OutDir(out_dir).plan(), OutDir(out_dir).experiment()
     run_rows, step_rows, kernel_frames, results, window_steps = [], [], [], {}, {}
     replaced_by = {r.replaced.run_id: r.by for r in plan.reruns}
     rerun_of = {r.by: r.replaced.run_id for r in plan.reruns}

@@ -6,8 +6,11 @@ folder per run under ``runs/<run_id>/`` (``runspec.json``, ``status.json``, ``re
 ``stdout.log``, ``metrics.jsonl``); a sweep folder (``multirun/...``) holds Hydra's
 ``multirun.yaml``, ``sweep_summary.json`` and one experiment directory per job. :class:`OutDir`,
 :class:`RunDir` and :class:`SweepDir` name those files; the history (``afbench.history``) reads
-output directories only through them. The other modules still spell the names themselves:
-moving them here, with typed read/write per file, is the rest of item 1.
+output directories only through them; collect, the report and the sweep read plan.json,
+experiment.json, a run's folder and a job's overrides through them too. The writers
+(experiment, launcher, worker, report) still spell their file names themselves: moving them
+here, with a typed model, a schema version and an upgrade chain per file, is the rest of
+item 1.
 
 Reads go through the typed loaders (:func:`afbench.results.read_summary`,
 :func:`afbench.results.load_result`, :class:`afbench.runspec.Plan`, ``RunStatus``); this

@@ -25,6 +25,7 @@ import yaml
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from afbench.errors import OutputError
 from afbench.io import read_json, write_json_atomic
 from afbench.messages import Message, say
 from afbench.results import MainEffect, Speed, SweepRow, SweepSummary
@@ -92,12 +93,12 @@ def _report_settings(jobs: list[Path]) -> dict[str, Any]:
     offline re-render keeps the sweep's own baseline, confidence level, language and
     templates."""
     for job in jobs:
-        path = job / "experiment.json"
-        if path.is_file():
-            try:
-                return dict(read_json(path).get("config", {}).get("report", {}) or {})
-            except (OSError, ValueError):
-                continue
+        try:
+            exp = OutDir(job).experiment()
+        except OutputError:
+            continue
+        if exp:
+            return dict(exp.get("config", {}).get("report", {}) or {})
     return {}
 
 

@@ -23,7 +23,7 @@ def record_experiment(out_dir: Path, url: str | None = None, enabled: bool = Tru
     if not enabled:
         return False
     try:
-        from afbench.history.db import open_db
+        from afbench.history.db import open_db, resolve_url, shown
         from afbench.history.records import extract, write
         from afbench.store import OutDir
 
@@ -38,6 +38,6 @@ def record_experiment(out_dir: Path, url: str | None = None, enabled: bool = Tru
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return False
     if written:
-        log.info("afbench: history: recorded %d variant(s) of %s", len(ex.variants),
-                 ex.experiment["experiment"])
+        log.info("afbench: history: recorded %d variant(s) of %s in %s", len(ex.variants),
+                 ex.experiment["experiment"], shown(resolve_url(url)))
     return written

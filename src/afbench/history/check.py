@@ -42,7 +42,7 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
 def _calibration(out_dir: str | None) -> dict[str, Any] | None:
     """The host calibration the newest experiment recorded in its experiment.json, if any."""
     try:
-        return OutDir(Path(out_dir)).experiment.get("calibration") if out_dir else None
+        return OutDir(Path(out_dir)).experiment().get("calibration") if out_dir else None
     except Exception:  # a moved or deleted output directory: the gate runs without it
         return None
 

@@ -22,8 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # after argument parsing: --help and usage errors answer without loading pandas
     from afbench.config.models import ReportConfig
-    from afbench.io import read_json
     from afbench.report.render import build_report, report_name, run_language
+    from afbench.store import OutDir
 
     if not args.out_dir.is_dir():
         print(f"afbench.report: error: {args.out_dir} does not exist", file=sys.stderr)
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"afbench.report: error: {args.out_dir} holds no plan.json; give an afbench output "
               "directory (outputs/<date>/<time>-<experiment>-<pid>)", file=sys.stderr)
         return 2
-    exp = read_json(args.out_dir / "experiment.json") if (args.out_dir / "experiment.json").exists() else {}
+    exp = OutDir(args.out_dir).experiment()
     report = exp.get("config", {}).get("report", {})
     if args.lang:
         report = {**report, "lang": args.lang}

@@ -18,8 +18,9 @@ import jinja2
 
 from afbench import messages
 from afbench.config.models import ReportConfig
-from afbench.io import read_json, write_json_atomic, write_text_atomic
+from afbench.io import write_json_atomic, write_text_atomic
 from afbench.results import Summary, SweepSummary, load_summary
+from afbench.store import OutDir
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -266,7 +267,7 @@ def build_report(out_dir: Path, report: ReportConfig | None = None) -> Summary:
 
     out_dir = Path(out_dir).resolve()
     if report is None:
-        exp = read_json(out_dir / "experiment.json") if (out_dir / "experiment.json").exists() else {}
+        exp = OutDir(out_dir).experiment()
         report = ReportConfig.model_validate(exp.get("config", {}).get("report", {}))
     col = collect(out_dir)
     tables = out_dir / "results"
