@@ -147,6 +147,36 @@ def test_torchtitan_builds_the_shipped_model_that_its_weights_fit():
     assert torch.allclose(titan, hf, atol=1e-4)
 
 
+#: The published config.json sizes of the Qwen3 presets (Qwen/Qwen3-*; conf/model/*.yaml).
+PRESETS = {
+    "0.6B": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                 num_attention_heads=16, tie_word_embeddings=True),
+    "1.7B": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
+                 num_attention_heads=16, tie_word_embeddings=True),
+    "8B": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+               num_attention_heads=32, tie_word_embeddings=False),
+}
+
+
+@needs_titan
+@pytest.mark.parametrize("flavor", sorted(PRESETS))
+def test_preset_config_json_builds_torchtitans_own_qwen3_preset(tmp_path, flavor):
+    import torch
+    from torchtitan.models.qwen3 import model_registry
+
+    from afbench.engines.torchtitan.qwen3 import qwen3_model_spec
+
+    folder = write_model(tmp_path / flavor, **PRESETS[flavor], num_key_value_heads=8,
+                         head_dim=128, vocab_size=151936, max_position_embeddings=40960,
+                         rope_theta=1000000.0, rope_parameters=None)
+    ours, theirs = qwen3_model_spec(str(folder)).model, model_registry(flavor).model
+    with torch.device("meta"):
+        shapes = [{k: v.shape for k, v in cfg.build().state_dict().items()}
+                  for cfg in (ours, theirs)]
+    assert shapes[0] == shapes[1]
+    assert ours.enable_weight_tying == theirs.enable_weight_tying
+
+
 @needs_titan
 def test_multi_turn_chat_rows_become_the_single_turn_pair_torchtitans_chat_dataset_takes():
     from afbench.engines.torchtitan.qwen3 import single_turn
@@ -247,3 +277,18 @@ def test_real_torchtitan_output_flows_through_afbench_on_a_cpu_smoke_run(compose
     assert result["peak_memory_reserved_gib"] > 0
     printed = capsys.readouterr().out
     assert sorted(parse_step_times(printed, 1, 2)) == [1, 2]
+
+
+@needs_titan
+def test_a_model_folder_without_config_json_fails_the_config_function_line(compose_cfg,
+                                                                           tmp_path):
+    from afbench.engines.torchtitan.probe import probe
+
+    (tmp_path / "empty_model").mkdir()
+    cfg = validate_config(compose_cfg("engine=torchtitan", "backend=cuda",
+                                      f"model.path={tmp_path / 'empty_model'}",
+                                      "model.manifest=null"))
+    [run] = make_plan(cfg, tmp_path / "out").runs  # no config.json: left to preflight
+    check = next(c for c in probe(probe_request([run])) if "command line" in c["item"])
+    assert not check["ok"] and check["current"].startswith("config function failed: model.path")
+    assert "model.path" in check["action"]
