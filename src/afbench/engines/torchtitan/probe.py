@@ -243,6 +243,10 @@ def probe(request: dict[str, Any]) -> list[dict]:
 
     if "torchtitan_npu" in flavors and _findable("torch_npu"):
         import torch_npu  # noqa: F401  (registers the npu device torchtitan looks for)
+    if "torchtitan_npu" in flavors and _findable("torchtitan_npu"):
+        # its package import applies its patches to torchtitan (config sections, data
+        # loaders), as its entry does before parsing
+        import torchtitan_npu  # noqa: F401
     import torchtitan.distributed.utils as titan_dist
     from torchtitan.tools.utils import device_type
 
