@@ -515,8 +515,9 @@ def test_run_writes_metrics_and_reference_lines(compose_cfg, tmp_path, fake_torc
     assert result["argv"][result["argv"].index("--training.steps") + 1] == "12"
     assert (run_dir / "titan" / "console.log").is_file()
     assert [s["name"] for s in result["switches"]] == ["profiler"]
-    # upstream torchtitan takes its data from the config function: said, not hidden
-    assert "data.path" in result["not_translated"]
+    # afbench's config function (the default) reads data.path from AFBENCH_DATA_PATH
+    assert result["env"]["AFBENCH_DATA_PATH"] == spec.config.data.path
+    assert "data.path" not in result["not_translated"]
     assert "model.path" not in result["not_translated"]
     # torchtitan's own memory / TFLOPs / MFU of steps 6-10 (the fake prints 1.25 GiB, 0.5, 0.1%)
     assert result["peak_memory_reserved_gib"] == 1.25 and result["peak_memory_reserved_pct"] == 2.0

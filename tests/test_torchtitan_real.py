@@ -147,6 +147,56 @@ def test_torchtitan_builds_the_shipped_model_that_its_weights_fit():
     assert torch.allclose(titan, hf, atol=1e-4)
 
 
+#: The published config.json sizes of the Qwen3 presets (Qwen/Qwen3-*; conf/model/*.yaml).
+PRESETS = {
+    "0.6B": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                 num_attention_heads=16, tie_word_embeddings=True),
+    "1.7B": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
+                 num_attention_heads=16, tie_word_embeddings=True),
+    "8B": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+               num_attention_heads=32, tie_word_embeddings=False),
+}
+
+
+@needs_titan
+@pytest.mark.parametrize("flavor", sorted(PRESETS))
+def test_preset_config_json_builds_torchtitans_own_qwen3_preset(tmp_path, flavor):
+    import torch
+    from torchtitan.models.qwen3 import model_registry
+
+    from afbench.engines.torchtitan.qwen3 import qwen3_model_spec
+
+    folder = write_model(tmp_path / flavor, **PRESETS[flavor], num_key_value_heads=8,
+                         head_dim=128, vocab_size=151936, max_position_embeddings=40960,
+                         rope_theta=1000000.0, rope_parameters=None)
+    ours, theirs = qwen3_model_spec(str(folder)).model, model_registry(flavor).model
+    with torch.device("meta"):
+        shapes = [{k: v.shape for k, v in cfg.build().state_dict().items()}
+                  for cfg in (ours, theirs)]
+    assert shapes[0] == shapes[1]
+    assert ours.enable_weight_tying == theirs.enable_weight_tying
+
+
+@needs_titan
+def test_multi_turn_chat_rows_become_the_single_turn_pair_torchtitans_chat_dataset_takes():
+    from afbench.engines.torchtitan.qwen3 import single_turn
+
+    row = {"prompt": [{"role": "system", "content": "Play Wordle."},
+                      {"role": "user", "content": "Guess."}],
+           "completion": [{"role": "assistant", "content": "<guess>[crate]</guess>"},
+                          {"role": "user", "content": "G X X X Y"},
+                          {"role": "assistant", "content": "<guess>[cells]</guess>"}]}
+    user, assistant = single_turn(row)
+    assert assistant == {"role": "assistant", "content": "<guess>[cells]</guess>"}
+    assert user["role"] == "user" and user["content"] == (
+        "system: Play Wordle.\n\nuser: Guess.\n\nassistant: <guess>[crate]</guess>"
+        "\n\nuser: G X X X Y")
+    pair = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    assert single_turn({"messages": pair}) == pair
+    with pytest.raises(ValueError, match="without an assistant"):
+        single_turn({"messages": pair[:1]})
+
+
 @needs_titan
 def test_torchtitan_configmanager_accepts_every_sft_af_compare_command_line(compose_cfg,
                                                                            tmp_path):
@@ -193,3 +243,52 @@ def test_task_check_on_cpu_names_every_blocker_and_exits_3(tmp_path):
     import torch
     if not hasattr(torch.distributed, "set_timeout"):
         assert "[FAIL] torch.distributed.set_timeout: current missing" in out
+
+
+@needs_titan
+@pytest.mark.e2e
+def test_real_torchtitan_output_flows_through_afbench_on_a_cpu_smoke_run(compose_cfg, tmp_path,
+                                                                         monkeypatch, capsys):
+    """torchtitan 0.3.0 trains afbench's model for 2 steps on CPU under the TEST-ONLY launcher
+    tests/support/titan_cpu_smoke.py (device, attention and timeout shims; never a product
+    path), started by afbench's own run_torchtitan; its console, structured logs and step
+    lines are read by afbench's parsers."""
+    from afbench.analysis.steplog import parse_step_times
+    from afbench.engines.torchtitan.run import run_torchtitan
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "support"))
+    cfg = validate_config(compose_cfg(
+        "engine=torchtitan", "backend=cpu", "+engine.entry=titan_cpu_smoke",
+        "engine.extra_args=[activation-checkpoint:none]",
+        "scheduler.steps=2", "scheduler.seq_len=1024", "scheduler.global_batch_size=1",
+        "scheduler.micro_batch_size=1", "scheduler.measure.first_step=1",
+        "scheduler.measure.last_step=2"))
+    spec = make_plan(cfg, tmp_path / "out").runs[0]
+    # run_torchtitan refuses a cpu plan (torchtitan has no CPU device); the launcher supplies one
+    spec = spec.model_copy(update={"backend": "cuda"})
+    run_dir = Path(spec.run_dir)
+    run_dir.mkdir(parents=True)
+    result = run_torchtitan(spec, run_dir)
+    steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2]
+    # afbench's shipped weights are loaded: a trained model's loss, not log(2400) = 7.8
+    assert all(0 < s["loss"] < 4 for s in steps)
+    assert result["step_time_source"] == "structured_logs"
+    assert result["peak_memory_reserved_gib"] > 0
+    printed = capsys.readouterr().out
+    assert sorted(parse_step_times(printed, 1, 2)) == [1, 2]
+
+
+@needs_titan
+def test_a_model_folder_without_config_json_fails_the_config_function_line(compose_cfg,
+                                                                           tmp_path):
+    from afbench.engines.torchtitan.probe import probe
+
+    (tmp_path / "empty_model").mkdir()
+    cfg = validate_config(compose_cfg("engine=torchtitan", "backend=cuda",
+                                      f"model.path={tmp_path / 'empty_model'}",
+                                      "model.manifest=null"))
+    [run] = make_plan(cfg, tmp_path / "out").runs  # no config.json: left to preflight
+    check = next(c for c in probe(probe_request([run])) if "command line" in c["item"])
+    assert not check["ok"] and check["current"].startswith("config function failed: model.path")
+    assert "model.path" in check["action"]

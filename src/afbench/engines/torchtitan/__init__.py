@@ -2,10 +2,14 @@
 and torchtitan's console log, structured logs and profiler traces read back as afbench records.
 
 Everything up to the process boundary is pure and testable on a CPU-only machine (torchtitan
-itself does not run there, docs/reference.md §7): :func:`build_command` turns a RunSpec into an argv
-list and environment, the parsers read torchtitan's outputs, and :func:`run_torchtitan` starts
-the process, streams its output, writes ``metrics.jsonl`` and prints afbench's reference step
-line so the strict verdict parser (:mod:`afbench.analysis.steplog`) applies unchanged.
+itself does not run there as shipped, docs/reference.md §7): :func:`build_command` turns a
+RunSpec into an argv list and environment, the parsers read torchtitan's outputs, and
+:func:`run_torchtitan` starts the process, streams its output, writes ``metrics.jsonl`` and
+prints afbench's reference step line so the strict verdict parser
+(:mod:`afbench.analysis.steplog`) applies unchanged. ``qwen3`` is afbench's torchtitan config
+function (the model of ``model.path``, sized by ``hf_model`` from its config.json; imported only
+by the torchtitan process), and ``probe`` is the preflight that has the installed torchtitan
+parse every planned command line.
 
 Formats, as written by torchtitan 0.3.0 (PyPI wheel) and torchtitan-npu (master):
 

@@ -208,9 +208,12 @@ def parse_run(run: dict[str, Any], titan_v: str) -> tuple[dict, Any]:
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
             config = ConfigManager().parse_args(list(run["args"]))
     except (Exception, SystemExit) as exc:  # tyro exits on a bad option
-        why = exc.args[0] if isinstance(exc, AfbenchError) else (
-            _tyro_message(sink.getvalue()) or f"{type(exc).__name__}: {exc}")
-        return _check(item, False, f"rejected by torchtitan {titan_v}: {str(why)[:400]}",
+        if isinstance(exc, AfbenchError):  # afbench's config function: the model folder
+            return _check(item, False, f"config function failed: {exc.args[0]}",
+                          "a model.path torchtitan's Qwen3 can build",
+                          "set model.path to a dense Qwen3 HF folder"), None
+        why = _tyro_message(sink.getvalue()) or f"{type(exc).__name__}: {exc}"
+        return _check(item, False, f"rejected by torchtitan {titan_v}: {why[:400]}",
                       "torchtitan accepts every option afbench passes",
                       "fix engine.module / engine.config / engine.extra_args, or install the "
                       "torchtitan afbench is tested with"), None
@@ -240,6 +243,10 @@ def probe(request: dict[str, Any]) -> list[dict]:
 
     if "torchtitan_npu" in flavors and _findable("torch_npu"):
         import torch_npu  # noqa: F401  (registers the npu device torchtitan looks for)
+    if "torchtitan_npu" in flavors and _findable("torchtitan_npu"):
+        # its package import applies its patches to torchtitan (config sections, data
+        # loaders), as its entry does before parsing
+        import torchtitan_npu  # noqa: F401
     import torchtitan.distributed.utils as titan_dist
     from torchtitan.tools.utils import device_type
 

@@ -12,7 +12,11 @@ command line sets (:func:`afbench.engines.torchtitan.cmdline.build_command`):
   ``Qwen3StateDictAdapter``).
 * ``AFBENCH_DATA_PATH``: a chat parquet file (``messages``, or ``prompt`` + ``completion``),
   read by torchtitan's ``ChatDataLoader`` (HF ``datasets`` ``"parquet"`` builder) with
-  :func:`afbench.engines.data.row_messages` as the sample processor.
+  :func:`single_turn` as the sample processor: torchtitan 0.3.0's ``ChatDataset`` takes only
+  single-turn ``[user, assistant]`` pairs (``hf_datasets/text_datasets.py``,
+  ``_validate_messages``), so a multi-turn conversation (Wordle's system prompt and guess /
+  feedback turns) trains on its last assistant turn, with every earlier turn in the user
+  message.
 
 Steps, sequence length, batch sizes, seed, compile, profiler and dump folder stay on the
 command line. Imports torchtitan: only the torchtitan process and preflight's probe import it.
@@ -94,6 +98,26 @@ def qwen3_model_spec(model_path: str, attn_backend: str = "flex") -> ModelSpec:
     )
 
 
+def single_turn(sample: dict) -> list[dict[str, str]]:
+    """One chat row (:func:`afbench.engines.data.row_messages`) as the ``[user, assistant]``
+    pair torchtitan 0.3.0's ``ChatDataset`` accepts: the last assistant message is the
+    response; the messages before it become the user message, one ``<role>: <content>`` block
+    each (a plain ``[user, assistant]`` pair is kept as it is).
+
+    Raises:
+        ValueError: the row has no assistant message.
+    """
+    messages = row_messages(sample)
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
+    if last is None:
+        raise ValueError(f"a chat row without an assistant message: {messages[:2]}")
+    before = messages[:last]
+    if len(before) == 1 and before[0]["role"] == "user":
+        return [before[0], messages[last]]
+    prompt = "\n\n".join(f"{m['role']}: {m['content']}" for m in before)
+    return [{"role": "user", "content": prompt}, messages[last]]
+
+
 def qwen3_from_hf() -> Trainer.Config:
     """The ``Trainer.Config`` for ``$AFBENCH_MODEL_PATH`` trained on ``$AFBENCH_DATA_PATH``
     (see the module docstring); AdamW lr 8e-4 with 2 warmup steps (torchtitan's Qwen3
@@ -109,7 +133,7 @@ def qwen3_from_hf() -> Trainer.Config:
         dataloader=ChatDataLoader.Config(
             dataset_path="parquet",
             load_dataset_kwargs={"data_files": data_path, "split": "train"},
-            sample_processor=row_messages,
+            sample_processor=single_turn,
         ),
         optimizer=default_adamw(lr=8e-4),
         lr_scheduler=LRSchedulersContainer.Config(warmup_steps=2),

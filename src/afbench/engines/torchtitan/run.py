@@ -17,7 +17,7 @@ from afbench.analysis.efficiency import titan_efficiency, training_efficiency
 from afbench.analysis.errors import InvalidLog
 from afbench.analysis.steplog import log_lines, non_finite_loss, read_log, step_line
 from afbench.backends.resolve import resolve_backend
-from afbench.config.engines import TorchtitanEngine
+from afbench.config.engines import AFBENCH_TITAN_MODULE, TorchtitanEngine
 from afbench.engines.metrics import MetricsWriter
 from afbench.engines.process import run_child
 from afbench.engines.torchtitan.cmdline import NOT_TRANSLATED, build_command
@@ -213,7 +213,8 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
         "profile_traces": {str(k): [str(p) for p in v] for k, v in traces.items()},
         "not_translated": list(NOT_TRANSLATED) + [
             key for key, path in (("model.path", cfg.model.path), ("data.path", cfg.data.path))
-            if not any(path in a for a in argv)],
+            if not any(path in a for a in argv)
+            and not (engine.module == AFBENCH_TITAN_MODULE and path in extra_env.values())],
         "switches": [vars(sw) for sw in switches],
         **titan_efficiency(records, window.first_step, window.last_step),
         "memory_window": f"steps {window.first_step}-{window.last_step}",
