@@ -119,7 +119,9 @@ def test_recorded_skip_and_interrupt_reasons_are_the_launchers_words():
     plan = (SRC / "plan.py").read_text()
     assert 'f"baseline run {baseline_here} did not succeed"' in plan
     assert 'f"earlier run {other.run_id} did not succeed"' in plan
-    assert '"interrupted (SIGINT/SIGTERM to afbench)"' in (SRC / "experiment.py").read_text()
+    from afbench.runspec import INTERRUPTED  # the launcher's and experiment's interrupt reason
+
+    assert INTERRUPTED == "interrupted (SIGINT/SIGTERM to afbench)"
     zh = labels("zh")
     assert render("earlier run a-train-r1 did not succeed", zh) == "之前的运行 a-train-r1 未成功"
     assert render("interrupted (SIGINT/SIGTERM to afbench)", zh).startswith("已中断")

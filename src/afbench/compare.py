@@ -30,7 +30,7 @@ from afbench.verdict import (INCONCLUSIVE, ONE_ROUND, RUN_FAILED, SEQUENTIAL, SK
                              SequentialDesign, SequentialTest, compare_runs, gain_pct,
                              quick_verdict, verdict_word)
 from afbench.verdict.calibration import RunSpread
-from afbench.verdict.sequential import INTERRUPTED, RUN_FAILED_STOP
+from afbench.verdict.sequential import INTERRUPTED
 
 #: Loss parity when a side's logged rank printed the ``loss: -1`` placeholder (pipeline
 #: parallelism; :data:`afbench.analysis.steplog.PLACEHOLDER_LOSS`), on any engine.

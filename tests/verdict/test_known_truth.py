@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 from scipy import stats
 
 from afbench.verdict import (FASTER, NO_GAIN, SLOWER, SequentialDesign, SequentialTest,

@@ -44,7 +44,7 @@ class MeasuredWindow:
         self.steps = 0
         self.peak: PeakMemory | None = None
         threads = None
-        if backend.name == "cpu":
+        if backend is not None and backend.name == "cpu":
             import torch  # the builtin engine's worker has it loaded already
 
             threads = torch.get_num_threads()

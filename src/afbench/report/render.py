@@ -40,13 +40,11 @@ def report_name(stem: str, fmt: str, lang: str, run_lang: str | None) -> str:
 def run_language(out_dir: Path) -> str:
     """The ``report.lang`` an output directory (or a sweep job) ran with, from its
     experiment.json; ``"en"`` when it does not say."""
-    path = Path(out_dir) / "experiment.json"
-    if not path.is_file():
-        return "en"
     try:
-        return str(read_json(path).get("config", {}).get("report", {}).get("lang") or "en")
+        exp = OutDir(Path(out_dir)).experiment()
     except (OSError, ValueError):
         return "en"
+    return str(exp.get("config", {}).get("report", {}).get("lang") or "en")
 
 
 def _fmt(value: Any, spec: str = ".4f", none: str = "n/a") -> str:
