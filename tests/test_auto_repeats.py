@@ -27,7 +27,9 @@ def planted(factor: float = 1.0) -> dict:
 def afbench(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     recipe = {
         "scheduler": {"steps": 8, "measure": {"first_step": 3, "last_step": 8}},
-        "experiment": {"name": "auto_loop", "baseline": "a",
+        # planted step times, not wall times: a shared machine must not set them aside
+        "report": {"contention": "keep"},
+        "experiment": {"name": "auto_loop", "baseline": "a", "rerun_contended": 0,
                        "variants": {"a": planted(), "a_copy": planted(),
                                     "slow": planted(1.3)},
                        # a later phase (as profile is in sft_af_compare): runs once, after
@@ -88,7 +90,7 @@ def test_progress_shows_the_interval_after_each_pair_and_the_verdict_states_its_
     assert "stop: interval excludes 0 (SLOWER)" in proc.stderr
     verdict = [l for l in proc.stderr.splitlines() if l.startswith("slow vs a: SLOW_SLOWER")]
     assert verdict and "95% CI [" in verdict[0] and "MDE " in verdict[0]
-    assert "stopped: excludes_zero" in verdict[0]
+    assert "stopped: interval excludes 0" in verdict[0]
 
 
 def test_the_offline_rerender_reproduces_the_auto_verdicts(auto_run, tmp_path):

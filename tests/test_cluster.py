@@ -33,7 +33,7 @@ with open(run_dir + "/interval.json", "w") as fh:
 SWEEP = ["-m", "hydra/launcher=submitit_local", "backend=cpu", "engine=command",
          f"engine.executable={sys.executable}", "scheduler.steps=6",
          "scheduler.measure.first_step=3", "scheduler.measure.last_step=6",
-         "launcher.timeout_s=120", "launcher.kill_grace_s=1"]
+         "launcher.timeout_s=120", "launcher.kill_grace_s=1", "experiment.rerun_contended=0"]
 
 
 def afbench(cwd: Path, *args: str) -> subprocess.CompletedProcess:

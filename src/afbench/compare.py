@@ -110,10 +110,12 @@ class VerdictPairs:
 
 
 def verdict_pairs(plan: Plan, variant: str, steps: dict[str, list[float]],
-                  results: dict[str, Any] | None = None) -> VerdictPairs:
+                  results: dict[str, Any] | None = None, contention: bool = True
+                  ) -> VerdictPairs:
     """The baseline's and ``variant``'s verdict-phase runs paired by round (the runs of one
     round ran adjacently), in round order; a round where either run has no entry in ``steps``
-    (run_id -> step times) is left out. ``results`` (run_id -> result.json) gives contention."""
+    (run_id -> step times) is left out. ``results`` (run_id -> result.json) gives contention;
+    ``contention=False`` (report.contention=keep) passes every run as uncontended."""
     by_repeat: dict[int, dict[str, str]] = {}
     for r in plan.runs:
         if r.phase == plan.verdict_phase and r.variant in (plan.baseline, variant):
@@ -123,7 +125,8 @@ def verdict_pairs(plan: Plan, variant: str, steps: dict[str, list[float]],
         ids = by_repeat[repeat]
         b_id, v_id = ids.get(plan.baseline), ids.get(variant)
         if b_id in steps and v_id in steps:
-            (cb, db), (cv, dv) = (run_contention((results or {}).get(i)) for i in (b_id, v_id))
+            (cb, db), (cv, dv) = (run_contention((results or {}).get(i)) if contention
+                                  else (False, "") for i in (b_id, v_id))
             out.baseline.append(steps[b_id])
             out.variant.append(steps[v_id])
             out.contended.append((cb, cv))
@@ -161,7 +164,8 @@ def speed_of(col: Collected, variant: str, report: ReportConfig) -> Speed:
     run's measured contention. One round carries the reference's quick verdict beside it.
     Callers handle failed and skipped sides first (no pair, no Speed)."""
     plan = col.plan
-    pairs = verdict_pairs(plan, variant, col.window_steps, col.results)
+    pairs = verdict_pairs(plan, variant, col.window_steps, col.results,
+                          contention=report.contention == "set_aside")
     if not pairs.baseline:
         return Speed(level=report.confidence, decision=INCONCLUSIVE, no_interval_reason="no_pairs_left")
     if plan.repeats == "auto" and plan.auto is not None:

@@ -252,7 +252,7 @@ def adaptive_round(plan: Plan, statuses: dict[str, str], elapsed_s: float) -> Pl
             continue
         rounds = {r.repeat for r in verdict_runs if r.variant == variant
                   and r.run_id in statuses}
-        pairs = verdict_pairs(plan, variant, steps, results)
+        pairs = verdict_pairs(plan, variant, steps, results, plan.auto.set_aside_contended)
         if len(pairs.baseline) < len(rounds):
             log.info("afbench: %s vs %s: a run of pair %d did not succeed; no more pairs",
                      variant, plan.baseline, len(rounds))

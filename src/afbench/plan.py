@@ -107,7 +107,8 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
     if auto:
         design = AutoDesign(level=cfg.report.confidence, min_pairs=exp.min_repeats,
                             max_pairs=exp.max_repeats, precision_pct=exp.precision_pct,
-                            time_budget_s=exp.time_budget_s, min_gain_pct=cfg.report.min_gain_pct)
+                            time_budget_s=exp.time_budget_s, min_gain_pct=cfg.report.min_gain_pct,
+                            set_aside_contended=cfg.report.contention == "set_aside")
     return Plan(
         experiment=exp.name,
         baseline=exp.baseline,

@@ -65,6 +65,7 @@ class AutoDesign(BaseModel):
     precision_pct: float | None
     time_budget_s: float | None
     min_gain_pct: float
+    set_aside_contended: bool = True  # report.contention == "set_aside"
 
 
 class AutoStop(BaseModel):

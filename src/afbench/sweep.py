@@ -231,7 +231,11 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
         if row.run_medians_s:
             row.median_step_s = float(statistics.median(row.run_medians_s))
         row.outlier_runs = [medians[i][0] for i in outlier_runs(row.run_medians_s)]
-        row.untrusted = bool(row.outlier_runs) or bool(row.contended_runs) or (
+        # contended runs make a combination untrusted unless the jobs keep them
+        # (report.contention=keep): then they are shown, not held against it
+        set_aside = (col.experiment.get("config", {}).get("report", {}) or {}).get(
+            "contention", "set_aside") == "set_aside"
+        row.untrusted = bool(row.outlier_runs) or (set_aside and bool(row.contended_runs)) or (
             row.step_cv_pct is not None and row.step_cv_pct > UNTRUSTED_CV_PCT)
         for key in MEMORY_FIELDS:
             setattr(row, key, finite_mean(getattr(col.results.get(rid), key, None) for rid in ids))
@@ -245,7 +249,8 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
     return out
 
 
-def _compare_to_baseline(combo: _Combination, base: _Combination | None, level: float) -> None:
+def _compare_to_baseline(combo: _Combination, base: _Combination | None, level: float,
+                         contention: bool = True) -> None:
     """Fill ``combo.row``'s verdict against the baseline combination with
     :func:`afbench.verdict.compare_runs`: runs paired by repeat index, each run's measured
     contention, the baseline job's host calibration (one round decides only with one)."""
@@ -267,7 +272,8 @@ def _compare_to_baseline(combo: _Combination, base: _Combination | None, level: 
     cal = base.calibration
     speed = compare_runs(
         base.run_steps[:n], combo.run_steps[:n], confidence=level,
-        contended=list(zip(base.run_contended[:n], combo.run_contended[:n])),
+        contended=list(zip(base.run_contended[:n], combo.run_contended[:n])) if contention
+        else None,
         contention_detail=["; ".join(d for d in pair if d)
                            for pair in zip(base.run_detail[:n], combo.run_detail[:n])],
         calibration=RunSpread.of(cal) if cal else None)
@@ -330,7 +336,8 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
             if c.has_result:
                 c.row.verdict, c.row.gain_pct = "BASELINE", 0.0
             continue
-        _compare_to_baseline(c, base, per_comparison)
+        _compare_to_baseline(c, base, per_comparison,
+                             settings.get("contention", "set_aside") == "set_aside")
     rows = [c.row for c in combos]
     ranked = sorted(rows, key=lambda r: (r.verdict in (RUN_FAILED, SKIPPED), r.median_step_s is None,
                                          r.median_step_s or 0.0))

@@ -249,6 +249,11 @@ class ReportConfig(Section):
     # A variant whose peak memory rises more than this (percent of the baseline's) gets a
     # caveat beside its verdict.
     memory_warn_pct: float = Field(10.0, ge=0)
+    # What the verdict does with a run measured as contended (afbench.analysis.contention):
+    # set_aside (its pair never decides, and is named) or keep (it decides like any run: for
+    # a machine that is always shared, e.g. a CI runner, or step times that are not wall
+    # times; the runs table still shows the measures).
+    contention: Literal["set_aside", "keep"] = "set_aside"
 
     @field_validator("template_dir")
     @classmethod

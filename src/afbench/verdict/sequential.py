@@ -156,6 +156,9 @@ class SequentialTest:
         c = d.boundary(n_look, final=reason == TIME_BUDGET and n_look < d.max_pairs)
         se = float(pairs.d.std(ddof=1)) / math.sqrt(n)
         method = SEQUENTIAL_T + f", looks at {d.min_pairs}..{d.max_pairs} pairs"
+        if reason == TIME_BUDGET and n_look < d.max_pairs:
+            method += (f"; time budget ended it at {n_look} pairs: final analysis spends the "
+                       f"error left")
         return interval_speed(pairs, float(pairs.d.mean()), se, c, float(n - 1), method=method,
                               spread_source="pairs", run_spread_pct=None,
                               pairs_hint=reason != CONTINUE, **common)
