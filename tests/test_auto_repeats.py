@@ -130,7 +130,10 @@ def test_sft_aa_noise_with_auto_repeats_ends_with_an_interval_and_mde(tmp_path):
          "experiment.max_repeats=3", "experiment.time_budget_s=600",
          "experiment.phases.train.scheduler.steps=5",
          "experiment.phases.train.scheduler.measure.first_step=3",
-         "experiment.phases.train.scheduler.measure.last_step=5", "scheduler.seq_len=64"],
+         "experiment.phases.train.scheduler.measure.last_step=5", "scheduler.seq_len=64",
+         # the loop's interval and MDE on real runs, not contention (which a shared test
+         # machine would otherwise set aside: tests/test_contention_runs.py tests that)
+         "report.contention=keep", "experiment.rerun_contended=0"],
         cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = next(p.parent for p in (tmp_path / "outputs").glob("*/*/plan.json"))
