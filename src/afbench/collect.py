@@ -21,6 +21,7 @@ from afbench.errors import OutputError
 from afbench.io import read_json
 from afbench.results import RunResult, StepRecord, load_result
 from afbench.runspec import Plan, RunSpec
+from afbench.switches.registry import compiles
 
 
 # Per-run means over the measured window, from metrics.jsonl step records.
@@ -104,11 +105,10 @@ def window_step_times(spec: RunSpec, run_dir: Path) -> dict[int, float]:
 
 
 def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> str:
-    """The caveat of a compiled run (autofuse / npugraph_ex) that recompiled inside its
-    measured window, from its log's dynamo warnings or the builtin engine's graph counter;
-    empty otherwise (a string column: pandas would turn None into NaN)."""
-    o = spec.config.optimization
-    if not (o.autofuse or o.npugraph_ex):
+    """The caveat of a compiled run (a switch that compiles: autofuse, npugraph_ex) that
+    recompiled inside its measured window, from its log's dynamo warnings or the builtin
+    engine's graph counter; empty otherwise (a string column: pandas would turn None into NaN)."""
+    if not compiles(spec.config):
         return ""
     w = spec.config.scheduler.measure
     pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
