@@ -50,6 +50,8 @@ def test_scan_follows_aliases_getattr_imports_and_compile_backends(conf, tmp_pat
     src.mkdir()
     (src / "m.py").write_text(
         "import importlib, torch\n"
+        "from torch_npu.profiler import schedule as sch\n"
+        "sch(wait=1)\n"
         "def peak(mod, i):\n    return mod.max_memory_allocated(i)\n"
         "class B:\n"
         "    def f(self, cfg, fn, d):\n"
@@ -65,7 +67,8 @@ def test_scan_follows_aliases_getattr_imports_and_compile_backends(conf, tmp_pat
         "torch_npu.profiler.profile(activities=, **d)", "torch_npu.profiler.ProfilerActivity.NPU",
         "torch_npu.profiler.ExportType[cfg.export_type]", "import inductor_npu_ext",
         "torch.npu.max_memory_allocated(<1 positional>)", "torch_npu.npu_rms_norm",
-        'torch.compile(backend="npugraph_ex", <1 positional>, dynamic=)'}
+        'torch.compile(backend="npugraph_ex", <1 positional>, dynamic=)',
+        "import torch_npu.profiler", "torch_npu.profiler.schedule(wait=)"}
 
 
 def _wheel(tmp_path, files: dict[str, str]):
