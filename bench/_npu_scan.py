@@ -75,6 +75,13 @@ class _Scanner(ast.NodeVisitor):
             if a.name.split(".")[0] in NPU_MODULES:
                 self.add(f"import {a.name}", node)
 
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        # from torch_npu.profiler import profile: later uses of profile are torch_npu names
+        if node.module and node.module.split(".")[0] in NPU_MODULES:
+            self.add(f"import {node.module}", node)
+            for a in node.names:
+                self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+
     def visit_Call(self, node: ast.Call) -> None:
         f = node.func
         name = _chain(f, self.aliases)

@@ -59,7 +59,7 @@ OP_CALLS = {
                                      "of (y, rstd)"),
 }
 #: A call's ``**name`` argument: the keywords it holds (afbench computes them).
-STARSTAR = {"**args": ("wait", "warmup", "active", "repeat")}  # switches/profiler.schedule_args
+STARSTAR = {"**args": ("wait", "warmup", "active", "repeat")}  # switches/step_profiler.schedule_args
 
 
 @dataclass(frozen=True)

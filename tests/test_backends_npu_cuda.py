@@ -235,14 +235,15 @@ def tiny_qwen3():
 
 def test_converters_on_npu_call_torch_npus_ops_with_the_layers_weights(tiny_qwen3, fake_npu):
     from afbench.config.models import OptimizationConfig
-    from afbench.switches.converters import apply_converters
+    from afbench.switches.base import SwitchContext
+    from afbench.switches.registry import apply_stage
 
     model = tiny_qwen3
     ids = torch.randint(0, 64, (2, 7))
     with torch.no_grad():
         expected = model(input_ids=ids).logits
-    reports = apply_converters(model, OptimizationConfig(add_rmsnorm=True, rmsnorm=True),
-                               npu_backend())
+    cfg = types.SimpleNamespace(optimization=OptimizationConfig(add_rmsnorm=True, rmsnorm=True))
+    reports = apply_stage("model", SwitchContext(cfg, npu_backend(), model=model))
     with torch.no_grad():
         got = model(input_ids=ids).logits
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
@@ -284,7 +285,7 @@ def test_unknown_aic_metric_fails_at_plan_time(fake_npu):
 
 
 def test_npu_step_profiler_records_exactly_the_window(fake_npu, tmp_path):
-    from afbench.switches.profiler import StepProfiler
+    from afbench.switches.step_profiler import StepProfiler
 
     window = ProfilerWindow(first_step=6, last_step=10, warmup_steps=1, record_shapes=True)
     with StepProfiler(npu_backend(), window, tmp_path / "profile",

@@ -134,7 +134,7 @@ def test_unknown_placeholder_is_a_config_error_naming_engine_args(tmp_path):
 
 
 def test_plan_time_check_names_an_unknown_placeholder_before_anything_runs(tmp_path):
-    from afbench.engines.command import PLACEHOLDERS, run_values
+    from afbench.engines.command import placeholders, run_values
     from afbench.engines.registry import engine_for
 
     spec = make_spec(tmp_path, [str(WORKERS / "good.py"), "--v={variantt}"])
@@ -142,7 +142,7 @@ def test_plan_time_check_names_an_unknown_placeholder_before_anything_runs(tmp_p
         engine_for(spec.config).check(spec.config)
     assert list(Path(spec.run_dir).iterdir()) == []  # nothing started, nothing written
     # the names the check accepts are exactly the ones a run fills
-    assert tuple(run_values(spec, Path(spec.run_dir))) == PLACEHOLDERS
+    assert tuple(run_values(spec, Path(spec.run_dir))) == placeholders()
 
 
 def test_step_pattern_without_value_group_is_a_config_error(tmp_path):

@@ -59,9 +59,12 @@ def test_indivisible_batch_rejected(compose_cfg):
         validate_config(compose_cfg("scheduler.micro_batch_size=3"))
 
 
-def test_npugraph_ex_in_sft_is_inference_only_error(compose_cfg):
+def test_npugraph_ex_in_sft_is_inference_only_error(compose_cfg, tmp_path):
+    from afbench.plan import make_plan
+
+    # a switch's workloads are checked when the runs are planned (afbench.switches.registry)
     with pytest.raises(ConfigError, match="npugraph_ex is inference-only"):
-        validate_config(compose_cfg("optimization.npugraph_ex=true"))
+        make_plan(validate_config(compose_cfg("optimization.npugraph_ex=true")), tmp_path)
 
 
 def test_missing_mandatory_model_path_names_key(compose_cfg):

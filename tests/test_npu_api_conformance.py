@@ -50,6 +50,8 @@ def test_scan_follows_aliases_getattr_imports_and_compile_backends(conf, tmp_pat
     src.mkdir()
     (src / "m.py").write_text(
         "import importlib, torch\n"
+        "from torch_npu.profiler import schedule as sch\n"
+        "sch(wait=1)\n"
         "def peak(mod, i):\n    return mod.max_memory_allocated(i)\n"
         "class B:\n"
         "    def f(self, cfg, fn, d):\n"
@@ -65,7 +67,8 @@ def test_scan_follows_aliases_getattr_imports_and_compile_backends(conf, tmp_pat
         "torch_npu.profiler.profile(activities=, **d)", "torch_npu.profiler.ProfilerActivity.NPU",
         "torch_npu.profiler.ExportType[cfg.export_type]", "import inductor_npu_ext",
         "torch.npu.max_memory_allocated(<1 positional>)", "torch_npu.npu_rms_norm",
-        'torch.compile(backend="npugraph_ex", <1 positional>, dynamic=)'}
+        'torch.compile(backend="npugraph_ex", <1 positional>, dynamic=)',
+        "import torch_npu.profiler", "torch_npu.profiler.schedule(wait=)"}
 
 
 def _wheel(tmp_path, files: dict[str, str]):
@@ -97,7 +100,7 @@ def test_check_names_a_parameter_the_wheel_does_not_take(conf, tmp_path):
 
 def test_starstar_keys_are_what_the_profiler_passes(conf):
     # read from the source: importing switches.profiler would import torch for one dict
-    tree = ast.parse((REPO / "src/afbench/switches/profiler.py").read_text())
+    tree = ast.parse((REPO / "src/afbench/switches/step_profiler.py").read_text())
     fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "schedule_args")
     returned = next(n.value for n in ast.walk(fn) if isinstance(n, ast.Return))
     assert set(conf.STARSTAR["**args"]) == {k.value for k in returned.keys}

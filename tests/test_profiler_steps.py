@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from torch.autograd import DeviceType
 
-from afbench.switches.profiler import step_trace_from_events
+from afbench.switches.step_profiler import step_trace_from_events
 
 
 def ev(name, start, end, device=DeviceType.CPU, parent=None):

@@ -25,6 +25,7 @@ from afbench.runspec import Plan, RunSpec
 # the strict parse of a run's measured window lives with the file layout; re-exported here
 from afbench.store import OutDir
 from afbench.store import window_step_times as window_step_times
+from afbench.switches.registry import compiles
 
 
 # Per-run means over the measured window, from metrics.jsonl step records.
@@ -113,8 +114,7 @@ def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> Recom
     """The first recompile of a compiled run (autofuse / npugraph_ex) inside its measured
     window, from its log's dynamo warnings or the builtin engine's graph counter; None
     otherwise."""
-    o = spec.config.optimization
-    if not (o.autofuse or o.npugraph_ex):
+    if not compiles(spec.config):
         return None
     w = spec.config.scheduler.measure
     pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN

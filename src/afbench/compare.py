@@ -24,13 +24,14 @@ from afbench.messages import Message, recorded, say
 from afbench.results import (MEMORY_MEASURES, Comparison, Compile, Efficiency, Environment,
                              FusedEvidence, KernelDiffRow, KernelRow, Memory, MemoryChange, Parity,
                              PhaseParameters, ProfilingComparison, RunResult, Side, Speed,
-                             StepDeviceTime, Summary)
+                             StepDeviceTime, Summary, SwitchRecord)
 from afbench.runspec import AutoDesign, Plan
 from afbench.verdict import (INCONCLUSIVE, ONE_ROUND, RUN_FAILED, SEQUENTIAL, SKIPPED,
                              SequentialDesign, SequentialTest, compare_runs, gain_pct,
                              quick_verdict, verdict_word)
 from afbench.verdict.calibration import RunSpread
 from afbench.verdict.sequential import INTERRUPTED
+from afbench.switches.registry import compiles, requested_not_reported
 
 #: Loss parity when a side's logged rank printed the ``loss: -1`` placeholder (pipeline
 #: parallelism; :data:`afbench.analysis.steplog.PLACEHOLDER_LOSS`), on any engine.
@@ -418,10 +419,22 @@ def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rt
         reason_msgs=reasons)
 
 
+def switch_records(plan: Plan, run_id: str, result: RunResult) -> list[SwitchRecord]:
+    """What each switch did in one run: the engine's reports, then every switch the run's
+    config turns on that the engine did not report (``applied`` None, no detail: the command
+    engine cannot see inside its program), so that the report lists every requested switch."""
+    spec = next((r for r in plan.runs if r.run_id == run_id), None)
+    records = list(result.switches)
+    if spec is not None:
+        records += [SwitchRecord(name=name) for name in
+                    requested_not_reported(spec.config, [sw.name for sw in records])]
+    return records
+
+
 def _compiles(col: Collected, variant: str) -> bool:
-    """Whether ``variant``'s verdict-phase runs compile the model (autofuse or graph mode)."""
+    """Whether ``variant``'s verdict-phase runs compile the model (a switch that compiles)."""
     specs = [r for r in col.plan.runs if r.variant == variant and r.phase == col.plan.verdict_phase]
-    return any(r.config.optimization.autofuse or r.config.optimization.npugraph_ex for r in specs)
+    return any(compiles(r.config) for r in specs)
 
 
 def _stop_reason(plan: Plan, variant: str) -> str | None:
@@ -624,7 +637,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
                                       exclude_none=True) if env else {},
         "parameters": _parameters(col),
         "runs": _run_rows(col.runs),
-        "switches": {rid: r.switches for rid, r in results.items()},
+        "switches": {rid: switch_records(col.plan, rid, r) for rid, r in results.items()},
         "ranks": {rid: r.ranks for rid, r in results.items() if r.ranks},
         "comparisons": comps, "profiling": profiling, "kernels": kernels,
         "kernel_diffs": kernel_diffs, "kernel_notes": kernel_notes,

@@ -29,6 +29,7 @@ from afbench.config.models import AfbenchConfig, RunConfig
 from afbench.config.short import short_run
 from afbench.config.validate import apply_overrides, expand_dotted, validate_run_config
 from afbench.engines.registry import engine_for
+from afbench.switches.registry import check_switches
 from afbench.errors import ConfigError
 from afbench.launch.devices import assign_devices
 from afbench.runspec import AutoDesign, Plan, RunSpec, config_hash
@@ -43,7 +44,8 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
 
     Raises ConfigError (naming ``experiment.variants.<v>`` or ``experiment.phases.<p>``) when an
     override names an unknown key or produces an invalid run config, or when the run's engine
-    rejects it (:meth:`afbench.engines.registry.Engine.check`).
+    rejects it (:meth:`afbench.engines.registry.Engine.check`), or a switch does
+    (:func:`afbench.switches.registry.check_switches`).
     """
     exp = cfg.experiment
     base = cfg.model_dump(mode="json", include=set(RUN_KEYS))
@@ -61,6 +63,7 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
             # earlier runs spent their time
             try:
                 engine_for(rc).check(rc)
+                check_switches(rc)
             except ConfigError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
 

@@ -29,13 +29,20 @@ from afbench.engines.metrics import MetricsWriter
 from afbench.engines.process import run_child
 from afbench.errors import ConfigError, RunFailed
 from afbench.runspec import RunSpec
+from afbench.switches.registry import switch_names
 
 ENV_PREFIX = "AFBENCH_"
-# The names run_values fills (a test pins the two together), so that plan time can check
-# engine.args' placeholders before anything runs.
-PLACEHOLDERS = ("run_dir", "profile_dir", "mode", "steps", "seed", "model_path", "data_path",
-                "devices", "world_size", "seq_len", "global_batch_size", "variant", "phase",
-                "repeat", "autofuse", "npugraph_ex", "add_rmsnorm", "rmsnorm", "profiler")
+# The names run_values fills besides the switches (a test pins the two together), so that plan
+# time can check engine.args' placeholders before anything runs.
+RUN_PLACEHOLDERS = ("run_dir", "profile_dir", "mode", "steps", "seed", "model_path", "data_path",
+                    "devices", "world_size", "seq_len", "global_batch_size", "variant", "phase",
+                    "repeat")
+
+
+def placeholders() -> tuple[str, ...]:
+    """Every ``{placeholder}`` of ``engine.args``: :data:`RUN_PLACEHOLDERS`, then one per
+    registered switch (:data:`afbench.switches.registry.SWITCHES`)."""
+    return RUN_PLACEHOLDERS + switch_names()
 
 
 def run_values(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
@@ -44,8 +51,8 @@ def run_values(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
     Keys: run_dir, profile_dir (``<run_dir>/profile``), mode (``profile`` when
     optimization.profiler is on, else ``train``), steps, seed, model_path, data_path, devices
     (comma-separated ids, ``""`` when unset), world_size, seq_len, global_batch_size (``""``
-    for a scheduler without them), variant, phase, repeat, and the switches autofuse,
-    npugraph_ex, add_rmsnorm, rmsnorm, profiler (``true`` / ``false``).
+    for a scheduler without them), variant, phase, repeat, and every registered switch
+    (add_rmsnorm, rmsnorm, autofuse, npugraph_ex, profiler, ...: ``true`` / ``false``).
     """
     cfg: RunConfig = spec.config
     s = cfg.scheduler
@@ -66,8 +73,7 @@ def run_values(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
         "phase": spec.phase,
         "repeat": spec.repeat,
         # the switches, so the command can honour them: "true" / "false"
-        **{name: str(getattr(cfg.optimization, name)).lower()
-           for name in ("autofuse", "npugraph_ex", "add_rmsnorm", "rmsnorm", "profiler")},
+        **{name: str(getattr(cfg.optimization, name)).lower() for name in switch_names()},
     }
 
 
@@ -112,8 +118,8 @@ def build_argv(engine: CommandEngine, values: dict[str, Any]) -> list[str]:
 
 def check_placeholders(engine: CommandEngine) -> None:
     """Plan-time check of ``engine.args``: every ``{placeholder}`` is one of
-    :data:`PLACEHOLDERS` and well formed. Raises ConfigError naming ``engine.args[i]``."""
-    build_argv(engine, dict.fromkeys(PLACEHOLDERS, ""))
+    :func:`placeholders` and well formed. Raises ConfigError naming ``engine.args[i]``."""
+    build_argv(engine, dict.fromkeys(placeholders(), ""))
 
 
 def command_env(engine: CommandEngine, values: dict[str, Any]) -> dict[str, str]:

@@ -14,8 +14,8 @@ import torch
 from afbench.backends.base import Backend
 from afbench.config.models import ModelConfig
 from afbench.errors import ConfigError
-from afbench.switches import SwitchReport
-from afbench.switches.converters import apply_converters
+from afbench.switches.base import SwitchContext
+from afbench.switches.registry import apply_stage
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -47,24 +47,23 @@ def load_model_and_tokenizer(cfg: ModelConfig, backend: Backend) -> tuple[Any, A
     return model.to(backend.device()), tokenizer
 
 
-def prepare_model(cfg: Any, backend: Backend, train: bool,
-                  wrap: Any = None) -> tuple[Any, Any, Any, list]:
-    """Seed, load, apply the converters (add_rmsnorm, rmsnorm), ``wrap`` (e.g. DDP) and the
-    autofuse switch, in that order.
+def prepare_model(ctx: SwitchContext, train: bool, wrap: Any = None) -> tuple[Any, list]:
+    """Seed, load, apply the switches of stage ``model`` (add_rmsnorm, rmsnorm), ``wrap``
+    (e.g. DDP) and the switches of stage ``forward`` (autofuse), in that order
+    (:mod:`afbench.switches.registry`).
 
-    Returns (model, forward, tokenizer, switch reports): ``forward`` is the (wrapped, compiled)
-    module to call; the optimizer must use ``model``'s parameters.
+    Sets ``ctx.model`` (the optimizer must use its parameters) and ``ctx.forward`` (the
+    wrapped, compiled module to call). Returns (tokenizer, switch reports).
     """
 
+    cfg = ctx.cfg
     seed_everything(cfg.scheduler.seed)
-    model, tokenizer = load_model_and_tokenizer(cfg.model, backend)
-    model.train(train)
-    switches = apply_converters(model, cfg.optimization, backend)
-    forward = wrap(model) if wrap else model
-    if cfg.optimization.autofuse:
-        forward, detail = backend.compile(forward, cfg.optimization.compile)
-        switches.append(SwitchReport("autofuse", True, detail))
-    return model, forward, tokenizer, switches
+    ctx.model, tokenizer = load_model_and_tokenizer(cfg.model, ctx.backend)
+    ctx.model.train(train)
+    switches = apply_stage("model", ctx)
+    ctx.forward = wrap(ctx.model) if wrap else ctx.model
+    switches += apply_stage("forward", ctx)
+    return tokenizer, switches
 
 
 def finite(x: float) -> bool:

@@ -29,8 +29,9 @@ from afbench.engines.metrics import MetricsWriter
 from afbench.engines.distributed import DistInfo
 from afbench.errors import ConfigError
 from afbench.runspec import RunSpec
-from afbench.switches import SwitchReport
-from afbench.switches.profiler import open_profiler
+from afbench.switches.base import SwitchContext
+from afbench.switches.registry import apply_stage, ready_switches
+from afbench.switches.step_profiler import NoProfiler
 
 
 def load_prompts(cfg: Any, s: InferScheduler) -> list[list[dict[str, str]]]:
@@ -133,14 +134,11 @@ def run_infer(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     cfg = spec.config
     s = cfg.scheduler
     assert isinstance(s, InferScheduler)
-    o = cfg.optimization
-    graph_step = None
-    if o.npugraph_ex:  # fail fast, before loading anything, where graph mode does not exist
-        backend.graph_mode(lambda **kw: None, o.npugraph_ex_options)
-    model, forward, tokenizer, switches = prepare_model(cfg, backend, train=False)
-    if o.npugraph_ex:
-        graph_step, detail = backend.graph_mode(forward, o.npugraph_ex_options)  # RunSkipped on cpu
-        switches.append(SwitchReport("npugraph_ex", True, detail))
+    ctx = SwitchContext(cfg, backend, run_dir, unit="runs")
+    ready_switches(ctx)  # fail fast, before loading anything (graph mode on cpu)
+    tokenizer, switches = prepare_model(ctx, train=False)
+    switches += apply_stage("decode", ctx)
+    model, forward, graph_step = ctx.model, ctx.forward, ctx.graph_step
 
     prompts = load_prompts(cfg, s)
     encoded = []
@@ -155,9 +153,8 @@ def run_infer(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     batches = [encoded[i: i + s.batch_size] for i in range(0, len(encoded), s.batch_size)]
 
     metrics = MetricsWriter(run_dir / "metrics.jsonl")
-    profiler, report = open_profiler(o.profiler, backend, o.profiler_window, run_dir,
-                                     o.npu_profiler, unit="runs")
-    switches += [report] if report else []
+    switches += apply_stage("steps", ctx)
+    profiler = ctx.profiler or NoProfiler()
     window = efficiency.MeasuredWindow(backend, s.measure, metrics, DistInfo(), unit="runs")
     first_run_s = None
     kept_texts: list[dict[str, Any]] = []

@@ -23,7 +23,9 @@ from afbench.engines.common import environment_info, prepare_model
 from afbench.engines.metrics import MetricsWriter
 from afbench.errors import ConfigError, RunFailed
 from afbench.runspec import RunSpec
-from afbench.switches.profiler import open_profiler
+from afbench.switches.base import SwitchContext
+from afbench.switches.registry import apply_stage, ready_switches
+from afbench.switches.step_profiler import NoProfiler
 
 
 def dynamo_unique_graphs() -> int:
@@ -82,11 +84,13 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     cfg = spec.config
     s = cfg.scheduler
     assert isinstance(s, SftScheduler)
-    o = cfg.optimization
     info = ddp.dist_info()
     ddp.init(backend.name, info)
-    model, forward, tokenizer, switches = prepare_model(
-        cfg, backend, train=True, wrap=lambda m: ddp.wrap(m, info, backend.device()))
+    ctx = SwitchContext(cfg, backend, run_dir, rank=info.rank)
+    ready_switches(ctx)
+    tokenizer, switches = prepare_model(
+        ctx, train=True, wrap=lambda m: ddp.wrap(m, info, backend.device()))
+    model, forward = ctx.model, ctx.forward
     max_pos = getattr(model.config, "max_position_embeddings", None)
     if max_pos and s.seq_len > max_pos:
         raise ConfigError(f"scheduler.seq_len {s.seq_len} exceeds the model's max_position_embeddings {max_pos}")
@@ -107,9 +111,8 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     tokens_per_step = s.global_batch_size * s.seq_len
 
     metrics = MetricsWriter(run_dir / ("metrics.jsonl" if info.rank == 0 else f"metrics.rank{info.rank}.jsonl"))
-    profiler, report = open_profiler(o.profiler and info.rank == 0, backend, o.profiler_window,
-                                     run_dir, o.npu_profiler)
-    switches += [report] if report else []
+    switches += apply_stage("steps", ctx)
+    profiler = ctx.profiler or NoProfiler()
     first_step_s = None
     local_losses: list[float] = []
     forward_ddp = forward if not hasattr(forward, "_orig_mod") else forward._orig_mod

@@ -1,7 +1,10 @@
 """Optimization switches: each applies itself to a model on a backend and reports what it did.
 
-A switch the backend cannot honour raises RunSkipped (the run is SKIPPED with the reason); a
-switch never silently does nothing.
+One module per switch (``autofuse``, ``npugraph_ex``, ``add_rmsnorm``, ``rmsnorm``,
+``profiler``), each a :class:`afbench.switches.base.Switch`, listed once in
+:data:`afbench.switches.registry.SWITCHES`; their implementations are ``converters``,
+``fused_ops`` and ``step_profiler``. A switch the backend cannot honour raises RunSkipped (the
+run is SKIPPED with the reason); a switch never silently does nothing.
 """
 
 from dataclasses import dataclass, field

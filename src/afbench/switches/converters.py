@@ -18,7 +18,6 @@ import torch
 from torch import nn
 
 from afbench.backends.base import Backend
-from afbench.config.models import OptimizationConfig
 from afbench.errors import ConfigError
 from afbench.switches import SwitchReport
 
@@ -110,13 +109,3 @@ def apply_rmsnorm(model: nn.Module, backend: Backend, skip_post_attention: bool)
     if not sites:
         raise ConfigError(f"optimization.rmsnorm: no RMSNorm module found in {type(model).__name__}")
     return SwitchReport("rmsnorm", True, f"{sites} sites: RMSNorm -> {rms_name}", {"sites": sites})
-
-
-def apply_converters(model: nn.Module, optimization: OptimizationConfig, backend: Backend) -> list[SwitchReport]:
-    """Apply the enabled converters in a fixed order (add_rmsnorm, then rmsnorm)."""
-    reports = []
-    if optimization.add_rmsnorm:
-        reports.append(apply_add_rmsnorm(model, backend))
-    if optimization.rmsnorm:
-        reports.append(apply_rmsnorm(model, backend, skip_post_attention=optimization.add_rmsnorm))
-    return reports

@@ -15,7 +15,8 @@ from afbench.backends.resolve import VISIBLE_DEVICES_ENV, resolve_backend
 from afbench.config.engines import AFBENCH_TITAN_MODULE, TorchtitanEngine
 from afbench.config.models import RunConfig
 from afbench.engines.torchtitan.hf_model import qwen3_dims
-from afbench.errors import ConfigError, RunSkipped
+from afbench.errors import ConfigError
+from afbench.switches.registry import titan_switch_args
 
 #: The environment by which afbench's config function (:mod:`afbench.engines.torchtitan.qwen3`,
 #: called by torchtitan with no arguments) learns the run's model folder and data file.
@@ -63,7 +64,8 @@ NOT_TRANSLATED = (
 
 def check_config(cfg: RunConfig, engine: TorchtitanEngine) -> None:
     """What torchtitan cannot run, known from the config alone (plan time, and again before
-    the command line is built).
+    the command line is built). The switches' own checks (e.g. torchtitan-npu's profiler
+    window) are in their ``titan_args`` (:mod:`afbench.switches.registry`).
 
     Raises:
         ConfigError: ``scheduler.workload`` is not sft; ``model.path`` is not absolute while
@@ -72,7 +74,7 @@ def check_config(cfg: RunConfig, engine: TorchtitanEngine) -> None:
             (``engine.module`` = ``afbench.engines.torchtitan.qwen3``), a ``model.path`` whose
             config.json torchtitan's Qwen3 cannot build
             (:func:`afbench.engines.torchtitan.hf_model.qwen3_dims`; a folder without
-            config.json is left to preflight); a profiler window torchtitan-npu cannot record.
+            config.json is left to preflight).
     """
     if cfg.scheduler.workload != "sft":
         raise ConfigError(
@@ -84,55 +86,6 @@ def check_config(cfg: RunConfig, engine: TorchtitanEngine) -> None:
             "checkpoint.initial_load_path, which torchtitan requires to be absolute")
     if engine.module == AFBENCH_TITAN_MODULE and (Path(cfg.model.path) / "config.json").exists():
         qwen3_dims(cfg.model.path)
-    _check_profiler_window(cfg, engine)
-
-
-def _check_profiler_window(cfg: RunConfig, engine: TorchtitanEngine) -> None:
-    w = cfg.optimization.profiler_window
-    if cfg.optimization.profiler and engine.flavor == "torchtitan_npu" and w.first_step < 2:
-        raise ConfigError(
-            "optimization.profiler_window.first_step: torchtitan-npu needs a first step "
-            f">= 2 (one warmup step before it), got {w.first_step}")
-
-
-def profiler_args(spec: Any, engine: TorchtitanEngine) -> list[str]:
-    """The profiler options for ``optimization.profiler_window`` (1-based, inclusive steps).
-
-    torchtitan (``Profiler.Config``): a torch.profiler schedule repeating every
-    ``profile_freq`` steps with ``wait = freq - warmup - active``; step ``k`` is profiler step
-    ``k - 1``, so ``profile_freq = last``, ``profiler_active = last - first + 1``,
-    ``profiler_warmup = warmup_steps`` and ``profiler_repeat = 1`` record exactly
-    ``first..last`` once, written to ``<profile>/iteration_<last>/``.
-
-    torchtitan-npu (``ProfilingConfig``, ``torchtitan_npu/tools/profiling.py``): ``active =
-    end - start`` (end exclusive), one warmup step, so ``start = first``, ``end = last + 1``
-    (window 6..10 -> 6, 11, as the reference). Its warmup is fixed at one step and it needs
-    ``start >= 2``.
-
-    Raises:
-        ConfigError: torchtitan_npu with ``first_step < 2``.
-    """
-    o = spec.config.optimization
-    if not o.profiler:
-        return []
-    w = o.profiler_window
-    folder = str(Path(spec.run_dir) / "profile")
-    _check_profiler_window(spec.config, engine)
-    if engine.flavor == "torchtitan_npu":
-        return [
-            "--profiling.enable_profiling",
-            "--profiling.profile_step_start", str(w.first_step),
-            "--profiling.profile_step_end", str(w.last_step + 1),
-            "--profiling.save_traces_folder", folder,
-        ]
-    return [
-        "--profiler.enable_profiling",
-        "--profiler.save_traces_folder", folder,
-        "--profiler.profile_freq", str(w.last_step),
-        "--profiler.profiler_warmup", str(w.warmup_steps),
-        "--profiler.profiler_active", str(w.last_step - w.first_step + 1),
-        "--profiler.profiler_repeat", "1",
-    ]
 
 
 def trainer_args(spec: Any, engine: TorchtitanEngine) -> list[str]:
@@ -140,22 +93,18 @@ def trainer_args(spec: Any, engine: TorchtitanEngine) -> list[str]:
     model and checkpoint, training, seed, compile, profiler, dump folder and metrics,
     ``extra_args``, then the data options (a tyro subcommand must come last).
 
+    The switches' options (compile, profiler) come from each registered switch's
+    ``titan_args`` (:func:`afbench.switches.registry.titan_switch_args`).
+
     Raises:
-        ConfigError: see :func:`check_config`.
+        ConfigError: see :func:`check_config`; a profiler window the flavor cannot record.
         RunSkipped: a switch torchtitan cannot honour from the command line
             (``add_rmsnorm``, ``rmsnorm``, ``npugraph_ex``).
     """
     cfg = spec.config
     s = cfg.scheduler
-    o = cfg.optimization
     check_config(cfg, engine)
-    for switch in ("add_rmsnorm", "rmsnorm", "npugraph_ex"):
-        if getattr(o, switch):
-            raise RunSkipped(
-                f"optimization.{switch} is applied by afbench's builtin engine; torchtitan takes "
-                "model rewrites from its config function (model converters such as "
-                "npu_rms_norm): name a config that has them (engine.config) instead"
-            )
+    switch_args = titan_switch_args(cfg, engine.flavor, Path(spec.run_dir))
     args: list[str] = []
     if engine.hf_assets:
         args += ["--hf_assets_path", cfg.model.path]
@@ -174,13 +123,7 @@ def trainer_args(spec: Any, engine: TorchtitanEngine) -> list[str]:
         "--training.local_batch_size", str(s.micro_batch_size),
         "--debug.seed", str(s.seed),
     ]
-    if o.autofuse:
-        # On NPU the AutoFuse codegen is torchtitan-npu's business (its entry imports
-        # inductor_npu_ext); afbench only turns compilation on.
-        args += ["--compile.enable", "--compile.backend", o.compile.backend]
-    else:
-        args += ["--compile.no-enable"]
-    args += profiler_args(spec, engine)
+    args += switch_args
     args += [
         "--dump_folder", str(Path(spec.run_dir) / engine.dump_folder_name),
         "--metrics.log_freq", "1",

@@ -29,7 +29,7 @@ from afbench.engines.torchtitan.parsers import (
 )
 from afbench.errors import ConfigError, RunFailed, RunSkipped
 from afbench.runspec import RunSpec
-from afbench.switches import SwitchReport
+from afbench.switches.registry import titan_reports
 
 log = logging.getLogger(__name__)
 
@@ -187,15 +187,7 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
     if bad is not None:
         raise RunFailed(bad)
 
-    o = cfg.optimization
-    switches = []
-    if o.autofuse:
-        switches.append(SwitchReport("autofuse", True, "torchtitan --compile.enable "
-                                     f"--compile.backend {o.compile.backend}"))
-    if o.profiler:
-        w = o.profiler_window
-        switches.append(SwitchReport("profiler", True, f"torchtitan {engine.flavor} profiler, "
-                                     f"steps {w.first_step}-{w.last_step}"))
+    switches = titan_reports(cfg, engine.flavor, Path(spec.run_dir))
     traces = find_titan_traces(run_dir / "profile")
     window = s.measure
     return {
