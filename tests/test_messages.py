@@ -64,7 +64,7 @@ def writers(tmp: Path) -> list[tuple[str, str]]:
     from afbench.config.models import StepWindow
     from afbench.backends.cpu import CpuBackend
     from afbench.engines.efficiency import KV_CACHE_SOURCE, MeasuredWindow
-    from afbench.switches.profiler import open_profiler
+    from afbench.switches.profiler import detail
 
     class Device:
         def max_memory_allocated(self, index):
@@ -86,10 +86,8 @@ def writers(tmp: Path) -> list[tuple[str, str]]:
         (MeasuredWindow(None, window, None, None).label, "memory_window_steps"),
         (MeasuredWindow(None, window, None, None, unit="runs").label, "memory_window_runs"),
         (KV_CACHE_SOURCE, "src_kv_cache"),
-        (open_profiler(True, CpuBackend(), window, tmp, None)[1].detail,
-         "switch_profiler_steps"),
-        (open_profiler(True, CpuBackend(), window, tmp, None,
-                       unit="runs")[1].detail, "switch_profiler_runs"),
+        (detail(type(CpuBackend()).__name__, "steps", window), "switch_profiler_steps"),
+        (detail(type(CpuBackend()).__name__, "runs", window), "switch_profiler_runs"),
     ]
 
 

@@ -132,7 +132,8 @@ def test_a_new_switch_flows_through_plan_engines_placeholders_and_report(toy, co
     # field a real switch adds to OptimizationConfig
     validate = plan_mod.validate_run_config
     monkeypatch.setattr(plan_mod, "validate_run_config",
-                        lambda data, where: _with_toy(validate(data, where), True))
+                        lambda data, where, *rest: _with_toy(validate(data, where, *rest),
+                                                             True))
     cfg = validate_config(compose_cfg("engine=command", f"engine.executable={sys.executable}",
                                       "engine.args=['--toy={toy}']", "scheduler.steps=12"))
     plan = plan_mod.make_plan(cfg, tmp_path)

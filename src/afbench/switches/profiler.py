@@ -6,11 +6,18 @@ profiler options (``--profiler.*``, torchtitan-npu ``--profiling.*``)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from afbench.config.models import RunConfig
 from afbench.errors import ConfigError
 from afbench.switches import SwitchReport
 from afbench.switches.base import SwitchContext, SwitchDefaults, is_on
+
+
+def detail(profiler: str, unit: str, window: Any) -> str:
+    """What the switch recorded it did, e.g. ``CpuBackend profiler, steps 6-10`` (the report
+    shows it in its language: afbench.messages.RECORDED, ``switch_profiler_<unit>``)."""
+    return f"{profiler} profiler, {unit} {window.first_step}-{window.last_step}"
 
 
 class Profiler(SwitchDefaults):
@@ -37,8 +44,7 @@ class Profiler(SwitchDefaults):
         o = ctx.cfg.optimization
         w = o.profiler_window
         ctx.profiler = StepProfiler(ctx.backend, w, ctx.run_dir / "profile", o.npu_profiler)
-        return SwitchReport(self.name, True, f"{type(ctx.backend).__name__} profiler, "
-                            f"{ctx.unit} {w.first_step}-{w.last_step}")
+        return SwitchReport(self.name, True, detail(type(ctx.backend).__name__, ctx.unit, w))
 
     def titan_args(self, cfg: RunConfig, flavor: str, run_dir: Path) -> list[str]:
         """The profiler options for ``optimization.profiler_window`` (1-based, inclusive steps).
