@@ -180,3 +180,30 @@ def test_the_runs_table_shows_each_runs_contention_in_both_languages(tmp_path):
     assert "| `b-train-r1` |" in text and "| n/a |" in text  # not measured
     (html,) = render(summary, tmp_path, ReportConfig(formats=["html"], lang="zh"))
     assert "CPU 等待 34%" in html.read_text() and "有争用" in html.read_text()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux procfs")
+def test_the_builtin_window_samples_contention_at_its_first_and_last_step(tmp_path):
+    import contextlib
+
+    import torch
+
+    from afbench.backends import cpu as cpu_backend
+    from afbench.config.models import StepWindow
+    from afbench.engines import efficiency
+    from afbench.engines.distributed import DistInfo
+    from afbench.engines.metrics import MetricsWriter
+
+    with contextlib.closing(MetricsWriter(tmp_path / "metrics.jsonl")) as metrics:
+        window = efficiency.MeasuredWindow(cpu_backend.CpuBackend(),
+                                           StepWindow(first_step=2, last_step=3), metrics,
+                                           DistInfo())
+        for step in (1, 2, 3):
+            window.before_step(step)
+            torch.ones(256, 256) @ torch.ones(256, 256)
+            window.after_step(step, 0.01)
+        rec = window.result_fields()["contention"]
+    assert rec["scope"] == "window" and rec["source"].endswith("steps 2-3")
+    assert rec["threads"] == torch.get_num_threads()
+    assert rec["wall_s"] > 0 and rec["cpu_s"] is not None
+    assert rec["run_queue_wait_pct"] is not None and 0 <= rec["run_queue_wait_pct"] <= 100

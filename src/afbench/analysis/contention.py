@@ -50,19 +50,24 @@ from typing import Any
 
 PROC = Path("/proc")
 
-#: Thresholds of :func:`judge`, from bench/contention.py (bench/README.md "Contention"; the
-#: figures are filled in there): the command engine's matmul worker (1 BLAS thread, 2 CPUs)
-#: quiet and beside 1 and 2 busy loops.
-#: The process spent more than this share of its runnable time waiting for a CPU.
+#: Thresholds of :func:`judge`, from bench/contention.py (bench/README.md §5, 2026-12-02):
+#: the command engine's matmul worker (1 BLAS thread, 2 CPUs), nothing planted and beside 1
+#: and 2 busy loops, on a host loaded by other work (load 6-12).
+#: The process spent more than this share of its runnable time waiting for a CPU. A
+#: single-threaded step that waits a share w takes 1/(1 - w) of its CPU time (the bench's
+#: wall/CPU followed it: 58.5% -> 2.29, 90% -> 8.65-10.19), so 10% allows steps at most ~11%
+#: longer than their CPU time; every run of the bench waited 58-91%. The quiet spread of an
+#: idle host is not measured yet (bench/README.md §5 says how).
 RUN_QUEUE_WAIT_PCT = 10.0
 #: Without schedstat: the host had a task waiting for a CPU more than this share of the
-#: window (PSI some; system-wide, so niced or other users' work counts too).
+#: window (PSI some). System-wide: 99-100% in all 24 bench runs, waits of 58% and 91% alike,
+#: so it decides only where the process's own wait is unknown.
 CPU_PRESSURE_PCT = 50.0
-#: Steal above this share of the CPU time: a hypervisor gave the CPUs to another guest.
+#: Steal above this share of the CPU time: a hypervisor gave the CPUs to another guest
+#: (the bench saw at most 3.1%).
 STEAL_PCT = 5.0
-#: The measured process used less than this share of the threads it asked for (CPU seconds
-#: per wall second / threads, percent); applied only where the run says how many threads it
-#: asked for, and only without schedstat (the wait share says the same thing directly).
+#: Without schedstat: the process used less than this share of the threads it asked for
+#: (CPU seconds per wall second / threads, %); applied only where the threads are known.
 CPU_OF_THREADS_PCT = 75.0
 
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from afbench.analysis.contention import WindowSampler
 from afbench.analysis.efficiency import titan_efficiency, training_efficiency
 from afbench.analysis.errors import InvalidLog
 from afbench.analysis.steplog import non_finite_loss, step_line, strip_ansi
@@ -134,8 +135,14 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
     console = dump / "console.log"
     print("afbench.torchtitan: " + " ".join(argv), flush=True)
 
+    # contention over the whole run: torchtitan's ranks log no line afbench can time the
+    # window's edges by (afbench.analysis.contention; the command engine does)
+    whole = WindowSampler(threads=None, scope="run",
+                          source="the whole torchtitan run (torchrun and the ranks it waited for)")
+    whole.start()
     with open(console, "wb") as sink:
         child = run_child(argv, cwd=cwd, env=env, grace_s=spec.kill_grace_s, copy_to=sink)
+    whole.end()
     code = child.code
 
     s = cfg.scheduler
@@ -215,6 +222,7 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
             key for key, path in (("model.path", cfg.model.path), ("data.path", cfg.data.path))
             if not any(path in a for a in argv)],
         "switches": [vars(sw) for sw in switches],
+        "contention": whole.record(),
         **titan_efficiency(records, window.first_step, window.last_step),
         "memory_window": f"steps {window.first_step}-{window.last_step}",
         **_afbench_count(spec, records, backend),
