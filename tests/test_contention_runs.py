@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from afbench import experiment
-from afbench.analysis.contention import RUN_QUEUE_WAIT_PCT
+from afbench.analysis import contention as C
 from afbench.collect import collect
 from afbench.config.models import ReportConfig, RunConfig
 from afbench.engines.command import run_command
@@ -47,20 +47,18 @@ def test_a_command_beside_planted_busy_loops_records_a_contended_window(tmp_path
     loops = min((os.cpu_count() or 1) + 1, 17)
     spec = spec_for(tmp_path, "a-train-r1", "a",
                     args=[str(WORKERS / "busy_steps.py"), "{steps}", str(loops)],
-                    steps=3)
+                    steps=4)
     Path(spec.run_dir).mkdir(parents=True)
     rec = run_command(spec, Path(spec.run_dir))["contention"]
-    assert rec["scope"] == "window" and "steps 2-3" in rec["source"]
-    assert 0 < rec["wall_s"] < 30
-    assert rec["run_queue_wait_pct"] > RUN_QUEUE_WAIT_PCT
-    from afbench.analysis.contention import judge
-
-    contended, reasons = judge(rec)
+    assert rec["scope"] == "window" and "steps 2-4" in rec["source"]
+    assert C.MIN_WINDOW_S <= rec["wall_s"] < 30  # three steps of 40 ms CPU each
+    assert rec["run_queue_wait_pct"] > C.RUN_QUEUE_WAIT_PCT
+    contended, reasons = C.judge(rec)
     assert contended and reasons[0].startswith("waited for a CPU")
 
 
-QUIET = {"scope": "window", "source": "test", "run_queue_wait_pct": 2.0, "steal_pct": 0.0,
-         "cpu_pressure_pct": 40.0, "cpu_per_wall": 0.98, "threads": 1}
+QUIET = {"scope": "window", "source": "test", "wall_s": 0.5, "run_queue_wait_pct": 2.0,
+         "steal_pct": 0.0, "cpu_pressure_pct": 40.0, "cpu_per_wall": 0.98, "threads": 1}
 BUSY = {**QUIET, "run_queue_wait_pct": 45.0, "cpu_pressure_pct": 100.0, "cpu_per_wall": 0.55}
 
 

@@ -4,6 +4,7 @@ on synthetic records, and the op diff's uniform-slowdown note."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,8 @@ def test_sample_reads_a_fake_proc_and_missing_files_give_none(tmp_path):
     bare = C.sample(proc=tmp_path / "no-proc")  # no PSI (old kernel), no procfs (macOS)
     assert (bare.psi_some_us, bare.cpu_ticks, bare.steal_ticks, bare.procs_running,
             bare.run_ns, bare.wait_ns) == (None,) * 6
-    record = C.window_record(bare, bare, threads=1, scope="window", source="x")
+    later = dataclasses.replace(bare, t_s=bare.t_s + 1.0)
+    record = C.window_record(bare, later, threads=None, scope="window", source="x")
     assert record["cpu_pressure_pct"] is None and record["steal_pct"] is None
     assert C.judge(record) == (False, [])
 
@@ -106,6 +108,12 @@ def test_a_run_that_waited_for_the_cpu_is_contended_and_says_which_threshold():
     contended, reasons = C.judge({"run_queue_wait_pct": 34.0, "steal_pct": 0.0})
     assert contended
     assert reasons == [f"waited for a CPU 34% of its runnable time > {C.RUN_QUEUE_WAIT_PCT:g}%"]
+
+
+def test_a_window_too_short_to_measure_is_not_judged():
+    contended, reasons = C.judge({"wall_s": 0.004, "run_queue_wait_pct": 80.0})
+    assert contended is None and reasons == [
+        f"window of 0.004 s too short to judge (< {C.MIN_WINDOW_S:g} s)"]
 
 
 def test_steal_above_its_threshold_is_contended_on_its_own():

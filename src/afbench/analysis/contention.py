@@ -66,6 +66,10 @@ CPU_PRESSURE_PCT = 50.0
 #: Steal above this share of the CPU time: a hypervisor gave the CPUs to another guest
 #: (the bench saw at most 3.1%).
 STEAL_PCT = 5.0
+#: A window shorter than this (seconds) is not judged: its shares rest on a few scheduler
+#: slices (CFS hands out 3-24 ms) and utime/stime ticks (10 ms), e.g. a test worker that
+#: prints its planted step lines at once.
+MIN_WINDOW_S = 0.1
 #: Without schedstat: the process used less than this share of the threads it asked for
 #: (CPU seconds per wall second / threads, %); applied only where the threads are known.
 CPU_OF_THREADS_PCT = 75.0
@@ -307,15 +311,20 @@ def judge(record: Mapping[str, Any] | Any | None) -> tuple[bool | None, list[str
     runnable time, or the hypervisor stole more than :data:`STEAL_PCT`. Where the record has
     no run-queue wait (no schedstat) the host-wide measures stand in: CPU pressure above
     :data:`CPU_PRESSURE_PCT`, or (threads known) less than :data:`CPU_OF_THREADS_PCT` of the
-    threads asked for. Returns ``(None, [])`` without a record (not measured), ``(False,
-    [])`` when no measure crosses its threshold, else ``(True, reasons)``, one reason per
-    crossed threshold, e.g. ``"waited for a CPU 34% of its runnable time > 10%"``.
+    threads asked for. Returns ``(None, [])`` without a record (not measured), ``(None,
+    [why])`` for a window shorter than :data:`MIN_WINDOW_S`, ``(False, [])`` when no measure
+    crosses its threshold, else ``(True, reasons)``, one reason per crossed threshold, e.g.
+    ``"waited for a CPU 34% of its runnable time > 10%"``.
     """
     if record is None:
         return None, []
 
     def get(key: str) -> Any:
         return record.get(key) if isinstance(record, Mapping) else getattr(record, key, None)
+
+    wall = get("wall_s")
+    if wall is not None and wall < MIN_WINDOW_S:
+        return None, [f"window of {wall:.3f} s too short to judge (< {MIN_WINDOW_S:g} s)"]
 
     reasons = []
     wait, steal = get("run_queue_wait_pct"), get("steal_pct")
