@@ -205,3 +205,15 @@ def test_the_builtin_window_samples_contention_at_its_first_and_last_step(tmp_pa
     assert rec["threads"] == torch.get_num_threads()
     assert rec["wall_s"] > 0 and rec["cpu_s"] is not None
     assert rec["run_queue_wait_pct"] is not None and 0 <= rec["run_queue_wait_pct"] <= 100
+
+
+def test_rerun_contended_defaults_to_one_and_is_bounded_0_to_5():
+    from pydantic import ValidationError
+
+    from afbench.config.models import ExperimentConfig
+
+    assert ExperimentConfig().rerun_contended == 1
+    assert ExperimentConfig(rerun_contended=0).rerun_contended == 0
+    for bad in (-1, 6):
+        with pytest.raises(ValidationError, match="rerun_contended"):
+            ExperimentConfig(rerun_contended=bad)
