@@ -17,7 +17,7 @@ trials and the slowdown against the quiet median. The thresholds in
 afbench.analysis.contention are chosen from these tables (bench/README.md "Contention").
 ``experiment.rerun_contended=0``: every run is measured as it ran.
 
-    .venv/bin/python bench/contention.py [--trials 5] [--steps 20]
+    .venv/bin/python bench/contention.py [--trials 5] [--steps 20] [--conditions quiet,busy2]
 """
 
 from __future__ import annotations
@@ -85,15 +85,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=20, help="steps per run (default 20)")
     ap.add_argument("--first-step", type=int, default=3, help="first measured step (default 3)")
     ap.add_argument("--iters", type=int, default=150, help="matmuls per step (default 150)")
+    ap.add_argument("--conditions", default=",".join(CONDITIONS),
+                    help=f"comma-separated subset of {', '.join(CONDITIONS)} (default: all)")
     ap.add_argument("--keep", help="work in this folder and keep it (default: a temp folder)")
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
     C.header("bench/contention.py", argv)
     work = C.scratch_dir(args.keep, "afbench-contention-")
     recipes = write_recipe(work, args)
-    rows: dict[str, list[dict]] = {name: [] for name in CONDITIONS}
+    chosen = [c for c in args.conditions.split(",") if c]
+    if not chosen or not set(chosen) <= set(CONDITIONS):
+        ap.error(f"--conditions: choose among {', '.join(CONDITIONS)}")
+    rows: dict[str, list[dict]] = {name: [] for name in chosen}
     for k in range(1, args.trials + 1):
-        for name, (beside, _) in CONDITIONS.items():
+        for name in chosen:
+            beside = CONDITIONS[name][0]
             loops = busy_loops(beside)
             try:
                 time.sleep(0.3 if beside else 0)  # let the loops reach the CPUs
@@ -121,9 +127,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{fmt(row['involuntary_switches_per_s'], '.0f')} | load "
                   f"{fmt(row['load_avg_1m'], '.2f')} | running {row['procs_running']} | "
                   f"{'CONTENDED: ' + '; '.join(reasons) if contended else 'quiet'}", flush=True)
-    quiet = statistics.median(r["median_step_s"] for r in rows["quiet"] if r["median_step_s"])
-    print("\n| condition | runs | median step (s) | slowdown vs quiet | wall/CPU (min-max) | run-queue wait % "
-          "(min-max) | CPU pressure % (min-max) | steal % (max) | CPU/wall (min-max) | "
+    quiet = statistics.median(r["median_step_s"] for r in rows[chosen[0]] if r["median_step_s"])
+    print(f"\n| condition | runs | median step (s) | slowdown vs {chosen[0]} | wall/CPU "
+          "(min-max) | run-queue wait % (min-max) | CPU pressure % (min-max) | steal % (max) | CPU/wall (min-max) | "
           "nivcsw/s (median) | judged contended |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, rs in rows.items():

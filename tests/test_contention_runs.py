@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from afbench import experiment
-from afbench.analysis.contention import RUN_QUEUE_WAIT_PCT
+from afbench.analysis import contention as C
 from afbench.collect import collect
 from afbench.config.models import ReportConfig, RunConfig
 from afbench.engines.command import run_command
@@ -47,20 +47,18 @@ def test_a_command_beside_planted_busy_loops_records_a_contended_window(tmp_path
     loops = min((os.cpu_count() or 1) + 1, 17)
     spec = spec_for(tmp_path, "a-train-r1", "a",
                     args=[str(WORKERS / "busy_steps.py"), "{steps}", str(loops)],
-                    steps=3)
+                    steps=4)
     Path(spec.run_dir).mkdir(parents=True)
     rec = run_command(spec, Path(spec.run_dir))["contention"]
-    assert rec["scope"] == "window" and "steps 2-3" in rec["source"]
-    assert 0 < rec["wall_s"] < 30
-    assert rec["run_queue_wait_pct"] > RUN_QUEUE_WAIT_PCT
-    from afbench.analysis.contention import judge
-
-    contended, reasons = judge(rec)
+    assert rec["scope"] == "window" and "steps 2-4" in rec["source"]
+    assert C.MIN_WINDOW_S <= rec["wall_s"] < 30  # three steps of 40 ms CPU each
+    assert rec["run_queue_wait_pct"] > C.RUN_QUEUE_WAIT_PCT
+    contended, reasons = C.judge(rec)
     assert contended and reasons[0].startswith("waited for a CPU")
 
 
-QUIET = {"scope": "window", "source": "test", "run_queue_wait_pct": 2.0, "steal_pct": 0.0,
-         "cpu_pressure_pct": 40.0, "cpu_per_wall": 0.98, "threads": 1}
+QUIET = {"scope": "window", "source": "test", "wall_s": 0.5, "run_queue_wait_pct": 2.0,
+         "steal_pct": 0.0, "cpu_pressure_pct": 40.0, "cpu_per_wall": 0.98, "threads": 1}
 BUSY = {**QUIET, "run_queue_wait_pct": 45.0, "cpu_pressure_pct": 100.0, "cpu_per_wall": 0.55}
 
 
@@ -180,3 +178,42 @@ def test_the_runs_table_shows_each_runs_contention_in_both_languages(tmp_path):
     assert "| `b-train-r1` |" in text and "| n/a |" in text  # not measured
     (html,) = render(summary, tmp_path, ReportConfig(formats=["html"], lang="zh"))
     assert "CPU 等待 34%" in html.read_text() and "有争用" in html.read_text()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux procfs")
+def test_the_builtin_window_samples_contention_at_its_first_and_last_step(tmp_path):
+    import contextlib
+
+    import torch
+
+    from afbench.backends import cpu as cpu_backend
+    from afbench.config.models import StepWindow
+    from afbench.engines import efficiency
+    from afbench.engines.distributed import DistInfo
+    from afbench.engines.metrics import MetricsWriter
+
+    with contextlib.closing(MetricsWriter(tmp_path / "metrics.jsonl")) as metrics:
+        window = efficiency.MeasuredWindow(cpu_backend.CpuBackend(),
+                                           StepWindow(first_step=2, last_step=3), metrics,
+                                           DistInfo())
+        for step in (1, 2, 3):
+            window.before_step(step)
+            torch.ones(256, 256) @ torch.ones(256, 256)
+            window.after_step(step, 0.01)
+        rec = window.result_fields()["contention"]
+    assert rec["scope"] == "window" and rec["source"].endswith("steps 2-3")
+    assert rec["threads"] == torch.get_num_threads()
+    assert rec["wall_s"] > 0 and rec["cpu_s"] is not None
+    assert rec["run_queue_wait_pct"] is not None and 0 <= rec["run_queue_wait_pct"] <= 100
+
+
+def test_rerun_contended_defaults_to_one_and_is_bounded_0_to_5():
+    from pydantic import ValidationError
+
+    from afbench.config.models import ExperimentConfig
+
+    assert ExperimentConfig().rerun_contended == 1
+    assert ExperimentConfig(rerun_contended=0).rerun_contended == 0
+    for bad in (-1, 6):
+        with pytest.raises(ValidationError, match="rerun_contended"):
+            ExperimentConfig(rerun_contended=bad)

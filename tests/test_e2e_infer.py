@@ -11,7 +11,10 @@ import pytest
 from afbench.results import read_summary
 
 pytestmark = pytest.mark.e2e
-SHORT = ["scheduler.max_new_tokens=8", "scheduler.num_prompts=2", "scheduler.measured_runs=2"]
+# experiment.rerun_contended=0: these tests pin run directories (reruns of contended runs:
+# tests/test_contention_runs.py)
+SHORT = ["scheduler.max_new_tokens=8", "scheduler.num_prompts=2", "scheduler.measured_runs=2",
+         "experiment.rerun_contended=0"]
 
 
 def run(cwd, *args):

@@ -24,6 +24,9 @@ SHORT = [
     "experiment.phases.profile.optimization.profiler_window.first_step=3",
     "experiment.phases.profile.optimization.profiler_window.last_step=5",
     "scheduler.seq_len=128",
+    # these tests pin the four run directories; a contended run's rerun is
+    # tests/test_contention_runs.py's subject, and the shared test host is often contended
+    "experiment.rerun_contended=0",
 ]
 
 

@@ -100,7 +100,8 @@ class Contention(_Open):
     edges were not seen). source: which span and process were sampled. wall_s: seconds of the
     span. cpu_pressure_pct: share of the span in which some runnable task waited for a CPU
     (PSI ``some``, %). steal_pct: CPU time stolen by the hypervisor (%). run_queue_wait_pct:
-    share of the measured process's runnable time it spent waiting for a CPU (schedstat, %).
+    share of the span in which the measured process's most-delayed thread was ready to run
+    but waiting for a CPU (schedstat, %).
     cpu_s: CPU seconds of
     the measured process (tree). cpu_per_wall: cpu_s / wall_s (2.0 = two CPUs busy).
     threads: threads the process asked for (None: unknown). cpu_of_threads_pct: cpu_per_wall

@@ -4,6 +4,7 @@ on synthetic records, and the op diff's uniform-slowdown note."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -47,8 +48,9 @@ def test_sample_reads_a_fake_proc_and_missing_files_give_none(tmp_path):
     assert s.cpu_s is not None and s.cpu_s > 0  # os.times() of this process
     bare = C.sample(proc=tmp_path / "no-proc")  # no PSI (old kernel), no procfs (macOS)
     assert (bare.psi_some_us, bare.cpu_ticks, bare.steal_ticks, bare.procs_running,
-            bare.run_ns, bare.wait_ns) == (None,) * 6
-    record = C.window_record(bare, bare, threads=1, scope="window", source="x")
+            bare.thread_wait_ns) == (None,) * 5
+    later = dataclasses.replace(bare, t_s=bare.t_s + 1.0)
+    record = C.window_record(bare, later, threads=None, scope="window", source="x")
     assert record["cpu_pressure_pct"] is None and record["steal_pct"] is None
     assert C.judge(record) == (False, [])
 
@@ -66,28 +68,30 @@ def _task(root: Path, pid: int, utime: int, stime: int, *, run_ns: int, wait_ns:
     (d / "task" / str(pid) / "children").write_text(children)
 
 
-def test_a_process_tree_sums_cpu_ticks_switches_and_run_queue_wait(tmp_path):
+def test_a_process_tree_sums_cpu_ticks_and_switches_and_keeps_each_threads_wait(tmp_path):
     _task(tmp_path, 100, 30, 10, run_ns=400_000_000, wait_ns=100_000_000, nivcsw=7,
           children="101 ")
     _task(tmp_path, 101, 50, 10, run_ns=600_000_000, wait_ns=300_000_000, nivcsw=3)
     got = C.tree_counters(100, tmp_path)
     tick = __import__("os").sysconf("SC_CLK_TCK")
     assert got == {"cpu_s": pytest.approx(100 / tick), "nivcsw": 10,
-                   "run_ns": 1_000_000_000, "wait_ns": 400_000_000}
+                   "thread_wait_ns": {100: 100_000_000, 101: 300_000_000}}
     assert C.tree_counters(999, tmp_path)["cpu_s"] is None  # the process has ended
 
 
 def test_window_record_turns_two_samples_into_shares_of_the_window():
     start = C.Sample(t_s=10.0, psi_some_us=1_000_000, cpu_ticks=1000, steal_ticks=10,
-                     procs_running=3, cpu_s=5.0, nivcsw=100, load_1m=1.0, run_ns=0, wait_ns=0)
+                     procs_running=3, cpu_s=5.0, nivcsw=100, load_1m=1.0,
+                     thread_wait_ns={1: 5_000_000_000, 2: 0})
+    # thread 1 waited 0.96 s more, thread 2 0.2 s, thread 3 (born in the window) 0.5 s
     end = C.Sample(t_s=12.0, psi_some_us=1_680_000, cpu_ticks=1400, steal_ticks=18,
                    procs_running=4, cpu_s=6.04, nivcsw=300, load_1m=2.5,
-                   run_ns=1_040_000_000, wait_ns=960_000_000)
+                   thread_wait_ns={1: 5_960_000_000, 2: 200_000_000, 3: 500_000_000})
     r = C.window_record(start, end, threads=2, scope="window", source="steps 3-10")
     assert r["wall_s"] == 2.0
     assert r["cpu_pressure_pct"] == 34.0  # 0.68 s of 2 s
     assert r["steal_pct"] == 2.0  # 8 of 400 ticks
-    assert r["run_queue_wait_pct"] == 48.0  # 0.96 s waiting of 2.0 s runnable
+    assert r["run_queue_wait_pct"] == 48.0  # the most-delayed thread: 0.96 s of 2 s
     assert (r["cpu_per_wall"], r["cpu_of_threads_pct"]) == (0.52, 26.0)
     assert (r["involuntary_switches"], r["involuntary_switches_per_s"]) == (200, 100.0)
     assert (r["load_avg_1m"], r["procs_running"], r["threads"]) == (2.5, 4, 2)
@@ -105,7 +109,13 @@ def test_a_quiet_record_is_not_contended_and_a_missing_one_is_unknown():
 def test_a_run_that_waited_for_the_cpu_is_contended_and_says_which_threshold():
     contended, reasons = C.judge({"run_queue_wait_pct": 34.0, "steal_pct": 0.0})
     assert contended
-    assert reasons == [f"waited for a CPU 34% of its runnable time > {C.RUN_QUEUE_WAIT_PCT:g}%"]
+    assert reasons == [f"waited for a CPU 34% of the window > {C.RUN_QUEUE_WAIT_PCT:g}%"]
+
+
+def test_a_window_too_short_to_measure_is_not_judged():
+    contended, reasons = C.judge({"wall_s": 0.004, "run_queue_wait_pct": 80.0})
+    assert contended is None and reasons == [
+        f"window of 0.004 s too short to judge (< {C.MIN_WINDOW_S:g} s)"]
 
 
 def test_steal_above_its_threshold_is_contended_on_its_own():

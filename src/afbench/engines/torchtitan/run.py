@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from afbench.analysis.contention import WindowSampler
 from afbench.analysis.efficiency import titan_efficiency, training_efficiency
 from afbench.analysis.errors import InvalidLog
 from afbench.analysis.steplog import log_lines, non_finite_loss, read_log, step_line
@@ -134,8 +135,14 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
     console = dump / "console.log"
     print("afbench.torchtitan: " + " ".join(argv), flush=True)
 
+    # contention over the whole run: torchtitan's ranks log no line afbench can time the
+    # window's edges by (afbench.analysis.contention; the command engine does)
+    whole = WindowSampler(threads=None, scope="run",
+                          source="the whole torchtitan run (torchrun and the ranks it waited for)")
+    whole.start()
     with open(console, "wb") as sink:
         child = run_child(argv, cwd=cwd, env=env, grace_s=spec.kill_grace_s, copy_to=sink)
+    whole.end()
     code = child.code
 
     s = cfg.scheduler
@@ -208,6 +215,7 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
             if not any(path in a for a in argv)
             and not (engine.module == AFBENCH_TITAN_MODULE and path in extra_env.values())],
         "switches": [vars(sw) for sw in switches],
+        "contention": whole.record(),
         **titan_efficiency(records, window.first_step, window.last_step),
         "memory_window": f"steps {window.first_step}-{window.last_step}",
         **_afbench_count(spec, records, backend),
