@@ -92,30 +92,3 @@ def hide_torchtitan(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(hide))
     return hide
 
-
-def seed_calibration(url: str, *overrides: str, spread_pct: float = 2.0, n_pairs: int = 24,
-                     tmp: Path | None = None) -> str:
-    """Record a host calibration fit for one round (``n_pairs`` clean pairs, ``spread_pct``
-    run-to-run spread) in the history database at ``url``, for the run kind that
-    ``python -m afbench <overrides>`` plans (afbench.history.calibration.run_kind of its
-    baseline's verdict-phase run). Returns the kind."""
-    import tempfile
-
-    from afbench.config import validate_config
-    from afbench.history import calibration as cal
-    from afbench.plan import make_plan
-    from afbench.verdict.calibration import RunSpread
-
-    register()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(importlib.resources.files("afbench.conf")),
-                               version_base="1.3"):
-        conf = validate_config(compose(config_name="config", overrides=list(overrides)))
-    GlobalHydra.instance().clear()
-    plan = make_plan(conf, Path(tmp or tempfile.mkdtemp()) / "plan")
-    spec = next(r for r in plan.runs if r.variant == plan.baseline
-                and r.phase == plan.verdict_phase)
-    kind = cal.run_kind(spec)
-    assert cal.record(kind, RunSpread(spread_pct=spread_pct, df=n_pairs - 1, n_pairs=n_pairs),
-                      "tests/conftest.py", cal.AA, url)
-    return kind

@@ -20,7 +20,7 @@ import yaml
 
 from afbench.results import read_summary
 from afbench.runspec import INTERRUPTED
-from conftest import seed_calibration
+from support.history import seed_calibration
 
 WORKER = Path(__file__).parent / "fault_workers" / "switch_timed.py"
 AF, RMS = "optimization.autofuse", "optimization.add_rmsnorm"
