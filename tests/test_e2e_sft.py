@@ -69,7 +69,9 @@ def test_report_has_real_verdict_and_comparable_profile(af_compare_run):
     assert v.name == "af_on" and b.name == "af_off"
     # one round on a host without a calibration (the suite's own, empty file): afbench names no
     # winner and says why; the reference's quick verdict stands beside it
-    assert comp.verdict == "INCONCLUSIVE" and comp.speed.no_interval_reason == "uncalibrated"
+    # (or, where the machine was shared, no pair left: its runs were measured contended)
+    assert comp.verdict == "INCONCLUSIVE"
+    assert comp.speed.no_interval_reason in ("uncalibrated", "no_pairs_left")
     assert comp.speed.design == "one_round" and comp.speed.n_pairs == 1
     assert comp.speed.reference_verdict in ("AF_ON_FASTER", "NO_GAIN")
     assert comp.speed.ci_low_pct is None and comp.speed.gain_pct is not None

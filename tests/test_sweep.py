@@ -355,8 +355,12 @@ def interrupted_then_resumed(tmp_path_factory):
     first_cwd, second_cwd = tmp_path_factory.mktemp("interrupted"), tmp_path_factory.mktemp("re")
     counter1, counter2 = first_cwd / "invocations", second_cwd / "invocations"
     args = ["-m", *COMMAND, f"{AF}=false,true"]
+    # one round per combination: a calibrated host decides them (2% planted noise)
+    history = {"AFBENCH_HISTORY_URL": f"sqlite:///{first_cwd / 'history.sqlite'}"}
+    seed_calibration(history["AFBENCH_HISTORY_URL"], *COMMAND, tmp=first_cwd)
     proc = afbench(first_cwd, *args, popen=True,
-                   env={"SWITCH_TIMED_SLEEP_S": "0.15", "SWITCH_TIMED_COUNTER": str(counter1)})
+                   env={"SWITCH_TIMED_SLEEP_S": "0.15", "SWITCH_TIMED_COUNTER": str(counter1),
+                        **history})
     try:
         wait_for_step("multirun/*/*/1/runs/baseline-run-r1/stdout.log", first_cwd, proc)
         proc.send_signal(signal.SIGINT)
@@ -370,7 +374,8 @@ def interrupted_then_resumed(tmp_path_factory):
     orphans = live_under(first_cwd)
     old = sweep_dir(first_cwd)
     stamps = file_stamps(old)
-    second = afbench(second_cwd, *args, f"resume={old}", env={"SWITCH_TIMED_COUNTER": str(counter2)})
+    second = afbench(second_cwd, *args, f"resume={old}",
+                     env={"SWITCH_TIMED_COUNTER": str(counter2), **history})
     return {"first": proc, "output": output, "exit_s": exit_s, "orphans": orphans, "old": old,
             "counter1": counter1, "stamps": stamps, "second": second,
             "new": sweep_dir(second_cwd), "counter2": counter2}

@@ -274,7 +274,10 @@ def build_report(out_dir: Path, report: ReportConfig | None = None) -> Summary:
         df.to_parquet(tables / f".{name}.parquet.tmp", index=False)
         (tables / f".{name}.parquet.tmp").replace(tables / f"{name}.parquet")
         write_text_atomic(tables / f"{name}.csv", df.to_csv(index=False))
-    summary = fill_lines(compare(col, report), report)
+    # summary.json's verdict lines and headline are in the directory's own language; a
+    # re-render in another language changes only its report.<lang>.* files
+    summary = fill_lines(compare(col, report),
+                         report.model_copy(update={"lang": run_language(out_dir)}))
     write_json_atomic(out_dir / "summary.json", summary.model_dump(mode="json"))
     _render(summary, out_dir, report, steps=col.steps, run_lang=run_language(out_dir))
     return summary
