@@ -301,3 +301,14 @@ def test_the_workers_error_line_behind_a_progress_bar_is_still_found(tmp_path):
                      f"{ERROR_PREFIX}RuntimeError: CUDA out of memory\n").encode())
     assert _last_line(log, ERROR_PREFIX) == "RuntimeError: CUDA out of memory"
     assert _tail(log).startswith(ERROR_PREFIX)
+
+
+def test_a_placeholder_on_some_steps_leaves_the_other_steps_compared():
+    import pandas as pd
+
+    from afbench.compare import loss_parity
+
+    rows = [{"run_id": rid, "step": s, "loss": None if s == 1 else 2.0 / s,
+             "loss_placeholder": s == 1} for rid in ("a", "b") for s in (1, 2, 3, 4)]
+    parity = loss_parity(pd.DataFrame(rows), ["a"], ["b"], 1e-5)
+    assert parity.status == "MATCH" and parity.steps_compared == 3

@@ -54,19 +54,21 @@ def loss_parity(steps: pd.DataFrame, baseline_ids: list[str], variant_ids: list[
     |Δloss| <= rtol x |baseline loss|, else DIVERGED (first diverging step named); N/A when a
     side has no losses, with :data:`PLACEHOLDER_LOSS_REASON` when a side's steps carry the
     placeholder loss (``loss_placeholder``, or every logged loss exactly -1)."""
+    placeholder = False
     if not steps.empty and baseline_ids and variant_ids and "loss_placeholder" in steps:
+        # steps with the placeholder carry no loss (None): the steps with a real loss on both
+        # sides are compared; N/A with the placeholder reason only when none is left
         pair = steps[steps.run_id.isin([baseline_ids[0], variant_ids[0]])]
-        if pair["loss_placeholder"].eq(True).any():
-            return _na("parity_placeholder")
+        placeholder = bool(pair["loss_placeholder"].eq(True).any())
     if steps.empty or not baseline_ids or not variant_ids or "loss" not in steps:
-        return _na("parity_no_losses")
+        return _na("parity_placeholder" if placeholder else "parity_no_losses")
     a = steps[steps.run_id == baseline_ids[0]].set_index("step")["loss"].dropna()
     b = steps[steps.run_id == variant_ids[0]].set_index("step")["loss"].dropna()
     if any(len(x) and x.map(is_placeholder_loss).all() for x in (a, b)):
         # a constant -1 logged as a loss (records written before engines marked it)
         return _na("parity_placeholder")
     if a.empty or b.empty:
-        return _na("parity_no_losses_logged")
+        return _na("parity_placeholder" if placeholder else "parity_no_losses_logged")
     common = a.index.intersection(b.index)
     if not len(common):
         return _na("parity_no_common_steps")

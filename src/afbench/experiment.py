@@ -412,8 +412,12 @@ def learn_calibration(summary, kind: str, out_dir: Path, url: str | None = None)
             spread = RunSpread(spread_pct=sp.spread_pct / 2 ** 0.5, df=sp.n_pairs - 1,
                                n_pairs=sp.n_pairs, n_outlier_pairs=outliers)
             if cal.record(kind, spread, str(out_dir), cal.AA if c.aa else cal.RESIDUALS, url):
+                now = cal.lookup(kind, url)
+                fit = now is not None and RunSpread.of(now).usable_for_one_round
                 log.info("afbench: host calibration for %s learned %.2f%% on %d pairs from "
-                         "this experiment", kind, spread.spread_pct, spread.n_pairs)
+                         "this experiment; it now rests on %d pairs%s", kind,
+                         spread.spread_pct, spread.n_pairs, now["n_pairs"] if now else 0,
+                         "" if fit else " (one round needs 12 pairs and no outlier run)")
             return
 
 

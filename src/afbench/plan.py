@@ -125,7 +125,8 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
         order=exp.order,
         order_seed=seed,
         auto=design,
-        rerun_contended=exp.rerun_contended,
+        # report.contention=keep: contended runs decide, so rerunning them buys nothing
+        rerun_contended=exp.rerun_contended if cfg.report.contention == "set_aside" else 0,
     )
 
 

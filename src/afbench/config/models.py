@@ -243,8 +243,8 @@ class ReportConfig(Section):
     parity: ParityConfig = ParityConfig()
     # Confidence level of every gain interval (one round, fixed repeats and repeats=auto).
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
-    # The smallest gain that matters, percent: NO_GAIN means the interval excludes every gain
-    # of this size or more (docs/statistics.md §6).
+    # The smallest gain that matters, percent: NO_GAIN means the whole interval lies within
+    # +-this (docs/statistics.md §7).
     min_gain_pct: float = Field(2.0, gt=0, lt=100)  # a gain of 100% would be zero time
     # A variant whose peak memory rises more than this (percent of the baseline's) gets a
     # caveat beside its verdict.

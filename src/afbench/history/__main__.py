@@ -26,6 +26,29 @@ from afbench.history.db import ENV_URL, open_db, resolve_url, shown
 from afbench.history.schema import experiments, records
 
 
+def _number(text: str, ok, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"{text} must be {what}")
+    return value
+
+
+def _open_unit(text: str) -> float:
+    return _number(text, lambda v: 0 < v < 1, "within (0, 1), e.g. 0.95")
+
+
+def _percent(text: str) -> float:
+    return _number(text, lambda v: 0 < v < 100, "a percentage within (0, 100), e.g. 5")
+
+
+def _positive_int(text: str) -> int:
+    value = _number(text, lambda v: v >= 1 and v == int(v), "a whole number >= 1")
+    return int(value)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m afbench.history",
                                 description="The history of afbench experiments: record, "
@@ -51,11 +74,12 @@ def _parser() -> argparse.ArgumentParser:
                          "than its history beyond the noise")
     chk.add_argument("--experiment", required=True)
     chk.add_argument("--variant")
-    chk.add_argument("--window", type=int, default=10,
+    chk.add_argument("--window", type=_positive_int, default=10,
                      help="earlier records compared with (default 10)")
-    chk.add_argument("--confidence", type=float, default=0.95)
-    chk.add_argument("--min-gain-pct", type=float, default=2.0)
-    chk.add_argument("--threshold-pct", type=float, default=5.0,
+    chk.add_argument("--confidence", type=_open_unit, default=0.95,
+                     help="confidence of the interval, within (0, 1) (default 0.95)")
+    chk.add_argument("--min-gain-pct", type=_percent, default=2.0)
+    chk.add_argument("--threshold-pct", type=_percent, default=5.0,
                      help="a significant slowdown smaller than this passes (default 5)")
     return p
 

@@ -32,6 +32,10 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
     (its ``experiment.json``), used when each side has a single run.
 
     Raises ValueError when a side has no run, or a step time that is not finite and > 0."""
+    from afbench.verdict.calibration import RunSpread
+
+    if calibration and not RunSpread.of(calibration).usable_for_one_round:
+        calibration = None  # under 12 pairs, or it saw outlier runs: as for one round
     speed = compare_groups(history, newest, confidence=confidence, min_gain_pct=min_gain_pct,
                            run_spread_pct=calibration["spread_pct"] if calibration else None,
                            run_spread_df=calibration["df"] if calibration else None)

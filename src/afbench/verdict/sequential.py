@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 from afbench.verdict.boundaries import (OBRIEN_FLEMING, SPENDING_FUNCTIONS, stopped_boundary,
                                         t_boundaries)
-from afbench.verdict.estimate import (DEFAULT_MIN_GAIN_PCT, SEQUENTIAL, Speed, check_settings,
-                                      interval_speed, no_interval, pair_up)
+from afbench.verdict.estimate import (DEFAULT_MIN_GAIN_PCT, NO_PAIRS_LEFT, SEQUENTIAL, Speed,
+                                      check_settings, interval_speed, no_interval, pair_up)
 from afbench.verdict.power import DEFAULT_MDE_POWER
 from afbench.verdict.words import FASTER, NO_GAIN, SLOWER
 
@@ -151,7 +151,8 @@ class SequentialTest:
         common = {"level": d.level, "min_gain_pct": d.min_gain_pct, "mde_power": d.mde_power,
                   "design": SEQUENTIAL, "stop_reason": stop}
         if n < d.min_pairs:
-            return no_interval(pairs, "before_first_look", **common)
+            why = NO_PAIRS_LEFT if reason == SET_ASIDE_LIMIT else "before_first_look"
+            return no_interval(pairs, why, **common)
         n_look = min(n, d.max_pairs)
         c = d.boundary(n_look, final=reason == TIME_BUDGET and n_look < d.max_pairs)
         se = float(pairs.d.std(ddof=1)) / math.sqrt(n)
@@ -196,7 +197,8 @@ class SequentialTest:
 def _progress(design: SequentialDesign, speed: Speed, n: int, n_run: int, reason: str) -> str:
     head = f"pair {n}/{design.max_pairs}" + (f" ({n_run - n} set aside)" if n_run > n else "")
     if speed.ci_low_pct is None:
-        return head + f": no interval before {design.min_pairs} pairs, continue"
+        tail = "continue" if reason == CONTINUE else "stop: " + _STOP_WORDS.get(reason, reason)
+        return head + f": no interval before {design.min_pairs} pairs, {tail}"
     kind = "CI, final analysis" if reason == TIME_BUDGET else "repeated CI"
     body = (f": gain {speed.gain_pct:+.2f}% [{speed.ci_low_pct:+.2f}%, {speed.ci_high_pct:+.2f}%]"
             f" ({speed.level * 100:g}% {kind}), ")
