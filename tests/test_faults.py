@@ -271,6 +271,9 @@ def test_ctrl_c_exits_130_kills_the_run_and_reports_the_rest_skipped(tmp_path):
     assert (out / "runs" / "good-train-r1" / "stdout.log").read_text() == ""
     assert "| SKIPPED |" in report_row(out, "good-train-r1")
     assert "interrupted" in report_row(out, "hang-train-r1")
+    # the comparison of an interrupted baseline is stopped too, not RUN_FAILED
+    comp = read_summary(out / "summary.json").comparisons[0]
+    assert comp.verdict == "SKIPPED" and comp.speed.stop_reason == "interrupted"
     assert_no_orphans(str(tmp_path))
 
 

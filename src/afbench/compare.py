@@ -31,6 +31,7 @@ from afbench.verdict import (INCONCLUSIVE, ONE_ROUND, RUN_FAILED, SEQUENTIAL, SK
                              quick_verdict, verdict_word)
 from afbench.verdict.calibration import RunSpread
 from afbench.verdict.sequential import INTERRUPTED
+from afbench.runspec import INTERRUPTED as RUNSPEC_INTERRUPTED
 from afbench.switches.registry import compiles, requested_not_reported
 
 #: Loss parity when a side's logged rank printed the ``loss: -1`` placeholder (pipeline
@@ -399,8 +400,11 @@ def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rt
     """One variant against the baseline side ``b`` on the verdict phase."""
     phase, workload = col.plan.verdict_phase, workload_of(col)
     v = side(col, variant, phase, workload)
-    if v.skipped and b.ok:
-        verdict, speed = SKIPPED, Speed(level=report.confidence)
+    interrupted = _interrupted(col, run_ids(col, variant, phase) + run_ids(col, b.name, phase))
+    if (v.skipped and b.ok) or (interrupted and "FAILED" not in b.statuses + v.statuses):
+        # a run stopped by Ctrl-C (or SIGTERM) is SKIPPED, interrupted: nothing failed
+        verdict, speed = SKIPPED, Speed(level=report.confidence,
+                                        stop_reason=INTERRUPTED if interrupted else None)
     elif not (b.ok and v.ok and b.repeats_s and v.repeats_s):
         verdict, speed = RUN_FAILED, Speed(level=report.confidence,
                                            stop_reason=_stop_reason(col.plan, variant))
@@ -431,6 +435,12 @@ def switch_records(plan: Plan, run_id: str, result: RunResult) -> list[SwitchRec
         records += [SwitchRecord(name=name) for name in
                     requested_not_reported(spec.config, [sw.name for sw in records])]
     return records
+
+
+def _interrupted(col: Collected, ids: list[str]) -> bool:
+    """Whether a run of ``ids`` was stopped by the user (SKIPPED with the interrupt reason)."""
+    sel = col.runs[col.runs.run_id.isin(ids)]
+    return bool(((sel.status == "SKIPPED") & (sel.reason == RUNSPEC_INTERRUPTED)).any())
 
 
 def _compiles(col: Collected, variant: str) -> bool:
