@@ -15,7 +15,7 @@ noise as bench/noise_floor.py measured it), u_run ~ N(0, spread) between process
 contended (the measurement of afbench.analysis.contention). One round 'calibrated' uses a
 host calibration from an A/A of 12 pairs simulated under the same noise (its own error included).
 
-Run: python bench/verdict_sim.py [--n 2000] [--window 5]   (about 10 min on 2 cores)
+Run: python bench/verdict_sim.py [--n 2000] [--window 5]   (80 min on a loaded 2-core machine)
 """
 
 from __future__ import annotations
