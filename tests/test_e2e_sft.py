@@ -72,9 +72,13 @@ def test_report_has_real_verdict_and_comparable_profile(af_compare_run):
     # (or, where the machine was shared, no pair left: its runs were measured contended)
     assert comp.verdict == "INCONCLUSIVE"
     assert comp.speed.no_interval_reason in ("uncalibrated", "no_pairs_left")
-    assert comp.speed.design == "one_round" and comp.speed.n_pairs == 1
+    # one pair run; it decides nothing either way, and is set aside where the runs were
+    # measured contended (a VM's steal time counts: CI's VMs show 5-20%)
+    assert comp.speed.design == "one_round" and comp.speed.n_pairs_run == 1
+    assert comp.speed.n_pairs in (0, 1)
     assert comp.speed.reference_verdict in ("AF_ON_FASTER", "NO_GAIN")
-    assert comp.speed.ci_low_pct is None and comp.speed.gain_pct is not None
+    assert comp.speed.ci_low_pct is None
+    assert (comp.speed.gain_pct is not None) == (comp.speed.n_pairs == 1)
     assert b.mean_step_s > 0 and v.mean_step_s > 0
     # the reference's gain is of the mean step times; afbench's is of the run medians
     expected_gain = (b.mean_step_s - v.mean_step_s) / b.mean_step_s * 100
