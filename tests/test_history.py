@@ -265,8 +265,9 @@ def test_the_host_calibration_is_kept_in_the_history_database(url, tmp_path):
     assert cal.record(kind, RunSpread(spread_pct=3.0, df=11, n_pairs=12), "/out/aa", cal.AA, url)
     assert cal.record(kind, RunSpread(spread_pct=4.0, df=2, n_pairs=3), "/out/x", cal.RESIDUALS,
                       url)
-    assert cal.record(kind, RunSpread(spread_pct=4.0, df=2, n_pairs=3), "/out/x", cal.RESIDUALS,
-                      url)  # a re-render records nothing twice
+    again = cal.record(kind, RunSpread(spread_pct=4.0, df=2, n_pairs=3), "/out/x",
+                       cal.RESIDUALS, url)  # a re-render records nothing twice
+    assert (again.n_pairs, again.df) == (15, 13)
     got = cal.lookup(kind, url)
     assert (got["df"], got["n_pairs"], got["n_experiments"]) == (13, 15, 2)
     assert got["spread_pct"] == pytest.approx(((11 * 9 + 2 * 16) / 13) ** 0.5)
@@ -321,3 +322,17 @@ def test_a_directory_of_schema_version_0_is_recorded_too():
     assert rows["fused"].record["gain_pct"] > 0 and rows["fused"].runs[0]["step_times_s"]
     assert rows["broken"].record["median_step_s"] is None
     assert ex.experiment["host_id"] is None  # written before experiment.json had provenance
+
+
+def test_an_experiment_reads_the_calibration_from_its_own_history_url(tmp_path, compose_cfg):
+    from support.history import seed_calibration
+
+    from afbench.config import validate_config
+    from afbench.experiment import host_calibration
+    from afbench.plan import make_plan
+
+    url = f"sqlite:///{tmp_path / 'team.sqlite'}"  # not $AFBENCH_HISTORY_URL
+    kind = seed_calibration(url, tmp=tmp_path)
+    plan = make_plan(validate_config(compose_cfg()), tmp_path / "out")
+    assert host_calibration(plan, url)[1]["kind"] == kind
+    assert host_calibration(plan)[1] is None  # the environment's database has none

@@ -386,7 +386,7 @@ def host_calibration(plan: Plan, url: str | None = None) -> tuple[str, dict | No
     spec = next(r for r in plan.runs if r.variant == plan.baseline
                 and r.phase == plan.verdict_phase)
     kind = cal.run_kind(spec)
-    found = cal.lookup(kind)
+    found = cal.lookup(kind, url)
     if found:
         log.info("afbench: host calibration for %s: run-to-run spread %.2f%% on %d pairs "
                  "(updated %s)", kind, found["spread_pct"], found["n_pairs"],
@@ -411,13 +411,14 @@ def learn_calibration(summary, kind: str, out_dir: Path, url: str | None = None)
             outliers = sum(1 for a in sp.set_aside if a.reason == "outlier")
             spread = RunSpread(spread_pct=sp.spread_pct / 2 ** 0.5, df=sp.n_pairs - 1,
                                n_pairs=sp.n_pairs, n_outlier_pairs=outliers)
-            if cal.record(kind, spread, str(out_dir), cal.AA if c.aa else cal.RESIDUALS, url):
-                now = cal.lookup(kind, url)
-                fit = now is not None and RunSpread.of(now).usable_for_one_round
+            pooled = cal.record(kind, spread, str(out_dir), cal.AA if c.aa else cal.RESIDUALS,
+                                url)
+            if pooled is not None:
                 log.info("afbench: host calibration for %s learned %.2f%% on %d pairs from "
                          "this experiment; it now rests on %d pairs%s", kind,
-                         spread.spread_pct, spread.n_pairs, now["n_pairs"] if now else 0,
-                         "" if fit else " (one round needs 12 pairs and no outlier run)")
+                         spread.spread_pct, spread.n_pairs, pooled.n_pairs,
+                         "" if pooled.usable_for_one_round
+                         else " (one round needs 12 pairs and no outlier run)")
             return
 
 

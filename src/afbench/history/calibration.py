@@ -90,20 +90,21 @@ def lookup(kind: str, url: str | None = None) -> dict[str, Any] | None:
             "updated_at": max(e["recorded_at"] for e in entries[-KEEP:])}
 
 
-def record(kind: str, spread: RunSpread, source: str, how: str, url: str | None = None) -> bool:
+def record(kind: str, spread: RunSpread, source: str, how: str,
+           url: str | None = None) -> RunSpread | None:
     """Add one estimate of ``kind``'s spread on this host (``how``: ``aa`` or ``residuals``;
-    ``source``: the output directory; recorded once per source). Returns False (and warns)
-    when the database cannot be written."""
+    ``source``: the output directory; recorded once per source). Returns the pooled
+    calibration of ``kind`` now, or None (and warns) when the database cannot be written."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from afbench.history.db import record_calibration
 
     found = _estimates(url, kind)
     if found is None:
-        return False
+        return None
     engine, host, entries = found
-    if any(e.get("source") == source for e in entries):
-        return True  # a re-render records nothing twice
+    if any(e.get("source") == source for e in entries):  # a re-render records nothing twice
+        return pool(RunSpread.of(e) for e in entries[-KEEP:])
     entries.append({"spread_pct": spread.spread_pct, "df": spread.df, "n_pairs": spread.n_pairs,
                     "n_experiments": spread.n_experiments,
                     "n_outlier_pairs": spread.n_outlier_pairs, "how": how, "source": source,
@@ -115,5 +116,5 @@ def record(kind: str, spread: RunSpread, source: str, how: str, url: str | None 
                            {"estimates": entries, "df": pooled.df})
     except SQLAlchemyError as exc:
         log.warning("afbench: host calibration not recorded: %s", str(exc).splitlines()[0])
-        return False
-    return True
+        return None
+    return pooled
