@@ -89,13 +89,14 @@ def upgrade(engine: Engine) -> None:
     so recording stays cheap."""
     if _current_revision(engine) == HEAD:
         return
+    # Alembic's INFO lines ("setup plugin ..." on import, "Running upgrade ...") would land in
+    # the experiment's log: quiet it before it is imported
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     from alembic import command
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
-    # Alembic's INFO lines ("Running upgrade ...") would land in the experiment's log
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         with engine.begin() as conn:
             cfg.attributes["connection"] = conn
