@@ -31,6 +31,9 @@ COMMAND = ["engine=command", f"engine.executable={sys.executable}", f"engine.arg
            # set its runs aside or rerun them (tests/test_contention_runs.py tests that)
            "report.contention=keep", "experiment.rerun_contended=0"]
 GRID = [f"{AF}=false,true", f"{RMS}=false,true"]
+# one run per combination for the tests of failures, resume and interrupts: the baseline job's
+# runs are the only baseline runs (tests/test_sweep_pairing.py tests the default, beside)
+SEPARATE = "experiment.sweep_pairing=separate"
 
 
 
@@ -232,12 +235,12 @@ def failed_then_resumed(tmp_path_factory):
     # one round per combination: a calibrated host decides them (2% planted noise)
     history = {"AFBENCH_HISTORY_URL": f"sqlite:///{first_cwd / 'history.sqlite'}"}
     seed_calibration(history["AFBENCH_HISTORY_URL"], *COMMAND, tmp=first_cwd)
-    first = afbench(first_cwd, "-m", *COMMAND, *GRID, env={
+    first = afbench(first_cwd, "-m", *COMMAND, *GRID, SEPARATE, env={
         "SWITCH_TIMED_FAIL": "autofuse=false,add_rmsnorm=true",
         "SWITCH_TIMED_COUNTER": str(counter1), **history})
     old = sweep_dir(first_cwd)
     stamps = file_stamps(old)
-    second = afbench(second_cwd, "-m", *COMMAND, *GRID, f"resume={old}",
+    second = afbench(second_cwd, "-m", *COMMAND, *GRID, SEPARATE, f"resume={old}",
                      f"report.sweep_baseline='{AF}=true,{RMS}=false'",
                      env={"SWITCH_TIMED_COUNTER": str(counter2), **history})
     return {"first": first, "old": old, "counter1": counter1, "stamps": stamps,
@@ -354,7 +357,7 @@ def interrupted_then_resumed(tmp_path_factory):
     """A 2-job sweep with slow steps, SIGINT while job 1's run is logging; then resume."""
     first_cwd, second_cwd = tmp_path_factory.mktemp("interrupted"), tmp_path_factory.mktemp("re")
     counter1, counter2 = first_cwd / "invocations", second_cwd / "invocations"
-    args = ["-m", *COMMAND, f"{AF}=false,true"]
+    args = ["-m", *COMMAND, f"{AF}=false,true", SEPARATE]
     # one round per combination: a calibrated host decides them (2% planted noise)
     history = {"AFBENCH_HISTORY_URL": f"sqlite:///{first_cwd / 'history.sqlite'}"}
     seed_calibration(history["AFBENCH_HISTORY_URL"], *COMMAND, tmp=first_cwd)

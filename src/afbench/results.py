@@ -719,6 +719,9 @@ class SweepRow(_Open):
     mfu_pct: float | None = None
     speed: Speed | None = None
     contended_runs: list[str] = []
+    # compared with the baseline combination's runs that ran beside it in its own job
+    # (experiment.sweep_pairing=beside, variant sweep_baseline), not with the baseline job's
+    beside_baseline: bool = False
 
 
 class MainEffect(_Open):
@@ -754,6 +757,9 @@ class SweepSummary(_Open):
     confidence: float = 0.95
     level: float | None = None
     comparisons: int = 0
+    # how many of the comparisons used baseline runs beside the combination in its own job
+    # (experiment.sweep_pairing=beside); the others used the baseline job's runs
+    beside: int = 0
     combinations: list[SweepRow] = []
     main_effects: list[MainEffect] = []
     failed: list[str] = []

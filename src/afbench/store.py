@@ -177,6 +177,13 @@ class SweepDir:
     def swept_keys(self) -> list[str]:
         """The keys the sweep's command line sweeps (``a=1,2``, ``range(...)``, ...), from
         ``multirun.yaml`` with Hydra's override parser; ``[]`` when it cannot tell."""
+        return list(self.swept_values())
+
+    def swept_values(self) -> dict[str, list[str]]:
+        """Swept key (without ``+``) -> its values as Hydra hands them to the jobs, in
+        command-line order, from ``multirun.yaml`` (written by Hydra's basic sweeper before the
+        first job starts) with Hydra's override parser; ``{}`` when it cannot tell (no
+        ``multirun.yaml``, or a sweeper syntax Hydra's parser lacks)."""
         try:
             import yaml
             from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -184,9 +191,10 @@ class SweepDir:
             data = yaml.safe_load((self.path / MULTIRUN_YAML).read_text(encoding="utf-8"))
             task = data["hydra"]["overrides"]["task"]
             parsed = OverridesParser.create().parse_overrides(list(task))
-        except Exception:  # no multirun.yaml, or a sweeper syntax Hydra's parser lacks
-            return []
-        return [o.key_or_group.lstrip("+") for o in parsed if o.is_sweep_override()]
+            return {o.key_or_group.lstrip("+~"): list(o.sweep_string_iterator())
+                    for o in parsed if o.is_sweep_override()}
+        except Exception:
+            return {}
 
     def jobs(self) -> list[OutDir]:
         """The job folders that hold a finished experiment, in job-number order."""

@@ -28,6 +28,7 @@ from omegaconf import DictConfig
 from afbench.errors import OutputError
 from afbench.io import read_json, write_json_atomic
 from afbench.messages import Message, say
+from afbench.pairing import SWEEP_BASELINE, baseline_setting, same_value, split_override
 from afbench.results import MainEffect, Speed, SweepRow, SweepSummary
 from afbench.store import OutDir
 from afbench.verdict.words import RUN_FAILED, SKIPPED
@@ -38,27 +39,6 @@ log = logging.getLogger(__name__)
 def job_overrides(job_dir: Path) -> list[str]:
     """The job's command-line overrides, from Hydra's ``.hydra/overrides.yaml``."""
     return OutDir(job_dir).job_overrides()
-
-
-def split_override(override: str) -> tuple[str, str]:
-    """``"+a.b=c"`` -> ``("a.b", "c")``: the key without Hydra's ``+``/``++`` add prefix, so
-    ``report.sweep_baseline`` names a key the same way whether it was added or overridden."""
-    key, _, value = override.partition("=")
-    return key.lstrip("+"), value
-
-
-def same_value(a: str, b: str) -> bool:
-    """Equal as override values. Hydra writes a swept ``false`` back as ``False`` (and
-    ``0.10`` as ``0.1``), so compare the YAML values, of the same type (``1`` is not ``true``),
-    falling back to the text."""
-    def load(text: str) -> Any:
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError:
-            return text
-
-    x, y = load(a), load(b)
-    return a == b or (type(x) is type(y) and x == y)
 
 
 def swept_keys(overrides: list[list[str]]) -> list[str]:
@@ -73,10 +53,6 @@ def swept_keys(overrides: list[list[str]]) -> list[str]:
                 order.append(key)
             values[key].add(val)
     return [k for k in order if len(values[k]) > 1]
-
-
-def _is_off(value: str) -> bool:
-    return value.strip().lower() in ("false", "0", "off", "no", "null", "none")
 
 
 def _job_dirs(sweep_dir: Path) -> list[Path]:
@@ -139,6 +115,10 @@ class _Combination:
     run_detail: list[str] = field(default_factory=list)
     steps: Any = None  # pandas DataFrame of the verdict-phase steps, or None
     calibration: dict[str, Any] | None = None  # the job's experiment.json calibration
+    # experiment.sweep_pairing=beside: the baseline combination's runs in this job
+    # (variant sweep_baseline; not a row of its own) and, on the job's own row, those runs
+    paired_base: bool = False
+    beside: _Combination | None = None
 
     @property
     def has_result(self) -> bool:
@@ -194,21 +174,25 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
     phase = col.plan.verdict_phase
     workload = workload_of(col)
     report = _job_report(job, lang)
+    paired = col.plan.baseline == SWEEP_BASELINE
+    own = [v for v in col.plan.variants if not (paired and v == SWEEP_BASELINE)]
     out = []
     for variant in col.plan.variants:
         ids = run_ids(col, variant, phase)
         v = side(col, variant, phase, workload)
         sel = runs.loc[ids]
         row = SweepRow(
-            name=name + (f" [{variant}]" if len(col.plan.variants) > 1 else ""), job=job.name,
-            variant=variant, setting=setting, ok=v.ok, statuses=v.statuses,
+            name=name + (f" [{variant}]" if len(own) > 1 else ""), job=job.name,
+            # a paired job's own variant stands for the job's one combination
+            variant="" if paired else variant, setting=setting, ok=v.ok, statuses=v.statuses,
             per_repeat_s=v.repeats_s, mean_step_s=finite_mean(v.repeats_s),
             tokens_per_s=v.tokens_per_s if v.ok else None, step_cv_pct=v.step_cv_pct,
             # every run's note, resumed ones included, without the run id
             reasons=[r for r in sel.reason.tolist() + sel.log_error.tolist() if r],
             is_plan_baseline=variant == col.plan.baseline,
             report=report)
-        combo = _Combination(row, calibration=col.experiment.get("calibration"))
+        combo = _Combination(row, calibration=col.experiment.get("calibration"),
+                             paired_base=paired and variant == SWEEP_BASELINE)
         medians = []
         for rid in ids:
             window = col.spec(rid).config.scheduler.measure
@@ -246,6 +230,11 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
             frame = col.steps[col.steps.run_id.isin(ids)]
             combo.steps = frame.assign(combination=row.name) if len(frame) else None
         out.append(combo)
+    if paired:
+        base = next(c for c in out if c.paired_base)
+        for c in out:
+            if not c.paired_base:
+                c.beside, c.row.beside_baseline = base, True
     return out
 
 
@@ -327,6 +316,8 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     for job, ovs in zip(jobs, all_overrides):
         setting = {k: v for k, v in map(split_override, ovs) if k in keys}
         combos += _combinations(job, setting, keys, report.lang)
+    # the baseline combination's runs beside each paired job's own are no row of their own
+    combos = [c for c in combos if not c.paired_base]
     base = _pick_baseline(combos, keys, baseline)
     m = max(len(combos) - 1, 1)
     per_comparison = sweep_level(level, m)
@@ -336,7 +327,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
             if c.has_result:
                 c.row.verdict, c.row.gain_pct = "BASELINE", 0.0
             continue
-        _compare_to_baseline(c, base, per_comparison,
+        _compare_to_baseline(c, c.beside or base, per_comparison,
                              settings.get("contention", "set_aside") == "set_aside")
     rows = [c.row for c in combos]
     ranked = sorted(rows, key=lambda r: (r.verdict in (RUN_FAILED, SKIPPED), r.median_step_s is None,
@@ -345,6 +336,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
         sweep_dir=str(sweep_dir), jobs=len(jobs), swept_keys=keys,
         baseline=base.row.name if base else None, sweep_baseline=baseline, confidence=level,
         level=per_comparison, comparisons=len(combos) - 1 if combos else 0, combinations=ranked,
+        beside=sum(r.beside_baseline for r in rows),
         main_effects=main_effects(rows, keys, base.row if base else None, level),
         failed=[r.name for r in rows if r.verdict == RUN_FAILED],
         untrusted=[r.name for r in rows if r.untrusted], cv_threshold_pct=UNTRUSTED_CV_PCT,
@@ -357,21 +349,27 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
 
 def _pick_baseline(combos: list[_Combination], keys: list[str],
                    wanted: str | None) -> _Combination | None:
+    """The baseline combination: the plan baseline of the job whose swept values are
+    :func:`afbench.pairing.baseline_setting`'s (the rule the paired jobs ran by), over the
+    values the jobs ran with in job order; the first combination when none is (a sweep whose
+    baseline job is missing).
+
+    Raises ConfigError naming ``report.sweep_baseline`` when ``wanted`` matches no combination."""
     if not combos:
         return None
+    values = {k: list(dict.fromkeys(c.row.setting[k] for c in combos if k in c.row.setting))
+              for k in keys}
+    target = baseline_setting(values, wanted)
+    want = {**dict(split_override(i) for i in (wanted or "").split(",") if "=" in i), **target}
+    for c in combos:
+        if c.row.is_plan_baseline and all(
+                k in c.row.setting and same_value(c.row.setting[k], v) for k, v in want.items()):
+            return c
     if wanted:
-        want = dict(split_override(item) for item in wanted.split(",") if "=" in item)
-        for c in combos:
-            if c.row.is_plan_baseline and all(
-                    k in c.row.setting and same_value(c.row.setting[k], v) for k, v in want.items()):
-                return c
         from afbench.errors import ConfigError  # only on this error path
 
         raise ConfigError(f"report.sweep_baseline: no combination matches {wanted!r}; "
                           f"combinations: {[c.row.name for c in combos]}")
-    for c in combos:
-        if c.row.is_plan_baseline and all(_is_off(c.row.setting.get(k, "false")) for k in keys):
-            return c
     return combos[0]
 
 

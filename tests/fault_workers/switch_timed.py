@@ -17,6 +17,9 @@ Environment (from the test, inherited through the orchestrator and the worker):
   SWITCH_TIMED_LOADED   "autofuse=false,add_rmsnorm=true,repeat=2": that run is a loaded one,
                         every step x4 and two steps x3 on top (a whole run slowed by another
                         process, with bursts)
+  SWITCH_TIMED_DRIFT    "<file>:<pct>": the machine drifts: each invocation appends a line to
+                        <file> and is slower by <pct> percent per earlier invocation (a load
+                        that grows over the sweep; the same for every switch)
 """
 
 import json
@@ -41,7 +44,14 @@ sleep_s = float(os.environ.get("SWITCH_TIMED_SLEEP_S", "0"))
 loaded_when = dict(p.partition("=")[::2] for p in os.environ.get("SWITCH_TIMED_LOADED", "").split(",") if p)
 loaded = bool(loaded_when) and all({**switches, "repeat": str(spec["repeat"])}.get(k) == v
                                    for k, v in loaded_when.items())
-planted = 0.1 * (0.7 if opt["autofuse"] else 1.0) * (1.2 if opt["add_rmsnorm"] else 1.0)
+drift_file, _, drift_pct = os.environ.get("SWITCH_TIMED_DRIFT", "").rpartition(":")
+drift = 1.0
+if drift_file:
+    with open(drift_file, "a+", encoding="utf-8") as fh:
+        fh.seek(0)
+        drift += float(drift_pct) / 100 * len(fh.read().splitlines())
+        fh.write(tag + "\n")
+planted = drift * 0.1 * (0.7 if opt["autofuse"] else 1.0) * (1.2 if opt["add_rmsnorm"] else 1.0)
 for step in range(1, spec["config"]["scheduler"]["steps"] + 1):
     rng = random.Random(f"{tag}-{spec['variant']}-{spec['repeat']}-{step}")
     time.sleep(sleep_s)

@@ -73,6 +73,7 @@ def _task(cfg: DictConfig, checks: list | None = None) -> None:
     # the launcher, preflight, the console and the sweep report: not needed for a config error
     from afbench.config import validate_config
     from afbench.experiment import preflight, run_experiment
+    from afbench.pairing import beside_baseline
     from afbench.plan import shadowed_overrides
     from afbench.sweep import build_sweep_report
 
@@ -82,6 +83,11 @@ def _task(cfg: DictConfig, checks: list | None = None) -> None:
         # A failing job must not end the sweep: its files say it failed (sweep_summary.json).
         job = f"job {hydra_cfg.job.num} ({','.join(hydra_cfg.overrides.task)})"
         try:
+            cfg, unpaired = beside_baseline(cfg, Path(hydra_cfg.sweep.dir),
+                                            list(hydra_cfg.overrides.task),
+                                            set(hydra_cfg.runtime.choices))
+            if unpaired:
+                log.info("afbench: sweep pairing: %s", unpaired)
             run_experiment(validate_config(cfg), Path(hydra_cfg.runtime.output_dir),
                            job_num=hydra_cfg.job.num)
         except AfbenchError as exc:
@@ -190,7 +196,7 @@ def precheck(argv: list[str], conf_dir: str) -> None:
 
 def _check_sweep(argv: list[str], overrides: list[str], conf_dir: str) -> None:
     from afbench.preflight import check_output_root
-    from afbench.sweep import same_value, split_override
+    from afbench.pairing import same_value, split_override
 
     hydra_args = [a for a in argv if "=" in a and a.lstrip("+~").startswith("hydra.")
                   and not a.replace(" ", "").lower().startswith("hydra.mode")]

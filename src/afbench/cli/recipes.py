@@ -22,7 +22,8 @@ RECIPE_PATH_ENV = "AFBENCH_RECIPE_PATH"
 EXPERIMENT_SCALARS = {"repeats": 1, "skip_policy": "per_variant", "verdict_phase": None,
                       "precision_pct": 1.0, "min_repeats": 3, "max_repeats": 8,
                       "time_budget_s": None, "order": "counterbalanced", "order_seed": None,
-                      "steps": None, "rerun_contended": 1}
+                      "steps": None, "rerun_contended": 1,
+                      "sweep_pairing": "beside"}
 
 
 def recipe_dirs() -> list[Path]:

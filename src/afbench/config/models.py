@@ -303,6 +303,13 @@ class ExperimentConfig(Section):
     # baseline). order_seed: the seed of random (null: one is drawn and recorded in plan.json).
     order: Literal["counterbalanced", "interleaved", "random"] = "counterbalanced"
     order_seed: int | None = None
+    # In a sweep (-m), where the baseline combination's runs come from. beside: every job
+    # that is not the baseline combination also runs the baseline combination, as a variant
+    # named sweep_baseline in counterbalanced rounds beside its own, and is judged against
+    # those runs (pairs adjacent in time; twice the runs). separate: every job runs only its
+    # own combination and is judged against the baseline job's runs (minutes apart; a loaded
+    # baseline job is caught only by its measured contention). docs/statistics.md §8.
+    sweep_pairing: Literal["beside", "separate"] = "beside"
     # A verdict-phase run whose measured window was contended (the machine was shared:
     # afbench.analysis.contention.judge) is run again, at most this many times per run, in a
     # new run directory (<run_id>-rerun<k>); the contended one is kept and marked. 0: never.
