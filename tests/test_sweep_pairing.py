@@ -138,7 +138,7 @@ def test_drift_between_jobs_reads_as_a_slowdown_only_when_jobs_are_compared_apar
     separate = by_name(drifting["separate"][0])[f"{NORM}=True"]
     assert separate["beside_baseline"] is False
     assert separate["verdict"] == "SLOWER" and separate["gain_pct"] < -10
-    assert "(experiment.sweep_pairing=separate)" in (
+    assert "(experiment.sweep_pairing=separate, or jobs" in (
         drifting["separate"][0] / "sweep_report.md").read_text()
     # beside: each pair is adjacent and counterbalanced; no winner and no loser
     beside = by_name(drifting["beside"][0])[f"{NORM}=True"]

@@ -20,7 +20,9 @@ from afbench.results import load_sweep_summary
 from test_report_html import _chromium
 from test_sweep import AF, COMMAND, RMS, afbench, combo, sweep_dir
 
-LOADED_RUN = "baseline-run-r2"
+# the loaded run is job 1's own run of round 2 (its job runs the baseline combination beside it,
+# experiment.sweep_pairing=beside; the default experiment's one variant is "combination" there)
+LOADED_RUN = "combination-run-r2"
 
 
 @pytest.fixture(scope="module")
@@ -129,8 +131,11 @@ def test_zh_rerender_uses_the_users_template_folder(sweep, tmp_path):
     html = (copy / "sweep_report.zh.html").read_text(encoding="utf-8")
     assert (copy / "sweep_report.html").read_text(encoding="utf-8") == english
     assert '<html lang="zh-CN">' in html
-    for key in ("ranking", "main_effects", "plot_forest", "cross_job_pairs"):
+    for key in ("ranking", "main_effects", "plot_forest"):
         assert zh[key] in html
+    # two of three comparisons paired beside; the job that never planned is named
+    some = zh["beside_some"].replace("{n}", "2").replace("{m}", "3")
+    assert some + combo(True, True) in html
     # every job's report re-rendered in Chinese and linked; the job stopped before planning
     # says so in Chinese
     links = re.findall(r'href="([^"#]+/report[^"]*\.html)"', html)
