@@ -62,8 +62,10 @@ def autofuse_sweep(tmp_path_factory):
 def test_submitit_sweep_runs_every_job_in_its_own_folder(autofuse_sweep):
     proc, sweep = autofuse_sweep
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for job in ("0", "1"):
-        status = json.loads((sweep / job / "runs" / "baseline-run-r1" / "status.json").read_text())
+    # job 1 runs the baseline combination beside its own (experiment.sweep_pairing=beside)
+    for job, run in (("0", "baseline-run-r1"), ("1", "sweep_baseline-run-r1"),
+                     ("1", "combination-run-r1")):
+        status = json.loads((sweep / job / "runs" / run / "status.json").read_text())
         assert status["status"] == "OK", status
         assert (sweep / job / "report.md").is_file() and (sweep / job / "summary.json").is_file()
     # the jobs ran in submitit's processes, not in the launcher's
@@ -88,9 +90,11 @@ def test_submitit_sweep_report_is_complete(autofuse_sweep):
 
 def test_concurrent_submitit_jobs_never_time_runs_on_the_cpu_at_once(autofuse_sweep):
     _, sweep = autofuse_sweep
-    a, b = sorted((json.loads(p.read_text()) for p in sweep.glob("*/runs/*/interval.json")),
+    runs = sorted((json.loads(p.read_text()) for p in sweep.glob("*/runs/*/interval.json")),
                   key=lambda iv: iv["start"])
-    assert a["end"] <= b["start"], "two runs were timed on the cpu at the same time"
+    assert len(runs) == 3  # job 0's run; job 1's baseline run beside its own
+    for a, b in zip(runs, runs[1:]):
+        assert a["end"] <= b["start"], "two runs were timed on the cpu at the same time"
 
 
 @pytest.fixture(scope="module")

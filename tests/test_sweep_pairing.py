@@ -30,6 +30,7 @@ def sweep_folder(tmp_path: Path, task: list[str]) -> Path:
 def job_cfg(**experiment) -> OmegaConf:
     return OmegaConf.create({
         "optimization": {"autofuse": True, "rmsnorm": False},
+        "engine": {"args": ["crash.py", "{steps}"]},
         "report": {"sweep_baseline": None},
         "experiment": {"name": "single", "baseline": "baseline", "variants": {"baseline": {}},
                        "sweep_pairing": "beside", **experiment}})
@@ -87,6 +88,8 @@ def test_a_single_variant_recipe_keeps_its_name_and_its_overrides_on_both_sides(
     (["model=qwen3_tiny,qwen3_0_6b"], ["model=qwen3_0_6b"], {}, "model selects a config group"),
     (["optimization.autofuse=false,true"], ["optimization.autofuse=True"],
      {"variants": {"a": {}, "b": {}}}, "the recipe has 2 variants"),
+    (["engine.args.0=good.py,crash.py"], ["engine.args.0=crash.py"], {},
+     "engine.args.0 is an element of a list"),
 ])
 def test_a_job_that_cannot_pair_says_why_and_runs_as_it_is(tmp_path, task, own, cfg_kw, reason):
     cfg = job_cfg(**cfg_kw)

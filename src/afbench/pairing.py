@@ -83,6 +83,15 @@ def baseline_setting(swept: dict[str, list[str]], wanted: str | None) -> dict[st
     return out
 
 
+def _under_a_list(cfg: DictConfig, key: str) -> bool:
+    parts = key.split(".")
+    for i in range(1, len(parts)):
+        node = OmegaConf.select(cfg, ".".join(parts[:i]), default=None)
+        if OmegaConf.is_list(node):
+            return True
+    return False
+
+
 def beside_baseline(cfg: DictConfig, sweep_dir: Path, job_overrides: list[str],
                     groups: set[str]) -> tuple[DictConfig, str | None]:
     """The config of a sweep job with the baseline combination added beside its own, and why
@@ -114,6 +123,10 @@ def beside_baseline(cfg: DictConfig, sweep_dir: Path, job_overrides: list[str],
     if unpairable:
         return cfg, (f"{', '.join(unpairable)} selects a config group or the experiment, which "
                      "a variant cannot change; compared with the baseline job's runs")
+    in_list = [k for k in differ if _under_a_list(cfg, k)]
+    if in_list:
+        return cfg, (f"{', '.join(in_list)} is an element of a list, which a variant cannot "
+                     "override; compared with the baseline job's runs")
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in differ.items()])
