@@ -111,14 +111,19 @@ def covered(speed, gain: float) -> bool | None:
 def cell(model: str, design: str, gain: float, n_exp: int, window: int, seed: int):
     spread, outl, cont = MODELS[model]
     host = Host(np.random.default_rng(seed), spread, outl, cont, window)
-    dec, plain, cov, mde, pairs = [], [], [], [], []
+    dec, plain, cov, mde, pairs, kept, mdes = [], [], [], [], [], [], []
     for _ in range(n_exp):
         speed, p, n = experiment(host, design, gain)
         dec.append(speed.decision), cov.append(covered(speed, gain)), pairs.append(n)
+        kept.append(speed.n_pairs), mdes.append(speed.mde_pct)
         if p is not None:
             plain.append(p)
         if speed.mde_pct is not None:
             mde.append(speed.mde_pct)
+    kept_mde = {}  # pairs that decided -> the MDEs printed with that many
+    for speed_n, m in zip(kept, mdes):
+        if m is not None:
+            kept_mde.setdefault(speed_n, []).append(m)
     dec = np.array(dec)
     cov_all = cov
     cov = [c for c in cov if c is not None]
@@ -132,7 +137,29 @@ def cell(model: str, design: str, gain: float, n_exp: int, window: int, seed: in
         # power among the experiments that printed an interval (and so an MDE)
         "faster_with_interval": (float(np.mean([d == FASTER for d, c in zip(dec, cov_all)
                                                  if c is not None])) if cov else None),
+        "kept_mde": {k: float(np.median(v)) for k, v in kept_mde.items()},
+        "kept": kept, "decisions": list(dec),
     }
+
+
+def found_at_mde_by_kept(model: str, design: str, aa: dict, n_exp: int, window: int,
+                         seed: int) -> float | None:
+    """The MDE claim checked as it is worded ("at the pairs that decided"): for each number of
+    deciding pairs k that at least 5% of A/A experiments ended with, the share of experiments
+    ending with k pairs that find a true gain equal to the median MDE printed with k pairs;
+    averaged over k, weighted by how often k occurred under A/A."""
+    kept = np.array(aa["kept"])
+    total, weight = 0.0, 0.0
+    for k, m in sorted(aa["kept_mde"].items()):
+        share = float(np.mean(kept == k))
+        if share < 0.05:
+            continue
+        r = cell(model, design, m, n_exp, window, seed + k)
+        hits = [d == FASTER for d, kk in zip(r["decisions"], r["kept"]) if kk == k]
+        if hits:
+            total += share * float(np.mean(hits))
+            weight += share
+    return total / weight if weight else None
 
 
 def pct(x) -> str:
@@ -145,6 +172,8 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=5, help="measured steps per run")
     ap.add_argument("--models", nargs="*", default=list(MODELS))
     ap.add_argument("--designs", nargs="*", default=list(DESIGNS))
+    ap.add_argument("--by-kept", action="store_true",
+                    help="also check the MDE per number of deciding pairs (a last column)")
     args = ap.parse_args()
     started = time.time()
     print(f"# verdict_sim: {args.n} experiments per cell, {args.window} measured steps per run")
@@ -160,10 +189,13 @@ def main() -> int:
                 seed += 1
                 r[name] = cell(model, design, gain, args.n, args.window, seed)
             aa = r["A/A"]
-            found_at = None
+            found_at = by_kept = None
             if aa["median_mde"] is not None:
                 seed += 1
                 found_at = cell(model, design, aa["median_mde"], args.n, args.window, seed)
+                if args.by_kept:
+                    seed += 100
+                    by_kept = found_at_mde_by_kept(model, design, aa, args.n, args.window, seed)
             def found(name):
                 x = r[name]
                 extra = f" ({pct(x['plain_faster'])})" if x["plain_faster"] is not None else ""
@@ -175,7 +207,8 @@ def main() -> int:
                   f"{pct(s['faster'])} | {pct(r['gain 10%']['coverage'])} | "
                   + (f"{aa['median_mde']:.1f}%" if aa["median_mde"] is not None else "n/a")
                   + f" | {pct(found_at['faster_with_interval']) if found_at else 'n/a'} | "
-                  f"{aa['mean_pairs']:.2f} |", flush=True)
+                  f"{aa['mean_pairs']:.2f} |"
+                  + (f" {pct(by_kept)} |" if args.by_kept else ""), flush=True)
     print(f"# {time.time() - started:.0f} s")
     return 0
 
