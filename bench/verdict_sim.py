@@ -172,6 +172,9 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=5, help="measured steps per run")
     ap.add_argument("--models", nargs="*", default=list(MODELS))
     ap.add_argument("--designs", nargs="*", default=list(DESIGNS))
+    ap.add_argument("--aa-only", action="store_true",
+                    help="only the A/A false positives and coverage (for a tighter Monte Carlo "
+                         "error on the level with a large --n)")
     ap.add_argument("--by-kept", action="store_true",
                     help="also check the MDE per number of deciding pairs (a last column)")
     args = ap.parse_args()
@@ -185,6 +188,14 @@ def main() -> int:
     for model in args.models:
         for design in args.designs:
             r = {}
+            if args.aa_only:
+                seed += 1
+                aa = cell(model, design, 0.0, args.n, args.window, seed)
+                se = 100 * math.sqrt(0.05 * 0.95 / args.n)
+                print(f"| {model} | {design} | A/A FP {pct(aa['faster'])} / {pct(aa['slower'])} "
+                      f"= {pct(aa['faster'] + aa['slower'])} (Monte Carlo SE {se:.2f} points) | "
+                      f"coverage {pct(aa['coverage'])} |", flush=True)
+                continue
             for name, gain in EFFECTS.items():
                 seed += 1
                 r[name] = cell(model, design, gain, args.n, args.window, seed)
