@@ -28,6 +28,7 @@ from afbench.history.schema import experiments, records, runs
 from afbench.results import Comparison, Side, Summary
 from afbench.runspec import Plan, RunSpec
 from afbench.store import OutDir, window_step_times
+from afbench.switches.registry import switch_names
 
 
 @dataclass
@@ -116,8 +117,7 @@ def _record_row(out: OutDir, plan: Plan, summary: Summary, variant: str,
     all_steps = [t for r in ok for t in r["step_times_s"]]
     switches: dict[str, Any] = {}
     if spec is not None:
-        switches = {k: v for k, v in spec.config.optimization.model_dump().items()
-                    if isinstance(v, bool)}
+        switches = {name: getattr(spec.config.optimization, name) for name in switch_names()}
     if summary.variants.get(variant):
         switches["overrides"] = summary.variants[variant]
     report = next((p for p in (out.report_html, out.report_md) if p.is_file()), None)
