@@ -107,12 +107,16 @@ def upgrade(engine: Engine) -> None:
             raise
 
 
-def open_db(url: str | None = None) -> Engine:
-    """An engine on the history database at :func:`resolve_url`'s URL, upgraded to HEAD; the
-    SQLite file's folder is created.
+def open_db(url: str | None = None, create: bool = True) -> Engine:
+    """An engine on the history database at :func:`resolve_url`'s URL, upgraded to HEAD.
+
+    ``create``: for writers (recording, ``history import``): a SQLite file and its folder are
+    created. Readers (``history list | report | check``) pass False: a SQLite file that does
+    not exist is an error instead of a new empty database (and folder) at a mistyped path.
 
     Raises HistoryError naming the URL when it cannot be opened or upgraded (a missing driver,
-    a server that does not answer, a file that is not a database)."""
+    a server that does not answer, a file that is not a database), or, with ``create=False``,
+    when the SQLite file does not exist."""
     url = resolve_url(url)
     try:
         if url.startswith("sqlite"):
@@ -120,7 +124,11 @@ def open_db(url: str | None = None) -> Engine:
 
             database = make_url(url).database
             if database and database != ":memory:":
-                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                path = Path(database).expanduser()
+                if not create and not path.is_file():
+                    raise HistoryError(f"no history database at {path}; run an experiment "
+                                       f"first or check --url (or ${ENV_URL})")
+                path.parent.mkdir(parents=True, exist_ok=True)
             engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
             _sqlite_settings(engine)
         else:

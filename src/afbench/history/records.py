@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 
+from afbench.analysis.contention import judge
 from afbench.analysis.errors import InvalidLog
 from afbench.verdict.runs import run_statistic
 from afbench.errors import OutputError
@@ -83,13 +84,15 @@ def _run_rows(out: OutDir, plan: Plan, variant: str) -> tuple[list[dict[str, Any
         except OutputError:
             result = None
         results.append(result)
-        extra = (result.model_extra or {}) if result is not None else {}
+        # result.json's contention (a field of RunResult, not an extra: read it as one)
+        measured = getattr(result, "contention", None)
+        contention = measured.model_dump(mode="json") if measured is not None else None
         stat = run_statistic(times) if times else None
         rows.append({"run_id": spec.run_id, "repeat": spec.repeat, "status": status,
                      "median_step_s": stat.location_s if stat else None,
                      "mean_step_s": statistics.fmean(times) if times else None,
                      "n_steps": len(times) if times else 0, "step_times_s": times,
-                     "contention": extra.get("contention")})
+                     "contention": contention, "contended": judge(contention)[0]})
     return rows, results
 
 

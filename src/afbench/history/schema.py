@@ -1,10 +1,11 @@
-"""The history database's tables (SQLAlchemy Core), revision ``0001`` of the Alembic chain in
+"""The history database's tables (SQLAlchemy Core), revision ``0002`` of the Alembic chain in
 ``migrations/versions/``. A change here is a new migration there and a new :data:`HEAD`.
 
 experiments  one row per output directory (a single run, or one sweep job); unique ``out_dir``
 records      one row per variant of an experiment: what ``history list`` prints and ``check``
              compares; unique (experiment, variant)
-runs         one row per verdict-phase run of a record: status, measured step times
+runs         one row per verdict-phase run of a record: status, measured step times, whether
+             it was measured as contended
 calibration  the host's run-to-run spread per run kind (issue 21 item 4: a hook, filled by
              the verdict's host calibration once it exists)
 
@@ -18,7 +19,7 @@ from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Inte
                         String, Table, Text, UniqueConstraint)
 
 #: The Alembic revision these tables are; the database is upgraded to it on open.
-HEAD = "0001"
+HEAD = "0002"
 
 metadata = MetaData()
 
@@ -95,6 +96,9 @@ runs = Table(
     Column("n_steps", Integer),
     Column("step_times_s", JSON),  # the measured window, in step order
     Column("contention", JSON),  # result.json "contention" when the run recorded one
+    # afbench.analysis.contention.judge of it: True contended, False not, NULL not measured
+    # (revision 0002); history check sets contended runs aside
+    Column("contended", Boolean),
     UniqueConstraint("record_id", "run_id", name="uq_runs_record_run"),
 )
 
