@@ -47,6 +47,8 @@ def test_every_switch_is_a_bool_of_the_config_off_unless_given(compose_cfg):
         assert getattr(on.optimization, name) is True, name
         assert getattr(OptimizationConfig(), name) is False, name
     assert set(registry.switch_names()) <= set(OptimizationConfig.valid_keys())
+    # a switch named like a setting (compile, profiler_window, ...) would be shadowed by it
+    assert not set(registry.switch_names()) & set(OptimizationConfig.model_fields)
 
 
 def test_a_switch_name_that_is_not_registered_is_an_unknown_key():
