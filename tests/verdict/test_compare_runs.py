@@ -134,3 +134,26 @@ def test_a_new_run_against_its_history_uses_the_historys_own_spread():
     assert alone.decision == INCONCLUSIVE and alone.no_interval_reason == "uncalibrated"
     assert compare_groups(history[:1], runs([1.3]), run_spread_pct=5.0,
                           run_spread_df=23).decision == SLOWER
+
+
+def test_contended_runs_of_either_side_never_decide_a_comparison_with_history():
+    from afbench.verdict import compare_groups
+
+    rng = np.random.default_rng(4)
+    history = runs(np.exp(rng.normal(0, 0.03, 6)))
+    # two history runs slowed by a shared machine, marked contended: left out, named by side
+    slowed = history[:4] + runs([1.5, 1.6])
+    speed = compare_groups(slowed, runs([1.3, 1.31, 1.29]),
+                           history_contended=[False] * 4 + [True, True])
+    assert [(a.side, a.pair, a.reason) for a in speed.set_aside] == [
+        ("history", 5, "contended"), ("history", 6, "contended")]
+    assert speed.decision == SLOWER
+    # an outlier history run is a history run, not a "baseline" one
+    outlier = compare_groups(history[:5] + runs([3.0]), runs([1.0, 1.01]))
+    assert [(a.side, a.pair, a.reason) for a in outlier.set_aside] == [("history", 6, "outlier")]
+    # nothing left on one side: no verdict, and why
+    none_left = compare_groups(history, runs([1.3]), newest_contended=[True])
+    assert none_left.decision == INCONCLUSIVE and none_left.no_interval_reason == "no_runs_left"
+    assert none_left.set_aside[0].side == "newest"
+    with pytest.raises(ValueError, match="history_contended has 1 flags for 6 runs"):
+        compare_groups(history, runs([1.3]), history_contended=[True])

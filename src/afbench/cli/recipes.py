@@ -1,9 +1,14 @@
-"""Recipes: ``experiment=<name>`` from the shipped folder and ``AFBENCH_RECIPE_PATH``.
+"""What Hydra's ConfigStore holds beside conf/: the recipes and the switches.
 
-Every recipe file is loaded once at start-up and stored in Hydra's ConfigStore as
-``experiment/<name>``. A file that is not valid YAML is left out and returned, so that only a
-command line that selects it fails (:func:`broken_recipe_problems`); every other command warns
-once and goes on.
+Recipes: ``experiment=<name>`` from the shipped folder and ``AFBENCH_RECIPE_PATH``. Every
+recipe file is loaded once at start-up and stored as ``experiment/<name>``. A file that is not
+valid YAML is left out and returned, so that only a command line that selects it fails
+(:func:`broken_recipe_problems`); every other command warns once and goes on.
+
+Switches: every name in :mod:`afbench.switches.registry`, false, stored as
+``optimization/switches``, which ``conf/optimization/default.yaml`` lists first in its
+defaults: ``optimization.<name>=true`` composes (Hydra's struct mode rejects a key the config
+lacks) with no line per switch in the YAML.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from afbench.assets.manifest import default_assets_dir
+from afbench.switches.registry import switch_names
 
 RECIPE_PATH_ENV = "AFBENCH_RECIPE_PATH"
 # every scalar key exists, so `experiment.repeats=3` works without a `+`
@@ -41,7 +47,8 @@ def recipe_names() -> list[str]:
 
 
 def register() -> dict[str, str]:
-    """Register OmegaConf resolvers and store every loadable recipe as ``experiment/<name>``.
+    """Register OmegaConf resolvers, store the switches as ``optimization/switches`` and every
+    loadable recipe as ``experiment/<name>``.
 
     Returns ``{name: message}`` for the recipe files that are not valid YAML (left out): the
     message names the file and the parser's complaint on one line.
@@ -51,6 +58,8 @@ def register() -> dict[str, str]:
     if not OmegaConf.has_resolver("afbench_uid"):
         OmegaConf.register_new_resolver("afbench_uid", lambda: str(os.getpid()), use_cache=True)
     store = ConfigStore.instance()
+    store.store(group="optimization", name="switches", node=dict.fromkeys(switch_names(), False),
+                provider="afbench switches (afbench.switches.registry)")
     broken: dict[str, str] = {}
     for folder in recipe_dirs():
         if not folder.is_dir():

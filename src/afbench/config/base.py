@@ -30,4 +30,9 @@ def env_vars(value: Any) -> dict[str, str]:
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    @classmethod
+    def valid_keys(cls) -> list[str]:
+        """The keys this section accepts (its fields), for a did-you-mean."""
+        return list(cls.model_fields)
+
 

@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
+    ConfigDict,
     Field,
     NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    ValidationError,
     field_serializer,
     field_validator,
     model_validator,
@@ -25,6 +27,7 @@ from pydantic import (
 from afbench.config.base import NAME_PATTERN, Section, env_vars
 from afbench.config.engines import BuiltinEngine, EngineConfig
 from afbench.config.short import SHORT_MIN_STEPS
+from afbench.config.switch_names import switch_names
 
 #: how a window past the run's end is worded (afbench.config.validate adds the advice that
 #: fits where the steps were set: command line, recipe phase)
@@ -187,15 +190,46 @@ class NpuProfilerConfig(Section):
 
 
 class OptimizationConfig(Section):
-    autofuse: bool = False
-    npugraph_ex: bool = False
-    add_rmsnorm: bool = False
-    rmsnorm: bool = False
-    profiler: bool = False
+    """The optimization switches and their settings.
+
+    Every registered switch is a bool key ``<name>``, false unless given, accepted from
+    :func:`afbench.config.switch_names.switch_names` (the registry hands them in; no field
+    here) and read as ``cfg.optimization.<name>``. A key that is neither a switch nor a
+    setting below is an ``extra_forbidden`` error naming it, as in every other section.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    __pydantic_extra__: dict[str, bool] = Field(init=False)  # the switches: bools only
+
     compile: CompileConfig = CompileConfig()
     profiler_window: ProfilerWindow = ProfilerWindow(first_step=6, last_step=10)
     npu_profiler: NpuProfilerConfig = NpuProfilerConfig()
     npugraph_ex_options: dict[str, Any] = {}
+
+    @classmethod
+    def valid_keys(cls) -> list[str]:
+        """Every key valid here: the registered switches, then the settings."""
+        return [*switch_names(), *cls.model_fields]
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _switches(cls, data: Any, handler: Any) -> "OptimizationConfig":
+        # every registered switch gets its default; a key that is neither a switch nor a
+        # setting is reported beside the settings' own errors, all in one ValidationError
+        if not isinstance(data, dict):
+            return handler(data)
+        names = switch_names()
+        unknown = [k for k in data if k not in names and k not in cls.model_fields]
+        errors: list[Any] = [{"type": "extra_forbidden", "loc": (k,), "input": data[k]}
+                             for k in unknown]
+        try:
+            model = handler({**dict.fromkeys(names, False),
+                             **{k: v for k, v in data.items() if k not in unknown}})
+        except ValidationError as err:
+            errors += err.errors(include_url=False)
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        return model
 
 
 class BackendConfig(Section):
@@ -378,7 +412,7 @@ class RunConfig(Section):
     data: DataConfig
     parallel: ParallelConfig = ParallelConfig()
     scheduler: Scheduler
-    optimization: OptimizationConfig = OptimizationConfig()
+    optimization: OptimizationConfig = Field(default_factory=OptimizationConfig)
     backend: BackendConfig = BackendConfig()
     engine: EngineConfig = BuiltinEngine()
     # Settings one engine cannot honour are that engine's check (afbench.engines.registry);

@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
+from afbench.config.base import Section
 from afbench.config.models import PAST_LAST_STEP, AfbenchConfig, RunConfig
 from afbench.config.short import SHORT_MIN_STEPS, short_run
 from afbench.errors import ConfigError
@@ -49,7 +50,8 @@ def _fields_at(model: type[BaseModel], path: tuple[str, ...]) -> set[str]:
             if field is not None:
                 nxt.extend(_models_in(field.annotation))
         models = nxt
-    return {name for m in models for name in m.model_fields}
+    return {name for m in models
+            for name in (m.valid_keys() if issubclass(m, Section) else m.model_fields)}
 
 
 def _dotted(loc: tuple[Any, ...]) -> tuple[str, ...]:

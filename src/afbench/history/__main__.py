@@ -4,8 +4,9 @@ database of experiments (README "History and regressions").
     import DIR...                       record output / sweep directories (idempotent)
     list [--experiment E] [--variant V] [--since DATE] [--limit N]
     report [--experiment E] [-o FILE.html]   HTML + Markdown (FILE.md) with trend plots
-    check --experiment E [--variant V] [--window N] [--threshold-pct P]
+    check --experiment E [--variant V] [--window N] [--threshold-pct P] [--contention keep]
                                         exit 1 on a slowdown the noise cannot explain
+                                        (runs recorded as contended never decide)
 
 Exit status: 0 done (check: no regression), 1 check found a regression (or import could not
 read a directory), 2 a usage error or an unreachable database. Never imports torch.
@@ -19,11 +20,11 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from afbench.errors import AfbenchError
 from afbench.history.db import ENV_URL, open_db, resolve_url, shown
-from afbench.history.schema import experiments, records
+from afbench.history.schema import experiments, records, runs
 
 
 def _number(text: str, ok, what: str) -> float:
@@ -81,6 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     chk.add_argument("--min-gain-pct", type=_percent, default=2.0)
     chk.add_argument("--threshold-pct", type=_percent, default=5.0,
                      help="a significant slowdown smaller than this passes (default 5)")
+    chk.add_argument("--contention", choices=("set_aside", "keep"), default="set_aside",
+                     help="runs recorded as contended: set_aside (default: they never decide, "
+                     "and the line names them) or keep (a machine that is always shared)")
     return p
 
 
@@ -118,12 +122,16 @@ def cmd_import(engine: Engine, dirs: list[Path]) -> int:
 def list_lines(engine: Engine, experiment: str | None = None, variant: str | None = None,
                since: datetime | None = None, limit: int | None = None) -> list[str]:
     """``list``'s lines, newest first: time, experiment/variant, median step, gain [CI],
-    verdict, runs, software, output directory."""
+    verdict, runs (and how many were recorded as contended), software, output directory."""
     from afbench.history.check import software
 
+    contended = (select(func.count()).select_from(runs)
+                 .where(runs.c.record_id == records.c.id, runs.c.status == "OK",
+                        runs.c.contended.is_(True))
+                 .scalar_subquery().label("n_contended"))
     q = (select(records, experiments.c.experiment, experiments.c.created_at,
                 experiments.c.out_dir, experiments.c.versions, experiments.c.git_commit,
-                experiments.c.cann)
+                experiments.c.cann, contended)
          .join(experiments, records.c.experiment_id == experiments.c.id)
          .order_by(experiments.c.created_at.desc(), records.c.id.desc()))
     if experiment:
@@ -147,7 +155,8 @@ def list_lines(engine: Engine, experiment: str | None = None, variant: str | Non
                 if r.ci_low_pct is not None and r.ci_high_pct is not None:
                     gain += f" [{r.ci_low_pct:+.2f}%, {r.ci_high_pct:+.2f}%]"
             lines.append(f"{r.created_at:%Y-%m-%d %H:%M:%S}  {r.experiment}/{r.variant}  {step}"
-                         f"  {gain}  {r.verdict or ''}  {r.n_runs_ok} run(s)  "
+                         f"  {gain}  {r.verdict or ''}  {r.n_runs_ok} run(s)"
+                         f"{f' ({r.n_contended} contended)' if r.n_contended else ''}  "
                          f"{software(r._mapping)}  {r.out_dir}")
     return lines
 
@@ -168,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     url = resolve_url(args.url)
     try:
-        engine = open_db(url)
+        engine = open_db(url, create=args.command == "import")
     except AfbenchError as exc:
         print(f"history: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -197,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
 
         results = check(engine, args.experiment, args.variant, window=args.window,
                         confidence=args.confidence, min_gain_pct=args.min_gain_pct,
-                        threshold_pct=args.threshold_pct)
+                        threshold_pct=args.threshold_pct, contention=args.contention)
         if not results:
             print(f"history check: no record of variant {args.variant!r} of "
                   f"{args.experiment}", file=sys.stderr)

@@ -4,7 +4,9 @@ than the noise explains? A CI performance gate (exit 1 on a regression, 0 otherw
 The newest record of each variant is compared with up to ``window`` earlier records of the
 same experiment and variant, on the same host (``host_id``) and with the same config hash: a
 changed config or machine is a different measurement, not a regression. The statistics are
-one function, :func:`compare_history`: :func:`afbench.verdict.compare_groups`.
+one function, :func:`compare_history`: :func:`afbench.verdict.compare_groups`. A run recorded
+as contended (``runs.contended``) is set aside there, on either side, and the line names it
+(``contention="keep"``: every run decides, for a machine that is always shared).
 """
 
 from __future__ import annotations
@@ -23,13 +25,16 @@ from afbench.verdict import SLOWER, compare_groups
 
 def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequence[float]], *,
                     confidence: float = 0.95, min_gain_pct: float = 2.0,
-                    calibration: dict[str, Any] | None = None) -> Speed:
+                    calibration: dict[str, Any] | None = None,
+                    history_contended: Sequence[bool | None] | None = None,
+                    newest_contended: Sequence[bool | None] | None = None) -> Speed:
     """The gain of ``newest`` (the newest record's runs) over ``history`` (the history window's
     runs), each a list of runs, each a list of measured step times in seconds, by
     :func:`afbench.verdict.compare_groups` (unpaired: Welch's t on log run medians, or the
     newest run against the history's run-to-run spread), as the stored
     :class:`afbench.results.Speed`. ``calibration``: the newest experiment's host calibration
-    (its ``experiment.json``), used when each side has a single run.
+    (its ``experiment.json``), used when each side has a single run. ``*_contended``: per
+    run, whether it was recorded as contended (set aside; see compare_groups).
 
     Raises ValueError when a side has no run, or a step time that is not finite and > 0."""
     from afbench.verdict.calibration import RunSpread
@@ -38,7 +43,9 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
         calibration = None  # under 12 pairs, or it saw outlier runs: as for one round
     speed = compare_groups(history, newest, confidence=confidence, min_gain_pct=min_gain_pct,
                            run_spread_pct=calibration["spread_pct"] if calibration else None,
-                           run_spread_df=calibration["df"] if calibration else None)
+                           run_spread_df=calibration["df"] if calibration else None,
+                           history_contended=history_contended,
+                           newest_contended=newest_contended)
     return Speed.of(speed, calibration=calibration if speed.spread_source == "calibration"
                     else None)
 
@@ -75,18 +82,28 @@ def _records(engine: Engine, experiment: str, variant: str | None) -> list[dict[
         return [dict(r._mapping) for r in conn.execute(q)]
 
 
-def _step_times(engine: Engine, record_ids: list[int]) -> dict[int, list[list[float]]]:
-    """record id -> its OK runs' measured step times (repeat order)."""
-    out: dict[int, list[list[float]]] = {i: [] for i in record_ids}
+def _step_times(engine: Engine, record_ids: list[int]
+                ) -> dict[int, list[tuple[list[float], bool | None]]]:
+    """record id -> its OK runs' measured step times and contention flag (repeat order)."""
+    out: dict[int, list[tuple[list[float], bool | None]]] = {i: [] for i in record_ids}
     if not record_ids:
         return out
-    q = (select(runs.c.record_id, runs.c.step_times_s).where(runs.c.record_id.in_(record_ids))
+    q = (select(runs.c.record_id, runs.c.step_times_s, runs.c.contended)
+         .where(runs.c.record_id.in_(record_ids))
          .where(runs.c.status == "OK").order_by(runs.c.record_id, runs.c.repeat))
     with engine.connect() as conn:
-        for rid, times in conn.execute(q):
+        for rid, times, contended in conn.execute(q):
             if times:
-                out[rid].append(list(times))
+                out[rid].append((list(times), contended))
     return out
+
+
+def _words(speed: Speed, macro: str) -> str:
+    """A macro of templates/verdict_words.j2 on ``speed``, in English: ``set_aside_note``
+    (``history run 3 set aside: contended``) or ``speed_note`` (`` (no interval: why)``)."""
+    from afbench.report.render import verdict_words
+
+    return str(getattr(verdict_words("en"), macro)(speed))
 
 
 def software(rec: dict[str, Any]) -> str:
@@ -103,11 +120,14 @@ def software(rec: dict[str, Any]) -> str:
 
 def check(engine: Engine, experiment: str, variant: str | None = None, *, window: int = 10,
           confidence: float = 0.95, min_gain_pct: float = 2.0,
-          threshold_pct: float = 5.0) -> list[CheckResult]:
+          threshold_pct: float = 5.0, contention: str = "set_aside") -> list[CheckResult]:
     """Gate the newest record of each variant of ``experiment`` (or of ``variant``) against
     its history (see the module docstring). A regression: the interval of the gain lies wholly
     below 0 (:func:`compare_history`'s decision SLOWER) and the slowdown is at least
-    ``threshold_pct`` percent. Empty list when the experiment has no record."""
+    ``threshold_pct`` percent. ``contention``: ``set_aside`` (runs recorded as contended do
+    not decide) or ``keep``. Empty list when the experiment has no record."""
+    if contention not in ("set_aside", "keep"):
+        raise ValueError(f"contention must be set_aside or keep, got {contention!r}")
     recs = _records(engine, experiment, variant)
     names = list(dict.fromkeys(r["variant"] for r in recs))
     results = []
@@ -128,17 +148,28 @@ def check(engine: Engine, experiment: str, variant: str | None = None, *, window
                                        "measured runs on this host with the same config: "
                                        "nothing to compare"))
             continue
-        speed = compare_history([t for r in history for t in times[r["id"]]], times[newest["id"]],
+        hist_runs = [run for r in history for run in times[r["id"]]]
+        new_runs = times[newest["id"]]
+        keep = contention == "keep"
+        speed = compare_history([t for t, _ in hist_runs], [t for t, _ in new_runs],
                                 confidence=confidence, min_gain_pct=min_gain_pct,
-                                calibration=_calibration(newest["out_dir"]))
+                                calibration=_calibration(newest["out_dir"]),
+                                history_contended=None if keep else [c for _, c in hist_runs],
+                                newest_contended=None if keep else [c for _, c in new_runs])
+        if speed.ci_low_pct is None or speed.ci_high_pct is None:
+            results.append(CheckResult(name, False, f"SKIP {label}: no verdict"
+                                       f"{_words(speed, 'speed_note')}; {newest['out_dir']}",
+                                       speed))
+            continue
+        aside = f"; {_words(speed, 'set_aside_note')}" if speed.set_aside else ""
         slower = -(speed.gain_pct or 0.0)
         regression = speed.decision == SLOWER and slower >= threshold_pct
-        n_hist = sum(len(times[r["id"]]) for r in history)
+        n_hist = len(hist_runs)
         detail = (f"median step {newest['median_step_s']:.4g} s vs "
                   f"{history[0]['median_step_s']:.4g} s before; gain {speed.gain_pct:+.2f}% "
                   f"[{speed.ci_low_pct:+.2f}%, {speed.ci_high_pct:+.2f}%] at "
-                  f"{confidence:.0%} ({speed.decision}), {len(times[newest['id']])} run(s) vs "
-                  f"{n_hist} run(s) of {len(history)} earlier record(s), {speed.method}")
+                  f"{confidence:.0%} ({speed.decision}), {len(new_runs)} run(s) vs "
+                  f"{n_hist} run(s) of {len(history)} earlier record(s), {speed.method}{aside}")
         if regression:
             line = (f"REGRESSION {label}: {slower:.1f}% slower than its history ({detail}); "
                     f"now {software(newest)}, before {software(history[0])}; "

@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import logging
 import os
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import Engine, create_engine, event, inspect, select, text
-from sqlalchemy.exc import SQLAlchemyError
+from typing import TYPE_CHECKING, Any
 
 from afbench.errors import AfbenchError
-from afbench.history.schema import HEAD, calibration
+from afbench.history.revision import HEAD
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+# SQLAlchemy (~0.25 s of imports) is imported inside the functions that open a database: the URL
+# helpers here, and recording into a SQLite file at HEAD (afbench.history.sqlite_record), need
+# none of it.
 
 ENV_URL = "AFBENCH_HISTORY_URL"
 BUSY_TIMEOUT_S = 30
@@ -51,6 +54,8 @@ def resolve_url(url: str | None = None) -> str:
 
 def shown(url: str) -> str:
     """The URL with its password hidden, for messages."""
+    if "@" not in url:
+        return url  # no user, so no password (a SQLite file): no SQLAlchemy import for it
     from sqlalchemy.engine import make_url
 
     try:
@@ -60,6 +65,8 @@ def shown(url: str) -> str:
 
 
 def _sqlite_settings(engine: Engine) -> None:
+    from sqlalchemy import event
+
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # SQLAlchemy emits BEGIN itself (below)
@@ -77,6 +84,8 @@ def _sqlite_settings(engine: Engine) -> None:
 
 
 def _current_revision(engine: Engine) -> str | None:
+    from sqlalchemy import inspect, text
+
     with engine.connect() as conn:
         if not inspect(conn).has_table("alembic_version"):
             return None
@@ -87,6 +96,8 @@ def upgrade(engine: Engine) -> None:
     """Upgrade the database to :data:`HEAD` through the Alembic chain in ``migrations/``
     (a new database gets every table). Skips Alembic when the database is at HEAD already,
     so recording stays cheap."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     if _current_revision(engine) == HEAD:
         return
     # Alembic's INFO lines ("setup plugin ..." on import, "Running upgrade ...") would land in
@@ -107,12 +118,19 @@ def upgrade(engine: Engine) -> None:
             raise
 
 
-def open_db(url: str | None = None) -> Engine:
-    """An engine on the history database at :func:`resolve_url`'s URL, upgraded to HEAD; the
-    SQLite file's folder is created.
+def open_db(url: str | None = None, create: bool = True) -> Engine:
+    """An engine on the history database at :func:`resolve_url`'s URL, upgraded to HEAD.
+
+    ``create``: for writers (recording, ``history import``): a SQLite file and its folder are
+    created. Readers (``history list | report | check``) pass False: a SQLite file that does
+    not exist is an error instead of a new empty database (and folder) at a mistyped path.
 
     Raises HistoryError naming the URL when it cannot be opened or upgraded (a missing driver,
-    a server that does not answer, a file that is not a database)."""
+    a server that does not answer, a file that is not a database), or, with ``create=False``,
+    when the SQLite file does not exist."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import SQLAlchemyError
+
     url = resolve_url(url)
     try:
         if url.startswith("sqlite"):
@@ -120,7 +138,11 @@ def open_db(url: str | None = None) -> Engine:
 
             database = make_url(url).database
             if database and database != ":memory:":
-                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                path = Path(database).expanduser()
+                if not create and not path.is_file():
+                    raise HistoryError(f"no history database at {path}; run an experiment "
+                                       f"first or check --url (or ${ENV_URL})")
+                path.parent.mkdir(parents=True, exist_ok=True)
             engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
             _sqlite_settings(engine)
         else:
@@ -131,10 +153,6 @@ def open_db(url: str | None = None) -> Engine:
                            f"(set history.url or ${ENV_URL} to a reachable SQLAlchemy URL)"
                            ) from exc
     return engine
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 # --- host calibration (issue 21 item 4): the store's side only ----------------------------
@@ -148,6 +166,9 @@ def record_calibration(engine: Engine, host_id: str, run_kind: str, spread_pct: 
     host_id: :func:`afbench.history.provenance.host_id`; run_kind: the caller's key of
     comparable runs (e.g. ``"<experiment>/<variant>"`` or an engine and workload);
     spread_pct: spread of the log run statistic, percent; n: runs or pairs behind it."""
+    from afbench.history.records import utcnow
+    from afbench.history.schema import calibration
+
     row = {"host_id": host_id, "run_kind": run_kind, "spread_pct": float(spread_pct),
            "n": int(n), "data": data or {}, "updated_at": utcnow()}
     with engine.begin() as conn:
@@ -159,6 +180,10 @@ def record_calibration(engine: Engine, host_id: str, run_kind: str, spread_pct: 
 def read_calibration(engine: Engine, host_id: str, run_kind: str) -> dict[str, Any] | None:
     """The stored calibration of ``run_kind`` on ``host_id`` (``spread_pct``, ``n``,
     ``data``, ``updated_at``), None when there is none."""
+    from sqlalchemy import select
+
+    from afbench.history.schema import calibration
+
     with engine.connect() as conn:
         row = conn.execute(select(calibration).where(calibration.c.host_id == host_id,
                                                      calibration.c.run_kind == run_kind)).first()

@@ -112,7 +112,9 @@ def _row(r: dict[str, Any], base: Path) -> dict[str, Any]:
         gain += f" [{pct(r['ci_low_pct'])}, {pct(r['ci_high_pct'])}]"
     return {"when": f"{r['created_at']:%Y-%m-%d %H:%M}", "software": software(r),
             "step": f"{r['median_step_s'] * 1e3:.3f} ms" if r["median_step_s"] else "n/a",
-            "runs": r["n_runs_ok"], "gain": gain if not r["is_baseline"] else "baseline",
+            "runs": f"{r['n_runs_ok']}" + (f" ({r['n_contended']} contended)"
+                                            if r.get("n_contended") else ""),
+            "gain": gain if not r["is_baseline"] else "baseline",
             "verdict": r["verdict"] or "", "report": _link(r["report_path"], base),
             "out_dir": r["out_dir"]}
 

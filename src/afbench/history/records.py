@@ -15,19 +15,19 @@ import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, select
-from sqlalchemy.exc import IntegrityError
-
+from afbench.analysis.contention import judge
 from afbench.analysis.errors import InvalidLog
 from afbench.verdict.runs import run_statistic
 from afbench.errors import OutputError
-from afbench.history.db import utcnow
-from afbench.history.schema import experiments, records, runs
 from afbench.results import Comparison, Side, Summary
 from afbench.runspec import Plan, RunSpec
 from afbench.store import OutDir, window_step_times
+from afbench.switches.registry import switch_names
+
+if TYPE_CHECKING:  # SQLAlchemy is imported where a database is written (is_recorded, write)
+    from sqlalchemy import Engine
 
 
 @dataclass
@@ -43,6 +43,11 @@ class Extracted:
 
     experiment: dict[str, Any]
     variants: list[VariantRows]
+
+
+def utcnow() -> datetime:
+    """Now, UTC, naive (how the history database stores times)."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def _utc(text: str | None) -> datetime | None:
@@ -82,13 +87,15 @@ def _run_rows(out: OutDir, plan: Plan, variant: str) -> tuple[list[dict[str, Any
         except OutputError:
             result = None
         results.append(result)
-        extra = (result.model_extra or {}) if result is not None else {}
+        # result.json's contention (a field of RunResult, not an extra: read it as one)
+        measured = getattr(result, "contention", None)
+        contention = measured.model_dump(mode="json") if measured is not None else None
         stat = run_statistic(times) if times else None
         rows.append({"run_id": spec.run_id, "repeat": spec.repeat, "status": status,
                      "median_step_s": stat.location_s if stat else None,
                      "mean_step_s": statistics.fmean(times) if times else None,
                      "n_steps": len(times) if times else 0, "step_times_s": times,
-                     "contention": extra.get("contention")})
+                     "contention": contention, "contended": judge(contention)[0]})
     return rows, results
 
 
@@ -116,8 +123,7 @@ def _record_row(out: OutDir, plan: Plan, summary: Summary, variant: str,
     all_steps = [t for r in ok for t in r["step_times_s"]]
     switches: dict[str, Any] = {}
     if spec is not None:
-        switches = {k: v for k, v in spec.config.optimization.model_dump().items()
-                    if isinstance(v, bool)}
+        switches = {name: getattr(spec.config.optimization, name) for name in switch_names()}
     if summary.variants.get(variant):
         switches["overrides"] = summary.variants[variant]
     report = next((p for p in (out.report_html, out.report_md) if p.is_file()), None)
@@ -192,6 +198,10 @@ def extract(out: OutDir, source: str = "import") -> Extracted:
 
 
 def is_recorded(engine: Engine, out_dir: Path) -> bool:
+    from sqlalchemy import select
+
+    from afbench.history.schema import experiments
+
     with engine.connect() as conn:
         return conn.execute(select(experiments.c.id).where(
             experiments.c.out_dir == str(Path(out_dir).resolve()))).first() is not None
@@ -199,7 +209,14 @@ def is_recorded(engine: Engine, out_dir: Path) -> bool:
 
 def write(engine: Engine, ex: Extracted) -> bool:
     """Insert ``ex`` in one transaction; False (and nothing written) when its ``out_dir`` is
-    recorded already, also when another process recorded it at the same moment."""
+    recorded already, also when another process recorded it at the same moment.
+    (:func:`afbench.history.sqlite_record.record_sqlite` does the same with the standard
+    library's sqlite3, for a SQLite database at HEAD.)"""
+    from sqlalchemy import select
+    from sqlalchemy.exc import IntegrityError
+
+    from afbench.history.schema import experiments, records, runs
+
     try:
         with engine.begin() as conn:
             if conn.execute(select(experiments.c.id).where(

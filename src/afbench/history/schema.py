@@ -1,10 +1,12 @@
-"""The history database's tables (SQLAlchemy Core), revision ``0001`` of the Alembic chain in
-``migrations/versions/``. A change here is a new migration there and a new :data:`HEAD`.
+"""The history database's tables (SQLAlchemy Core), revision ``0002`` of the Alembic chain in
+``migrations/versions/``. A change here is a new migration there and a new ``HEAD`` in
+:mod:`afbench.history.revision`.
 
 experiments  one row per output directory (a single run, or one sweep job); unique ``out_dir``
 records      one row per variant of an experiment: what ``history list`` prints and ``check``
              compares; unique (experiment, variant)
-runs         one row per verdict-phase run of a record: status, measured step times
+runs         one row per verdict-phase run of a record: status, measured step times, whether
+             it was measured as contended
 calibration  the host's run-to-run spread per run kind (issue 21 item 4: a hook, filled by
              the verdict's host calibration once it exists)
 
@@ -17,8 +19,10 @@ from __future__ import annotations
 from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Integer, MetaData,
                         String, Table, Text, UniqueConstraint)
 
-#: The Alembic revision these tables are; the database is upgraded to it on open.
-HEAD = "0001"
+from afbench.history.revision import HEAD  # the revision these tables are (re-exported)
+
+__all__ = ["HEAD", "metadata", "experiments", "records", "runs", "calibration"]
+
 
 metadata = MetaData()
 
@@ -95,6 +99,9 @@ runs = Table(
     Column("n_steps", Integer),
     Column("step_times_s", JSON),  # the measured window, in step order
     Column("contention", JSON),  # result.json "contention" when the run recorded one
+    # afbench.analysis.contention.judge of it: True contended, False not, NULL not measured
+    # (revision 0002); history check sets contended runs aside
+    Column("contended", Boolean),
     UniqueConstraint("record_id", "run_id", name="uq_runs_record_run"),
 )
 

@@ -74,7 +74,8 @@ class Change:
 @dataclass
 class Series:
     """One experiment and variant: ``records`` oldest first (rows of ``records`` joined with
-    their experiment, plus ``run_medians_s``), and the ``changes`` found."""
+    their experiment, plus ``run_medians_s`` and ``n_contended``, its OK runs recorded as
+    contended), and the ``changes`` found."""
 
     experiment: str
     variant: str
@@ -109,17 +110,21 @@ def load_series(engine: Engine, experiment: str | None = None) -> list[Series]:
     if experiment is not None:
         q = q.where(experiments.c.experiment == experiment)
     medians: dict[int, list[float]] = {}
+    contended: dict[int, int] = {}
     with engine.connect() as conn:
         rows = [dict(r._mapping) for r in conn.execute(q)]
-        rq = select(runs.c.record_id, runs.c.median_step_s).where(runs.c.status == "OK")
+        rq = (select(runs.c.record_id, runs.c.median_step_s, runs.c.contended)
+              .where(runs.c.status == "OK"))
         if experiment is not None:
             rq = rq.where(runs.c.record_id.in_([r["id"] for r in rows]))
-        for rid, med in conn.execute(rq):
+        for rid, med, was_contended in conn.execute(rq):
             if med is not None:
                 medians.setdefault(rid, []).append(med)
+            contended[rid] = contended.get(rid, 0) + bool(was_contended)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         r["run_medians_s"] = medians.get(r["id"], [])
+        r["n_contended"] = contended.get(r["id"], 0)
         groups.setdefault((r["experiment"], r["variant"]), []).append(r)
     out = []
     for (exp, var), recs in sorted(groups.items()):

@@ -5,10 +5,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from afbench.config.models import RunConfig
 from afbench.switches import SwitchReport
 from afbench.switches.base import SwitchContext, SwitchDefaults, is_on
+
+if TYPE_CHECKING:  # the orchestrator reads switches before pydantic is loaded
+    from afbench.config.models import RunConfig
 
 
 class AutoFuse(SwitchDefaults):

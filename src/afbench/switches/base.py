@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
-from afbench.config.models import RunConfig
 from afbench.errors import RunSkipped
 from afbench.switches import SwitchReport
+
+if TYPE_CHECKING:  # the orchestrator reads switches before pydantic is loaded
+    from afbench.config.models import RunConfig
 
 #: Where in the builtin engine a switch applies itself, in this order:
 #: ``model``: rewrite the loaded model (before DDP wraps it); ``forward``: wrap the forward

@@ -6,12 +6,14 @@ profiler options (``--profiler.*``, torchtitan-npu ``--profiling.*``)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from afbench.config.models import RunConfig
 from afbench.errors import ConfigError
 from afbench.switches import SwitchReport
 from afbench.switches.base import SwitchContext, SwitchDefaults, is_on
+
+if TYPE_CHECKING:  # the orchestrator reads switches before pydantic is loaded
+    from afbench.config.models import RunConfig
 
 
 def detail(profiler: str, unit: str, window: Any) -> str:

@@ -1,21 +1,24 @@
 """The switches, in the order they apply: the one place that knows which switches exist.
 
 A switch is a :class:`afbench.switches.base.Switch` in its own module plus one entry in
-:data:`SWITCHES` (and, because ``afbench.config`` is the leaf layer that cannot read this
-registry, its bool field in ``OptimizationConfig`` and its line in
-``conf/optimization/default.yaml``; docs/architecture.md, tests/test_switch_registry.py).
+:data:`SWITCHES`, and nothing else (docs/architecture.md, tests/test_switch_contract.py).
+Importing this module hands the names to ``afbench.config`` (the leaf layer, which cannot read
+the registry), where ``optimization.<name>`` becomes a bool that defaults to false; the CLI
+stores the same names in Hydra's ConfigStore (``afbench.cli.recipes.register``).
 Everything else reads this registry: plan-time checks (:func:`check_switches`), the builtin
 engine (:func:`ready_switches`, :func:`apply_stage`), the command engine's placeholders
 (:func:`switch_names`), the torchtitan command line (:func:`titan_switch_args`), compile costs
 and recompile caveats (:func:`compiles`) and the report (:func:`requested_not_reported`).
-No torch import here: each switch imports its implementation when it applies.
+No torch and no pydantic import here: each switch imports its implementation when it
+applies, and the CLI reads the names before any config is validated.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from afbench.config.models import RunConfig
+from afbench.config import switch_names as _config_switch_names
 from afbench.errors import ConfigError
 from afbench.switches import SwitchReport
 from afbench.switches.add_rmsnorm import AddRmsNorm
@@ -24,6 +27,9 @@ from afbench.switches.base import STAGES, Stage, Switch, SwitchContext, is_on
 from afbench.switches.npugraph_ex import NpuGraphEx
 from afbench.switches.profiler import Profiler
 from afbench.switches.rmsnorm import RmsNorm
+
+if TYPE_CHECKING:  # the orchestrator reads switches before pydantic is loaded
+    from afbench.config.models import RunConfig
 
 #: Every switch. The builtin engine applies them stage by stage (base.STAGES) and, within a
 #: stage, in this order (add_rmsnorm before rmsnorm: rmsnorm leaves the norms add_rmsnorm
@@ -37,6 +43,11 @@ _WORKLOAD_WORDS = {"sft": "training", "infer": "inference"}
 def switch_names() -> tuple[str, ...]:
     """The registered switches' names (``optimization.<name>``), in registry order."""
     return tuple(sw.name for sw in SWITCHES)
+
+
+# optimization.<name> is a bool of the config for every name this function returns, read at
+# each validation (so SWITCHES extended later counts too)
+_config_switch_names.accept(switch_names)
 
 
 def enabled(cfg: RunConfig) -> list[Switch]:

@@ -54,6 +54,9 @@ UNCALIBRATED = "uncalibrated"
 #: A calibration too small, or one that saw outlier runs, does not decide one round.
 CALIBRATION_UNFIT = "calibration_unfit"
 NO_PAIRS_LEFT = "no_pairs_left"
+#: An unpaired comparison (:func:`afbench.verdict.compare_groups`) with a side whose every run
+#: was set aside.
+NO_RUNS_LEFT = "no_runs_left"
 
 PAIRED_T = "paired t of per-run median log ratios (Student, n-1 df)"
 CALIBRATED = "paired log ratios with the host calibration's run-to-run spread (pooled variance)"
@@ -63,7 +66,9 @@ CALIBRATED = "paired log ratios with the host calibration's run-to-run spread (p
 class SetAside:
     """A pair left out of the verdict. ``pair``: 1-based round; ``side``: ``baseline``,
     ``variant`` or ``both``; ``reason``: ``contended`` or ``outlier``; ``detail``: what was
-    measured (e.g. the contention reasons), for the report."""
+    measured (e.g. the contention reasons), for the report. In an unpaired comparison
+    (:func:`afbench.verdict.compare_groups`) a run left out: ``pair`` is its 1-based index
+    within its side, ``side`` ``history`` or ``newest``."""
 
     pair: int
     side: str
@@ -96,8 +101,10 @@ class Speed:
         spread_pct: standard deviation of one pair's log ratio used, ``100 * sd``.
         spread_source: ``pairs``, ``calibration`` or ``pairs+calibration``; ``None``.
         run_spread_pct: the host calibration's run-to-run spread used, or ``None``.
-        set_aside: the pairs left out and why.
-        no_interval_reason: ``uncalibrated`` or ``no_pairs_left`` when there is no interval.
+        set_aside: the pairs left out and why (unpaired, design ``history``: the runs, by
+            side ``history`` or ``newest`` and 1-based run index).
+        no_interval_reason: ``uncalibrated``, ``calibration_unfit``, ``no_pairs_left`` or
+            (unpaired) ``no_runs_left`` when there is no interval.
         below_min_gain: FASTER whose interval's upper end is below ``min_gain_pct``: faster, but
             by less than the gain that matters.
         pairs_for_min_gain: pairs a fixed design would need for an MDE of ``min_gain_pct`` at

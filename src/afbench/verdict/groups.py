@@ -12,8 +12,10 @@ adjacent pair's, includes day-to-day drift: what a regression must exceed).
 * one run on each side: only with a host calibration (``se = sqrt(2) sigma_run``, its df), else
   INCONCLUSIVE (``uncalibrated``).
 
-Outlier runs (:func:`afbench.verdict.runs.outlier_runs`) of the history are set aside; the
-decision words, the equivalence NO_GAIN and the noncentral-t MDE are :func:`compare_runs`'s.
+Runs measured as contended (either side) never decide: they are set aside first, then the
+outlier runs (:func:`afbench.verdict.runs.outlier_runs`) of the history; each is named in
+``set_aside`` by its side (``history`` or ``newest``) and index. The decision words, the
+equivalence NO_GAIN and the noncentral-t MDE are :func:`compare_runs`'s.
 """
 
 from __future__ import annotations
@@ -23,13 +25,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from afbench.verdict.estimate import (DEFAULT_MIN_GAIN_PCT, UNCALIBRATED, SetAside, Speed,
-                                      check_settings, gain_from_log)
+from afbench.verdict.estimate import (CONTENDED, DEFAULT_MIN_GAIN_PCT, NO_RUNS_LEFT, OUTLIER,
+                                      UNCALIBRATED, SetAside, Speed, check_settings,
+                                      gain_from_log)
 from afbench.verdict.power import DEFAULT_MDE_POWER, mde_pct, t_quantile
 from afbench.verdict.runs import outlier_runs, run_statistic
 from afbench.verdict.words import INCONCLUSIVE, decide
 
 HISTORY = "history"
+#: The sides of an unpaired comparison, as ``SetAside.side``.
+HISTORY_SIDE = "history"
+NEWEST_SIDE = "newest"
 WELCH = "Welch t of log run medians (newest runs against the history's runs)"
 PREDICTION = "prediction-interval t: the newest run against the history's run-to-run spread"
 CALIBRATED_ONE = "one run on each side with the host calibration's run-to-run spread"
@@ -38,27 +44,47 @@ CALIBRATED_ONE = "one run on each side with the host calibration's run-to-run sp
 def compare_groups(history: Sequence[Sequence[float]], newest: Sequence[Sequence[float]], *,
                    confidence: float = 0.95, min_gain_pct: float = DEFAULT_MIN_GAIN_PCT,
                    run_spread_pct: float | None = None, run_spread_df: float | None = None,
-                   mde_power: float = DEFAULT_MDE_POWER) -> Speed:
+                   mde_power: float = DEFAULT_MDE_POWER,
+                   history_contended: Sequence[bool | None] | None = None,
+                   newest_contended: Sequence[bool | None] | None = None) -> Speed:
     """The gain of ``newest`` over ``history`` (each a list of runs, each a list of measured
     step times in seconds); positive = the newest is faster, as in :func:`compare_runs`.
 
+    ``history_contended`` / ``newest_contended``: per run, whether it was measured as
+    contended (None: not measured, kept); a contended run is set aside. A side left without a
+    run gives INCONCLUSIVE with ``no_interval_reason`` ``no_runs_left``.
+
     Raises:
-        ValueError: settings out of range, a side without runs, or a run with no steps or a
-            step time not finite and > 0.
+        ValueError: settings out of range, a side without runs, a contention list of another
+            length than its side, or a run with no steps or a step time not finite and > 0.
     """
     check_settings(confidence, min_gain_pct, run_spread_pct, run_spread_df)
     if not history or not newest:
         raise ValueError("compare_groups needs at least one run on each side")
+    flags = {}
+    for side, runs, given in ((HISTORY_SIDE, history, history_contended),
+                              (NEWEST_SIDE, newest, newest_contended)):
+        if given is not None and len(given) != len(runs):
+            raise ValueError(f"{side}_contended has {len(given)} flags for {len(runs)} runs")
+        flags[side] = [bool(c) for c in given] if given is not None else [False] * len(runs)
     hist = [math.log(run_statistic(r, f"history run {i + 1}").location_s)
             for i, r in enumerate(history)]
     new = [math.log(run_statistic(r, f"newest run {i + 1}").location_s)
            for i, r in enumerate(newest)]
-    out = set(outlier_runs(hist))
-    aside = tuple(SetAside(pair=i + 1, side="baseline", reason="outlier") for i in sorted(out))
-    a = np.array([x for i, x in enumerate(hist) if i not in out])
-    b = np.array(new)
-    d = float(b.mean() - a.mean())
+    aside = [SetAside(pair=i + 1, side=side, reason=CONTENDED)
+             for side in (HISTORY_SIDE, NEWEST_SIDE) for i, c in enumerate(flags[side]) if c]
+    kept = [i for i, c in enumerate(flags[HISTORY_SIDE]) if not c]
+    out = {kept[j] for j in outlier_runs([hist[i] for i in kept])}
+    aside += [SetAside(pair=i + 1, side=HISTORY_SIDE, reason=OUTLIER) for i in sorted(out)]
+    aside = sorted(aside, key=lambda x: (x.side != HISTORY_SIDE, x.pair))
+    a = np.array([hist[i] for i in kept if i not in out])
+    b = np.array([x for x, c in zip(new, flags[NEWEST_SIDE]) if not c])
     common = {"level": confidence, "min_gain_pct": min_gain_pct, "mde_power": mde_power}
+    if not a.size or not b.size:
+        return Speed(decision=INCONCLUSIVE, gain_pct=None, ci_low_pct=None, ci_high_pct=None,
+                     mde_pct=None, n_pairs=0, n_pairs_run=0, method="none", design=HISTORY,
+                     set_aside=tuple(aside), no_interval_reason=NO_RUNS_LEFT, **common)
+    d = float(b.mean() - a.mean())
     if a.size >= 2 and b.size >= 2:
         va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
         se = math.sqrt(va + vb)
@@ -75,7 +101,8 @@ def compare_groups(history: Sequence[Sequence[float]], newest: Sequence[Sequence
     else:
         return Speed(decision=INCONCLUSIVE, gain_pct=gain_from_log(d), ci_low_pct=None,
                      ci_high_pct=None, mde_pct=None, n_pairs=0, n_pairs_run=0, method="none",
-                     design=HISTORY, set_aside=aside, no_interval_reason=UNCALIBRATED, **common)
+                     design=HISTORY, set_aside=tuple(aside), no_interval_reason=UNCALIBRATED,
+                     **common)
     c = t_quantile(0.5 + confidence / 2, df)
     low, high = gain_from_log(d + c * se), gain_from_log(d - c * se)
     decision = decide(low, high, min_gain_pct)
@@ -84,5 +111,5 @@ def compare_groups(history: Sequence[Sequence[float]], newest: Sequence[Sequence
                  n_pairs_run=0, method=method, design=HISTORY, df=df, critical_value=c,
                  spread_pct=se * 100.0, spread_source="calibration" if
                  method == CALIBRATED_ONE else "runs", run_spread_pct=run_spread_pct,
-                 set_aside=aside, below_min_gain=decision == "FASTER" and high < min_gain_pct,
+                 set_aside=tuple(aside), below_min_gain=decision == "FASTER" and high < min_gain_pct,
                  **common)
