@@ -25,19 +25,14 @@ def record_experiment(out_dir: Path, url: str | None = None, enabled: bool = Tru
     try:
         from afbench.history.db import open_db, resolve_url, shown
         from afbench.history.records import extract, write
-        from afbench.history.sqlite_record import record_sqlite
         from afbench.store import OutDir
 
         ex = extract(OutDir(Path(out_dir)), source="live")
-        # the default SQLite file at HEAD: the standard library writes it, without
-        # SQLAlchemy's import; anything else (and a new file) through SQLAlchemy and Alembic
-        written = record_sqlite(resolve_url(url), ex)
-        if written is None:
-            engine = open_db(url)
-            try:
-                written = write(engine, ex)
-            finally:
-                engine.dispose()
+        engine = open_db(url)
+        try:
+            written = write(engine, ex)
+        finally:
+            engine.dispose()
     except Exception as exc:  # the experiment is done and its directory intact: only warn
         log.warning("afbench: history: %s was not recorded: %s", out_dir,
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

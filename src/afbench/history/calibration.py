@@ -76,25 +76,11 @@ def _estimates(url: str | None, kind: str) -> tuple[Any, str, list[dict[str, Any
 
 def lookup(kind: str, url: str | None = None) -> dict[str, Any] | None:
     """This host's calibration of ``kind``: ``{"kind", "host_id", "spread_pct", "df",
-    "n_pairs", "n_outlier_pairs", "n_experiments", "updated_at"}``, or ``None``. A SQLite
-    file at HEAD is read with the standard library (no SQLAlchemy import at the start of
-    every experiment: afbench.history.sqlite_record)."""
-    from afbench.history.db import resolve_url
-    from afbench.history.sqlite_record import read_calibration_data
-
-    host = _host()
-    try:
-        handled, data = read_calibration_data(resolve_url(url), host, kind)
-    except Exception as exc:  # noqa: BLE001 - sqlite3.Error and friends: as open_db's
-        log.warning("afbench: host calibration unavailable: %s", exc)
+    "n_pairs", "n_outlier_pairs", "n_experiments", "updated_at"}``, or ``None``."""
+    found = _estimates(url, kind)
+    if found is None:
         return None
-    if handled:
-        entries = list((data or {}).get("estimates", []))
-    else:
-        found = _estimates(url, kind)
-        if found is None:
-            return None
-        _, host, entries = found
+    _, host, entries = found
     spread = pool(RunSpread.of(e) for e in entries[-KEEP:])
     if spread is None:
         return None

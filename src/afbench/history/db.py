@@ -16,18 +16,15 @@ from __future__ import annotations
 
 import logging
 import os
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, inspect, select, text
+from sqlalchemy.exc import SQLAlchemyError
 
 from afbench.errors import AfbenchError
-from afbench.history.revision import HEAD
-
-if TYPE_CHECKING:
-    from sqlalchemy import Engine
-
-# SQLAlchemy (~0.25 s of imports) is imported inside the functions that open a database: the URL
-# helpers here, and recording into a SQLite file at HEAD (afbench.history.sqlite_record), need
-# none of it.
+from afbench.history.schema import HEAD, calibration
 
 ENV_URL = "AFBENCH_HISTORY_URL"
 BUSY_TIMEOUT_S = 30
@@ -54,8 +51,6 @@ def resolve_url(url: str | None = None) -> str:
 
 def shown(url: str) -> str:
     """The URL with its password hidden, for messages."""
-    if "@" not in url:
-        return url  # no user, so no password (a SQLite file): no SQLAlchemy import for it
     from sqlalchemy.engine import make_url
 
     try:
@@ -65,8 +60,6 @@ def shown(url: str) -> str:
 
 
 def _sqlite_settings(engine: Engine) -> None:
-    from sqlalchemy import event
-
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # SQLAlchemy emits BEGIN itself (below)
@@ -84,8 +77,6 @@ def _sqlite_settings(engine: Engine) -> None:
 
 
 def _current_revision(engine: Engine) -> str | None:
-    from sqlalchemy import inspect, text
-
     with engine.connect() as conn:
         if not inspect(conn).has_table("alembic_version"):
             return None
@@ -96,8 +87,6 @@ def upgrade(engine: Engine) -> None:
     """Upgrade the database to :data:`HEAD` through the Alembic chain in ``migrations/``
     (a new database gets every table). Skips Alembic when the database is at HEAD already,
     so recording stays cheap."""
-    from sqlalchemy.exc import SQLAlchemyError
-
     if _current_revision(engine) == HEAD:
         return
     # Alembic's INFO lines ("setup plugin ..." on import, "Running upgrade ...") would land in
@@ -128,9 +117,6 @@ def open_db(url: str | None = None, create: bool = True) -> Engine:
     Raises HistoryError naming the URL when it cannot be opened or upgraded (a missing driver,
     a server that does not answer, a file that is not a database), or, with ``create=False``,
     when the SQLite file does not exist."""
-    from sqlalchemy import create_engine
-    from sqlalchemy.exc import SQLAlchemyError
-
     url = resolve_url(url)
     try:
         if url.startswith("sqlite"):
@@ -155,6 +141,10 @@ def open_db(url: str | None = None, create: bool = True) -> Engine:
     return engine
 
 
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
 # --- host calibration (issue 21 item 4): the store's side only ----------------------------
 
 def record_calibration(engine: Engine, host_id: str, run_kind: str, spread_pct: float,
@@ -166,9 +156,6 @@ def record_calibration(engine: Engine, host_id: str, run_kind: str, spread_pct: 
     host_id: :func:`afbench.history.provenance.host_id`; run_kind: the caller's key of
     comparable runs (e.g. ``"<experiment>/<variant>"`` or an engine and workload);
     spread_pct: spread of the log run statistic, percent; n: runs or pairs behind it."""
-    from afbench.history.records import utcnow
-    from afbench.history.schema import calibration
-
     row = {"host_id": host_id, "run_kind": run_kind, "spread_pct": float(spread_pct),
            "n": int(n), "data": data or {}, "updated_at": utcnow()}
     with engine.begin() as conn:
@@ -180,10 +167,6 @@ def record_calibration(engine: Engine, host_id: str, run_kind: str, spread_pct: 
 def read_calibration(engine: Engine, host_id: str, run_kind: str) -> dict[str, Any] | None:
     """The stored calibration of ``run_kind`` on ``host_id`` (``spread_pct``, ``n``,
     ``data``, ``updated_at``), None when there is none."""
-    from sqlalchemy import select
-
-    from afbench.history.schema import calibration
-
     with engine.connect() as conn:
         row = conn.execute(select(calibration).where(calibration.c.host_id == host_id,
                                                      calibration.c.run_kind == run_kind)).first()

@@ -15,19 +15,21 @@ import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.exc import IntegrityError
 
 from afbench.analysis.contention import judge
 from afbench.analysis.errors import InvalidLog
 from afbench.verdict.runs import run_statistic
 from afbench.errors import OutputError
+from afbench.history.db import utcnow
+from afbench.history.schema import experiments, records, runs
 from afbench.results import Comparison, Side, Summary
 from afbench.runspec import Plan, RunSpec
 from afbench.store import OutDir, window_step_times
 from afbench.switches.registry import switch_names
-
-if TYPE_CHECKING:  # SQLAlchemy is imported where a database is written (is_recorded, write)
-    from sqlalchemy import Engine
 
 
 @dataclass
@@ -43,11 +45,6 @@ class Extracted:
 
     experiment: dict[str, Any]
     variants: list[VariantRows]
-
-
-def utcnow() -> datetime:
-    """Now, UTC, naive (how the history database stores times)."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def _utc(text: str | None) -> datetime | None:
@@ -198,10 +195,6 @@ def extract(out: OutDir, source: str = "import") -> Extracted:
 
 
 def is_recorded(engine: Engine, out_dir: Path) -> bool:
-    from sqlalchemy import select
-
-    from afbench.history.schema import experiments
-
     with engine.connect() as conn:
         return conn.execute(select(experiments.c.id).where(
             experiments.c.out_dir == str(Path(out_dir).resolve()))).first() is not None
@@ -209,14 +202,7 @@ def is_recorded(engine: Engine, out_dir: Path) -> bool:
 
 def write(engine: Engine, ex: Extracted) -> bool:
     """Insert ``ex`` in one transaction; False (and nothing written) when its ``out_dir`` is
-    recorded already, also when another process recorded it at the same moment.
-    (:func:`afbench.history.sqlite_record.record_sqlite` does the same with the standard
-    library's sqlite3, for a SQLite database at HEAD.)"""
-    from sqlalchemy import select
-    from sqlalchemy.exc import IntegrityError
-
-    from afbench.history.schema import experiments, records, runs
-
+    recorded already, also when another process recorded it at the same moment."""
     try:
         with engine.begin() as conn:
             if conn.execute(select(experiments.c.id).where(

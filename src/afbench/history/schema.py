@@ -1,6 +1,5 @@
 """The history database's tables (SQLAlchemy Core), revision ``0002`` of the Alembic chain in
-``migrations/versions/``. A change here is a new migration there and a new ``HEAD`` in
-:mod:`afbench.history.revision`.
+``migrations/versions/``. A change here is a new migration there and a new :data:`HEAD`.
 
 experiments  one row per output directory (a single run, or one sweep job); unique ``out_dir``
 records      one row per variant of an experiment: what ``history list`` prints and ``check``
@@ -19,10 +18,8 @@ from __future__ import annotations
 from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Integer, MetaData,
                         String, Table, Text, UniqueConstraint)
 
-from afbench.history.revision import HEAD  # the revision these tables are (re-exported)
-
-__all__ = ["HEAD", "metadata", "experiments", "records", "runs", "calibration"]
-
+#: The Alembic revision these tables are; the database is upgraded to it on open.
+HEAD = "0002"
 
 metadata = MetaData()
 
