@@ -176,6 +176,32 @@ def test_command_line_override_shadowed_by_a_phase_is_named(compose_cfg):
     assert "experiment.phases.train.scheduler.steps=..." in lines[0]
 
 
+@pytest.mark.parametrize("slow", ["{engine.env.SLOW: '1'}", "{engine: {env: {SLOW: '1'}}}"])
+def test_variant_setting_only_the_engine_env_does_not_shadow_the_engine_choice(compose_cfg,
+                                                                              slow):
+    from afbench.plan import shadowed_overrides
+
+    overrides = ["engine=command", "engine.executable=/bin/true",
+                 f"+experiment.variants.slow={slow}"]
+    conf = validate_config(compose_cfg(*overrides))
+    assert conf.experiment.variants["slow"]  # the variant really sets engine.env
+    assert shadowed_overrides(overrides, conf) == []
+
+
+def test_variant_reselecting_the_engine_shadows_the_engine_choice(compose_cfg):
+    from afbench.plan import shadowed_overrides
+
+    overrides = ["engine=command", "engine.executable=/bin/true", "+engine.env.SLOW=0",
+                 "+experiment.variants.titan={engine.name: torchtitan}",
+                 "+experiment.variants.slow={engine.env.SLOW: '1'}"]
+    conf = validate_config(compose_cfg(*overrides))
+    lines = shadowed_overrides(overrides, conf)
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("engine is set again by experiment.variants.titan")
+    assert "experiment.variants.titan.engine.name=..." in lines[0]
+    assert lines[1].startswith("engine.env.SLOW is set again by experiment.variants.slow")
+
+
 def test_adaptive_bounds_are_checked_only_under_repeats_auto(compose_cfg):
     from afbench.config import validate_config
     from afbench.errors import ConfigError

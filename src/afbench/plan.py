@@ -183,13 +183,20 @@ def add_round(plan: Plan, variants: list[str]) -> Plan:
 
 def shadowed_overrides(overrides: list[str], cfg: AfbenchConfig) -> list[str]:
     """Command-line overrides (``key=value``) that a phase or variant of the experiment sets
-    again, so they have no effect there; one warning line each, naming where to set it."""
+    again, so they have no effect there; one warning line each, naming where to set it.
+
+    A group selection (``engine=command``) is set again only where the phase or variant
+    re-selects it (sets ``engine.name``); one that sets a key inside the group (a free-form
+    map such as ``engine.env.SLOW``, or ``engine.args``) refines the selected option and
+    shadows nothing."""
     def has(tree: dict[str, Any], parts: list[str]) -> bool:
         for part in parts:
             if not isinstance(tree, dict) or part not in tree:
                 return False
             tree = tree[part]
-        return True
+        # the phase or variant sets keys below the overridden one: only a re-selection of a
+        # group (its ``name``) undoes a command-line choice of that group
+        return not isinstance(tree, dict) or (len(parts) == 1 and "name" in tree)
 
     out = []
     exp = cfg.experiment
@@ -200,10 +207,13 @@ def shadowed_overrides(overrides: list[str], cfg: AfbenchConfig) -> list[str]:
         parts = key.split(".")
         for kind, entries in (("phases", exp.phases), ("variants", exp.variants)):
             for name, over in entries.items():
-                if has(expand_dotted(over, f"experiment.{kind}.{name}"), parts):
+                tree = expand_dotted(over, f"experiment.{kind}.{name}")
+                if has(tree, parts):
+                    # a group re-selected there: name the key that re-selects it
+                    where = f"{key}.name" if isinstance(tree.get(key), dict) else key
                     out.append(f"{key} is set again by experiment.{kind}.{name}, which wins "
                                f"there; to change it for that {kind[:-1]} use "
-                               f"experiment.{kind}.{name}.{key}=...")
+                               f"experiment.{kind}.{name}.{where}=...")
     return out
 
 
