@@ -253,6 +253,18 @@ def test_free_form_env_key_needs_no_plus(tmp_path):
     assert ok.returncode == 0, ok.stderr
 
 
+def test_every_free_form_map_needs_no_plus(tmp_path):
+    cmd = ["task=check", "engine=command", "engine.executable=/bin/true"]
+    ok = afbench(tmp_path, *cmd, "engine.env.SLOW=1", "+engine.env.FAST=1",
+                 "experiment.variants.slow.engine.env.SLOW=2",
+                 "experiment.phases.run.scheduler.seq_len=128")
+    assert ok.returncode == 0, ok.stderr
+    bad = afbench(tmp_path, *cmd, "engine.env.lower=1")
+    assert bad.returncode == 2, bad.stderr  # the bad name is named, with no advice to add '+'
+    assert "engine.env" in bad.stderr and "must match [A-Z_][A-Z0-9_]*" in bad.stderr
+    assert "+engine" not in bad.stderr
+
+
 @pytest.mark.parametrize("setting, message", [
     ("report.sweep_baseline=autofuse", "'autofuse' has no '=value'"),
     ('report.sweep_baseline="optimization.autofuse=maybe"',

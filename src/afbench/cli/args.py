@@ -4,7 +4,8 @@ something else, said in one line per problem with the form that works.
 Hydra's override grammar (``hydra.core.override_parser``, public API) parses each override;
 these functions only add the advice Hydra's own messages lack (Hydra issues 1577, 938, 1897,
 3018): a value holding ``=``, a bare ``{`` in a list, a comma value without ``-m``, a key of a
-free-form map (``launcher.env.NAME=...``) that Hydra would want a ``+`` for.
+free-form map (``launcher.env.NAME=...``, ``engine.env.NAME=...``) that Hydra would want a ``+``
+for.
 """
 
 from __future__ import annotations
@@ -16,10 +17,6 @@ from hydra.errors import OverrideParseException
 VALUE_FLAGS = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
 HELP_FLAGS = ("--help", "-h", "--hydra-help", "--version", "--shell-completion", "-sc")
-# Maps whose keys are the user's own (environment variables, compiler options): a new key needs
-# no `+` there; afbench passes them to Hydra as `++key=value` (add or replace).
-FREE_FORM_MAPS = ("launcher.env", "optimization.compile.options",
-                  "optimization.npugraph_ex_options")
 # Keys whose value is one string holding commas (never a sweep over its items).
 ONE_STRING_KEYS = ("report.sweep_baseline",)
 
@@ -51,13 +48,19 @@ def is_multirun(argv: list[str]) -> bool:
 
 
 def free_form_argv(argv: list[str]) -> list[str]:
-    """``argv`` with every ``<free-form map>.<name>=value`` written ``++...`` (add or replace),
-    so ``launcher.env.HF_HOME=/data`` needs no ``+`` and works whether the key exists or not."""
+    """``argv`` with every ``<free-form map>.<name>[.<more>]=value`` written ``++...`` (add or
+    replace), so ``launcher.env.HF_HOME=/data``, ``engine.env.SLOW=1`` or
+    ``experiment.variants.af_on.scheduler.steps=20`` need no ``+`` and work whether the key
+    exists or not; ``+``/``++``/``~`` forms are passed as written. The maps are every
+    ``dict[str, ...]`` field of the config's schemas (:func:`afbench.config.validate.free_form_maps`)."""
+    from afbench.config.validate import free_form_maps  # pydantic: not for a config-free --help
+
+    maps = free_form_maps()
     out = []
     for arg in argv:
         key = arg.partition("=")[0]
         if "=" in arg and not arg.startswith(("+", "~", "-")) and any(
-                key.startswith(m + ".") for m in FREE_FORM_MAPS):
+                key.startswith(m + ".") for m in maps):
             arg = "++" + arg
         out.append(arg)
     return out
