@@ -123,6 +123,20 @@ def test_a_contended_verdict_run_is_run_again_in_a_new_directory_and_the_old_one
     assert index["a-train-r1".ljust(64, "0")[:64]].name == "a-train-r1-rerun1"
 
 
+def test_the_progress_count_and_eta_count_the_rerun(tmp_path, monkeypatch, caplog):
+    launch, _ = fake_launcher({"a-train-r1"})
+    monkeypatch.setattr(experiment, "launch_run", launch)
+    caplog.set_level("INFO", logger=experiment.log.name)
+    experiment.execute_plan(make_plan(tmp_path, rerun_contended=1))
+    lines = [r.getMessage() for r in caplog.records]
+    counted = [line.split()[:3] for line in lines if line.startswith("[")]
+    assert counted == [["[1/3]", "a-train-r1", "OK"], ["[2/3]", "a-train-r1-rerun1", "OK"],
+                       ["[3/3]", "b-train-r1", "OK"]]
+    assert "replaced by a-train-r1-rerun1" in next(x for x in lines if x.startswith("[1/3]"))
+    (eta,) = [x for x in lines if "more run(s)" in x]
+    assert "for 1 more run(s)" in eta and "a rerun for each contended run" in eta
+
+
 def test_collect_keeps_the_replaced_run_as_a_row_but_out_of_the_verdict(rerun_out):
     out, _, _ = rerun_out
     col = collect(out)
