@@ -167,6 +167,26 @@ def test_per_variant_policy_keeps_other_variants_going(compose_cfg, tmp_path):
     assert skip_reason(plan, runs["af_on-profile-r1"], st)
 
 
+def test_a_skip_reason_names_the_rule_of_its_policy_as_the_readme_does(compose_cfg, tmp_path):
+    def reason(policy: str, st: dict[str, str], run_id: str) -> str | None:
+        plan = make_plan(validate_config(compose_cfg(
+            "experiment=sft_af_compare", f"experiment.skip_policy={policy}")), tmp_path)
+        return skip_reason(plan, next(r for r in plan.runs if r.run_id == run_id), st)
+
+    own = reason("per_variant", {"af_off-train-r1": "OK", "af_on-train-r1": "FAILED"},
+                 "af_on-profile-r1")
+    assert own.startswith("earlier run af_on-train-r1 of this variant did not succeed")
+    assert "per_variant: a failed variant's later phases are skipped" in own
+    base = reason("per_variant", {"af_off-train-r1": "FAILED"}, "af_off-profile-r1")
+    assert "after a failed baseline every variant's later phases are skipped" in base
+    ref = reason("reference", {"af_off-train-r1": "OK", "af_on-train-r1": "FAILED"},
+                 "af_off-profile-r1")
+    assert "skip_policy reference: a failed run skips every later phase" in ref
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert "`per_variant` (the default) skips a variant's later phases when that variant " \
+           "failed, and every variant's later phases when the baseline failed" in readme
+
+
 def test_command_line_override_shadowed_by_a_phase_is_named(compose_cfg):
     from afbench.plan import shadowed_overrides
 

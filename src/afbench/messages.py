@@ -132,7 +132,13 @@ RECORDED: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), key) f
      "switch_add_rmsnorm"),
     (r"(?P<sites>\d+) sites: RMSNorm -> (?P<op>\S+)", "switch_rmsnorm"),
     (r"baseline run (?P<run>\S+) did not succeed", "skip_baseline_failed"),
-    (r"earlier run (?P<run>\S+) did not succeed", "skip_earlier_failed"),
+    (r"earlier run (?P<run>\S+) did not succeed", "skip_earlier_failed"),  # older runs
+    (r"earlier run (?P<run>\S+) did not succeed \(skip_policy reference: a failed run skips "
+     r"every later phase\)", "skip_earlier_reference"),
+    (r"earlier run (?P<run>\S+) of this variant did not succeed \(skip_policy per_variant: a "
+     r"failed variant's later phases are skipped\)", "skip_earlier_own_variant"),
+    (r"earlier baseline run (?P<run>\S+) did not succeed \(skip_policy per_variant: after a "
+     r"failed baseline every variant's later phases are skipped\)", "skip_earlier_baseline"),
     (r"interrupted \(SIGINT/SIGTERM to afbench\)", "skip_interrupted"),
     (r"interrupted", "run_interrupted"),
     (r"not run", "run_not_run"),

@@ -224,7 +224,8 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
     succeed; every run of a phase is skipped when any run of an earlier phase did not succeed
     (the reference quick-start: run 1 fails -> 2-4 skipped; 1 or 2 fails -> 3-4 skipped).
     per_variant: a run is skipped when its own variant, or the baseline, failed in an earlier
-    phase, or the baseline failed in this phase and repeat; other variants go on.
+    phase, or the baseline failed in this phase and repeat; other variants go on. The reason
+    names the rule that applied.
 
     Only runs that already ran count (``status``): in a counterbalanced or random round a
     variant may run before its round's baseline, and then runs; if that baseline fails later,
@@ -241,7 +242,16 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
     for other in plan.runs:
         if other.phase not in earlier or not bad(other.run_id):
             continue
-        if plan.skip_policy == "reference" or other.variant in (run.variant, plan.baseline):
-            return f"earlier run {other.run_id} did not succeed"
+        # each reason says which rule of the policy applies (README, experiment.skip_policy)
+        if plan.skip_policy == "reference":
+            return (f"earlier run {other.run_id} did not succeed (skip_policy reference: a "
+                    f"failed run skips every later phase)")
+        if other.variant == plan.baseline:
+            return (f"earlier baseline run {other.run_id} did not succeed (skip_policy "
+                    f"per_variant: after a failed baseline every variant's later phases are "
+                    f"skipped)")
+        if other.variant == run.variant:
+            return (f"earlier run {other.run_id} of this variant did not succeed (skip_policy "
+                    f"per_variant: a failed variant's later phases are skipped)")
     return None
 
