@@ -276,12 +276,14 @@ class Side(BaseModel):
 
 class SetAsidePair(BaseModel):
     """A pair the verdict left out (:class:`afbench.verdict.SetAside`): ``pair`` 1-based round,
-    ``side`` baseline | variant | both, ``reason`` contended | outlier, ``detail`` measured."""
+    ``side`` baseline | variant | both, ``reason`` contended | outlier, ``detail`` measured:
+    per contended run a ``run_reason`` message (its reasons ``cont_reason_*`` messages with
+    their numbers), or the English text a summary written before them holds."""
 
     pair: int
     side: str
     reason: str
-    detail: str = ""
+    detail: str | list[Message] = ""
 
 
 class Speed(_Open):

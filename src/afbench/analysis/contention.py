@@ -308,6 +308,50 @@ def window_record(start: Sample, end: Sample, *, threads: int | None, scope: str
     }
 
 
+#: The English sentence of each reason code of :func:`judge_reasons` (log lines, status.json);
+#: the report words the same codes from its label catalog (labels.yaml, ``cont_reason_*``).
+REASON_TEXT = {
+    "cont_reason_short": "window of {wall:.3f} s too short to judge (< {limit:g} s)",
+    "cont_reason_wait": "waited for a CPU {wait:.0f}% of the window > {limit:g}%",
+    "cont_reason_steal": "steal {steal:.0f}% > {limit:g}%",
+    "cont_reason_pressure": "CPU pressure {pressure:.0f}% > {limit:g}%",
+    "cont_reason_cpu_share": "CPU/wall {cpu_per_wall:.2f} of {threads} thread(s) = "
+                             "{share:.0f}% < {limit:g}%",
+}
+
+
+def judge_reasons(record: Mapping[str, Any] | Any | None
+                  ) -> tuple[bool | None, list[tuple[str, dict[str, Any]]]]:
+    """:func:`judge` as codes and values: each reason is ``(code, values)``, a key of
+    :data:`REASON_TEXT` and the numbers its sentence takes (``("cont_reason_wait", {"wait":
+    34.2, "limit": 10.0})``), for a report to word in its own language."""
+    if record is None:
+        return None, []
+
+    def get(key: str) -> Any:
+        return record.get(key) if isinstance(record, Mapping) else getattr(record, key, None)
+
+    wall = get("wall_s")
+    if wall is not None and wall < MIN_WINDOW_S:
+        return None, [("cont_reason_short", {"wall": wall, "limit": MIN_WINDOW_S})]
+
+    reasons: list[tuple[str, dict[str, Any]]] = []
+    wait, steal = get("run_queue_wait_pct"), get("steal_pct")
+    if wait is not None and wait > RUN_QUEUE_WAIT_PCT:
+        reasons.append(("cont_reason_wait", {"wait": wait, "limit": RUN_QUEUE_WAIT_PCT}))
+    if steal is not None and steal > STEAL_PCT:
+        reasons.append(("cont_reason_steal", {"steal": steal, "limit": STEAL_PCT}))
+    if wait is None:
+        psi, share = get("cpu_pressure_pct"), get("cpu_of_threads_pct")
+        if psi is not None and psi > CPU_PRESSURE_PCT:
+            reasons.append(("cont_reason_pressure", {"pressure": psi, "limit": CPU_PRESSURE_PCT}))
+        if share is not None and share < CPU_OF_THREADS_PCT:
+            reasons.append(("cont_reason_cpu_share", {
+                "cpu_per_wall": get("cpu_per_wall"), "threads": get("threads"), "share": share,
+                "limit": CPU_OF_THREADS_PCT}))
+    return bool(reasons), reasons
+
+
 def judge(record: Mapping[str, Any] | Any | None) -> tuple[bool | None, list[str]]:
     """Whether a run was contended, from its contention record (a mapping or an object with
     the record's attributes, e.g. :class:`afbench.results.Contention`), and why.
@@ -318,33 +362,12 @@ def judge(record: Mapping[str, Any] | Any | None) -> tuple[bool | None, list[str
     :data:`CPU_PRESSURE_PCT`, or (threads known) less than :data:`CPU_OF_THREADS_PCT` of the
     threads asked for. Returns ``(None, [])`` without a record (not measured), ``(None,
     [why])`` for a window shorter than :data:`MIN_WINDOW_S`, ``(False, [])`` when no measure
-    crosses its threshold, else ``(True, reasons)``, one reason per crossed threshold, e.g.
-    ``"waited for a CPU 34% of the window > 10%"``.
+    crosses its threshold, else ``(True, reasons)``, one English reason per crossed threshold
+    (:data:`REASON_TEXT`), e.g. ``"waited for a CPU 34% of the window > 10%"``; the same as
+    codes and values: :func:`judge_reasons`.
     """
-    if record is None:
-        return None, []
-
-    def get(key: str) -> Any:
-        return record.get(key) if isinstance(record, Mapping) else getattr(record, key, None)
-
-    wall = get("wall_s")
-    if wall is not None and wall < MIN_WINDOW_S:
-        return None, [f"window of {wall:.3f} s too short to judge (< {MIN_WINDOW_S:g} s)"]
-
-    reasons = []
-    wait, steal = get("run_queue_wait_pct"), get("steal_pct")
-    if wait is not None and wait > RUN_QUEUE_WAIT_PCT:
-        reasons.append(f"waited for a CPU {wait:.0f}% of the window > {RUN_QUEUE_WAIT_PCT:g}%")
-    if steal is not None and steal > STEAL_PCT:
-        reasons.append(f"steal {steal:.0f}% > {STEAL_PCT:g}%")
-    if wait is None:
-        psi, share = get("cpu_pressure_pct"), get("cpu_of_threads_pct")
-        if psi is not None and psi > CPU_PRESSURE_PCT:
-            reasons.append(f"CPU pressure {psi:.0f}% > {CPU_PRESSURE_PCT:g}%")
-        if share is not None and share < CPU_OF_THREADS_PCT:
-            reasons.append(f"CPU/wall {get('cpu_per_wall'):.2f} of {get('threads')} thread(s) "
-                           f"= {share:.0f}% < {CPU_OF_THREADS_PCT:g}%")
-    return bool(reasons), reasons
+    contended, reasons = judge_reasons(record)
+    return contended, [REASON_TEXT[code].format(**values) for code, values in reasons]
 
 
 class WindowSampler:
