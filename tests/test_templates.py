@@ -61,3 +61,15 @@ def test_no_cache_folder_means_compiling_every_time_not_an_error(tmp_path, monke
     monkeypatch.setenv("AFBENCH_CACHE_DIR", cache_dir)
     (path,) = render(Summary(experiment="e"), tmp_path, ReportConfig(formats=["md"]))
     assert "e" in path.read_text()
+
+
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_the_summary_tables_stop_reason_is_worded_in_the_reports_language(tmp_path, fmt):
+    import json
+    from pathlib import Path
+
+    stored = Path(__file__).parent / "fixtures" / "results" / "v1" / "summary.json"
+    summary = Summary.model_validate(json.loads(stored.read_text()))
+    summary.comparisons[0].speed.stop_reason = "precision_reached"
+    (zh,) = render(summary, tmp_path, ReportConfig(formats=[fmt], lang="zh"))
+    assert "达到精度" in zh.read_text() and "precision_reached" not in zh.read_text()
