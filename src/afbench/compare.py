@@ -14,7 +14,7 @@ import pandas as pd
 
 from afbench.analysis import kernels as K
 from afbench.analysis import traces as T
-from afbench.analysis.contention import judge_reasons, uniform_slowdown_note
+from afbench.analysis.contention import judge_reasons, uniform_slowdown
 from afbench.analysis.steplog import is_placeholder_loss
 from afbench.analysis.steptrace import ProfilingResult, profiling_status
 from afbench.analysis.stats import finite_mean
@@ -614,7 +614,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
     profiling: list[ProfilingComparison] = []
     kernels: dict[str, list[KernelRow]] = {}
     kernel_diffs: dict[str, list[KernelDiffRow]] = {}
-    kernel_notes: dict[str, str] = {}
+    kernel_notes: dict[str, Message] = {}
     fused_evidence: dict[str, FusedEvidence] = {}
     per_step: dict[str, StepDeviceTime] = {}
     if plan.profile_phase is not None:
@@ -635,9 +635,9 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
             if base in tables and variant in tables:
                 diff = K.diff_kernel_tables(tables[base], tables[variant])
                 kernel_diffs[variant] = _records(diff.head(report.top_n_kernels))
-                note = uniform_slowdown_note(_records(diff), baseline=base, variant=variant)
-                if note:
-                    kernel_notes[variant] = note
+                found = uniform_slowdown(_records(diff), baseline=base, variant=variant)
+                if found:
+                    kernel_notes[variant] = say("uniform_slowdown_note", **found)
                 fused_evidence[variant] = K.rmsnorm_evidence(tables[base], tables[variant])
 
     results = {rid: r for rid, r in col.results.items() if r is not None}

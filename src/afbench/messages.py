@@ -150,6 +150,10 @@ RECORDED: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), key) f
     (r"CPU pressure (?P<pressure>\d+)% > (?P<limit>[\d.]+)%", "cont_reason_pressure"),
     (r"CPU/wall (?P<cpu_per_wall>[\d.]+) of (?P<threads>\d+) thread\(s\) = (?P<share>\d+)% < "
      r"(?P<limit>[\d.]+)%", "cont_reason_cpu_share"),
+    (r"uniform slowdown of x(?P<ratio>[\d.]+) across (?P<similar>\d+) of (?P<ops>\d+) ops "
+     r"whose launch count did not change, not in the switched ops: the (?P<side>\S+) run was "
+     r"likely contended; compare the runs' contention before reading this diff",
+     "uniform_slowdown_note"),
     # afbench.experiment.rerun_contended's status.json reason
     (r"contended \((?P<reasons>.+)\): replaced by (?P<run>\S+)", "run_replaced_contended"),
     # a run's recorded reasons (a set-aside pair's detail before it was a message): last, as

@@ -639,9 +639,9 @@ class Summary(BaseModel):
     kernel_diffs: dict[str, list[KernelDiffRow]] = {}
     fused_evidence: dict[str, FusedEvidence] = {}
     step_device_time: dict[str, StepDeviceTime] = {}  # variant -> its profile run's
-    # variant -> afbench.analysis.contention.uniform_slowdown_note of its op diff, when the
+    # variant -> afbench.analysis.contention.uniform_slowdown of its op diff (a message), when the
     # change is the same ratio across the ops the switch did not touch (a contended run)
-    kernel_notes: dict[str, str] = {}
+    kernel_notes: dict[str, str | Message] = {}
     caveat: str = ""
     headline: list[str] = Field(default_factory=list)
 

@@ -398,7 +398,7 @@ class WindowSampler:
                              source=self.source)
 
 
-#: :func:`uniform_slowdown_note`: at least this many ops whose launch count did not change ...
+#: :func:`uniform_slowdown`: at least this many ops whose launch count did not change ...
 UNIFORM_MIN_OPS = 3
 #: ... at least this share of them slower (or faster) by a similar ratio ...
 UNIFORM_MIN_SHARE = 0.75
@@ -408,9 +408,15 @@ UNIFORM_MIN_RATIO = 1.3
 UNIFORM_MAX_SPREAD = 1.5
 
 
-def uniform_slowdown_note(rows: list[Mapping[str, Any]], *, baseline: str,
-                          variant: str) -> str:
-    """A note for an op diff whose change is everywhere rather than in the switched ops.
+#: The English of :func:`uniform_slowdown` (labels.yaml ``uniform_slowdown_note`` words it).
+UNIFORM_TEXT = ("uniform slowdown of x{ratio:.2f} across {similar} of {ops} ops whose launch "
+                "count did not change, not in the switched ops: the {side} run was likely "
+                "contended; compare the runs' contention before reading this diff")
+
+
+def uniform_slowdown(rows: list[Mapping[str, Any]], *, baseline: str,
+                     variant: str) -> dict[str, Any] | None:
+    """Whether an op diff's change is everywhere rather than in the switched ops.
 
     A switch changes the ops it touches (their launch counts change: fused ops appear,
     pieces disappear); the other ops keep their counts and, on an undisturbed machine, their
@@ -421,30 +427,29 @@ def uniform_slowdown_note(rows: list[Mapping[str, Any]], *, baseline: str,
         rows: the op diff (:func:`afbench.analysis.kernels.diff_kernel_tables` as records:
             ``op_type, count_baseline, count_variant, total_us_baseline, total_us_variant``),
             all op types, not only the top ones.
-        baseline, variant: the sides' names, for the note.
+        baseline, variant: the sides' names.
 
     Returns:
-        ``"uniform slowdown of x1.90 across 12 of 14 ops whose launch count did not change,
-        not in the switched ops: the <side> run was likely contended ..."`` when at least
-        :data:`UNIFORM_MIN_OPS` unswitched ops exist, their median time ratio is at least
-        :data:`UNIFORM_MIN_RATIO` away from 1 and at least :data:`UNIFORM_MIN_SHARE` of them
-        lie within :data:`UNIFORM_MAX_SPREAD` of it on the same side of 1; else ``""``.
+        ``{"ratio": 1.90, "similar": 12, "ops": 14, "side": <the slower side>}`` (the values
+        of :data:`UNIFORM_TEXT`) when at least :data:`UNIFORM_MIN_OPS` unswitched ops exist,
+        their median time ratio is at least :data:`UNIFORM_MIN_RATIO` away from 1 and at
+        least :data:`UNIFORM_MIN_SHARE` of them lie within :data:`UNIFORM_MAX_SPREAD` of it
+        on the same side of 1; else None.
     """
     ratios = sorted(
         float(r["total_us_variant"]) / float(r["total_us_baseline"]) for r in rows
         if int(r["count_baseline"]) == int(r["count_variant"]) > 0
         and float(r["total_us_baseline"]) > 0 and float(r["total_us_variant"]) > 0)
     if len(ratios) < UNIFORM_MIN_OPS:
-        return ""
+        return None
     n = len(ratios)
     med = (ratios[(n - 1) // 2] + ratios[n // 2]) / 2
     if max(med, 1 / med) < UNIFORM_MIN_RATIO:
-        return ""
+        return None
     slower = med > 1
     similar = [r for r in ratios if (r > 1) == slower and max(r / med, med / r) <= UNIFORM_MAX_SPREAD]
     if len(similar) < UNIFORM_MIN_SHARE * n:
-        return ""
-    side = variant if slower else baseline
-    return (f"uniform slowdown of x{max(med, 1 / med):.2f} across {len(similar)} of {n} ops "
-            f"whose launch count did not change, not in the switched ops: the {side} run was "
-            "likely contended; compare the runs' contention before reading this diff")
+        return None
+    return {"ratio": round(max(med, 1 / med), 4), "similar": len(similar), "ops": n,
+            "side": variant if slower else baseline}
+
