@@ -17,6 +17,13 @@ from hydra.errors import OverrideParseException
 VALUE_FLAGS = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
 HELP_FLAGS = ("--help", "-h", "--hydra-help", "--version", "--shell-completion", "-sc")
+# Maps whose keys are the user's own (environment variables, compiler options, variants and
+# phases with the keys inside them): every ``dict[str, ...]`` field of the config schemas
+# (tests/test_cli_errors.py derives them from the models and holds this list to them; listed
+# here so that a command line Hydra rejects never loads pydantic). A new key needs no ``+``
+# there: afbench passes them to Hydra as ``++key=value`` (add or replace).
+FREE_FORM_MAPS = ("launcher.env", "engine.env", "optimization.compile.options",
+                  "optimization.npugraph_ex_options", "experiment.variants", "experiment.phases")
 # Keys whose value is one string holding commas (never a sweep over its items).
 ONE_STRING_KEYS = ("report.sweep_baseline",)
 
@@ -51,16 +58,12 @@ def free_form_argv(argv: list[str]) -> list[str]:
     """``argv`` with every ``<free-form map>.<name>[.<more>]=value`` written ``++...`` (add or
     replace), so ``launcher.env.HF_HOME=/data``, ``engine.env.SLOW=1`` or
     ``experiment.variants.af_on.scheduler.steps=20`` need no ``+`` and work whether the key
-    exists or not; ``+``/``++``/``~`` forms are passed as written. The maps are every
-    ``dict[str, ...]`` field of the config's schemas (:func:`afbench.config.validate.free_form_maps`)."""
-    from afbench.config.validate import free_form_maps  # pydantic: not for a config-free --help
-
-    maps = free_form_maps()
+    exists or not; ``+``/``++``/``~`` forms are passed as written (:data:`FREE_FORM_MAPS`)."""
     out = []
     for arg in argv:
         key = arg.partition("=")[0]
         if "=" in arg and not arg.startswith(("+", "~", "-")) and any(
-                key.startswith(m + ".") for m in maps):
+                key.startswith(m + ".") for m in FREE_FORM_MAPS):
             arg = "++" + arg
         out.append(arg)
     return out

@@ -24,23 +24,6 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
     return out
 
 
-def free_form_maps(model: type[BaseModel] = AfbenchConfig, prefix: str = "") -> tuple[str, ...]:
-    """Dotted keys of every free-form map below ``model`` (a ``dict[str, ...]`` field, in any
-    member of a union: ``launcher.env``, ``engine.env``, ``experiment.variants``, ...), read
-    from the schemas so that a new map needs no entry elsewhere. Their keys are the user's own
-    names (environment variables, compiler options, variants), so the command line sets them
-    without Hydra's ``+`` (afbench.cli.args.free_form_argv)."""
-    out: list[str] = []
-    for name, field in model.model_fields.items():
-        key = prefix + name
-        if typing.get_origin(field.annotation) is dict:
-            out.append(key)
-            continue
-        for sub in _models_in(field.annotation):
-            out.extend(m for m in free_form_maps(sub, key + ".") if m not in out)
-    return tuple(out)
-
-
 def _union_tags(model: type[BaseModel]) -> dict[str, set[str]]:
     """Tags pydantic inserts in error locations of discriminated unions, per field: the
     defaults of each member's discriminator (``{"engine": {"builtin", "command", ...}}``), read
