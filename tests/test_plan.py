@@ -222,6 +222,22 @@ def test_variant_reselecting_the_engine_shadows_the_engine_choice(compose_cfg):
     assert lines[1].startswith("engine.env.SLOW is set again by experiment.variants.slow")
 
 
+def test_a_misspelt_variant_set_without_plus_is_named_but_a_real_one_is_not(compose_cfg):
+    from afbench.cli.args import free_form_argv
+    from afbench.plan import misspelt_entries
+
+    typo = ["experiment=sft_af_compare", "experiment.variants.af_onn.optimization.autofuse=false"]
+    conf = validate_config(compose_cfg(*free_form_argv(typo)))
+    assert set(conf.experiment.variants) == {"af_off", "af_on", "af_onn"}  # no '+' needed
+    (line,) = misspelt_entries(typo, conf)
+    assert line.startswith("experiment.variants.af_onn adds a new variant beside 'af_on'")
+    # a key added to an existing variant, a new variant with its own name: no warning
+    fine = ["experiment=sft_af_compare", "experiment.variants.af_on.scheduler.seq_len=128",
+            "experiment.variants.rmsnorm.optimization.rmsnorm=true"]
+    conf = validate_config(compose_cfg(*free_form_argv(fine)))
+    assert conf.experiment.variants["af_on"] and misspelt_entries(fine, conf) == []
+
+
 def test_adaptive_bounds_are_checked_only_under_repeats_auto(compose_cfg):
     from afbench.config import validate_config
     from afbench.errors import ConfigError

@@ -19,6 +19,7 @@ the variant's (the variant wins: it is what is being compared).
 
 from __future__ import annotations
 
+import difflib
 import random
 import secrets
 from pathlib import Path
@@ -214,6 +215,39 @@ def shadowed_overrides(overrides: list[str], cfg: AfbenchConfig) -> list[str]:
                     out.append(f"{key} is set again by experiment.{kind}.{name}, which wins "
                                f"there; to change it for that {kind[:-1]} use "
                                f"experiment.{kind}.{name}.{where}=...")
+    return out
+
+
+def misspelt_entries(overrides: list[str], cfg: AfbenchConfig) -> list[str]:
+    """Command-line overrides that add a variant or phase (a free-form map: no ``+`` needed,
+    afbench.cli.args.free_form_argv) whose name is close to one the experiment already has,
+    so a misspelling would add a run per phase instead of changing the one meant; one warning
+    line each. An entry counts as added when the command line set every key it holds."""
+    def leaves(tree: Any, prefix: str = "") -> list[str]:
+        if not isinstance(tree, dict) or not tree:
+            return [prefix]
+        return [leaf for k, v in tree.items() for leaf in leaves(v, f"{prefix}{k}.")]
+
+    exp, out = cfg.experiment, []
+    for kind, entries in (("variants", exp.variants), ("phases", exp.phases)):
+        given: dict[str, list[str]] = {}
+        for item in overrides:
+            parts = item.split("=", 1)[0].lstrip("+~").split(".")
+            if len(parts) >= 3 and parts[:2] == ["experiment", kind] and "=" in item:
+                rest = ".".join(parts[3:])  # "": the whole entry
+                given.setdefault(parts[2], []).append(rest + "." if rest else "")
+        for name, keys in given.items():
+            if name not in entries:
+                continue
+            tree = expand_dotted(entries[name], f"experiment.{kind}.{name}")
+            if not all(any(leaf.startswith(k) for k in keys) for leaf in leaves(tree)):
+                continue  # the entry holds keys the command line did not set: not new
+            others = [n for n in entries if n not in given]
+            close = difflib.get_close_matches(name, others, n=1, cutoff=0.75)
+            if close:
+                out.append(f"experiment.{kind}.{name} adds a new {kind[:-1]} beside "
+                           f"'{close[0]}'; if you meant '{close[0]}', write "
+                           f"experiment.{kind}.{close[0]}.<key>=...")
     return out
 
 
