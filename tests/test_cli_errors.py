@@ -253,6 +253,43 @@ def test_free_form_env_key_needs_no_plus(tmp_path):
     assert ok.returncode == 0, ok.stderr
 
 
+def test_the_free_form_maps_are_every_dict_field_of_the_schemas():
+    import typing
+
+    from pydantic import BaseModel
+
+    from afbench.cli.args import FREE_FORM_MAPS
+    from afbench.config.models import AfbenchConfig
+
+    def models(annotation) -> list:
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return [annotation]
+        return [m for arg in typing.get_args(annotation) for m in models(arg)]
+
+    def maps(model, prefix: str = "") -> set[str]:
+        out = set()
+        for name, field in model.model_fields.items():
+            if typing.get_origin(field.annotation) is dict:
+                out.add(prefix + name)
+            for sub in models(field.annotation):  # union members too (engine.env)
+                out |= maps(sub, f"{prefix}{name}.")
+        return out
+
+    assert set(FREE_FORM_MAPS) == maps(AfbenchConfig)
+
+
+def test_every_free_form_map_needs_no_plus(tmp_path):
+    cmd = ["task=check", "engine=command", "engine.executable=/bin/true"]
+    ok = afbench(tmp_path, *cmd, "engine.env.SLOW=1", "+engine.env.FAST=1",
+                 "experiment.variants.slow.engine.env.SLOW=2",
+                 "experiment.phases.run.scheduler.seq_len=128")
+    assert ok.returncode == 0, ok.stderr
+    bad = afbench(tmp_path, *cmd, "engine.env.lower=1")
+    assert bad.returncode == 2, bad.stderr  # the bad name is named, with no advice to add '+'
+    assert "engine.env" in bad.stderr and "must match [A-Z_][A-Z0-9_]*" in bad.stderr
+    assert "+engine" not in bad.stderr
+
+
 @pytest.mark.parametrize("setting, message", [
     ("report.sweep_baseline=autofuse", "'autofuse' has no '=value'"),
     ('report.sweep_baseline="optimization.autofuse=maybe"',

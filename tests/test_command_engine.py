@@ -292,6 +292,25 @@ def test_a_constant_minus_one_loss_is_a_placeholder_with_no_parity(tmp_path):
     assert loss_parity(old, ["a"], ["b"], 1e-5).reason == PLACEHOLDER_LOSS_REASON
 
 
+def test_torchtitans_pipeline_parallel_log_is_read_with_placeholder_losses(tmp_path):
+    import pandas as pd
+
+    from afbench.compare import PLACEHOLDER_LOSS_REASON, loss_parity
+
+    # torchtitan-npu's colored step lines on the first pipeline stage: loss: -1.00000 each step
+    log = Path(__file__).parent / "fixtures" / "torchtitan" / "console_npu_pp_rank0_color.log"
+    assert "\x1b[32mloss: -1.00000  " in log.read_text()
+    spec = make_spec(tmp_path, [str(WORKERS / "replay_log.py"), str(log)])  # default pattern
+    result = run_command(spec, Path(spec.run_dir))
+    recs = records(Path(spec.run_dir))
+    assert [r["step"] for r in recs] == list(range(1, 13)) and result["steps_logged"] == 12
+    assert all("loss" not in r and r["loss_placeholder"] is True for r in recs)
+    assert [r["step_time_s"] for r in recs][5:10] == [0.587, 0.592, 0.590, 0.595, 0.589]
+    steps = pd.DataFrame([{"run_id": rid, **r} for rid in ("a", "b") for r in recs])
+    parity = loss_parity(steps, ["a"], ["b"], 1e-5)
+    assert (parity.status, parity.reason, parity.curve) == ("N/A", PLACEHOLDER_LOSS_REASON, None)
+
+
 def test_the_workers_error_line_behind_a_progress_bar_is_still_found(tmp_path):
     from afbench.launch.local import _last_line, _tail
     from afbench.runspec import ERROR_PREFIX

@@ -123,6 +123,20 @@ def test_a_contended_verdict_run_is_run_again_in_a_new_directory_and_the_old_one
     assert index["a-train-r1".ljust(64, "0")[:64]].name == "a-train-r1-rerun1"
 
 
+def test_the_progress_count_and_eta_count_the_rerun(tmp_path, monkeypatch, caplog):
+    launch, _ = fake_launcher({"a-train-r1"})
+    monkeypatch.setattr(experiment, "launch_run", launch)
+    caplog.set_level("INFO", logger=experiment.log.name)
+    experiment.execute_plan(make_plan(tmp_path, rerun_contended=1))
+    lines = [r.getMessage() for r in caplog.records]
+    counted = [line.split()[:3] for line in lines if line.startswith("[")]
+    assert counted == [["[1/3]", "a-train-r1", "OK"], ["[2/3]", "a-train-r1-rerun1", "OK"],
+                       ["[3/3]", "b-train-r1", "OK"]]
+    assert "replaced by a-train-r1-rerun1" in next(x for x in lines if x.startswith("[1/3]"))
+    (eta,) = [x for x in lines if "more run(s)" in x]
+    assert "for 1 more run(s)" in eta and "a rerun for each contended run" in eta
+
+
 def test_collect_keeps_the_replaced_run_as_a_row_but_out_of_the_verdict(rerun_out):
     out, _, _ = rerun_out
     col = collect(out)
@@ -217,3 +231,46 @@ def test_rerun_contended_defaults_to_one_and_is_bounded_0_to_5():
     for bad in (-1, 6):
         with pytest.raises(ValidationError, match="rerun_contended"):
             ExperimentConfig(rerun_contended=bad)
+
+
+@pytest.mark.parametrize("rerun", [0, 1])
+def test_contention_reasons_are_worded_by_the_reports_language(tmp_path, monkeypatch, rerun):
+    from afbench.report.render import build_report
+
+    # a contended baseline run: set aside in the verdict (rerun=0), or replaced by a rerun
+    # whose status.json reason names the measures (rerun=1)
+    launch, _ = fake_launcher({"a-train-r1"})
+    monkeypatch.setattr(experiment, "launch_run", launch)
+    plan = make_plan(tmp_path, rerun_contended=rerun)
+    write_json_atomic(tmp_path / "plan.json", plan.model_dump(mode="json"))
+    experiment.execute_plan(plan, plan_path=tmp_path / "plan.json")
+    build_report(tmp_path, ReportConfig(formats=["md"]))
+    summary = build_report(tmp_path, ReportConfig(formats=["md"], lang="zh"))
+    en = (tmp_path / "report.md").read_text()
+    zh = (tmp_path / "report.zh.md").read_text()
+    assert "waited for a CPU 45% of the window > 10%" in en
+    assert "等待 CPU 的时间占窗口的 45% > 10%" in zh and "waited for a CPU" not in zh
+    if rerun:
+        assert "资源争用（等待 CPU 的时间占窗口的 45% > 10%）：已由 a-train-r1-rerun1 替代" in zh
+    else:
+        (aside,) = summary.comparisons[0].speed.set_aside
+        assert aside.detail[0].key == "run_reason"  # structured: key and numbers, not English
+        assert aside.detail[0].args["reason"][0]["args"]["wait"] == 45.0
+        assert "a-train-r1：等待 CPU 的时间占窗口的 45% > 10%" in zh
+
+
+def test_contention_reasons_recorded_in_english_are_the_judges_words():
+    from afbench.messages import labels, recorded, render
+
+    # judge's sentences (log lines, status.json, older summaries) are catalog sentences
+    record = {**BUSY, "steal_pct": 6.0, "run_queue_wait_pct": None, "cpu_of_threads_pct": 26.0,
+              "threads": 2, "cpu_per_wall": 0.52}
+    _, reasons = C.judge(record)
+    codes = [code for code, _ in C.judge_reasons(record)[1]]
+    assert len(reasons) == 3 and [recorded(r).key for r in reasons] == codes
+    assert recorded(C.judge({**QUIET, "wall_s": 0.05})[1][0]).key == "cont_reason_short"
+    zh = labels("zh")
+    for text in reasons:
+        assert render(text, labels("en")) == text and render(text, zh) != text
+    # an error message with a colon or a semicolon stays as written
+    assert render("RunFailed: exit 3; see stdout.log", zh) == "RunFailed: exit 3; see stdout.log"

@@ -112,11 +112,28 @@ def test_recorded_switch_details_are_the_converters_words():
         "torch.compile(backend='inductor', mode=None)")  # code stays code
 
 
-def test_recorded_skip_and_interrupt_reasons_are_the_launchers_words():
-    # the literals of plan.skip_reason and experiment's interrupt, as the source writes them
-    plan = (SRC / "plan.py").read_text()
-    assert 'f"baseline run {baseline_here} did not succeed"' in plan
-    assert 'f"earlier run {other.run_id} did not succeed"' in plan
+def test_recorded_skip_and_interrupt_reasons_are_the_launchers_words(compose_cfg, tmp_path):
+    from afbench.config import validate_config
+    from afbench.plan import make_plan, skip_reason
+
+    # each rule of plan.skip_reason, as it writes its reason, is a catalog sentence
+    zh = labels("zh")
+    for policy, st, run_id, key in [
+        ("per_variant", {"af_off-train-r1": "FAILED"}, "af_on-train-r1", "skip_baseline_failed"),
+        ("per_variant", {"af_off-train-r1": "FAILED"}, "af_off-profile-r1",
+         "skip_earlier_baseline"),
+        ("per_variant", {"af_on-train-r1": "FAILED"}, "af_on-profile-r1",
+         "skip_earlier_own_variant"),
+        ("reference", {"af_on-train-r1": "FAILED"}, "af_off-profile-r1",
+         "skip_earlier_reference"),
+    ]:
+        plan = make_plan(validate_config(compose_cfg(
+            "experiment=sft_af_compare", f"experiment.skip_policy={policy}")), tmp_path)
+        reason = skip_reason(plan, next(r for r in plan.runs if r.run_id == run_id), st)
+        found = recorded(reason)
+        assert found is not None and found.key == key, reason
+        assert render(reason, labels("en")) == reason
+        assert f"skip_policy {policy}" in render(reason, zh) or key == "skip_baseline_failed"
     from afbench.runspec import INTERRUPTED  # the launcher's and experiment's interrupt reason
 
     assert INTERRUPTED == "interrupted (SIGINT/SIGTERM to afbench)"

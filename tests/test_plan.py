@@ -167,6 +167,26 @@ def test_per_variant_policy_keeps_other_variants_going(compose_cfg, tmp_path):
     assert skip_reason(plan, runs["af_on-profile-r1"], st)
 
 
+def test_a_skip_reason_names_the_rule_of_its_policy_as_the_readme_does(compose_cfg, tmp_path):
+    def reason(policy: str, st: dict[str, str], run_id: str) -> str | None:
+        plan = make_plan(validate_config(compose_cfg(
+            "experiment=sft_af_compare", f"experiment.skip_policy={policy}")), tmp_path)
+        return skip_reason(plan, next(r for r in plan.runs if r.run_id == run_id), st)
+
+    own = reason("per_variant", {"af_off-train-r1": "OK", "af_on-train-r1": "FAILED"},
+                 "af_on-profile-r1")
+    assert own.startswith("earlier run af_on-train-r1 of this variant did not succeed")
+    assert "per_variant: a failed variant's later phases are skipped" in own
+    base = reason("per_variant", {"af_off-train-r1": "FAILED"}, "af_off-profile-r1")
+    assert "after a failed baseline every variant's later phases are skipped" in base
+    ref = reason("reference", {"af_off-train-r1": "OK", "af_on-train-r1": "FAILED"},
+                 "af_off-profile-r1")
+    assert "skip_policy reference: a failed run skips every later phase" in ref
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert "`per_variant` (the default) skips a variant's later phases when that variant " \
+           "failed, and every variant's later phases when the baseline failed" in readme
+
+
 def test_command_line_override_shadowed_by_a_phase_is_named(compose_cfg):
     from afbench.plan import shadowed_overrides
 
@@ -174,6 +194,48 @@ def test_command_line_override_shadowed_by_a_phase_is_named(compose_cfg):
     lines = shadowed_overrides(["scheduler.steps=20", "scheduler.seq_len=128"], conf)
     assert len(lines) == 2  # both phases set scheduler.steps; nothing sets seq_len
     assert "experiment.phases.train.scheduler.steps=..." in lines[0]
+
+
+@pytest.mark.parametrize("slow", ["{engine.env.SLOW: '1'}", "{engine: {env: {SLOW: '1'}}}"])
+def test_variant_setting_only_the_engine_env_does_not_shadow_the_engine_choice(compose_cfg,
+                                                                              slow):
+    from afbench.plan import shadowed_overrides
+
+    overrides = ["engine=command", "engine.executable=/bin/true",
+                 f"+experiment.variants.slow={slow}"]
+    conf = validate_config(compose_cfg(*overrides))
+    assert conf.experiment.variants["slow"]  # the variant really sets engine.env
+    assert shadowed_overrides(overrides, conf) == []
+
+
+def test_variant_reselecting_the_engine_shadows_the_engine_choice(compose_cfg):
+    from afbench.plan import shadowed_overrides
+
+    overrides = ["engine=command", "engine.executable=/bin/true", "+engine.env.SLOW=0",
+                 "+experiment.variants.titan={engine.name: torchtitan}",
+                 "+experiment.variants.slow={engine.env.SLOW: '1'}"]
+    conf = validate_config(compose_cfg(*overrides))
+    lines = shadowed_overrides(overrides, conf)
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("engine is set again by experiment.variants.titan")
+    assert "experiment.variants.titan.engine.name=..." in lines[0]
+    assert lines[1].startswith("engine.env.SLOW is set again by experiment.variants.slow")
+
+
+def test_a_misspelt_variant_set_without_plus_is_named_but_a_real_one_is_not(compose_cfg):
+    from afbench.cli.args import free_form_argv
+    from afbench.plan import misspelt_entries
+
+    typo = ["experiment=sft_af_compare", "experiment.variants.af_onn.optimization.autofuse=false"]
+    conf = validate_config(compose_cfg(*free_form_argv(typo)))
+    assert set(conf.experiment.variants) == {"af_off", "af_on", "af_onn"}  # no '+' needed
+    (line,) = misspelt_entries(typo, conf)
+    assert line.startswith("experiment.variants.af_onn adds a new variant beside 'af_on'")
+    # a key added to an existing variant, a new variant with its own name: no warning
+    fine = ["experiment=sft_af_compare", "experiment.variants.af_on.scheduler.seq_len=128",
+            "experiment.variants.rmsnorm.optimization.rmsnorm=true"]
+    conf = validate_config(compose_cfg(*free_form_argv(fine)))
+    assert conf.experiment.variants["af_on"] and misspelt_entries(fine, conf) == []
 
 
 def test_adaptive_bounds_are_checked_only_under_repeats_auto(compose_cfg):

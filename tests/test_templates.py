@@ -61,3 +61,38 @@ def test_no_cache_folder_means_compiling_every_time_not_an_error(tmp_path, monke
     monkeypatch.setenv("AFBENCH_CACHE_DIR", cache_dir)
     (path,) = render(Summary(experiment="e"), tmp_path, ReportConfig(formats=["md"]))
     assert "e" in path.read_text()
+
+
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_the_summary_tables_stop_reason_is_worded_in_the_reports_language(tmp_path, fmt):
+    import json
+    from pathlib import Path
+
+    stored = Path(__file__).parent / "fixtures" / "results" / "v1" / "summary.json"
+    summary = Summary.model_validate(json.loads(stored.read_text()))
+    summary.comparisons[0].speed.stop_reason = "precision_reached"
+    (zh,) = render(summary, tmp_path, ReportConfig(formats=[fmt], lang="zh"))
+    assert "达到精度" in zh.read_text() and "precision_reached" not in zh.read_text()
+
+
+def test_the_uniform_slowdown_note_is_worded_in_the_reports_language(tmp_path):
+    import json
+    from pathlib import Path
+
+    from afbench.analysis.contention import UNIFORM_TEXT
+    from afbench.messages import say
+
+    stored = Path(__file__).parent / "fixtures" / "results" / "v1" / "summary.json"
+    summary = Summary.model_validate(json.loads(stored.read_text()))
+    values = {"ratio": 1.9, "similar": 12, "ops": 14, "side": "fused"}
+    # a note compare makes now (key and numbers), and one an older summary holds in English
+    summary.kernel_notes = {"fused": say("uniform_slowdown_note", **values),
+                            "plain_copy": UNIFORM_TEXT.format(**values)}
+    (tmp_path / "en").mkdir()
+    (tmp_path / "zh").mkdir()
+    (en,) = render(summary, tmp_path / "en", ReportConfig(formats=["md"]))
+    assert en.read_text().count(UNIFORM_TEXT.format(**values)) == 2
+    (zh,) = render(summary, tmp_path / "zh", ReportConfig(formats=["md"], lang="zh"))
+    text = zh.read_text()
+    assert text.count("在 14 个启动次数未变的算子中，有 12 个一致变慢 x1.90") == 2
+    assert "uniform slowdown" not in text

@@ -373,6 +373,22 @@ def test_pipeline_placeholder_loss_is_no_loss_and_not_non_finite():
     assert real["loss"] == 2.5 and "loss_placeholder" not in real
 
 
+def test_a_pipeline_parallel_log_in_torchtitans_shape_gives_placeholders_and_real_times():
+    # console_npu_pp_rank0_color.log: console_npu_color.log as the first pipeline stage (the
+    # logging rank, [rank0]) prints it: loss {-1:8.5f} on every step, ANSI colours as
+    # torchtitan's logger writes them, a 1-D ['pp'] mesh, no validation lines
+    text = (FIXTURES / "console_npu_pp_rank0_color.log").read_text()
+    assert "\x1b[31mstep:  6  \x1b[32mloss: -1.00000  \x1b[38;2;180;60;0mgrad_norm:" in text
+    records, source = step_records(parse_titan_log(text, world_size=2), tokens_per_step=8192,
+                                   world_size=2, source="console.log")
+    assert [r["step"] for r in records] == list(range(1, 13)) and source == "log"
+    assert all(r["loss"] is None and r["loss_placeholder"] is True for r in records)
+    assert [r["step_time_s"] for r in records][5:10] == [0.587, 0.592, 0.590, 0.595, 0.589]
+    assert (records[5]["grad_norm"], records[5]["mfu_pct"]) == (5.9981, 11.06)
+    # the strict verdict parser reads the same window from the same lines
+    assert parse_step_times(text, 6, 10) == {6: 0.587, 7: 0.592, 8: 0.590, 9: 0.595, 10: 0.589}
+
+
 def test_traces_are_found_by_iteration_and_rank():
     traces = find_titan_traces(FIXTURES / "dump")
     assert list(traces) == [10]

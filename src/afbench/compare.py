@@ -14,7 +14,7 @@ import pandas as pd
 
 from afbench.analysis import kernels as K
 from afbench.analysis import traces as T
-from afbench.analysis.contention import judge, uniform_slowdown_note
+from afbench.analysis.contention import judge_reasons, uniform_slowdown
 from afbench.analysis.steplog import is_placeholder_loss
 from afbench.analysis.steptrace import ProfilingResult, profiling_status
 from afbench.analysis.stats import finite_mean
@@ -95,11 +95,17 @@ def sequential_design(auto: AutoDesign, with_budget: bool = True) -> SequentialD
                             min_gain_pct=auto.min_gain_pct)
 
 
-def run_contention(result: Any) -> tuple[bool, str]:
-    """Whether a run was measured contended, and why: :func:`afbench.analysis.contention.judge`
-    of ``result.json``'s ``contention`` record; ``(False, "")`` when not measured."""
-    contended, reasons = judge(getattr(result, "contention", None))
-    return bool(contended), "; ".join(reasons)
+def run_contention(result: Any, run_id: str) -> tuple[bool, Message | None]:
+    """Whether a run was measured contended, and why: the reasons of
+    :func:`afbench.analysis.contention.judge_reasons` of ``result.json``'s ``contention``
+    record as the message ``run_reason`` (``<run_id>: <reason>; <reason>``, each reason a
+    ``cont_reason_*`` message with its numbers, worded by the report); ``(False, None)`` when
+    not measured or nothing crossed a threshold."""
+    contended, reasons = judge_reasons(getattr(result, "contention", None))
+    if not reasons:
+        return bool(contended), None
+    return bool(contended), say("run_reason", run=run_id, reason=[
+        say(code, **values).model_dump() for code, values in reasons])
 
 
 @dataclass
@@ -110,7 +116,7 @@ class VerdictPairs:
     baseline: list[list[float]]
     variant: list[list[float]]
     contended: list[tuple[bool, bool]]
-    detail: list[str]
+    detail: list[list[dict[str, Any]]]  # per pair: run_reason messages (JSON), maybe none
 
 
 def verdict_pairs(plan: Plan, variant: str, steps: dict[str, list[float]],
@@ -129,12 +135,12 @@ def verdict_pairs(plan: Plan, variant: str, steps: dict[str, list[float]],
         ids = by_repeat[repeat]
         b_id, v_id = ids.get(plan.baseline), ids.get(variant)
         if b_id in steps and v_id in steps:
-            (cb, db), (cv, dv) = (run_contention((results or {}).get(i)) if contention
-                                  else (False, "") for i in (b_id, v_id))
+            (cb, db), (cv, dv) = (run_contention((results or {}).get(i), i) if contention
+                                  else (False, None) for i in (b_id, v_id))
             out.baseline.append(steps[b_id])
             out.variant.append(steps[v_id])
             out.contended.append((cb, cv))
-            out.detail.append("; ".join(f"{i}: {d}" for i, d in ((b_id, db), (v_id, dv)) if d))
+            out.detail.append([d.model_dump() for d in (db, dv) if d])
     return out
 
 
@@ -608,7 +614,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
     profiling: list[ProfilingComparison] = []
     kernels: dict[str, list[KernelRow]] = {}
     kernel_diffs: dict[str, list[KernelDiffRow]] = {}
-    kernel_notes: dict[str, str] = {}
+    kernel_notes: dict[str, Message] = {}
     fused_evidence: dict[str, FusedEvidence] = {}
     per_step: dict[str, StepDeviceTime] = {}
     if plan.profile_phase is not None:
@@ -629,9 +635,9 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
             if base in tables and variant in tables:
                 diff = K.diff_kernel_tables(tables[base], tables[variant])
                 kernel_diffs[variant] = _records(diff.head(report.top_n_kernels))
-                note = uniform_slowdown_note(_records(diff), baseline=base, variant=variant)
-                if note:
-                    kernel_notes[variant] = note
+                found = uniform_slowdown(_records(diff), baseline=base, variant=variant)
+                if found:
+                    kernel_notes[variant] = say("uniform_slowdown_note", **found)
                 fused_evidence[variant] = K.rmsnorm_evidence(tables[base], tables[variant])
 
     results = {rid: r for rid, r in col.results.items() if r is not None}

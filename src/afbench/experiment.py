@@ -69,6 +69,13 @@ def input_hashes(conf: AfbenchConfig) -> dict[str, dict[str, str]]:
             "data": {"path": str(data), "sha256": content_sha256(data)}}
 
 
+def _count(plan: Plan, i: int) -> tuple[int, int]:
+    """The progress count ``[k/N]`` of ``plan.runs[i - 1]`` (1-based ``i``): runs launched,
+    so every rerun of a contended run (``plan.reruns``, all at or before ``i``) counts as one
+    more run, in ``k`` and in ``N``."""
+    return i + len(plan.reruns), len(plan.runs) + len(plan.reruns)
+
+
 def _progress(i: int, n: int, run_id: str, status: RunStatus) -> None:
     reason = f"  ({status.reason})" if status.reason else ""
     log.info("[%d/%d] %-28s %-7s %7.1fs%s", i, n, run_id, status.status, status.wall_s, reason)
@@ -297,7 +304,8 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
                 st = reuse_run(run, resume[run.config_hash])
             else:
                 # the live spinner shares the log handler's console, so lines print above it
-                with console.status(f"[{i}/{len(plan.runs)}] {run.run_id} running"):
+                k, n = _count(plan, i)
+                with console.status(f"[{k}/{n}] {run.run_id} running"):
                     st = check_log(run, launch_run(run))
                 plan, st = rerun_contended(plan, i, st, plan_path)
         except KeyboardInterrupt:  # the launcher recorded this run SKIPPED, INTERRUPTED
@@ -307,7 +315,7 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
             raise
         # a rerun stands in for the run it replaced: the skip rules look runs up by run_id
         statuses[run.run_id] = statuses[plan.runs[i - 1].run_id] = st.status
-        _progress(i, len(plan.runs), plan.runs[i - 1].run_id, st)
+        _progress(*_count(plan, i), plan.runs[i - 1].run_id, st)
         if plan.repeats == "auto" and _ends_round(plan, i):
             grown = adaptive_round(plan, statuses, time.monotonic() - started)
             if grown != plan and plan_path is not None:
@@ -315,12 +323,16 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
             plan = grown
         n = len(plan.runs)
         if not reason:
-            times.add(run, st)
+            times.add(plan.runs[i - 1], st)  # the rerun, where the run was rerun
         line = times.eta_line(plan.runs[i:]) if i < n else None
         if i < n:
             line = line or f"ETA not known yet for {n - i} more run(s): no run has succeeded yet"
-            log.info("      %s%s", line, " (repeats=auto: more rounds may follow)"
-                     if plan.repeats == "auto" and not _auto_done(plan) else "")
+            more = [" (repeats=auto: more rounds may follow)"
+                    if plan.repeats == "auto" and not _auto_done(plan) else "",
+                    " (plus a rerun for each contended run: experiment.rerun_contended)"
+                    if plan.rerun_contended and any(r.phase == plan.verdict_phase
+                                                    for r in plan.runs[i:]) else ""]
+            log.info("      %s%s", line, "".join(more))
     return statuses
 
 
@@ -367,7 +379,10 @@ def rerun_contended(plan: Plan, i: int, st: RunStatus,
             *plan.reruns, Rerun(replaced=run, by=new_id, reasons=reasons)]})
         if plan_path is not None:
             write_json_atomic(plan_path, plan.model_dump(mode="json"))
-        with console.status(f"[{i}/{len(plan.runs)}] {new_id} running"):
+        # the contended run keeps its own line; the rerun is one more run in the count
+        k, n = _count(plan, i)
+        _progress(k - 1, n, run.run_id, mark)
+        with console.status(f"[{k}/{n}] {new_id} running (rerun of {run.run_id})"):
             st = check_log(new, launch_run(new))
         run = new
     return plan, st

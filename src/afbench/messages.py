@@ -132,11 +132,68 @@ RECORDED: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), key) f
      "switch_add_rmsnorm"),
     (r"(?P<sites>\d+) sites: RMSNorm -> (?P<op>\S+)", "switch_rmsnorm"),
     (r"baseline run (?P<run>\S+) did not succeed", "skip_baseline_failed"),
-    (r"earlier run (?P<run>\S+) did not succeed", "skip_earlier_failed"),
+    (r"earlier run (?P<run>\S+) did not succeed", "skip_earlier_failed"),  # older runs
+    (r"earlier run (?P<run>\S+) did not succeed \(skip_policy reference: a failed run skips "
+     r"every later phase\)", "skip_earlier_reference"),
+    (r"earlier run (?P<run>\S+) of this variant did not succeed \(skip_policy per_variant: a "
+     r"failed variant's later phases are skipped\)", "skip_earlier_own_variant"),
+    (r"earlier baseline run (?P<run>\S+) did not succeed \(skip_policy per_variant: after a "
+     r"failed baseline every variant's later phases are skipped\)", "skip_earlier_baseline"),
     (r"interrupted \(SIGINT/SIGTERM to afbench\)", "skip_interrupted"),
     (r"interrupted", "run_interrupted"),
     (r"not run", "run_not_run"),
+    # afbench.analysis.contention.REASON_TEXT (judge's reasons: progress lines, status.json)
+    (r"window of (?P<wall>[\d.]+) s too short to judge \(< (?P<limit>[\d.]+) s\)",
+     "cont_reason_short"),
+    (r"waited for a CPU (?P<wait>\d+)% of the window > (?P<limit>[\d.]+)%", "cont_reason_wait"),
+    (r"steal (?P<steal>\d+)% > (?P<limit>[\d.]+)%", "cont_reason_steal"),
+    (r"CPU pressure (?P<pressure>\d+)% > (?P<limit>[\d.]+)%", "cont_reason_pressure"),
+    (r"CPU/wall (?P<cpu_per_wall>[\d.]+) of (?P<threads>\d+) thread\(s\) = (?P<share>\d+)% < "
+     r"(?P<limit>[\d.]+)%", "cont_reason_cpu_share"),
+    (r"uniform slowdown of x(?P<ratio>[\d.]+) across (?P<similar>\d+) of (?P<ops>\d+) ops "
+     r"whose launch count did not change, not in the switched ops: the (?P<side>\S+) run was "
+     r"likely contended; compare the runs' contention before reading this diff",
+     "uniform_slowdown_note"),
+    # afbench.experiment.rerun_contended's status.json reason
+    (r"contended \((?P<reasons>.+)\): replaced by (?P<run>\S+)", "run_replaced_contended"),
+    # a run's recorded reasons (a set-aside pair's detail before it was a message): last, as
+    # it is the loosest; taken only where its reason is a recorded sentence (NESTED)
+    (r"(?P<run>\S+): (?P<reason>.+)", "run_reason"),
 ))
+
+#: Patterns whose named part is itself recorded sentences (``"; "``-joined): the part becomes
+#: their messages, rendered in the report's language; where it is not, the pattern does not
+#: apply (an error message ``RunFailed: ...`` stays as written).
+NESTED = {"run_replaced_contended": "reasons", "run_reason": "reason"}
+
+
+def _number(value: str | None) -> Any:
+    """A captured number as a number (the catalog formats it: ``{wait:.0f}``); else as is."""
+    if value is not None and re.fullmatch(r"-?\d+", value):
+        return int(value)
+    if value is not None and re.fullmatch(r"-?\d+\.\d+", value):
+        return float(value)
+    return value
+
+
+def _top_level_parts(text: str) -> list[str]:
+    """``text`` split at the ``"; "`` outside parentheses."""
+    parts, depth, cur = [], 0, ""
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if ch == ";" and depth == 0 and text[i + 1:i + 2] == " ":
+            parts.append(cur)
+            cur = ""
+            continue
+        cur += ch
+    return [p.strip() for p in parts + [cur]]
+
+
+def recorded_list(text: str) -> list[Message] | None:
+    """The messages of a ``"; "``-joined text whose every part is a :func:`recorded`
+    sentence; None when any part is not."""
+    found = [recorded(part) for part in _top_level_parts(text)]
+    return None if any(m is None for m in found) else found  # type: ignore[return-value]
 
 
 def recorded(text: str) -> Message | None:
@@ -144,22 +201,34 @@ def recorded(text: str) -> Message | None:
     taken from the text; None for any other text."""
     for pattern, key in RECORDED:
         match = pattern.fullmatch(text.strip())
-        if match:
-            return Message(key=key, args=match.groupdict(), text=text)
+        if not match:
+            continue
+        args = {k: _number(v) for k, v in match.groupdict().items()}
+        if key in NESTED:
+            inner = recorded_list(str(args[NESTED[key]]))
+            if inner is None:
+                continue
+            args[NESTED[key]] = [m.model_dump() for m in inner]
+        return Message(key=key, args=args, text=text)
     return None
 
 
-def render(message: Message | dict[str, Any] | str | None, table: dict[str, str]) -> str:
+def render(message: Message | dict[str, Any] | list | str | None,
+           table: dict[str, str]) -> str:
     """``message`` in the language of ``table`` (a :func:`labels` table): its key's text filled
-    with its args; its stored English text when ``table`` lacks the key; a plain string that
-    is a :func:`recorded` sentence in that language, any other as it is (a recorded error
-    text); ``""`` for None."""
+    with its args; its stored English text when ``table`` lacks the key; a list of messages
+    joined by the catalog's ``list_sep``; a plain string that is a :func:`recorded` sentence
+    (or ``"; "``-joined recorded sentences) in that language, any other as it is (a recorded
+    error text); ``""`` for None."""
     if message is None:
         return ""
+    if isinstance(message, list):
+        return table.get("list_sep", LIST_SEP).join(render(m, table) for m in message)
     if isinstance(message, str):
         found = recorded(message)
         if found is None:
-            return message
+            parts = recorded_list(message) if "; " in message else None
+            return render(parts, table) if parts else message
         message = found
     if isinstance(message, Message):
         message = message.model_dump()

@@ -19,6 +19,7 @@ the variant's (the variant wins: it is what is being compared).
 
 from __future__ import annotations
 
+import difflib
 import random
 import secrets
 from pathlib import Path
@@ -183,13 +184,20 @@ def add_round(plan: Plan, variants: list[str]) -> Plan:
 
 def shadowed_overrides(overrides: list[str], cfg: AfbenchConfig) -> list[str]:
     """Command-line overrides (``key=value``) that a phase or variant of the experiment sets
-    again, so they have no effect there; one warning line each, naming where to set it."""
+    again, so they have no effect there; one warning line each, naming where to set it.
+
+    A group selection (``engine=command``) is set again only where the phase or variant
+    re-selects it (sets ``engine.name``); one that sets a key inside the group (a free-form
+    map such as ``engine.env.SLOW``, or ``engine.args``) refines the selected option and
+    shadows nothing."""
     def has(tree: dict[str, Any], parts: list[str]) -> bool:
         for part in parts:
             if not isinstance(tree, dict) or part not in tree:
                 return False
             tree = tree[part]
-        return True
+        # the phase or variant sets keys below the overridden one: only a re-selection of a
+        # group (its ``name``) undoes a command-line choice of that group
+        return not isinstance(tree, dict) or (len(parts) == 1 and "name" in tree)
 
     out = []
     exp = cfg.experiment
@@ -200,10 +208,46 @@ def shadowed_overrides(overrides: list[str], cfg: AfbenchConfig) -> list[str]:
         parts = key.split(".")
         for kind, entries in (("phases", exp.phases), ("variants", exp.variants)):
             for name, over in entries.items():
-                if has(expand_dotted(over, f"experiment.{kind}.{name}"), parts):
+                tree = expand_dotted(over, f"experiment.{kind}.{name}")
+                if has(tree, parts):
+                    # a group re-selected there: name the key that re-selects it
+                    where = f"{key}.name" if isinstance(tree.get(key), dict) else key
                     out.append(f"{key} is set again by experiment.{kind}.{name}, which wins "
                                f"there; to change it for that {kind[:-1]} use "
-                               f"experiment.{kind}.{name}.{key}=...")
+                               f"experiment.{kind}.{name}.{where}=...")
+    return out
+
+
+def misspelt_entries(overrides: list[str], cfg: AfbenchConfig) -> list[str]:
+    """Command-line overrides that add a variant or phase (a free-form map: no ``+`` needed,
+    afbench.cli.args.free_form_argv) whose name is close to one the experiment already has,
+    so a misspelling would add a run per phase instead of changing the one meant; one warning
+    line each. An entry counts as added when the command line set every key it holds."""
+    def leaves(tree: Any, prefix: str = "") -> list[str]:
+        if not isinstance(tree, dict) or not tree:
+            return [prefix]
+        return [leaf for k, v in tree.items() for leaf in leaves(v, f"{prefix}{k}.")]
+
+    exp, out = cfg.experiment, []
+    for kind, entries in (("variants", exp.variants), ("phases", exp.phases)):
+        given: dict[str, list[str]] = {}
+        for item in overrides:
+            parts = item.split("=", 1)[0].lstrip("+~").split(".")
+            if len(parts) >= 3 and parts[:2] == ["experiment", kind] and "=" in item:
+                rest = ".".join(parts[3:])  # "": the whole entry
+                given.setdefault(parts[2], []).append(rest + "." if rest else "")
+        for name, keys in given.items():
+            if name not in entries:
+                continue
+            tree = expand_dotted(entries[name], f"experiment.{kind}.{name}")
+            if not all(any(leaf.startswith(k) for k in keys) for leaf in leaves(tree)):
+                continue  # the entry holds keys the command line did not set: not new
+            others = [n for n in entries if n not in given]
+            close = difflib.get_close_matches(name, others, n=1, cutoff=0.75)
+            if close:
+                out.append(f"experiment.{kind}.{name} adds a new {kind[:-1]} beside "
+                           f"'{close[0]}'; if you meant '{close[0]}', write "
+                           f"experiment.{kind}.{close[0]}.<key>=...")
     return out
 
 
@@ -214,7 +258,8 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
     succeed; every run of a phase is skipped when any run of an earlier phase did not succeed
     (the reference quick-start: run 1 fails -> 2-4 skipped; 1 or 2 fails -> 3-4 skipped).
     per_variant: a run is skipped when its own variant, or the baseline, failed in an earlier
-    phase, or the baseline failed in this phase and repeat; other variants go on.
+    phase, or the baseline failed in this phase and repeat; other variants go on. The reason
+    names the rule that applied.
 
     Only runs that already ran count (``status``): in a counterbalanced or random round a
     variant may run before its round's baseline, and then runs; if that baseline fails later,
@@ -231,7 +276,16 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
     for other in plan.runs:
         if other.phase not in earlier or not bad(other.run_id):
             continue
-        if plan.skip_policy == "reference" or other.variant in (run.variant, plan.baseline):
-            return f"earlier run {other.run_id} did not succeed"
+        # each reason says which rule of the policy applies (README, experiment.skip_policy)
+        if plan.skip_policy == "reference":
+            return (f"earlier run {other.run_id} did not succeed (skip_policy reference: a "
+                    f"failed run skips every later phase)")
+        if other.variant == plan.baseline:
+            return (f"earlier baseline run {other.run_id} did not succeed (skip_policy "
+                    f"per_variant: after a failed baseline every variant's later phases are "
+                    f"skipped)")
+        if other.variant == run.variant:
+            return (f"earlier run {other.run_id} of this variant did not succeed (skip_policy "
+                    f"per_variant: a failed variant's later phases are skipped)")
     return None
 

@@ -276,12 +276,14 @@ class Side(BaseModel):
 
 class SetAsidePair(BaseModel):
     """A pair the verdict left out (:class:`afbench.verdict.SetAside`): ``pair`` 1-based round,
-    ``side`` baseline | variant | both, ``reason`` contended | outlier, ``detail`` measured."""
+    ``side`` baseline | variant | both, ``reason`` contended | outlier, ``detail`` measured:
+    per contended run a ``run_reason`` message (its reasons ``cont_reason_*`` messages with
+    their numbers), or the English text a summary written before them holds."""
 
     pair: int
     side: str
     reason: str
-    detail: str = ""
+    detail: str | list[Message] = ""
 
 
 class Speed(_Open):
@@ -637,9 +639,9 @@ class Summary(BaseModel):
     kernel_diffs: dict[str, list[KernelDiffRow]] = {}
     fused_evidence: dict[str, FusedEvidence] = {}
     step_device_time: dict[str, StepDeviceTime] = {}  # variant -> its profile run's
-    # variant -> afbench.analysis.contention.uniform_slowdown_note of its op diff, when the
+    # variant -> afbench.analysis.contention.uniform_slowdown of its op diff (a message), when the
     # change is the same ratio across the ops the switch did not touch (a contended run)
-    kernel_notes: dict[str, str] = {}
+    kernel_notes: dict[str, str | Message] = {}
     caveat: str = ""
     headline: list[str] = Field(default_factory=list)
 

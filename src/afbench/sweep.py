@@ -112,7 +112,7 @@ class _Combination:
     row: SweepRow
     run_steps: list[list[float]] = field(default_factory=list)
     run_contended: list[bool] = field(default_factory=list)  # measured, per OK run
-    run_detail: list[str] = field(default_factory=list)
+    run_detail: list[dict | None] = field(default_factory=list)  # run_reason messages (JSON)
     steps: Any = None  # pandas DataFrame of the verdict-phase steps, or None
     calibration: dict[str, Any] | None = None  # the job's experiment.json calibration
     # experiment.sweep_pairing=beside: the baseline combination's runs in this job
@@ -202,10 +202,10 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
             if sel.at[rid, "status"] != "OK" or sel.at[rid, "log_error"] or not steps:
                 continue
             stat = run_statistic(steps, rid)
-            contended, detail = run_contention(col.results.get(rid))
+            contended, detail = run_contention(col.results.get(rid), rid)
             combo.run_steps.append(steps)
             combo.run_contended.append(contended)
-            combo.run_detail.append(f"{rid}: {detail}" if detail else "")
+            combo.run_detail.append(detail.model_dump() if detail else None)
             if contended:
                 row.contended_runs.append(rid)
             medians.append((rid, stat.location_s))
@@ -263,7 +263,7 @@ def _compare_to_baseline(combo: _Combination, base: _Combination | None, level: 
         base.run_steps[:n], combo.run_steps[:n], confidence=level,
         contended=list(zip(base.run_contended[:n], combo.run_contended[:n])) if contention
         else None,
-        contention_detail=["; ".join(d for d in pair if d)
+        contention_detail=[[d for d in pair if d]
                            for pair in zip(base.run_detail[:n], combo.run_detail[:n])],
         calibration=RunSpread.of(cal) if cal else None)
     row.speed = Speed.of(speed, calibration=cal if speed.spread_source and

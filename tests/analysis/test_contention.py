@@ -160,17 +160,19 @@ def test_a_slowdown_in_every_unswitched_op_is_named_as_contention():
             diff_row("aten::mul", 20, 20, 80, 150), diff_row("aten::silu", 10, 10, 50, 95),
             # the switched ops: their counts changed
             diff_row("aten::rsqrt", 10, 0, 30, 0), diff_row("npu_add_rms_norm", 0, 10, 0, 25)]
-    note = C.uniform_slowdown_note(rows, baseline="eager", variant="fused")
+    found = C.uniform_slowdown(rows, baseline="eager", variant="fused")
+    assert found == {"ratio": pytest.approx(1.9, abs=0.01), "similar": 4, "ops": 4,
+                     "side": "fused"}
+    note = C.UNIFORM_TEXT.format(**found)
     assert note.startswith("uniform slowdown of x1.90 across 4 of 4 ops")
     assert "the fused run was likely contended" in note
 
 
 def test_a_faster_baseline_side_names_the_baseline_and_a_real_change_gives_no_note():
     faster = [diff_row(op, 5, 5, 200, 100) for op in ("a", "b", "c")]
-    assert "the eager run was likely contended" in C.uniform_slowdown_note(
-        faster, baseline="eager", variant="fused")
+    assert C.uniform_slowdown(faster, baseline="eager", variant="fused")["side"] == "eager"
     # the switch changed one op's time; the others did not move
     mixed = [diff_row("aten::mm", 40, 40, 1000, 2900), diff_row("a", 5, 5, 100, 101),
              diff_row("b", 5, 5, 100, 99), diff_row("c", 5, 5, 100, 100)]
-    assert C.uniform_slowdown_note(mixed, baseline="eager", variant="fused") == ""
-    assert C.uniform_slowdown_note(faster[:2], baseline="eager", variant="fused") == ""
+    assert C.uniform_slowdown(mixed, baseline="eager", variant="fused") is None
+    assert C.uniform_slowdown(faster[:2], baseline="eager", variant="fused") is None

@@ -187,3 +187,49 @@ def test_a_metrics_line_that_only_looks_like_a_bar_prefix_keeps_its_step():
     # a logger header with a time in brackets is not a bar: nothing before step: is lost
     line = "2025-11-29 [11:00:06,123] INFO step:  6  elapsed_time_per_step: 0.3s"
     assert [t for _, t in log_lines(line)] == [line]
+
+
+# Bars without tqdm's [elapsed, rate] part, written by real tqdm with a bar_format and by a
+# loop's own "\r[#####     ] 4/12" bar (make_bars_glued.py beside the fixtures): the metrics
+# line follows the bar's count or its ", loss=2.49, step=1" postfix on the same line.
+LOGS = Path(__file__).parent.parent / "fixtures" / "logs"
+NO_RATE = {
+    "tqdm_no_rate_glued.log": b"| 5/12 , loss=2.45, step=5step:  6",
+    "tqdm_ascii_no_rate_glued.log": b"|####1     | 5/12 , loss=2.45, step=5 step:  6",
+    "hand_bar_glued.log": b"\r[#####       ] 5/12step:  6",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NO_RATE))
+def test_a_bar_without_a_rate_glued_before_each_metrics_line_is_cut_off(name):
+    log = LOGS / name
+    assert NO_RATE[name] in log.read_bytes()  # the shape under test
+    expected = {s: pytest.approx(0.27 + s / 1000) for s in range(6, 11)}
+    assert read_step_times(log, 6, 10) == expected
+    # the bar's own step= postfix is never read: LOOSE would take "step=5" for step 6's line
+    assert read_step_times(log, 6, 10, LOOSE) == expected
+    lines = list(log_lines(read_log(log)))
+    assert [n for n, line in lines if line.startswith("step:  7")] == [7]
+    assert all("%|" not in line and "/12" not in line for _, line in lines)
+
+
+@pytest.mark.parametrize("bar", [
+    "Training:  40%|####      | 4/10 ",
+    "\rTraining:  30%|###       | 3/10\rTraining:  40%|####      | 4/10 ",
+    "Training:  40%|████      | 4/10 [00:01<00:02]",
+    "[####      ] 4/10 ",
+    "Epoch [1/3]: [====>     ] 4/10",
+])
+def test_a_hand_made_or_rateless_bar_before_a_metrics_line_keeps_the_line(bar):
+    metrics = "step: 5 loss: 2.31 elapsed_time_per_step: 0.281s"
+    assert [t for _, t in log_lines(bar + metrics + "\n")] == [metrics]
+    text = "\n".join(bar + f"step: {s} loss: 2.31 elapsed_time_per_step: 0.28{s}s"
+                     for s in range(1, 11))
+    assert parse_step_times(text, 6, 9) == {s: pytest.approx(0.28 + s / 1000) for s in range(6, 10)}
+
+
+def test_text_that_is_not_a_bar_before_a_step_is_kept():
+    for line in ("[rank0]: step:  6  elapsed_time_per_step: 0.3s",
+                 "epoch 1 [12/40 batches] step: 6  elapsed_time_per_step: 0.3s",
+                 "progress 60% | step: 6  elapsed_time_per_step: 0.3s"):
+        assert [t for _, t in log_lines(line)] == [line]

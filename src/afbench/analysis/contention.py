@@ -308,6 +308,50 @@ def window_record(start: Sample, end: Sample, *, threads: int | None, scope: str
     }
 
 
+#: The English sentence of each reason code of :func:`judge_reasons` (log lines, status.json);
+#: the report words the same codes from its label catalog (labels.yaml, ``cont_reason_*``).
+REASON_TEXT = {
+    "cont_reason_short": "window of {wall:.3f} s too short to judge (< {limit:g} s)",
+    "cont_reason_wait": "waited for a CPU {wait:.0f}% of the window > {limit:g}%",
+    "cont_reason_steal": "steal {steal:.0f}% > {limit:g}%",
+    "cont_reason_pressure": "CPU pressure {pressure:.0f}% > {limit:g}%",
+    "cont_reason_cpu_share": "CPU/wall {cpu_per_wall:.2f} of {threads} thread(s) = "
+                             "{share:.0f}% < {limit:g}%",
+}
+
+
+def judge_reasons(record: Mapping[str, Any] | Any | None
+                  ) -> tuple[bool | None, list[tuple[str, dict[str, Any]]]]:
+    """:func:`judge` as codes and values: each reason is ``(code, values)``, a key of
+    :data:`REASON_TEXT` and the numbers its sentence takes (``("cont_reason_wait", {"wait":
+    34.2, "limit": 10.0})``), for a report to word in its own language."""
+    if record is None:
+        return None, []
+
+    def get(key: str) -> Any:
+        return record.get(key) if isinstance(record, Mapping) else getattr(record, key, None)
+
+    wall = get("wall_s")
+    if wall is not None and wall < MIN_WINDOW_S:
+        return None, [("cont_reason_short", {"wall": wall, "limit": MIN_WINDOW_S})]
+
+    reasons: list[tuple[str, dict[str, Any]]] = []
+    wait, steal = get("run_queue_wait_pct"), get("steal_pct")
+    if wait is not None and wait > RUN_QUEUE_WAIT_PCT:
+        reasons.append(("cont_reason_wait", {"wait": wait, "limit": RUN_QUEUE_WAIT_PCT}))
+    if steal is not None and steal > STEAL_PCT:
+        reasons.append(("cont_reason_steal", {"steal": steal, "limit": STEAL_PCT}))
+    if wait is None:
+        psi, share = get("cpu_pressure_pct"), get("cpu_of_threads_pct")
+        if psi is not None and psi > CPU_PRESSURE_PCT:
+            reasons.append(("cont_reason_pressure", {"pressure": psi, "limit": CPU_PRESSURE_PCT}))
+        if share is not None and share < CPU_OF_THREADS_PCT:
+            reasons.append(("cont_reason_cpu_share", {
+                "cpu_per_wall": get("cpu_per_wall"), "threads": get("threads"), "share": share,
+                "limit": CPU_OF_THREADS_PCT}))
+    return bool(reasons), reasons
+
+
 def judge(record: Mapping[str, Any] | Any | None) -> tuple[bool | None, list[str]]:
     """Whether a run was contended, from its contention record (a mapping or an object with
     the record's attributes, e.g. :class:`afbench.results.Contention`), and why.
@@ -318,33 +362,12 @@ def judge(record: Mapping[str, Any] | Any | None) -> tuple[bool | None, list[str
     :data:`CPU_PRESSURE_PCT`, or (threads known) less than :data:`CPU_OF_THREADS_PCT` of the
     threads asked for. Returns ``(None, [])`` without a record (not measured), ``(None,
     [why])`` for a window shorter than :data:`MIN_WINDOW_S`, ``(False, [])`` when no measure
-    crosses its threshold, else ``(True, reasons)``, one reason per crossed threshold, e.g.
-    ``"waited for a CPU 34% of the window > 10%"``.
+    crosses its threshold, else ``(True, reasons)``, one English reason per crossed threshold
+    (:data:`REASON_TEXT`), e.g. ``"waited for a CPU 34% of the window > 10%"``; the same as
+    codes and values: :func:`judge_reasons`.
     """
-    if record is None:
-        return None, []
-
-    def get(key: str) -> Any:
-        return record.get(key) if isinstance(record, Mapping) else getattr(record, key, None)
-
-    wall = get("wall_s")
-    if wall is not None and wall < MIN_WINDOW_S:
-        return None, [f"window of {wall:.3f} s too short to judge (< {MIN_WINDOW_S:g} s)"]
-
-    reasons = []
-    wait, steal = get("run_queue_wait_pct"), get("steal_pct")
-    if wait is not None and wait > RUN_QUEUE_WAIT_PCT:
-        reasons.append(f"waited for a CPU {wait:.0f}% of the window > {RUN_QUEUE_WAIT_PCT:g}%")
-    if steal is not None and steal > STEAL_PCT:
-        reasons.append(f"steal {steal:.0f}% > {STEAL_PCT:g}%")
-    if wait is None:
-        psi, share = get("cpu_pressure_pct"), get("cpu_of_threads_pct")
-        if psi is not None and psi > CPU_PRESSURE_PCT:
-            reasons.append(f"CPU pressure {psi:.0f}% > {CPU_PRESSURE_PCT:g}%")
-        if share is not None and share < CPU_OF_THREADS_PCT:
-            reasons.append(f"CPU/wall {get('cpu_per_wall'):.2f} of {get('threads')} thread(s) "
-                           f"= {share:.0f}% < {CPU_OF_THREADS_PCT:g}%")
-    return bool(reasons), reasons
+    contended, reasons = judge_reasons(record)
+    return contended, [REASON_TEXT[code].format(**values) for code, values in reasons]
 
 
 class WindowSampler:
@@ -375,7 +398,7 @@ class WindowSampler:
                              source=self.source)
 
 
-#: :func:`uniform_slowdown_note`: at least this many ops whose launch count did not change ...
+#: :func:`uniform_slowdown`: at least this many ops whose launch count did not change ...
 UNIFORM_MIN_OPS = 3
 #: ... at least this share of them slower (or faster) by a similar ratio ...
 UNIFORM_MIN_SHARE = 0.75
@@ -385,9 +408,15 @@ UNIFORM_MIN_RATIO = 1.3
 UNIFORM_MAX_SPREAD = 1.5
 
 
-def uniform_slowdown_note(rows: list[Mapping[str, Any]], *, baseline: str,
-                          variant: str) -> str:
-    """A note for an op diff whose change is everywhere rather than in the switched ops.
+#: The English of :func:`uniform_slowdown` (labels.yaml ``uniform_slowdown_note`` words it).
+UNIFORM_TEXT = ("uniform slowdown of x{ratio:.2f} across {similar} of {ops} ops whose launch "
+                "count did not change, not in the switched ops: the {side} run was likely "
+                "contended; compare the runs' contention before reading this diff")
+
+
+def uniform_slowdown(rows: list[Mapping[str, Any]], *, baseline: str,
+                     variant: str) -> dict[str, Any] | None:
+    """Whether an op diff's change is everywhere rather than in the switched ops.
 
     A switch changes the ops it touches (their launch counts change: fused ops appear,
     pieces disappear); the other ops keep their counts and, on an undisturbed machine, their
@@ -398,30 +427,29 @@ def uniform_slowdown_note(rows: list[Mapping[str, Any]], *, baseline: str,
         rows: the op diff (:func:`afbench.analysis.kernels.diff_kernel_tables` as records:
             ``op_type, count_baseline, count_variant, total_us_baseline, total_us_variant``),
             all op types, not only the top ones.
-        baseline, variant: the sides' names, for the note.
+        baseline, variant: the sides' names.
 
     Returns:
-        ``"uniform slowdown of x1.90 across 12 of 14 ops whose launch count did not change,
-        not in the switched ops: the <side> run was likely contended ..."`` when at least
-        :data:`UNIFORM_MIN_OPS` unswitched ops exist, their median time ratio is at least
-        :data:`UNIFORM_MIN_RATIO` away from 1 and at least :data:`UNIFORM_MIN_SHARE` of them
-        lie within :data:`UNIFORM_MAX_SPREAD` of it on the same side of 1; else ``""``.
+        ``{"ratio": 1.90, "similar": 12, "ops": 14, "side": <the slower side>}`` (the values
+        of :data:`UNIFORM_TEXT`) when at least :data:`UNIFORM_MIN_OPS` unswitched ops exist,
+        their median time ratio is at least :data:`UNIFORM_MIN_RATIO` away from 1 and at
+        least :data:`UNIFORM_MIN_SHARE` of them lie within :data:`UNIFORM_MAX_SPREAD` of it
+        on the same side of 1; else None.
     """
     ratios = sorted(
         float(r["total_us_variant"]) / float(r["total_us_baseline"]) for r in rows
         if int(r["count_baseline"]) == int(r["count_variant"]) > 0
         and float(r["total_us_baseline"]) > 0 and float(r["total_us_variant"]) > 0)
     if len(ratios) < UNIFORM_MIN_OPS:
-        return ""
+        return None
     n = len(ratios)
     med = (ratios[(n - 1) // 2] + ratios[n // 2]) / 2
     if max(med, 1 / med) < UNIFORM_MIN_RATIO:
-        return ""
+        return None
     slower = med > 1
     similar = [r for r in ratios if (r > 1) == slower and max(r / med, med / r) <= UNIFORM_MAX_SPREAD]
     if len(similar) < UNIFORM_MIN_SHARE * n:
-        return ""
-    side = variant if slower else baseline
-    return (f"uniform slowdown of x{max(med, 1 / med):.2f} across {len(similar)} of {n} ops "
-            f"whose launch count did not change, not in the switched ops: the {side} run was "
-            "likely contended; compare the runs' contention before reading this diff")
+        return None
+    return {"ratio": round(max(med, 1 / med), 4), "similar": len(similar), "ops": n,
+            "side": variant if slower else baseline}
+

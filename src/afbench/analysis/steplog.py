@@ -63,14 +63,30 @@ def strip_ansi(text: str) -> str:
     return _ANSI_RE.sub("", text)
 
 
-#: A tqdm progress bar at the start of a line segment, up to the ``]`` that closes its
-#: ``[elapsed<remaining, rate, postfix]`` part: ``Training:  60%|██████    | 6/10 [00:01<00:00,
-#: 1.2it/s, loss=2.31, step=6]`` (tqdm's default ``{l_bar}{bar}{r_bar}``), or without a total
-#: ``Training: 6it [00:01, 1.2it/s, step=6]``. Elapsed is ``MM:SS`` or ``H:MM:SS``, the rate
-#: ``1.2it/s``, ``?it/s`` or ``1.20s/it``.
-_TQDM_BAR_RE = re.compile(
-    r"^.*?(?:\d+%\|[^|]*\|\s*\S+/\S+|\d+(?:\.\d+)?[kMGTPEZY]?[A-Za-z]+)"
-    r"\s*\[\d+:\d{2}(?::\d{2})?(?:<[^,\]]*)?,\s*[^\]]*?(?:/s|s/)[^\]]*\]"
+#: A progress bar at the start of a line segment, with what belongs to it: an optional
+#: description (``Training: ``, never holding ``step``), then the bar
+#:
+#: - tqdm's ``{l_bar}{bar}|``: ``60%|██████    |`` (``ascii=True``: ``60%|######    |``), or a
+#:   hand-made bar in brackets: ``[######    ]``, ``[=====>    ]``;
+#: - its count ``6/10`` (required after a hand-made bar, which is otherwise any bracket);
+#: - tqdm's ``[elapsed<remaining, rate, postfix]`` part, with or without a rate
+#:   (``[00:01<00:00, 1.2it/s, loss=2.31, step=6]``, ``[00:01<00:00]``);
+#: - a postfix of ``name=number`` pairs outside brackets (a ``bar_format`` ending in
+#:   ``{postfix}``: ``, loss=2.31, step=6``);
+#:
+#: or tqdm's bar without a total, ``Training: 6it [00:01, 1.2it/s, step=6]``. Elapsed is
+#: ``MM:SS`` or ``H:MM:SS``; a count may be unit-scaled (``1.20k/10.0k``) or ``?``.
+_BAR_DESC = r"(?:(?!\bstep\b)[^|\n])*?"
+_BAR_NUM = r"(?:\d+(?:\.\d+)?[kMGTPEZY]?|\?)"
+_BAR_COUNT = rf"\s*{_BAR_NUM}/{_BAR_NUM}"
+_BAR_TIMES = r"\s*\[\d+:\d{2}(?::\d{2})?(?:[<,][^\]]*)?\]"
+_BAR_POSTFIX = r"(?:\s*,?\s*[A-Za-z_]\w*=[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)*"
+_BAR_RE = re.compile(
+    rf"^{_BAR_DESC}(?:"
+    rf"\d+%\|[^|]*\|(?:{_BAR_COUNT})?(?:{_BAR_TIMES})?"
+    rf"|\[[#=>\-.*\s\u2580-\u259f]*\]{_BAR_COUNT}(?:{_BAR_TIMES})?"
+    rf"|\d+(?:\.\d+)?[kMGTPEZY]?[A-Za-z]+{_BAR_TIMES}"
+    rf"){_BAR_POSTFIX}\s*"
 )
 
 
@@ -80,7 +96,9 @@ def log_lines(text: str) -> Iterator[tuple[int, str]]:
 
     ANSI escapes are stripped; a carriage return starts a new segment of the same line
     (tqdm redraws its bar with ``\\r``, so a redirected log holds every redraw on one
-    line); a tqdm bar at the start of a segment is cut off and the text after it kept. The
+    line); a progress bar at the start of a segment (tqdm's, with or without its rate part,
+    or a hand-made ``[#####     ] 4/10``: :data:`_BAR_RE`) is cut off with its count and
+    postfix, and the text after it kept. The
     shape this reads (tqdm writing to a file, with the training loop's ``print`` between its
     redraws)::
 
@@ -91,7 +109,7 @@ def log_lines(text: str) -> Iterator[tuple[int, str]]:
     """
     for lineno, line in enumerate(strip_ansi(text).replace("\r\n", "\n").split("\n"), start=1):
         for segment in line.split("\r"):
-            segment = _TQDM_BAR_RE.sub("", segment, count=1)
+            segment = _BAR_RE.sub("", segment, count=1)
             if segment.strip():
                 yield lineno, segment
 

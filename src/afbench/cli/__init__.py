@@ -74,7 +74,7 @@ def _task(cfg: DictConfig, checks: list | None = None) -> None:
     from afbench.config import validate_config
     from afbench.experiment import preflight, run_experiment
     from afbench.pairing import beside_baseline
-    from afbench.plan import shadowed_overrides
+    from afbench.plan import misspelt_entries, shadowed_overrides
     from afbench.sweep import build_sweep_report
 
     verbose = bool(cfg.get("verbose", False)) or os.environ.get("HYDRA_FULL_ERROR") == "1"
@@ -103,7 +103,9 @@ def _task(cfg: DictConfig, checks: list | None = None) -> None:
         return
     try:
         conf = validate_config(cfg)
-        for line in shadowed_overrides(list(hydra_cfg.overrides.task), conf):
+        task_overrides = list(hydra_cfg.overrides.task)
+        for line in (shadowed_overrides(task_overrides, conf)
+                     + misspelt_entries(task_overrides, conf)):
             log.warning("afbench: warning: %s", line)
         out_dir = Path(hydra_cfg.runtime.output_dir)
         if conf.task == "check":

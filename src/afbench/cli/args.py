@@ -4,7 +4,8 @@ something else, said in one line per problem with the form that works.
 Hydra's override grammar (``hydra.core.override_parser``, public API) parses each override;
 these functions only add the advice Hydra's own messages lack (Hydra issues 1577, 938, 1897,
 3018): a value holding ``=``, a bare ``{`` in a list, a comma value without ``-m``, a key of a
-free-form map (``launcher.env.NAME=...``) that Hydra would want a ``+`` for.
+free-form map (``launcher.env.NAME=...``, ``engine.env.NAME=...``) that Hydra would want a ``+``
+for.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from hydra.errors import OverrideParseException
 VALUE_FLAGS = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
 HELP_FLAGS = ("--help", "-h", "--hydra-help", "--version", "--shell-completion", "-sc")
-# Maps whose keys are the user's own (environment variables, compiler options): a new key needs
-# no `+` there; afbench passes them to Hydra as `++key=value` (add or replace).
-FREE_FORM_MAPS = ("launcher.env", "optimization.compile.options",
-                  "optimization.npugraph_ex_options")
+# Maps whose keys are the user's own (environment variables, compiler options, variants and
+# phases with the keys inside them): every ``dict[str, ...]`` field of the config schemas
+# (tests/test_cli_errors.py derives them from the models and holds this list to them; listed
+# here so that a command line Hydra rejects never loads pydantic). A new key needs no ``+``
+# there: afbench passes them to Hydra as ``++key=value`` (add or replace).
+FREE_FORM_MAPS = ("launcher.env", "engine.env", "optimization.compile.options",
+                  "optimization.npugraph_ex_options", "experiment.variants", "experiment.phases")
 # Keys whose value is one string holding commas (never a sweep over its items).
 ONE_STRING_KEYS = ("report.sweep_baseline",)
 
@@ -51,8 +55,10 @@ def is_multirun(argv: list[str]) -> bool:
 
 
 def free_form_argv(argv: list[str]) -> list[str]:
-    """``argv`` with every ``<free-form map>.<name>=value`` written ``++...`` (add or replace),
-    so ``launcher.env.HF_HOME=/data`` needs no ``+`` and works whether the key exists or not."""
+    """``argv`` with every ``<free-form map>.<name>[.<more>]=value`` written ``++...`` (add or
+    replace), so ``launcher.env.HF_HOME=/data``, ``engine.env.SLOW=1`` or
+    ``experiment.variants.af_on.scheduler.steps=20`` need no ``+`` and work whether the key
+    exists or not; ``+``/``++``/``~`` forms are passed as written (:data:`FREE_FORM_MAPS`)."""
     out = []
     for arg in argv:
         key = arg.partition("=")[0]

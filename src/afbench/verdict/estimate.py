@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -66,14 +67,15 @@ CALIBRATED = "paired log ratios with the host calibration's run-to-run spread (p
 class SetAside:
     """A pair left out of the verdict. ``pair``: 1-based round; ``side``: ``baseline``,
     ``variant`` or ``both``; ``reason``: ``contended`` or ``outlier``; ``detail``: what was
-    measured (e.g. the contention reasons), for the report. In an unpaired comparison
+    measured (e.g. the contention reasons), for the report: opaque to the verdict (a string,
+    or the caller's structured record of it). In an unpaired comparison
     (:func:`afbench.verdict.compare_groups`) a run left out: ``pair`` is its 1-based index
     within its side, ``side`` ``history`` or ``newest``."""
 
     pair: int
     side: str
     reason: str
-    detail: str = ""
+    detail: Any = ""
 
 
 @dataclass(frozen=True)
@@ -176,7 +178,7 @@ def check_settings(confidence: float, min_gain_pct: float, run_spread_pct: float
 
 def pair_up(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence[float]],
             contended: Sequence[tuple[bool, bool]] | None = None,
-            contention_detail: Sequence[str] | None = None) -> Pairs:
+            contention_detail: Sequence[Any] | None = None) -> Pairs:
     """The one pairing rule: pair by index, set aside contended pairs, then pairs holding an
     outlier run (:func:`afbench.verdict.runs.outlier_runs`, over each side's uncontended runs).
 
@@ -263,7 +265,7 @@ def compare_runs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence
                  confidence: float = 0.95, min_gain_pct: float = DEFAULT_MIN_GAIN_PCT,
                  run_spread_pct: float | None = None, run_spread_df: float | None = None,
                  contended: Sequence[tuple[bool, bool]] | None = None,
-                 contention_detail: Sequence[str] | None = None,
+                 contention_detail: Sequence[Any] | None = None,
                  mde_power: float = DEFAULT_MDE_POWER, calibration=None) -> Speed:
     """The verdict of a fixed design (one round, or a fixed number of paired rounds).
 

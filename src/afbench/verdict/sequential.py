@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 from afbench.verdict.boundaries import (OBRIEN_FLEMING, SPENDING_FUNCTIONS, stopped_boundary,
@@ -124,10 +125,10 @@ class SequentialTest:
     baseline: list[Sequence[float]] = field(default_factory=list)
     variant: list[Sequence[float]] = field(default_factory=list)
     contended: list[tuple[bool, bool]] = field(default_factory=list)
-    detail: list[str] = field(default_factory=list)
+    detail: list[Any] = field(default_factory=list)
 
     def add(self, baseline_run: Sequence[float], variant_run: Sequence[float],
-            contended: tuple[bool, bool] = (False, False), detail: str = "",
+            contended: tuple[bool, bool] = (False, False), detail: Any = "",
             elapsed_s: float | None = None) -> Look:
         """Add the next pair (step times in seconds; its runs' contention) and look.
         ``elapsed_s``: wall seconds since the first pair started (for the time budget).
