@@ -62,18 +62,19 @@ QUIET = {"scope": "window", "source": "test", "wall_s": 0.5, "run_queue_wait_pct
 BUSY = {**QUIET, "run_queue_wait_pct": 45.0, "cpu_pressure_pct": 100.0, "cpu_per_wall": 0.55}
 
 
-def fake_launcher(contended_runs: set[str]):
+def fake_launcher(contended_runs: set[str], slow: float = 2.0):
     """A launch_run that writes what a worker writes (log, result.json with a contention
-    record: contended for the run ids in ``contended_runs``) without starting anything."""
+    record: contended for the run ids in ``contended_runs``, whose steps are ``slow`` times
+    longer) without starting anything."""
     launched: list[str] = []
 
     def launch(spec: RunSpec) -> RunStatus:
         run_dir = Path(spec.run_dir)
         run_dir.mkdir(parents=True)  # never reused: fails if the directory exists
         launched.append(spec.run_id)
-        slow = 2.0 if spec.run_id in contended_runs else 1.0
+        factor = slow if spec.run_id in contended_runs else 1.0
         (run_dir / "stdout.log").write_text("".join(
-            f"step: {k}  loss: 1.0  elapsed_time_per_step: {0.01 * slow:.4f}s\n"
+            f"step: {k}  loss: 1.0  elapsed_time_per_step: {0.01 * factor:.4f}s\n"
             for k in range(1, 7)))
         write_json_atomic(run_dir / "result.json", {
             "schema_version": 1, "workload": "sft", "engine": "command",
@@ -274,3 +275,27 @@ def test_contention_reasons_recorded_in_english_are_the_judges_words():
         assert render(text, labels("en")) == text and render(text, zh) != text
     # an error message with a colon or a semicolon stays as written
     assert render("RunFailed: exit 3; see stdout.log", zh) == "RunFailed: exit 3; see stdout.log"
+
+
+def test_with_contention_keep_the_report_names_the_contended_runs_that_decided(tmp_path,
+                                                                             monkeypatch):
+    from afbench.compare import compare_pair, side, workload_of
+
+    # measured contended, but its steps 5% slower only: not an outlier run, so with
+    # report.contention=keep its pair decides, and the report says so
+    launch, _ = fake_launcher({"a-train-r2"}, slow=1.05)
+    monkeypatch.setattr(experiment, "launch_run", launch)
+    runs = [spec_for(tmp_path, f"{v}-train-r{k}", v).model_copy(
+        update={"repeat": k, "index": 2 * k - (v == "a")}) for k in (1, 2, 3) for v in "ab"]
+    plan = make_plan(tmp_path, rerun_contended=0).model_copy(update={"runs": runs, "repeats": 3})
+    write_json_atomic(tmp_path / "plan.json", plan.model_dump(mode="json"))
+    experiment.execute_plan(plan, plan_path=tmp_path / "plan.json")
+    col = collect(tmp_path)
+    base = side(col, "a", "train", workload_of(col))
+    kept = compare_pair(col, base, "b", ReportConfig(contention="keep"), 1e-3, False)
+    (msg,) = [m for m in kept.caveat_msgs if m.key == "caveat_contention_kept"]
+    assert msg.args["runs"] == "a-train-r2" and "report.contention=keep" in msg.text
+    assert kept.speed.n_pairs == 3  # it decided with the contended pair
+    aside = compare_pair(col, base, "b", ReportConfig(), 1e-3, False)
+    assert aside.speed.n_pairs == 2
+    assert not [m for m in aside.caveat_msgs if m.key == "caveat_contention_kept"]

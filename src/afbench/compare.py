@@ -6,7 +6,7 @@ typed results of :mod:`afbench.results`; :func:`compare` returns the :class:`Sum
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -117,6 +117,7 @@ class VerdictPairs:
     variant: list[list[float]]
     contended: list[tuple[bool, bool]]
     detail: list[list[dict[str, Any]]]  # per pair: run_reason messages (JSON), maybe none
+    ids: list[tuple[str, str]] = field(default_factory=list)  # per pair: (baseline, variant) run
 
 
 def verdict_pairs(plan: Plan, variant: str, steps: dict[str, list[float]],
@@ -141,6 +142,7 @@ def verdict_pairs(plan: Plan, variant: str, steps: dict[str, list[float]],
             out.variant.append(steps[v_id])
             out.contended.append((cb, cv))
             out.detail.append([d.model_dump() for d in (db, dv) if d])
+            out.ids.append((b_id, v_id))
     return out
 
 
@@ -420,6 +422,14 @@ def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rt
     parity = parity_of(col, b, v, phase, workload, rtol)
     memory = memory_change(b, v, report.memory_warn_pct)
     caveat_msgs = caveats_of(b, v, memory)
+    if report.contention == "keep" and speed.ci_low_pct is not None:
+        # the measured-contended runs whose pairs decided (not set aside as outliers)
+        measured = verdict_pairs(col.plan, variant, col.window_steps, col.results)
+        aside = {a.pair for a in speed.set_aside}
+        kept = [i for k, (ids, flags) in enumerate(zip(measured.ids, measured.contended), 1)
+                if k not in aside for i, f in zip(ids, flags) if f]
+        if kept:
+            caveat_msgs.append(say("caveat_contention_kept", runs=", ".join(kept)))
     caveats = [m.text for m in caveat_msgs]
     reasons = failure_reasons(col, run_ids(col, variant, phase) + run_ids(col, b.name, phase))
     return Comparison(
