@@ -19,7 +19,7 @@ from afbench.config.models import ReportConfig, RunConfig
 from afbench.engines.command import run_command
 from afbench.io import write_json_atomic
 from afbench.report.render import render
-from afbench.results import RunRow, Summary
+from afbench.store import RunRow, Summary
 from afbench.runspec import Plan, RunSpec, RunStatus
 
 WORKERS = Path(__file__).parent / "fault_workers"

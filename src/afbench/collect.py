@@ -20,7 +20,7 @@ from afbench.analysis.stats import describe, finite_mean
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, mean_step_time, read_log
 from afbench.errors import OutputError
 from afbench.io import read_json
-from afbench.results import RunResult, StepRecord, load_result
+from afbench.store import RESULT_FILE, ExperimentRecord, RunResult, StepRecord
 from afbench.runspec import Plan, RunSpec
 # the strict parse of a run's measured window lives with the file layout; re-exported here
 from afbench.store import OutDir
@@ -52,14 +52,14 @@ class Collected:
       step_time_s, loss, grad_norm, tokens_per_s) or per decode run for inference.
     kernels: run_id + the normalised kernel table (op_type, count, total_us, ratio_pct).
     results: run_id -> its result.json (None for a run without one); its ``contention`` is
-      the run's typed contention record (:class:`afbench.results.Contention`).
+      the run's typed contention record (:class:`afbench.store.Contention`).
     window_steps: run_id -> the measured window's step times in step order (seconds, the
       strict log parse), for every OK run whose log passes it (the paired statistics' input).
     """
 
     out_dir: Path
     plan: Plan
-    experiment: dict[str, Any]
+    experiment: ExperimentRecord
     runs: pd.DataFrame
     steps: pd.DataFrame
     kernels: pd.DataFrame
@@ -102,12 +102,7 @@ def run_result(path: Path) -> RunResult | None:
     Raises:
         OutputError: a malformed result (names the file).
     """
-    if not path.exists():
-        return None
-    try:
-        return load_result(read_json(path))
-    except ValueError as exc:  # also pydantic's ValidationError
-        raise OutputError(f"{path}: {' '.join(str(exc).splitlines()[:3])}") from exc
+    return RESULT_FILE.read(path) if path.exists() else None
 
 
 def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> Recompile | None:
@@ -146,7 +141,7 @@ def launched_runs(plan: Plan) -> list[RunSpec]:
 
 
 def contention_columns(result: RunResult | None) -> dict[str, Any]:
-    """The runs table's contention columns of a run (:class:`afbench.results.RunRow`):
+    """The runs table's contention columns of a run (:class:`afbench.store.RunRow`):
     ``contended`` and ``contention_reasons`` (:func:`afbench.analysis.contention.judge`, the
     reasons ``"; "``-joined), the measures the report shows and the record's scope; None
     where the run has no contention record."""

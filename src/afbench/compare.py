@@ -1,6 +1,6 @@
 """Compare every variant with the baseline: verdicts, gains, parity, compile cost, profiling
 status, kernel tables. Pure functions over :class:`afbench.collect.Collected` that build the
-typed results of :mod:`afbench.results`; :func:`compare` returns the :class:`Summary` written as
+typed results of :mod:`afbench.store`; :func:`compare` returns the :class:`Summary` written as
 ``summary.json`` and handed to the report templates."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from afbench.analysis.stats import finite_mean
 from afbench.collect import MEANS, Collected
 from afbench.config.models import ReportConfig
 from afbench.messages import Message, recorded, say
-from afbench.results import (MEMORY_MEASURES, Comparison, Compile, Efficiency, Environment,
+from afbench.store import (MEMORY_MEASURES, Comparison, Compile, Efficiency, Environment,
                              FusedEvidence, KernelDiffRow, KernelRow, Memory, MemoryChange, Parity,
                              PhaseParameters, ProfilingComparison, RunResult, Side, Speed,
                              StepDeviceTime, Summary, SwitchRecord)
@@ -174,7 +174,7 @@ def speed_of(col: Collected, variant: str, report: ReportConfig) -> Speed:
         return Speed(level=report.confidence, decision=INCONCLUSIVE, no_interval_reason="no_pairs_left")
     if plan.repeats == "auto" and plan.auto is not None:
         return Speed.of(_auto_speed(plan, variant, pairs))
-    calibration = col.experiment.get("calibration")
+    calibration = col.experiment.calibration_dict()
     speed = compare_runs(pairs.baseline, pairs.variant, confidence=report.confidence,
                          min_gain_pct=report.min_gain_pct, contended=pairs.contended,
                          contention_detail=pairs.detail,
@@ -466,7 +466,7 @@ def comparisons(col: Collected, report: ReportConfig) -> list[Comparison]:
     plan = col.plan
     spec = next(r for r in plan.runs if r.variant == plan.baseline and r.phase == plan.verdict_phase)
     rtol = getattr(report.parity, f"rtol_{spec.config.model.dtype}")
-    variants_cfg = col.experiment.get("config", {}).get("experiment", {}).get("variants", {})
+    variants_cfg = col.experiment.variants
     b = side(col, plan.baseline, plan.verdict_phase, workload_of(col))
     return [compare_pair(col, b, variant, report, rtol,
                          aa=variants_cfg.get(variant) == variants_cfg.get(plan.baseline))
@@ -639,12 +639,12 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
     return Summary.model_validate({
         "experiment": plan.experiment, "out_dir": str(col.out_dir),
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "created_at": col.experiment.get("created_at"), "baseline": base,
+        "created_at": col.experiment.created_at, "baseline": base,
         "verdict_phase": plan.verdict_phase, "profile_phase": plan.profile_phase,
         "repeats": plan.repeats, "skip_policy": plan.skip_policy,
         "variants": {name: _dotted(over) for name, over in
-                     col.experiment.get("config", {}).get("experiment", {}).get("variants", {}).items()},
-        "assets": col.experiment.get("assets", {}),
+                     col.experiment.variants.items()},
+        "assets": col.experiment.assets,
         "environment": env.model_dump(include=set(Environment.model_fields),
                                       exclude_none=True) if env else {},
         "parameters": _parameters(col),

@@ -20,6 +20,7 @@ from afbench.logs import console
 from afbench.plan import add_round, make_plan, skip_reason
 from afbench.preflight import run_preflight
 from afbench.runspec import INTERRUPTED, AutoStop, Plan, Rerun, RunSpec, RunStatus
+from afbench.store import EXPERIMENT, EXPERIMENT_FILE, ExperimentRecord
 
 log = logging.getLogger(__name__)
 
@@ -450,15 +451,13 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     assets = input_hashes(conf)
     kind, calibration = host_calibration(plan, conf.history.url) if conf.history.record \
         else (None, None)
-    write_json_atomic(out_dir / "experiment.json", {
+    EXPERIMENT_FILE.write(out_dir / EXPERIMENT, ExperimentRecord.model_validate({
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "config": conf.model_dump(mode="json"),
-        "assets": assets,
-        "calibration": calibration,
+        "config": conf, "assets": assets, "calibration": calibration,
         # host fingerprint, afbench version, git commit, CANN dates: for the history
         "provenance": provenance(plan.runs[0].backend if plan.runs else None,
                                  conf.backend.cann_root),
-    })
+    }))
     write_json_atomic(out_dir / "plan.json", plan.model_dump(mode="json"))
     log.info("afbench: experiment %s: %d runs -> %s", plan.experiment, len(plan.runs), out_dir)
     try:

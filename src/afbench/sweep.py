@@ -28,7 +28,7 @@ from omegaconf import DictConfig
 from afbench.errors import OutputError
 from afbench.io import read_json, write_json_atomic
 from afbench.messages import Message, say
-from afbench.results import MainEffect, Speed, SweepRow, SweepSummary
+from afbench.store import MainEffect, Speed, SweepRow, SweepSummary
 from afbench.store import OutDir
 from afbench.verdict.words import RUN_FAILED, SKIPPED
 
@@ -97,8 +97,8 @@ def _report_settings(jobs: list[Path]) -> dict[str, Any]:
             exp = OutDir(job).experiment()
         except OutputError:
             continue
-        if exp:
-            return dict(exp.get("config", {}).get("report", {}) or {})
+        if exp.config is not None:
+            return exp.config.report.model_dump(mode="json")
     return {}
 
 
@@ -208,7 +208,7 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
             reasons=[r for r in sel.reason.tolist() + sel.log_error.tolist() if r],
             is_plan_baseline=variant == col.plan.baseline,
             report=report)
-        combo = _Combination(row, calibration=col.experiment.get("calibration"))
+        combo = _Combination(row, calibration=col.experiment.calibration_dict())
         medians = []
         for rid in ids:
             window = col.spec(rid).config.scheduler.measure
@@ -233,8 +233,7 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
         row.outlier_runs = [medians[i][0] for i in outlier_runs(row.run_medians_s)]
         # contended runs make a combination untrusted unless the jobs keep them
         # (report.contention=keep): then they are shown, not held against it
-        set_aside = (col.experiment.get("config", {}).get("report", {}) or {}).get(
-            "contention", "set_aside") == "set_aside"
+        set_aside = col.experiment.report.contention == "set_aside"
         row.untrusted = bool(row.outlier_runs) or (set_aside and bool(row.contended_runs)) or (
             row.step_cv_pct is not None and row.step_cv_pct > UNTRUSTED_CV_PCT)
         for key in MEMORY_FIELDS:
@@ -289,7 +288,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
                        template_dir: str | None = None) -> SweepSummary:
     """Collect every job below ``sweep_dir``, compare every combination with the baseline
     combination, rank them and write sweep_summary.json and sweep_report.md / .html (per
-    ``report.formats``). Returns the :class:`afbench.results.SweepSummary`. In a language
+    ``report.formats``). Returns the :class:`afbench.store.SweepSummary`. In a language
     other than the jobs' own (``lang``), the page is ``sweep_report.<lang>.md`` / ``.html``
     and every job's report is re-rendered in it too (``<job>/report.<lang>.html``), linked
     from the page; the jobs' own reports stay.

@@ -21,7 +21,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lang", choices=["en", "zh"], help="report language (default: as run)")
     args = parser.parse_args(argv)
     # after argument parsing: --help and usage errors answer without loading pandas
-    from afbench.config.models import ReportConfig
     from afbench.report.render import build_report, report_name, run_language
     from afbench.store import OutDir
 
@@ -47,17 +46,17 @@ def main(argv: list[str] | None = None) -> int:
               "directory (outputs/<date>/<time>-<experiment>-<pid>)", file=sys.stderr)
         return 2
     exp = OutDir(args.out_dir).experiment()
-    report = exp.get("config", {}).get("report", {})
+    report = exp.report
     if args.lang:
-        report = {**report, "lang": args.lang}
+        report = report.model_copy(update={"lang": args.lang})
     try:
-        summary = build_report(args.out_dir, ReportConfig.model_validate(report))
+        summary = build_report(args.out_dir, report)
     except AfbenchError as exc:
         print(f"afbench.report: error: {exc}", file=sys.stderr)
         return exc.exit_code
     for line in summary.headline:
         print(line)
-    name = report_name("report", "md", report.get("lang") or "en", run_language(args.out_dir))
+    name = report_name("report", "md", report.lang or "en", run_language(args.out_dir))
     print(f"afbench.report: wrote {args.out_dir / name}")
     return 0
 

@@ -1,0 +1,124 @@
+"""The store owns the output directory's files: one schema version, an upgrade chain per file,
+unknown keys rejected with the file and the key named (afbench.store.versioning)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from afbench.errors import OutputError
+from afbench.schema import SCHEMA_VERSION
+from afbench.store import EXPERIMENT_FILE, ExperimentRecord, FileSchema, OutDir, StoredFile
+
+STORED = Path(__file__).parent / "fixtures" / "results"
+
+
+class Thing(StoredFile):
+    size_mib: float
+    name: str = ""
+
+
+def test_an_upgrade_chain_runs_every_step_in_order_from_the_files_version():
+    seen = []
+
+    def v0(d):  # version 0 said "size" in bytes
+        seen.append(0)
+        return {"size_mib": d.pop("size") / 2**20, **d}
+
+    def v1(d):  # version 1 had no name
+        seen.append(1)
+        return {"name": "unnamed", **d}
+
+    steps = (v0, v1) + tuple(lambda d: d for _ in range(SCHEMA_VERSION - 2))
+    things = FileSchema("thing.json", Thing, steps=steps)
+    assert things.load({"size": 2**21}) == Thing(size_mib=2.0, name="unnamed")
+    assert seen == [0, 1]
+    seen.clear()
+    assert things.load({"schema_version": 1, "size_mib": 3.0}).name == "unnamed"
+    assert seen == [1]
+    seen.clear()
+    current = things.load({"schema_version": SCHEMA_VERSION, "size_mib": 1.0, "name": "x"})
+    assert (current.name, current.schema_version, seen) == ("x", SCHEMA_VERSION, [])
+
+
+def test_a_chain_must_have_one_step_per_older_version():
+    with pytest.raises(TypeError, match="thing.json: 1 upgrade steps"):
+        FileSchema("thing.json", Thing, steps=(lambda d: d,))
+
+
+def test_a_misspelt_key_is_an_error_naming_the_file_and_the_key(tmp_path):
+    path = tmp_path / "experiment.json"
+    data = json.loads((STORED / "v1" / "experiment.json").read_text())
+    data["asets"] = data.pop("assets")
+    path.write_text(json.dumps(data))
+    with pytest.raises(OutputError, match=r"experiment\.json: unknown key 'asets'.*remove or "
+                                          r"correct it"):
+        EXPERIMENT_FILE.read(path)
+    data["assets"] = data.pop("asets")
+    data["provenance"] = {"host": {"host_idd": "abc"}}
+    path.write_text(json.dumps(data))
+    with pytest.raises(OutputError, match=r"unknown key 'provenance\.host\.host_idd'"):
+        EXPERIMENT_FILE.read(path)
+
+
+def test_a_file_of_a_newer_version_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "experiment.json"
+    path.write_text(json.dumps({"schema_version": SCHEMA_VERSION + 1}))
+    with pytest.raises(OutputError, match=rf"experiment\.json: schema_version {SCHEMA_VERSION + 1}"
+                                          r" .* newer afbench"):
+        EXPERIMENT_FILE.read(path)
+    path.write_text("[1, 2]")
+    with pytest.raises(OutputError, match=r"experiment\.json: holds list, not a JSON object"):
+        EXPERIMENT_FILE.read(path)
+
+
+@pytest.mark.parametrize("version", ["v0", "v1"])
+def test_a_stored_experiment_json_loads_typed_and_upgraded(version):
+    raw = json.loads((STORED / version / "experiment.json").read_text())
+    assert "schema_version" not in raw  # versions 0 and 1 wrote none
+    exp = OutDir(STORED / version).experiment()
+    assert exp.schema_version == SCHEMA_VERSION
+    assert exp.config.experiment.name == raw["config"]["experiment"]["name"]
+    assert exp.variants == raw["config"]["experiment"]["variants"]
+    assert exp.report.lang == raw["config"]["report"]["lang"]
+    assert exp.assets.model.sha256 == raw["assets"]["model"]["sha256"]
+    assert exp.calibration is None
+
+
+def test_a_directory_without_experiment_json_reads_an_empty_record(tmp_path):
+    exp = OutDir(tmp_path).experiment()
+    assert (exp.config, exp.variants, exp.report.lang, exp.calibration_dict()) == (
+        None, {}, "en", None)
+
+
+def test_what_the_experiment_writes_the_store_reads_back_unchanged(tmp_path):
+    stored = OutDir(STORED / "v1").experiment()
+    record = ExperimentRecord.model_validate({**stored.model_dump(),
+        "calibration": {"kind": "k", "host_id": "0" * 16, "spread_pct": 1.5, "df": 11.0,
+                        "n_pairs": 12, "n_outlier_pairs": 0, "n_experiments": 2,
+                        "updated_at": "2026-12-01T00:00:00+00:00"},
+        "provenance": {"afbench": "0.1", "git_commit": None, "cwd": "/x",
+                       "host": {"hostname": "h", "cpu_model": "c", "cpu_count": 2,
+                                "accelerator": None, "driver": None, "host_id": "1" * 16},
+                       "cann": None}})
+    EXPERIMENT_FILE.write(tmp_path / "experiment.json", record)
+    written = json.loads((tmp_path / "experiment.json").read_text())
+    assert written["schema_version"] == SCHEMA_VERSION
+    back = OutDir(tmp_path).experiment()
+    assert back == record
+    assert back.calibration_dict()["spread_pct"] == 1.5
+    with pytest.raises(TypeError, match="expected ExperimentRecord, got Thing"):
+        EXPERIMENT_FILE.write(tmp_path / "experiment.json", Thing(size_mib=1.0))
+
+
+def test_the_history_reads_a_copied_directorys_provenance_typed(tmp_path):
+    shutil.copytree(STORED / "v1", tmp_path / "v1")
+    path = tmp_path / "v1" / "experiment.json"
+    data = json.loads(path.read_text())
+    data["provenance"] = {"afbench": "9.9", "host": {"host_id": "abcd" * 4}}
+    path.write_text(json.dumps(data))
+    exp = OutDir(tmp_path / "v1").experiment()
+    assert (exp.provenance.afbench, exp.provenance.host.host_id, exp.provenance.cann) == (
+        "9.9", "abcd" * 4, None)
