@@ -122,3 +122,63 @@ def test_the_history_reads_a_copied_directorys_provenance_typed(tmp_path):
     exp = OutDir(tmp_path / "v1").experiment()
     assert (exp.provenance.afbench, exp.provenance.host.host_id, exp.provenance.cann) == (
         "9.9", "abcd" * 4, None)
+
+
+# --- plan.json, runspec.json, status.json (afbench.store.run) ----------------------------
+
+@pytest.mark.parametrize("version", ["v0", "v1"])
+def test_a_stored_plan_runspec_and_status_load_upgraded(version):
+    from afbench.store import PLAN_FILE, RUNSPEC_FILE, STATUS_FILE
+
+    out = STORED / version
+    assert "schema_version" not in json.loads((out / "plan.json").read_text())
+    plan = OutDir(out).plan()
+    assert plan.schema_version == SCHEMA_VERSION and len(plan.runs) == 16
+    run = out / "runs" / "plain-train-r1"
+    spec = RUNSPEC_FILE.read(run / "runspec.json")
+    assert spec == plan.runs[[r.run_id for r in plan.runs].index("plain-train-r1")]
+    status = STATUS_FILE.read(run / "status.json")
+    raw = json.loads((run / "status.json").read_text())
+    assert raw.get("schema_version", 0) == {"v0": 0, "v1": 1}[version]
+    assert (status.schema_version, status.status, status.config_hash) == (
+        SCHEMA_VERSION, "OK", spec.config_hash)
+    assert PLAN_FILE.read(out / "plan.json") == plan
+
+
+def test_a_misspelt_key_in_status_json_names_the_file_and_the_key(tmp_path):
+    run = tmp_path / "runs" / "plain-train-r1"
+    shutil.copytree(STORED / "v1" / "runs" / "plain-train-r1", run)
+    data = json.loads((run / "status.json").read_text())
+    data["exit_cod"] = data.pop("exit_code")
+    (run / "status.json").write_text(json.dumps(data))
+    from afbench.store import RunDir
+
+    with pytest.raises(OutputError, match=r"plain-train-r1/status\.json: unknown key 'exit_cod'"):
+        RunDir(run).status()
+
+
+def test_the_launcher_decides_a_runs_status_and_window_once_where_it_ends(compose_cfg, tmp_path):
+    """A worker that exits 0 with a result but whose log repeats every step (two ranks without
+    a prefix) is FAILED by the launcher itself: what it returns is what status.json holds."""
+    import sys
+
+    from afbench.config import validate_config
+    from afbench.launch.local import launch_run
+    from afbench.plan import make_plan
+    from afbench.store import RUNSPEC_FILE, RunDir
+
+    workers = Path(__file__).parent / "fault_workers"
+    conf = validate_config(compose_cfg(
+        "backend=cpu", "engine=command", f"engine.executable={sys.executable}",
+        f"engine.args=[{workers / 'twice.py'}]", "scheduler.steps=6",
+        "scheduler.measure.first_step=3", "scheduler.measure.last_step=6",
+        "launcher.timeout_s=120"))
+    spec = make_plan(conf, tmp_path / "out").runs[0]
+    status = launch_run(spec)
+    run = RunDir(Path(spec.run_dir))
+    assert (status.status, status.exit_code) == ("FAILED", 0)
+    assert status.reason.startswith("invalid step log:") and "several ranks" in status.reason
+    assert run.result() is not None  # the worker did write its result
+    assert run.status() == status
+    assert RUNSPEC_FILE.read(run.path / "runspec.json") == spec
+    assert json.loads((run.path / "runspec.json").read_text())["schema_version"] == SCHEMA_VERSION

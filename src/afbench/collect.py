@@ -19,11 +19,10 @@ from afbench.analysis.recompiles import (Recompile, recompile_caveat, recompile_
 from afbench.analysis.stats import describe, finite_mean
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, mean_step_time, read_log
 from afbench.errors import OutputError
-from afbench.io import read_json
 from afbench.store import RESULT_FILE, ExperimentRecord, RunResult, StepRecord
 from afbench.runspec import Plan, RunSpec
 # the strict parse of a run's measured window lives with the file layout; re-exported here
-from afbench.store import OutDir
+from afbench.store import OutDir, RunDir
 from afbench.store import window_step_times as window_step_times
 from afbench.switches.registry import compiles
 
@@ -166,19 +165,21 @@ def collect(out_dir: Path) -> Collected:
     rerun_of = {r.by: r.replaced.run_id for r in plan.reruns}
     for spec in launched_runs(plan):
         run_dir = run_dir_of(out_dir, spec)
-        status = read_json(run_dir / "status.json") if (run_dir / "status.json").exists() else {}
+        status = RunDir(run_dir).status()
         result = run_result(run_dir / "result.json")
         results[spec.run_id] = result
         ident = {"run_id": spec.run_id, "variant": spec.variant, "phase": spec.phase,
                  "repeat": spec.repeat}
         row: dict[str, Any] = {
-            **ident, "status": status.get("status", "NOT_RUN"),
-            "exit_code": status.get("exit_code"), "reason": status.get("reason", "not run"),
-            "wall_s": status.get("wall_s"), "mean_step_s": None, "log_error": "",
+            **ident, "status": status.status if status else "NOT_RUN",
+            "exit_code": status.exit_code if status else None,
+            "reason": status.reason if status else "not run",
+            "wall_s": status.wall_s if status else None, "mean_step_s": None, "log_error": "",
             "first_step_s": result.first_step_s if result else None, "tokens_per_s": None,
             "workload": spec.config.scheduler.workload, "step_cv_pct": None, "recompile": "",
             **contention_columns(result), "replaced_by": replaced_by.get(spec.run_id),
-            "rerun_of": rerun_of.get(spec.run_id), "lock_wait_s": status.get("lock_wait_s"),
+            "rerun_of": rerun_of.get(spec.run_id),
+            "lock_wait_s": status.lock_wait_s if status else None,
             "recompile_after_step": None,
         }
         records = _step_records(run_dir / "metrics.jsonl")

@@ -16,7 +16,8 @@ from pathlib import Path
 from afbench.engines.registry import engine_for
 from afbench.errors import ConfigError, RunFailed, RunSkipped
 from afbench.io import write_json_atomic
-from afbench.runspec import ERROR_PREFIX, SKIP_PREFIX, SKIPPED_EXIT_CODE, RunSpec
+from afbench.runspec import ERROR_PREFIX, SKIP_PREFIX, SKIPPED_EXIT_CODE
+from afbench.store.run import RUNSPEC_FILE
 from afbench.schema import SCHEMA_VERSION  # not afbench.results: its models cost 0.08 s
 
 
@@ -25,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m afbench.worker <run_dir>/runspec.json", file=sys.stderr)
         return 2
-    spec = RunSpec.model_validate_json(Path(argv[0]).read_text(encoding="utf-8"))
+    spec = RUNSPEC_FILE.read(Path(argv[0]))
     rank = int(os.environ.get("RANK", "0"))
     if rank:
         # under torchrun: only rank 0 writes the log the verdict is parsed from

@@ -26,11 +26,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "layout": ("OutDir", "RunDir", "SweepDir", "window_step_times", "experiment_dirs", "PLAN",
+    "layout": ("OutDir", "RunDir", "SweepDir", "window_step_times", "window_problem",
+               "experiment_dirs", "PLAN",
                "EXPERIMENT", "SUMMARY", "REPORT_MD", "REPORT_HTML", "RUNS", "RUNSPEC", "STATUS",
                "RESULT", "STDOUT_LOG", "METRICS", "SWEEP_SUMMARY", "MULTIRUN_YAML",
-               "HYDRA_OVERRIDES"),
+               "HYDRA_OVERRIDES", "CONFIG_YAML"),
     "versioning": ("SCHEMA_VERSION", "FileSchema", "Record", "StoredFile", "OpenRecord"),
+    "run": ("PLAN_FILE", "RUNSPEC_FILE", "STATUS_FILE"),
     "experiment": ("ExperimentRecord", "Asset", "Assets", "HostCalibration", "HostFingerprint",
                    "Provenance", "EXPERIMENT_FILE"),
     "result": ("StepRecord", "SwitchRecord", "RankAgreement", "Environment", "Contention",
@@ -67,6 +69,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from afbench.store.experiment import *  # noqa: F401,F403
     from afbench.store.layout import *  # noqa: F401,F403
     from afbench.store.result import *  # noqa: F401,F403
+    from afbench.store.run import *  # noqa: F401,F403
     from afbench.store.summary import *  # noqa: F401,F403
     from afbench.store.sweep import *  # noqa: F401,F403
     from afbench.store.versioning import *  # noqa: F401,F403

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, read_step_times
 from afbench.runspec import Plan, RunSpec, RunStatus
-from afbench.store.names import (EXPERIMENT, HYDRA_OVERRIDES, METRICS, MULTIRUN_YAML, PLAN,
+from afbench.store.names import (CONFIG_YAML, EXPERIMENT, HYDRA_OVERRIDES, METRICS, MULTIRUN_YAML, PLAN,
                                   REPORT_HTML, REPORT_MD, RESULT, RUNS, RUNSPEC, STATUS,
                                   STDOUT_LOG, SUMMARY, SWEEP_SUMMARY)
 
@@ -27,10 +27,11 @@ if TYPE_CHECKING:
     from afbench.store.result import RunResult
     from afbench.store.summary import Summary
 
-__all__ = ["OutDir", "RunDir", "SweepDir", "window_step_times", "experiment_dirs", "PLAN",
+__all__ = ["OutDir", "RunDir", "SweepDir", "window_step_times", "window_problem",
+           "experiment_dirs", "PLAN",
            "EXPERIMENT", "SUMMARY", "REPORT_MD", "REPORT_HTML", "RUNS", "RUNSPEC", "STATUS",
            "RESULT", "STDOUT_LOG", "METRICS", "SWEEP_SUMMARY", "MULTIRUN_YAML",
-           "HYDRA_OVERRIDES"]
+           "HYDRA_OVERRIDES", "CONFIG_YAML"]
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,21 @@ def window_step_times(spec: RunSpec, run_dir: Path) -> dict[int, float]:
     pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
     return read_step_times(Path(run_dir) / STDOUT_LOG, window.first_step, window.last_step,
                            pattern)
+
+
+def window_problem(spec: RunSpec, run_dir: Path) -> str:
+    """``""`` when ``spec``'s measured window in ``run_dir/stdout.log`` passes the strict parse
+    (:func:`window_step_times`), else the status reason ``invalid step log: <why>``. The
+    launcher calls it once, where a run ends: a worker that succeeded with a log the verdict
+    cannot use is FAILED in its status.json, the progress line, the skip rules and the exit
+    code alike."""
+    from afbench.analysis.errors import InvalidLog
+
+    try:
+        window_step_times(spec, run_dir)
+    except InvalidLog as exc:
+        return f"invalid step log: {exc}"
+    return ""
 
 
 def experiment_dirs(paths: list[Path]) -> list[OutDir]:

@@ -13,6 +13,7 @@ RUNSPEC = "runspec.json"
 STATUS = "status.json"
 RESULT = "result.json"
 STDOUT_LOG = "stdout.log"
+CONFIG_YAML = "config.yaml"  # a run's resolved config, for the person reading the folder
 METRICS = "metrics.jsonl"
 SWEEP_SUMMARY = "sweep_summary.json"
 MULTIRUN_YAML = "multirun.yaml"  # Hydra writes it into every sweep folder

@@ -78,8 +78,10 @@ def version_of(data: Mapping[str, Any], name: str) -> int:
 
 
 def explain(exc: ValidationError, name: str) -> str:
-    """The first error of ``exc`` as one line naming the file, the dotted key and the fix."""
-    err = exc.errors()[0]
+    """One error of ``exc`` as one line naming the file, the dotted key and the fix: an
+    unknown key first (a misspelt key also leaves the key it meant missing)."""
+    errors = exc.errors()
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     key = ".".join(str(p) for p in err["loc"]) or "(the file)"
     if err["type"] == "extra_forbidden":
         return (f"{name}: unknown key {key!r}: afbench writes no such key (a misspelt or "
