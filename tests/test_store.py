@@ -178,7 +178,73 @@ def test_the_launcher_decides_a_runs_status_and_window_once_where_it_ends(compos
     run = RunDir(Path(spec.run_dir))
     assert (status.status, status.exit_code) == ("FAILED", 0)
     assert status.reason.startswith("invalid step log:") and "several ranks" in status.reason
-    assert run.result() is not None  # the worker did write its result
+    # the worker wrote the engine's typed result; the loader reads it back as written
+    stored = json.loads(run.result_path.read_text())
+    assert stored["schema_version"] == SCHEMA_VERSION and stored["engine"] == "command"
+    assert stored["memory"]["source"] == "not reported (engine command)"
+    assert "memory_source" not in stored
+    assert run.result().model_dump(mode="json") == stored
     assert run.status() == status
     assert RUNSPEC_FILE.read(run.path / "runspec.json") == spec
     assert json.loads((run.path / "runspec.json").read_text())["schema_version"] == SCHEMA_VERSION
+
+
+# --- result.json (afbench.store.result) --------------------------------------------------
+
+def test_a_version_1_result_gets_its_flat_memory_and_efficiency_nested():
+    from afbench.store import RESULT_FILE
+
+    path = STORED / "v1" / "runs" / "plain-train-r1" / "result.json"
+    raw = json.loads(path.read_text())
+    assert raw["memory_source"] == "not reported (engine command)" and "memory" not in raw
+    result = RESULT_FILE.read(path)
+    assert result.memory.source == raw["memory_source"]
+    assert result.efficiency.source == raw["tflops_source"]
+    assert (result.memory.peak_rss_gib, result.efficiency.mfu_pct) == (None, None)
+    assert (result.argv, result.steps_logged, result.command_wall_s) == (
+        raw["argv"], raw["steps_logged"], raw["command_wall_s"])
+
+
+def test_nesting_moves_every_flat_figure_and_each_ranks_own():
+    from afbench.store import RunResult, nest_figures
+
+    flat = {"workload": "sft", "peak_memory_reserved_gib": 4.5, "peak_memory_reserved_pct": 2.0,
+            "memory_source": "torch.cuda", "memory_window": "steps 2-3",
+            "memory_per_rank": [{"rank": 0, "peak_memory_allocated_gib": 3.0,
+                                 "peak_memory_reserved_gib": 4.5, "peak_rss_gib": None,
+                                 "memory_source": "torch.cuda of cuda:0"}],
+            "tflops_per_device": 0.5, "peak_tflops_source": "table", "tflops_source": "afbench",
+            "afbench_tflops_source": "n/a", "flops_params": 1e6, "kv_cache_gib": None}
+    nested = nest_figures(flat)
+    assert set(nested) == {"workload", "memory", "efficiency"}
+    result = RunResult.from_fields(flat)
+    assert (result.memory.peak_reserved_gib, result.memory.peak_reserved_pct) == (4.5, 2.0)
+    assert (result.memory.source, result.memory.window) == ("torch.cuda", "steps 2-3")
+    assert result.memory.per_rank[0].peak_allocated_gib == 3.0
+    assert result.memory.per_rank[0].source == "torch.cuda of cuda:0"
+    assert (result.efficiency.peak_source, result.efficiency.source,
+            result.efficiency.afbench_source, result.efficiency.flops_params) == (
+        "table", "afbench", "n/a", 1e6)
+    # the sweep's columns keep the version-1 names, read through the nested records
+    assert (result.peak_memory_reserved_gib, result.tflops_per_device) == (4.5, 0.5)
+    assert nest_figures(result.model_dump()) == result.model_dump()  # idempotent
+
+
+def test_an_engine_result_with_a_misspelt_key_fails_naming_it():
+    from pydantic import ValidationError
+
+    from afbench.store import RunResult
+
+    with pytest.raises(ValidationError, match="peak_rss_gb"):
+        RunResult.from_fields({"workload": "sft", "peak_rss_gb": 1.0})
+
+
+def test_a_stored_result_with_an_unknown_key_names_the_file_and_the_key(tmp_path):
+    from afbench.store import RunDir
+
+    run = tmp_path / "r"
+    run.mkdir()
+    data = json.loads((STORED / "v1" / "runs" / "plain-train-r1" / "result.json").read_text())
+    (run / "result.json").write_text(json.dumps({**data, "contention": {"stael_pct": 1.0}}))
+    with pytest.raises(OutputError, match=r"r/result\.json: unknown key 'contention\.stael_pct'"):
+        RunDir(run).result()

@@ -295,33 +295,35 @@ def memory_of(results: list[RunResult]) -> Memory:
     """A side's :class:`Memory` from its verdict-phase runs' result.json: each peak the max
     over the repeats (GiB), the headline peak of the first kind of :data:`MEMORY_MEASURES`
     measured, the first run's source, window and KV-cache size."""
-    peaks = {key: max((x for r in results if (x := getattr(r, key)) is not None), default=None)
-             for key, _ in MEMORY_MEASURES}
+    peaks = {key: max((x for r in results if (x := getattr(r.memory, key)) is not None),
+                      default=None) for key, _ in MEMORY_MEASURES}
     measure = next((name for key, name in MEMORY_MEASURES if peaks[key] is not None), None)
     key = dict((name, k) for k, name in MEMORY_MEASURES).get(measure or "")
     return Memory(
         peak_gib=peaks[key] if key else None, measure=measure,
-        peak_reserved_gib=peaks["peak_memory_reserved_gib"],
-        peak_allocated_gib=peaks["peak_memory_allocated_gib"], peak_rss_gib=peaks["peak_rss_gib"],
-        source=_first(r.memory_source for r in results),
-        window=_first(r.memory_window for r in results),
-        **{f: _first(getattr(r, f) for r in results)
+        peak_reserved_gib=peaks["peak_reserved_gib"],
+        peak_allocated_gib=peaks["peak_allocated_gib"], peak_rss_gib=peaks["peak_rss_gib"],
+        source=_first(r.memory.source for r in results),
+        window=_first(r.memory.window for r in results),
+        **{f: _first(getattr(r.memory, f) for r in results)
            for f in ("kv_cache_gib", "kv_cache_tokens", "kv_cache_batch", "kv_cache_source")})
 
 
 def efficiency_of(results: list[RunResult]) -> Efficiency:
     """A side's :class:`Efficiency`: TFLOPs per device and MFU (%) as means over its runs,
     the peak, FLOPs per token and sources of the first run that has them."""
+    runs = [r.efficiency for r in results]
     return Efficiency(
-        tflops_per_device=finite_mean(r.tflops_per_device for r in results),
-        mfu_pct=finite_mean(r.mfu_pct for r in results),
-        peak_tflops=_first(r.peak_tflops for r in results),
-        peak_source=_first(r.peak_tflops_source for r in results),
-        source=_first(r.tflops_source for r in results),
-        flops_per_token=_first(r.flops_per_token for r in results),
-        afbench_tflops_per_device=finite_mean(r.afbench_tflops_per_device for r in results),
-        afbench_mfu_pct=finite_mean(r.afbench_mfu_pct for r in results),
-        afbench_source=_first(r.afbench_tflops_source for r in results))
+        tflops_per_device=finite_mean(e.tflops_per_device for e in runs),
+        mfu_pct=finite_mean(e.mfu_pct for e in runs),
+        peak_tflops=_first(e.peak_tflops for e in runs),
+        peak_source=_first(e.peak_source for e in runs),
+        source=_first(e.source for e in runs),
+        flops_per_token=_first(e.flops_per_token for e in runs),
+        flops_params=_first(e.flops_params for e in runs),
+        afbench_tflops_per_device=finite_mean(e.afbench_tflops_per_device for e in runs),
+        afbench_mfu_pct=finite_mean(e.afbench_mfu_pct for e in runs),
+        afbench_source=_first(e.afbench_source for e in runs))
 
 
 def memory_change(b: Side, v: Side, warn_pct: float) -> MemoryChange:

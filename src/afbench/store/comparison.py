@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, Field
 
 from afbench.messages import Message
+from afbench.store.result import Efficiency
 from afbench.store.versioning import OpenRecord
 
 class WindowMetrics(BaseModel):
@@ -27,8 +28,8 @@ class WindowMetrics(BaseModel):
 
 #: Which peak stands for a side's memory, in this order: what the device's caching allocator
 #: held (decides an out-of-memory), what live tensors held, the process's resident set (CPU).
-MEMORY_MEASURES = (("peak_memory_reserved_gib", "reserved"),
-                   ("peak_memory_allocated_gib", "allocated"), ("peak_rss_gib", "rss"))
+MEMORY_MEASURES = (("peak_reserved_gib", "reserved"), ("peak_allocated_gib", "allocated"),
+                   ("peak_rss_gib", "rss"))
 
 
 class Memory(BaseModel):
@@ -59,26 +60,6 @@ class Memory(BaseModel):
         """The peak of kind ``measure`` (GiB), None when not measured."""
         return {"reserved": self.peak_reserved_gib, "allocated": self.peak_allocated_gib,
                 "rss": self.peak_rss_gib}.get(measure or "")
-
-
-class Efficiency(BaseModel):
-    """Training throughput in FLOPs of a side's verdict-phase runs, mean over its repeats.
-
-    tflops_per_device: achieved TFLOPs (1e12 FLOP/s) per device over the measured window, as
-    the run's engine reports it (the builtin engine: afbench's count); mfu_pct: that over
-    ``peak_tflops`` x 100 (None without a peak); source / peak_source: where each came from.
-    afbench_*: afbench's own count beside an engine's own figures (torchtitan), else None.
-    """
-
-    tflops_per_device: float | None = None
-    mfu_pct: float | None = None
-    peak_tflops: float | None = None
-    peak_source: str | None = None
-    source: str | None = None
-    flops_per_token: float | None = None
-    afbench_tflops_per_device: float | None = None
-    afbench_mfu_pct: float | None = None
-    afbench_source: str | None = None
 
 
 class Side(BaseModel):

@@ -1,15 +1,22 @@
-"""``result.json`` (:class:`RunResult`, written by the worker) and ``metrics.jsonl`` lines
-(:class:`StepRecord`): what one run measured."""
+"""``result.json`` (:class:`RunResult`: what an engine returns and the worker writes) and
+``metrics.jsonl`` lines (:class:`StepRecord`): what one run measured.
+
+An engine builds its result with :meth:`RunResult.from_fields` from the flat field names of
+:mod:`afbench.analysis.efficiency` and its own keys; the memory and efficiency figures become
+the nested :class:`RunMemory` and :class:`Efficiency` records (:func:`nest_figures`, also the
+upgrade step from version 1, whose result.json held them flat). A key no model names is an
+error, in the engine (the run fails, naming it) and in a stored file (OutputError naming the
+file and the key)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import field_validator
 
-from afbench.schema import SCHEMA_VERSION
 from afbench.store.names import RESULT
-from afbench.store.versioning import FileSchema, OpenRecord, same_shape
+from afbench.store.versioning import FileSchema, OpenRecord, Record, StoredFile, same_shape
+
 
 class StepRecord(OpenRecord):
     """One ``metrics.jsonl`` line of kind ``step``: one training step, or one inference run
@@ -40,23 +47,28 @@ class StepRecord(OpenRecord):
     loss_placeholder: bool | None = None
 
 
-class SwitchRecord(OpenRecord):
-    """What one switch did in one run (:class:`afbench.switches.SwitchReport` as JSON)."""
+class SwitchRecord(Record):
+    """What one switch did in one run (:class:`afbench.switches.SwitchReport` as JSON):
+    ``evidence`` is the switch's own proof (op names found in a profile, graph counts)."""
 
     name: str
     applied: bool | None = None
     detail: str = ""
+    evidence: dict[str, Any] = {}
 
 
-class RankAgreement(OpenRecord):
-    """Data-parallel runs: whether every rank ended with the same parameters."""
+class RankAgreement(Record):
+    """Data-parallel runs (:func:`afbench.engines.distributed.agreement`): whether every rank
+    ended with the same parameters (float64 checksums), and each rank's local loss of the
+    last step."""
 
     world_size: int
     param_checksums: list[float] = []
     params_identical: bool
+    last_step_local_losses: list[float | None] = []
 
 
-class Environment(BaseModel):
+class Environment(Record):
     """Where the runs ran, as a run's result.json records it (the
     summary shows the first run's); params: the model's parameter count."""
 
@@ -69,7 +81,7 @@ class Environment(BaseModel):
     params: int | None = None
 
 
-class Contention(OpenRecord):
+class Contention(Record):
     """``result.json``'s ``contention``: what shows that the machine was shared during the
     run's measured window (sources and method: :mod:`afbench.analysis.contention`; the
     decision: :func:`afbench.analysis.contention.judge`). ``None`` where a source is missing.
@@ -105,54 +117,186 @@ class Contention(OpenRecord):
     cpus: int | None = None
 
 
-class RunResult(Environment):
-    """``result.json`` of one successful run, written by the worker. Engines add their own
-    fields (argv, memory, tokens_per_step, ...), which are kept.
+class RankMemory(Record):
+    """One rank's peaks over the measured window (GiB) and how they were measured."""
 
-    first_step_s: seconds of the first step (time to first step, includes compilation).
+    rank: int
+    peak_allocated_gib: float | None = None
+    peak_reserved_gib: float | None = None
+    peak_rss_gib: float | None = None
+    source: str | None = None
+
+
+class RunMemory(Record):
+    """A run's peak memory over its measured window, GiB = 2**30 bytes; None where the engine
+    measured nothing (the command engine: ``source`` says ``not reported``).
+
+    peak_allocated_gib: live tensors (device); peak_reserved_gib: the caching allocator
+    (device; ``peak_reserved_pct`` of the device's memory, torchtitan); peak_rss_gib: the
+    process's resident set (CPU). Each the max over ranks; ``per_rank`` the ranks' own.
+    source, window: how, and over which steps. kv_cache_*: inference only, the largest KV
+    cache one generation holds, from the model config (GiB, positions per sequence,
+    sequences, formula)."""
+
+    peak_allocated_gib: float | None = None
+    peak_reserved_gib: float | None = None
+    peak_reserved_pct: float | None = None
+    peak_rss_gib: float | None = None
+    source: str | None = None
+    window: str | None = None
+    per_rank: list[RankMemory] = []
+    kv_cache_gib: float | None = None
+    kv_cache_tokens: int | None = None
+    kv_cache_batch: int | None = None
+    kv_cache_source: str | None = None
+
+
+class Efficiency(Record):
+    """Training throughput in FLOPs: of one run (result.json), or of a side's verdict-phase
+    runs (summary.json: means over its repeats).
+
+    tflops_per_device: achieved TFLOPs (1e12 FLOP/s) per device over the measured window, as
+    the run's engine reports it (the builtin engine: afbench's count); mfu_pct: that over
+    ``peak_tflops`` x 100 (None without a peak); source / peak_source: where each came from.
+    flops_per_token: FLOPs per trained token; flops_params: the N of 6N.
+    afbench_*: afbench's own count beside an engine's own figures (torchtitan), else None.
     """
 
-    model_config = ConfigDict(extra="allow")
+    tflops_per_device: float | None = None
+    mfu_pct: float | None = None
+    peak_tflops: float | None = None
+    peak_source: str | None = None
+    source: str | None = None
+    flops_per_token: float | None = None
+    flops_params: float | None = None
+    afbench_tflops_per_device: float | None = None
+    afbench_mfu_pct: float | None = None
+    afbench_source: str | None = None
 
-    schema_version: int = SCHEMA_VERSION
+
+#: The flat names of :mod:`afbench.analysis.efficiency` (result.json version 1) -> the nested
+#: record and its field.
+FLAT_FIGURES: dict[str, tuple[str, str]] = {
+    "peak_memory_allocated_gib": ("memory", "peak_allocated_gib"),
+    "peak_memory_reserved_gib": ("memory", "peak_reserved_gib"),
+    "peak_memory_reserved_pct": ("memory", "peak_reserved_pct"),
+    "peak_rss_gib": ("memory", "peak_rss_gib"),
+    "memory_source": ("memory", "source"),
+    "memory_window": ("memory", "window"),
+    "memory_per_rank": ("memory", "per_rank"),
+    **{k: ("memory", k) for k in ("kv_cache_gib", "kv_cache_tokens", "kv_cache_batch",
+                                  "kv_cache_source")},
+    **{k: ("efficiency", k) for k in ("tflops_per_device", "mfu_pct", "peak_tflops",
+                                      "flops_per_token", "flops_params",
+                                      "afbench_tflops_per_device", "afbench_mfu_pct")},
+    "peak_tflops_source": ("efficiency", "peak_source"),
+    "tflops_source": ("efficiency", "source"),
+    "afbench_tflops_source": ("efficiency", "afbench_source"),
+}
+_RANK_FIGURES = {"peak_memory_allocated_gib": "peak_allocated_gib",
+                 "peak_memory_reserved_gib": "peak_reserved_gib",
+                 "memory_source": "source"}
+
+
+def nest_figures(fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with the flat memory and efficiency names (:data:`FLAT_FIGURES`) moved into
+    ``memory`` and ``efficiency`` records (a ``memory_per_rank`` entry's names too); other
+    keys unchanged. The upgrade step of result.json from version 1 to 2, and what
+    :meth:`RunResult.from_fields` does with an engine's fields."""
+    out = {k: v for k, v in fields.items() if k not in FLAT_FIGURES}
+    nested: dict[str, dict[str, Any]] = {"memory": dict(out.pop("memory", None) or {}),
+                                         "efficiency": dict(out.pop("efficiency", None) or {})}
+    for key, (record, name) in FLAT_FIGURES.items():
+        if key in fields:
+            nested[record][name] = fields[key]
+    per_rank = nested["memory"].get("per_rank")
+    if per_rank:
+        nested["memory"]["per_rank"] = [{_RANK_FIGURES.get(k, k): v for k, v in r.items()}
+                                        for r in per_rank]
+    return {**out, **{k: v for k, v in nested.items() if v}}
+
+
+class RunResult(StoredFile, Environment):
+    """``result.json`` of one successful run: what its engine returned (``Engine.run``),
+    written by the worker.
+
+    workload: sft | infer. first_step_s: seconds of the first step (time to first step,
+    includes compilation). memory, efficiency: over the measured window. contention: None
+    where not measured (older runs, a failed window). Engine details, None where the engine
+    has none: world_size, tokens_per_step, grad_accum_steps, num_blocks (packed sequences),
+    optimizer (name and settings), num_prompts, sanity (inference text check:
+    :func:`afbench.analysis.sanity.sanity_check`); the command engine's argv, steps_logged
+    and command_wall_s (s); torchtitan's flavor, argv, env (the variables it added),
+    step_time_source, dump_folder, profile_traces (rank -> trace files) and not_translated
+    (settings torchtitan has no option for).
+    """
+
     workload: str | None = None
     engine: str | None = None
     first_step_s: float | None = None
     switches: list[SwitchRecord] = []
     ranks: RankAgreement | None = None  # data-parallel runs only
-    sanity: dict[str, Any] | None = None  # afbench.analysis.sanity.sanity_check's dict
-    # Memory and efficiency over the measured window (field names and units:
-    # afbench.analysis.efficiency); None where the engine measured nothing.
-    peak_memory_allocated_gib: float | None = None
-    peak_memory_reserved_gib: float | None = None
-    peak_rss_gib: float | None = None
-    memory_source: str | None = None
-    memory_window: str | None = None
-    tflops_per_device: float | None = None
-    mfu_pct: float | None = None
-    peak_tflops: float | None = None
-    peak_tflops_source: str | None = None
-    tflops_source: str | None = None
-    flops_per_token: float | None = None
-    # afbench's own FLOP count where the engine printed its own TFLOPs/MFU (torchtitan)
-    afbench_tflops_per_device: float | None = None
-    afbench_mfu_pct: float | None = None
-    afbench_tflops_source: str | None = None
-    kv_cache_gib: float | None = None  # inference
-    kv_cache_tokens: int | None = None
-    kv_cache_batch: int | None = None
-    kv_cache_source: str | None = None
-    contention: Contention | None = None  # None: not measured (older runs, a failed window)
+    memory: RunMemory = RunMemory()
+    efficiency: Efficiency = Efficiency()
+    contention: Contention | None = None
+    world_size: int | None = None
+    tokens_per_step: int | None = None
+    grad_accum_steps: int | None = None
+    num_blocks: int | None = None
+    optimizer: dict[str, Any] | None = None
+    num_prompts: int | None = None
+    sanity: dict[str, Any] | None = None
+    argv: list[str] | None = None
+    steps_logged: int | None = None
+    command_wall_s: float | None = None
+    flavor: str | None = None
+    env: dict[str, str] | None = None
+    step_time_source: str | None = None
+    dump_folder: str | None = None
+    profile_traces: dict[str, list[str]] | None = None
+    not_translated: list[str] | None = None
 
     @field_validator("ranks", mode="before")
     @classmethod
     def _single_process_has_no_ranks(cls, value: Any) -> Any:
         return value or None  # a single-process SFT run writes {}
 
+    @classmethod
+    def from_fields(cls, fields: dict[str, Any]) -> "RunResult":
+        """An engine's result from its flat fields (:func:`nest_figures`).
+
+        Raises pydantic's ValidationError naming a key no field of result.json has."""
+        return cls.model_validate(nest_figures(fields))
+
+    # The version-1 flat names, read-only: a sweep row keeps them as its columns.
+    @property
+    def peak_memory_allocated_gib(self) -> float | None:
+        return self.memory.peak_allocated_gib
+
+    @property
+    def peak_memory_reserved_gib(self) -> float | None:
+        return self.memory.peak_reserved_gib
+
+    @property
+    def peak_rss_gib(self) -> float | None:
+        return self.memory.peak_rss_gib
+
+    @property
+    def memory_source(self) -> str | None:
+        return self.memory.source
+
+    @property
+    def tflops_per_device(self) -> float | None:
+        return self.efficiency.tflops_per_device
+
+    @property
+    def mfu_pct(self) -> float | None:
+        return self.efficiency.mfu_pct
 
 
-#: result.json: version 0 and 1 hold the same fields as version 2.
-RESULT_FILE = FileSchema(RESULT, RunResult, steps=(same_shape, same_shape))
+#: result.json: version 0 -> 1 the same shape; 1 -> 2 nests the memory and efficiency
+#: figures (:func:`nest_figures`).
+RESULT_FILE = FileSchema(RESULT, RunResult, steps=(same_shape, nest_figures))
 
 
 def load_result(data: dict[str, Any] | RunResult, where: str | None = None) -> RunResult:
