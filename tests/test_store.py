@@ -248,3 +248,29 @@ def test_a_stored_result_with_an_unknown_key_names_the_file_and_the_key(tmp_path
     (run / "result.json").write_text(json.dumps({**data, "contention": {"stael_pct": 1.0}}))
     with pytest.raises(OutputError, match=r"r/result\.json: unknown key 'contention\.stael_pct'"):
         RunDir(run).result()
+
+
+# --- summary.json (afbench.store.summary) ------------------------------------------------
+
+def test_a_misspelt_key_deep_in_a_summary_names_the_file_and_the_path(tmp_path):
+    from afbench.store import read_summary
+
+    data = json.loads((STORED / "v1" / "summary.json").read_text())
+    data["comparisons"][0]["speed"]["gain_pc"] = data["comparisons"][0]["speed"].pop("gain_pct")
+    (tmp_path / "summary.json").write_text(json.dumps(data))
+    with pytest.raises(OutputError, match=r"summary\.json: unknown key "
+                                          r"'comparisons\.0\.speed\.gain_pc'"):
+        read_summary(tmp_path / "summary.json")
+
+
+def test_a_version_0_summary_goes_through_both_steps_of_its_chain():
+    from afbench.store import SUMMARY_FILE
+
+    raw = json.loads((STORED / "v0" / "summary.json").read_text())
+    assert "schema_version" not in raw and "baseline_mean_s" in raw["comparisons"][0]
+    upgraded = SUMMARY_FILE.upgrade(raw)
+    assert upgraded["schema_version"] == SCHEMA_VERSION
+    first = upgraded["comparisons"][0]
+    assert first["baseline"]["mean_step_s"] == raw["comparisons"][0]["baseline_mean_s"]
+    assert first["speed"]["ci_low"] == raw["comparisons"][0]["gain_ci_low"]
+    assert SUMMARY_FILE.load(raw).comparisons[0].speed.ci_low_pct == first["speed"]["ci_low"]

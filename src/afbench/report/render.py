@@ -18,9 +18,9 @@ import jinja2
 
 from afbench import messages
 from afbench.config.models import ReportConfig
-from afbench.io import write_json_atomic, write_text_atomic
+from afbench.io import write_text_atomic
 from afbench.errors import OutputError
-from afbench.store import OutDir, Summary, SweepSummary, load_summary
+from afbench.store import SUMMARY, SUMMARY_FILE, OutDir, Summary, SweepSummary, load_summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -278,6 +278,6 @@ def build_report(out_dir: Path, report: ReportConfig | None = None) -> Summary:
     # re-render in another language changes only its report.<lang>.* files
     summary = fill_lines(compare(col, report),
                          report.model_copy(update={"lang": run_language(out_dir)}))
-    write_json_atomic(out_dir / "summary.json", summary.model_dump(mode="json"))
+    SUMMARY_FILE.write(out_dir / SUMMARY, summary)
     _render(summary, out_dir, report, steps=col.steps, run_lang=run_language(out_dir))
     return summary

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, Field
 
 from afbench.messages import Message
 from afbench.store.result import Efficiency
-from afbench.store.versioning import OpenRecord
+from afbench.store.versioning import Record
 
-class WindowMetrics(BaseModel):
+
+class WindowMetrics(Record):
     """Means over the measured window of a side's runs (repeats averaged); ``None`` where the
     workload does not log the field. ms for TTFT/TPOT, tokens/s, token counts per step."""
 
@@ -32,7 +33,7 @@ MEMORY_MEASURES = (("peak_reserved_gib", "reserved"), ("peak_allocated_gib", "al
                    ("peak_rss_gib", "rss"))
 
 
-class Memory(BaseModel):
+class Memory(Record):
     """Peak memory of a side over the measured window of its verdict-phase runs (the profile
     runs carry profiler overhead), GiB = 2**30 bytes, max over its repeats; ``None`` where no
     run measured it.
@@ -62,7 +63,7 @@ class Memory(BaseModel):
                 "rss": self.peak_rss_gib}.get(measure or "")
 
 
-class Side(BaseModel):
+class Side(Record):
     """One variant's numbers on the verdict phase, over its repeats.
 
     mean_step_s: mean of the per-repeat mean step times (seconds, strict log parse of the
@@ -92,7 +93,7 @@ class Side(BaseModel):
     recompile_after_step: int | None = None
 
 
-class SetAsidePair(BaseModel):
+class SetAsidePair(Record):
     """A pair the verdict left out (:class:`afbench.verdict.SetAside`): ``pair`` 1-based round,
     ``side`` baseline | variant | both, ``reason`` contended | outlier, ``detail`` measured."""
 
@@ -102,7 +103,7 @@ class SetAsidePair(BaseModel):
     detail: str = ""
 
 
-class Speed(OpenRecord):
+class Speed(Record):
     """The verdict on speed as stored in ``summary.json``: the fields of
     :class:`afbench.verdict.Speed` (computed there and only there; docs/statistics.md), plus the
     reference's quick verdict shown beside a one-round verdict. Percent of the baseline's step
@@ -179,7 +180,7 @@ class Speed(OpenRecord):
         return self.ci_high_pct
 
 
-class CurvePoint(BaseModel):
+class CurvePoint(Record):
     """One step of the parity curve; a non-finite loss is stored as ``null`` (JSON has no NaN)."""
 
     step: int
@@ -188,14 +189,14 @@ class CurvePoint(BaseModel):
     abs_diff: float | None
 
 
-class Divergence(BaseModel):
+class Divergence(Record):
     prompt_index: int
     position: int
     baseline_text: str
     variant_text: str
 
 
-class Parity(BaseModel):
+class Parity(Record):
     """Result parity of the pair: MATCH | DIVERGED | N/A (with ``reason``).
 
     Training fills the loss fields (per-step loss, relative tolerance ``rtol``); inference the
@@ -227,7 +228,7 @@ class Parity(BaseModel):
                 else self.first_diverging_position)
 
 
-class Compile(BaseModel):
+class Compile(Record):
     """Compile cost of the variant: overhead = time to first step - mean step time (s);
     break-even = overhead / per-step saving (steps), ``None`` when there is no saving."""
 
@@ -235,7 +236,7 @@ class Compile(BaseModel):
     break_even_steps: float | None = None
 
 
-class MemoryChange(BaseModel):
+class MemoryChange(Record):
     """The variant's peak memory against the baseline's, same ``measure`` on both sides
     (:attr:`Memory.measure`): delta_gib = variant - baseline (GiB), delta_pct = delta /
     baseline x 100; ``warn`` when delta_pct > ``warn_pct`` (``report.memory_warn_pct``)."""
@@ -249,7 +250,7 @@ class MemoryChange(BaseModel):
     warn: bool = False
 
 
-class Comparison(BaseModel):
+class Comparison(Record):
     """One non-baseline variant against the baseline on the verdict phase.
 
     caveats: what the verdict line carries beside the verdict (a memory rise above

@@ -6,17 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from afbench.messages import Message
-from afbench.schema import SCHEMA_VERSION
 from afbench.store.comparison import Comparison
 from afbench.store.experiment import Assets
 from afbench.store.names import SUMMARY
 from afbench.store.result import Environment, RankAgreement, SwitchRecord
-from afbench.store.versioning import FileSchema, OpenRecord, same_shape
+from afbench.store.versioning import FileSchema, Record, StoredFile, same_shape
 
-class PhaseMeans(BaseModel):
+
+class PhaseMeans(Record):
     """Per-step mean of one step_trace_time.csv phase, µs."""
 
     phase: str
@@ -24,7 +24,7 @@ class PhaseMeans(BaseModel):
     variant_us: float
 
 
-class ProfilingComparison(BaseModel):
+class ProfilingComparison(Record):
     """Profiling status of one variant against the baseline on the profile phase:
     COMPARABLE | UNAVAILABLE | INCOMPARABLE (:func:`afbench.analysis.steptrace.profiling_status`)."""
 
@@ -43,7 +43,7 @@ class ProfilingComparison(BaseModel):
     labels_msg: Message | None = None
 
 
-class KernelRow(OpenRecord):
+class KernelRow(Record):
     """One op type of a normalised kernel table (afbench.analysis.kernels.KERNEL_COLUMNS)."""
 
     op_type: str
@@ -52,7 +52,7 @@ class KernelRow(OpenRecord):
     ratio_pct: float
 
 
-class KernelDiffRow(OpenRecord):
+class KernelDiffRow(Record):
     """One op type of :func:`afbench.analysis.kernels.diff_kernel_tables`."""
 
     op_type: str
@@ -64,7 +64,7 @@ class KernelDiffRow(OpenRecord):
     total_us_delta: float
 
 
-class StepDeviceRow(BaseModel):
+class StepDeviceRow(Record):
     """Device time of one profiled step (:func:`afbench.analysis.kernels.kernel_details_per_step`):
     torch_npu's profiler step, device, kernel launches, summed kernel µs, first-to-last µs."""
 
@@ -75,7 +75,7 @@ class StepDeviceRow(BaseModel):
     span_us: float
 
 
-class StepDeviceTime(BaseModel):
+class StepDeviceTime(Record):
     """Per-step device time of a variant's first profile run: ``rows`` from its
     ``kernel_details.csv``, or none and ``note`` saying why (``per-step breakdown
     unavailable: ...``)."""
@@ -85,7 +85,7 @@ class StepDeviceTime(BaseModel):
     note_msg: Message | None = None  # ``note`` as a catalog message
 
 
-class PieceCount(BaseModel):
+class PieceCount(Record):
     baseline: int
     variant: int
     delta: int
@@ -95,7 +95,7 @@ class FusedCount(PieceCount):
     op_types: list[str] = []
 
 
-class FusedEvidence(OpenRecord):
+class FusedEvidence(Record):
     """:func:`afbench.analysis.kernels.rmsnorm_evidence`: launch counts of the RMSNorm pieces
     and of the fused op, baseline vs variant."""
 
@@ -108,7 +108,7 @@ class FusedEvidence(OpenRecord):
 
 # --- the summary --------------------------------------------------------------------------
 
-class RunRow(OpenRecord):
+class RunRow(Record):
     """One row of ``results/runs`` (afbench.collect.Collected.runs), None for missing."""
 
     run_id: str
@@ -145,8 +145,18 @@ class RunRow(OpenRecord):
     rerun_of: str | None = None
     lock_wait_s: float | None = None  # seconds the launcher waited for the device lock
     recompile_msg: Message | None = None  # ``recompile`` as a catalog message
+    recompile_after_step: int | None = None  # the step after which it recompiled
+    # means over the measured window of its metrics.jsonl step records (afbench.collect.MEANS)
+    loss: float | None = None
+    ttft_ms: float | None = None
+    tpot_ms_mean: float | None = None
+    tpot_ms_p50: float | None = None
+    tpot_ms_p90: float | None = None
+    generated_tokens: float | None = None
+    prompt_tokens: float | None = None
+    sanity: str | None = None  # inference text sanity: ok | warning | failed
 
-class PhaseParameters(BaseModel):
+class PhaseParameters(Record):
     """A phase's run parameters, from its baseline run's config."""
 
     phase: str
@@ -160,10 +170,9 @@ class PhaseParameters(BaseModel):
     profiler: dict[str, Any] | None = None
 
 
-class Summary(BaseModel):
+class Summary(StoredFile):
     """``summary.json``: everything the report shows, machine-readable."""
 
-    schema_version: int = SCHEMA_VERSION
     experiment: str
     out_dir: str = ""
     generated_at: str = ""

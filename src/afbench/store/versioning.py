@@ -17,7 +17,10 @@ Versions of the directory:
   ``schema_version: 1`` (typed results: comparisons with two sides); ``plan.json``,
   ``runspec.json`` and ``experiment.json`` carry none.
 - 2: every file carries ``schema_version`` and is read and written through the store's
-  models, which reject unknown keys.
+  models, which reject unknown keys; result.json holds memory and efficiency as nested
+  records (``memory``, ``efficiency``). Still open (:class:`OpenRecord`): sweep_summary.json
+  (rows of version 1 hold keys of the untyped sweep summary) and metrics.jsonl lines (an
+  engine may add its own per-step keys).
 """
 
 from __future__ import annotations
@@ -46,8 +49,8 @@ class Record(BaseModel):
 
 
 class OpenRecord(BaseModel):
-    """A record that still keeps keys it does not name (to be made a :class:`Record`: see
-    the module's docstring for which files are strict)."""
+    """A record that still keeps keys it does not name: sweep_summary.json and metrics.jsonl
+    lines only (see the module docstring); every other file is made of :class:`Record` s."""
 
     model_config = ConfigDict(extra="allow")
 
