@@ -26,9 +26,9 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from afbench.errors import OutputError
-from afbench.io import read_json, write_json_atomic
 from afbench.messages import Message, say
-from afbench.store import MainEffect, Speed, SweepRow, SweepSummary
+from afbench.store import (SWEEP_SUMMARY, SWEEP_SUMMARY_FILE, MainEffect, Speed, SweepRow,
+                           SweepSummary)
 from afbench.store import OutDir
 from afbench.verdict.words import RUN_FAILED, SKIPPED
 
@@ -348,7 +348,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
         failed=[r.name for r in rows if r.verdict == RUN_FAILED],
         untrusted=[r.name for r in rows if r.untrusted], cv_threshold_pct=UNTRUSTED_CV_PCT,
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    write_json_atomic(sweep_dir / "sweep_summary.json", summary.model_dump(mode="json"))
+    SWEEP_SUMMARY_FILE.write(sweep_dir / SWEEP_SUMMARY, summary)
     frames = [c.steps for c in combos if c.steps is not None]
     render_sweep(summary, sweep_dir, report, frames, run_lang=settings.get("lang") or "en")
     return summary
@@ -493,7 +493,7 @@ def failed_jobs(sweep_dir: Path) -> list[str]:
     """``job <n> (<combination>)`` of every combination in ``sweep_dir/sweep_summary.json``
     that did not succeed, by run_experiment's rule: a FAILED run, or a run never started or
     a job stopped before planning (its exit status was 2 or 3)."""
-    summary = SweepSummary.model_validate(read_json(Path(sweep_dir) / "sweep_summary.json"))
+    summary = SWEEP_SUMMARY_FILE.read(Path(sweep_dir) / SWEEP_SUMMARY)
     return [f"job {c.job} ({c.name})" for c in summary.combinations
             if not c.statuses or {"FAILED", "NOT_RUN"} & set(c.statuses)]
 
