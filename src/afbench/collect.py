@@ -22,7 +22,7 @@ from afbench.errors import OutputError
 from afbench.store import RESULT_FILE, ExperimentRecord, RunResult, StepRecord
 from afbench.runspec import Plan, RunSpec
 # the strict parse of a run's measured window lives with the file layout; re-exported here
-from afbench.store import OutDir, RunDir
+from afbench.store import METRICS, RESULT, STDOUT_LOG, OutDir, RunDir
 from afbench.store import window_step_times as window_step_times
 from afbench.switches.registry import compiles
 
@@ -112,7 +112,7 @@ def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> Recom
         return None
     w = spec.config.scheduler.measure
     pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
-    log = run_dir / "stdout.log"
+    log = run_dir / STDOUT_LOG
     text = read_log(log) if log.is_file() else ""
     return (recompile_in_window(text, w.first_step, w.last_step, pattern)
             or recompile_in_records([r.model_dump() for r in records], w.first_step, w.last_step))
@@ -166,7 +166,7 @@ def collect(out_dir: Path) -> Collected:
     for spec in launched_runs(plan):
         run_dir = run_dir_of(out_dir, spec)
         status = RunDir(run_dir).status()
-        result = run_result(run_dir / "result.json")
+        result = run_result(run_dir / RESULT)
         results[spec.run_id] = result
         ident = {"run_id": spec.run_id, "variant": spec.variant, "phase": spec.phase,
                  "repeat": spec.repeat}
@@ -182,7 +182,7 @@ def collect(out_dir: Path) -> Collected:
             "lock_wait_s": status.lock_wait_s if status else None,
             "recompile_after_step": None,
         }
-        records = _step_records(run_dir / "metrics.jsonl")
+        records = _step_records(run_dir / METRICS)
         for rec in records:
             # only the keys the engine wrote: the steps table keeps today's columns
             step_rows.append({**ident, **rec.model_dump(exclude={"kind"}, exclude_unset=True)})

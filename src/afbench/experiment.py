@@ -19,9 +19,9 @@ from afbench.logs import console
 from afbench.plan import add_round, make_plan, skip_reason
 from afbench.preflight import run_preflight
 from afbench.runspec import INTERRUPTED, AutoStop, Plan, Rerun, RunSpec, RunStatus
-from afbench.store import (EXPERIMENT, EXPERIMENT_FILE, PLAN, PLAN_FILE, RESULT, RUNS, RUNSPEC, RUNSPEC_FILE, STATUS,
-                           STATUS_FILE, ExperimentRecord, RunDir, window_problem,
-                           window_step_times)
+from afbench.store import (EXPERIMENT, EXPERIMENT_FILE, PLAN, PLAN_FILE, REPORT_MD, RESULT,
+                           RUNS, RUNSPEC, RUNSPEC_FILE, STATUS, STATUS_FILE, ExperimentRecord,
+                           RunDir, window_problem, window_step_times)
 
 log = logging.getLogger(__name__)
 
@@ -439,7 +439,7 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
         statuses = execute_plan(plan, resume, out_dir / PLAN)
     finally:
         summary = build_report(out_dir)
-        log.info("afbench: report %s", out_dir / "report.md")
+        log.info("afbench: report %s", out_dir / REPORT_MD)
     for line in summary.headline:
         log.info("%s", line)
     if kind is not None:

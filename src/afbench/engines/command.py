@@ -30,6 +30,7 @@ from afbench.engines.process import run_child
 from afbench.errors import ConfigError, RunFailed
 from afbench.runspec import RunSpec
 from afbench.store.result import RunResult
+from afbench.store.names import METRICS
 from afbench.switches.registry import switch_names
 
 ENV_PREFIX = "AFBENCH_"
@@ -227,7 +228,7 @@ def run_command(spec: RunSpec, run_dir: Path) -> RunResult:
         Path(values["profile_dir"]).mkdir(exist_ok=True)
     print("afbench.command: " + " ".join(argv), flush=True)
 
-    metrics = MetricsWriter(run_dir / "metrics.jsonl")
+    metrics = MetricsWriter(run_dir / METRICS)
     env = command_env(engine, values)
     window, whole = contention_samplers(spec, env)
     steps = _StepLines(regex, metrics, on_step=lambda step: window_edge(window, spec, step))

@@ -30,6 +30,7 @@ from afbench.engines.distributed import DistInfo
 from afbench.errors import ConfigError
 from afbench.runspec import RunSpec
 from afbench.store.result import RunResult
+from afbench.store.names import METRICS
 from afbench.switches.base import SwitchContext
 from afbench.switches.registry import apply_stage, ready_switches
 from afbench.switches.step_profiler import NoProfiler
@@ -153,7 +154,7 @@ def run_infer(spec: RunSpec, backend: Backend, run_dir: Path) -> RunResult:
     gen = Generator(model, forward, backend, s, eos_ids, pad_id, graph_step)
     batches = [encoded[i: i + s.batch_size] for i in range(0, len(encoded), s.batch_size)]
 
-    metrics = MetricsWriter(run_dir / "metrics.jsonl")
+    metrics = MetricsWriter(run_dir / METRICS)
     switches += apply_stage("steps", ctx)
     profiler = ctx.profiler or NoProfiler()
     window = efficiency.MeasuredWindow(backend, s.measure, metrics, DistInfo(), unit="runs")

@@ -24,6 +24,7 @@ from afbench.engines.metrics import MetricsWriter
 from afbench.errors import ConfigError, RunFailed
 from afbench.runspec import RunSpec
 from afbench.store.result import RunResult
+from afbench.store.names import METRICS
 from afbench.switches.base import SwitchContext
 from afbench.switches.registry import apply_stage, ready_switches
 from afbench.switches.step_profiler import NoProfiler
@@ -111,7 +112,7 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> RunResult:
     accum = s.global_batch_size // (s.micro_batch_size * info.world_size)
     tokens_per_step = s.global_batch_size * s.seq_len
 
-    metrics = MetricsWriter(run_dir / ("metrics.jsonl" if info.rank == 0 else f"metrics.rank{info.rank}.jsonl"))
+    metrics = MetricsWriter(run_dir / (METRICS if info.rank == 0 else f"metrics.rank{info.rank}.jsonl"))
     switches += apply_stage("steps", ctx)
     profiler = ctx.profiler or NoProfiler()
     first_step_s = None

@@ -22,12 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # after argument parsing: --help and usage errors answer without loading pandas
     from afbench.report.render import build_report, report_name, run_language
-    from afbench.store import OutDir
+    from afbench.store import PLAN, OutDir
 
     if not args.out_dir.is_dir():
         print(f"afbench.report: error: {args.out_dir} does not exist", file=sys.stderr)
         return 2
-    if not (args.out_dir / "plan.json").is_file() and any(args.out_dir.glob("*/plan.json")):
+    if not (args.out_dir / PLAN).is_file() and any(args.out_dir.glob(f"*/{PLAN}")):
         from afbench.sweep import build_sweep_report, verdict_lines  # Hydra: sweeps only
 
         try:
@@ -37,11 +37,11 @@ def main(argv: list[str] | None = None) -> int:
             return exc.exit_code
         for line in verdict_lines(summary):
             print(line)
-        jobs_lang = run_language(next(args.out_dir.glob("*/plan.json")).parent)
+        jobs_lang = run_language(next(args.out_dir.glob(f"*/{PLAN}")).parent)
         name = report_name("sweep_report", "md", args.lang or jobs_lang, jobs_lang)
         print(f"afbench.report: wrote {args.out_dir / name}")
         return 0
-    if not (args.out_dir / "plan.json").is_file():
+    if not (args.out_dir / PLAN).is_file():
         print(f"afbench.report: error: {args.out_dir} holds no plan.json; give an afbench output "
               "directory (outputs/<date>/<time>-<experiment>-<pid>)", file=sys.stderr)
         return 2

@@ -31,6 +31,7 @@ from afbench.engines.torchtitan.parsers import (
 from afbench.errors import ConfigError, RunFailed, RunSkipped
 from afbench.runspec import RunSpec
 from afbench.store.result import RunResult
+from afbench.store.names import METRICS
 from afbench.switches.registry import titan_reports
 
 log = logging.getLogger(__name__)
@@ -163,7 +164,7 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
         invalid = None
     except InvalidLog as exc:
         records, source, invalid = [], "none", str(exc)
-    metrics = MetricsWriter(run_dir / "metrics.jsonl")
+    metrics = MetricsWriter(run_dir / METRICS)
     try:
         for rec in records:
             metrics.write("step", **rec)
