@@ -113,7 +113,7 @@ def test_what_the_experiment_writes_the_store_reads_back_unchanged(tmp_path):
         EXPERIMENT_FILE.write(tmp_path / "experiment.json", Thing(size_mib=1.0))
 
 
-def test_the_history_reads_a_copied_directorys_provenance_typed(tmp_path):
+def test_a_provenance_without_some_fields_reads_them_as_none(tmp_path):
     shutil.copytree(STORED / "v1", tmp_path / "v1")
     path = tmp_path / "v1" / "experiment.json"
     data = json.loads(path.read_text())

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, read_step_times
 from afbench.runspec import Plan, RunSpec, RunStatus
-from afbench.store.names import (CONFIG_YAML, EXPERIMENT, HYDRA_OVERRIDES, METRICS, MULTIRUN_YAML, PLAN,
-                                  REPORT_HTML, REPORT_MD, RESULT, RUNS, RUNSPEC, STATUS,
-                                  STDOUT_LOG, SUMMARY, SWEEP_SUMMARY)
+from afbench.store.names import (CONFIG_YAML, EXPERIMENT, HYDRA_OVERRIDES, METRICS,
+                                  MULTIRUN_YAML, PLAN, REPORT_HTML, REPORT_MD, RESULT, RUNS,
+                                  RUNSPEC, STATUS, STDOUT_LOG, SUMMARY, SWEEP_SUMMARY)
 
 if TYPE_CHECKING:
     from afbench.store.experiment import ExperimentRecord
