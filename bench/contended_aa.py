@@ -23,7 +23,7 @@ from pathlib import Path
 
 import _common as C
 
-from afbench.results import read_summary
+from afbench.store import read_summary
 
 WORKER = C.WORKERS / "matmul_steps.py"
 

@@ -106,7 +106,7 @@ def main() -> None:
         # SQLAlchemy; it records once, into a database that exists
         cold, cold_cpu = [], []
         for d in dirs[21:26]:
-            code = ("import time, afbench.results, afbench.runspec, afbench.store, "
+            code = ("import time, afbench.runspec, afbench.store.layout, afbench.store.summary, "
                     "afbench.verdict; t = time.perf_counter(); c = time.process_time(); "
                     "from afbench.history import record_experiment; "
                     f"assert record_experiment({str(d)!r}, {url!r}); "

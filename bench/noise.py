@@ -35,7 +35,7 @@ from pathlib import Path
 
 import _common as C
 
-from afbench.results import Comparison, read_summary
+from afbench.store import Comparison, read_summary
 
 WORKER = C.WORKERS / "matmul_steps.py"
 EFFECTS = {"slow2": 0.02, "slow5": 0.05, "slow10": 0.10}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from afbench.results import read_summary
+from afbench.store import read_summary
 from afbench.runspec import Plan
 
 WORKER = Path(__file__).parent / "fault_workers" / "planted_noise.py"

@@ -66,13 +66,13 @@ def test_args_placeholders_and_env_are_filled_from_the_run(tmp_path, capsys):
     assert env["AFBENCH_MODE"] == "train" and env["AFBENCH_DEVICES"] == "4,7"
     assert env["AFBENCH_PROFILE_DIR"] == str(run_dir / "profile")
     assert env["USER_FLAG"] == "1"
-    assert result["engine"] == "command" and result["workload"] == "sft"
-    assert result["argv"][0] == sys.executable and result["argv"][3] == "5"
-    assert result["first_step_s"] == pytest.approx(0.02)
-    assert result["steps_logged"] == 5
+    assert result.engine == "command" and result.workload == "sft"
+    assert result.argv[0] == sys.executable and result.argv[3] == "5"
+    assert result.first_step_s == pytest.approx(0.02)
+    assert result.steps_logged == 5
     # afbench cannot see inside the user's process: memory is "not reported", never a guess
-    assert result["memory_source"] == "not reported (engine command)"
-    assert result["peak_memory_reserved_gib"] is None and result["mfu_pct"] is None
+    assert result.memory.source == "not reported (engine command)"
+    assert result.memory.peak_reserved_gib is None and result.efficiency.mfu_pct is None
 
 
 def test_output_is_streamed_to_stdout_and_step_lines_become_records(tmp_path, capsys):
@@ -269,7 +269,7 @@ def test_a_tqdm_bar_glued_to_each_step_line_gives_each_step_once(tmp_path):
                      step_pattern=LOSS_PATTERN)
     result = run_command(spec, Path(spec.run_dir))
     recs = records(Path(spec.run_dir))
-    assert [r["step"] for r in recs] == list(range(1, 13)) and result["steps_logged"] == 12
+    assert [r["step"] for r in recs] == list(range(1, 13)) and result.steps_logged == 12
     assert recs[5] == {"kind": "step", "step": 6, "step_time_s": 0.276, "loss": 2.44}
 
 

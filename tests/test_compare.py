@@ -13,7 +13,7 @@ import numpy as np
 
 from afbench.compare import compile_cost, generation_parity, loss_parity
 from afbench.report.render import verdict_words
-from afbench.results import Parity, Side, Speed
+from afbench.store import Parity, Side, Speed
 
 
 def _steps(losses_a, losses_b):

@@ -19,7 +19,7 @@ from afbench.config.models import ReportConfig, RunConfig
 from afbench.engines.command import run_command
 from afbench.io import write_json_atomic
 from afbench.report.render import render
-from afbench.results import RunRow, Summary
+from afbench.store import RunRow, Summary
 from afbench.runspec import Plan, RunSpec, RunStatus
 
 WORKERS = Path(__file__).parent / "fault_workers"
@@ -49,10 +49,10 @@ def test_a_command_beside_planted_busy_loops_records_a_contended_window(tmp_path
                     args=[str(WORKERS / "busy_steps.py"), "{steps}", str(loops)],
                     steps=4)
     Path(spec.run_dir).mkdir(parents=True)
-    rec = run_command(spec, Path(spec.run_dir))["contention"]
-    assert rec["scope"] == "window" and "steps 2-4" in rec["source"]
-    assert C.MIN_WINDOW_S <= rec["wall_s"] < 30  # three steps of 40 ms CPU each
-    assert rec["run_queue_wait_pct"] > C.RUN_QUEUE_WAIT_PCT
+    rec = run_command(spec, Path(spec.run_dir)).contention
+    assert rec.scope == "window" and "steps 2-4" in rec.source
+    assert C.MIN_WINDOW_S <= rec.wall_s < 30  # three steps of 40 ms CPU each
+    assert rec.run_queue_wait_pct > C.RUN_QUEUE_WAIT_PCT
     contended, reasons = C.judge(rec)
     assert contended and reasons[0].startswith("waited for a CPU")
 

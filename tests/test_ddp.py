@@ -35,9 +35,9 @@ def test_two_ranks_train_and_agree(tmp_path):
     assert result["ranks"]["params_identical"] is True
     assert len(set(result["ranks"]["last_step_local_losses"])) == 2  # different shards
     # each rank measures its own process's peak; the result holds both and their max
-    per_rank = result["memory_per_rank"]
+    per_rank = result["memory"]["per_rank"]
     assert [r["rank"] for r in per_rank] == [0, 1] and all(r["peak_rss_gib"] > 0 for r in per_rank)
-    assert result["peak_rss_gib"] == max(r["peak_rss_gib"] for r in per_rank)
+    assert result["memory"]["peak_rss_gib"] == max(r["peak_rss_gib"] for r in per_rank)
     rank1 = [json.loads(line) for line in (run / "metrics.rank1.jsonl").read_text().splitlines()]
     assert [r["peak_rss_gib"] for r in rank1 if r["kind"] == "memory"] == [per_rank[1]["peak_rss_gib"]]
     # rank 0 owns the step log (each step exactly once); rank 1 logs on its own

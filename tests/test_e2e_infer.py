@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from afbench.results import read_summary
+from afbench.store import read_summary
 
 pytestmark = pytest.mark.e2e
 # experiment.rerun_contended=0: these tests pin run directories (reruns of contended runs:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from afbench.results import read_summary
+from afbench.store import read_summary
 
 pytestmark = pytest.mark.e2e
 

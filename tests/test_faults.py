@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from afbench.results import read_summary
+from afbench.store import read_summary
 from afbench.runspec import INTERRUPTED, RunSpec
 
 WORKERS = Path(__file__).parent / "fault_workers"

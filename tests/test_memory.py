@@ -134,17 +134,18 @@ def test_cpu_sft_run_records_peak_rss_flops_and_no_mfu(tmp_path):
     spec = make_spec(tmp_path, {"workload": "sft", "steps": 3, "seq_len": 64, "global_batch_size": 2,
                                 "micro_batch_size": 2, "measure": {"first_step": 2, "last_step": 3}})
     result = run_sft(spec, cpu_backend.CpuBackend(), Path(spec.run_dir))
-    assert result["peak_rss_gib"] > 0
-    assert result["memory_source"] == cpu_backend.HWM_SOURCE
-    assert result["memory_window"] == "steps 2-3 (counters reset after 1 warm-up steps)"
-    assert [r["rank"] for r in result["memory_per_rank"]] == [0]
+    assert result.memory.peak_rss_gib > 0
+    assert result.memory.source == cpu_backend.HWM_SOURCE
+    assert result.memory.window == "steps 2-3 (counters reset after 1 warm-up steps)"
+    assert [r.rank for r in result.memory.per_rank] == [0]
     config = json.loads((TINY / "config.json").read_text())
-    assert result["flops_per_token"] == flops.training_flops_per_token(
+    assert result.efficiency.flops_per_token == flops.training_flops_per_token(
         flops.TransformerShape.from_config(config), 64)
     steps = [r for r in read_records(Path(spec.run_dir) / "metrics.jsonl") if r["kind"] == "step"]
     window_s = sum(r["step_time_s"] for r in steps if r["step"] >= 2)
-    assert result["tflops_per_device"] == pytest.approx(2 * 128 / window_s * result["flops_per_token"] / 1e12)
-    assert result["mfu_pct"] is None and result["peak_tflops_source"].startswith("n/a")
+    assert result.efficiency.tflops_per_device == pytest.approx(
+        2 * 128 / window_s * result.efficiency.flops_per_token / 1e12)
+    assert result.efficiency.mfu_pct is None and result.efficiency.peak_source.startswith("n/a")
 
 
 def test_cpu_infer_run_records_kv_cache_and_peak_rss(tmp_path):
@@ -153,9 +154,9 @@ def test_cpu_infer_run_records_kv_cache_and_peak_rss(tmp_path):
     spec = make_spec(tmp_path, {"workload": "infer", "max_new_tokens": 4, "num_prompts": 2,
                                 "batch_size": 2, "warmup_runs": 1, "measured_runs": 1})
     result = run_infer(spec, cpu_backend.CpuBackend(), Path(spec.run_dir))
-    assert result["peak_rss_gib"] > 0
-    assert result["memory_window"] == "runs 2-2 (counters reset after 1 warm-up runs)"
-    assert result["kv_cache_batch"] == 2
-    prompt = result["kv_cache_tokens"] - 4
+    assert result.memory.peak_rss_gib > 0
+    assert result.memory.window == "runs 2-2 (counters reset after 1 warm-up runs)"
+    assert result.memory.kv_cache_batch == 2
+    prompt = result.memory.kv_cache_tokens - 4
     assert 0 < prompt <= 256  # input_truncated_len
-    assert result["kv_cache_gib"] * GIB == 2 * 4 * 2 * 64 * (prompt + 4) * 2 * 4
+    assert result.memory.kv_cache_gib * GIB == 2 * 4 * 2 * 64 * (prompt + 4) * 2 * 4

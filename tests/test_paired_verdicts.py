@@ -16,6 +16,7 @@ from afbench.config.models import ReportConfig
 from afbench.plan import add_round, make_plan
 from afbench.report.render import verdict_words
 from afbench.runspec import AutoStop
+from afbench.store import ExperimentRecord
 
 # a measured window with a 6-11% step-to-step spread (seconds), in step order
 SPREAD = [1.00, 1.09, 0.94, 1.11, 0.97, 1.04, 0.92, 1.07, 0.99, 1.10]
@@ -33,11 +34,13 @@ def collected(compose_cfg, tmp_path: Path, steps: dict[str, list[float]], *overr
     if stops:
         plan = plan.model_copy(update={"auto_stops": stops})
     empty = pd.DataFrame()
-    return Collected(tmp_path, plan, {"calibration": calibration}, empty, empty, empty, {}, steps)
+    experiment = ExperimentRecord(calibration=calibration)
+    return Collected(tmp_path, plan, experiment, empty, empty, empty, {}, steps)
 
 
 #: A host calibration fit for one round: a 3% run-to-run spread on 24 pairs.
-CALIBRATION = {"kind": "cpu|builtin|sft|qwen3_tiny|seq256|gbs4|window5", "spread_pct": 3.0,
+CALIBRATION = {"kind": "cpu|builtin|sft|qwen3_tiny|seq256|gbs4|window5",
+               "host_id": "0123456789abcdef", "spread_pct": 3.0,
                "df": 23, "n_pairs": 24, "n_outlier_pairs": 0, "n_experiments": 2,
                "updated_at": "2026-12-02T06:00:00+00:00"}
 

@@ -17,7 +17,7 @@ from markupsafe import escape
 from afbench.config.models import ReportConfig
 from afbench.report import plots
 from afbench.report.render import labels, render
-from afbench.results import Parity, Summary
+from afbench.store import Parity, Summary
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 

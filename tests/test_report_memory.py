@@ -14,7 +14,7 @@ import pytest
 from afbench.compare import PLACEHOLDER_LOSS_REASON, loss_parity, memory_change
 from afbench.config.models import ReportConfig
 from afbench.report.render import build_report, render
-from afbench.results import Memory, Side
+from afbench.store import Memory, Side
 
 STORED = Path(__file__).parent / "fixtures" / "results" / "v1"
 NPU = Path(__file__).parent / "fixtures" / "npu"

@@ -112,10 +112,11 @@ def test_command_engine_run_with_md_report_composes_once_and_imports_no_torch_sc
 
 
 def test_worker_of_the_command_engine_imports_no_torch_pandas_or_omegaconf():
-    # nor afbench.results: its pydantic models cost ~0.08 s per run (afbench.schema instead)
+    # nor the summary's models: they cost ~0.08 s per run (the store loads them lazily)
     code = ("import sys, afbench.worker, afbench.engines.command\n"
             "print(sorted(m for m in ('torch', 'pandas', 'omegaconf', 'scipy', 'yaml', "
-            "'afbench.results') if m in sys.modules))")
+            "'afbench.results', 'afbench.store.summary', 'afbench.store.comparison') "
+            "if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr

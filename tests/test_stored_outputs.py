@@ -12,7 +12,7 @@ import pytest
 from afbench.config.models import ReportConfig
 from afbench.errors import OutputError
 from afbench.report.render import build_report, labels, render
-from afbench.results import SCHEMA_VERSION, load_result, read_summary
+from afbench.store import SCHEMA_VERSION, load_result, read_summary
 
 STORED = Path(__file__).parent / "fixtures" / "results"
 VERSIONS = ["v0", "v1"]
@@ -109,12 +109,12 @@ def test_version_0_comparison_keys_become_the_two_sides(tmp_path):
     assert [b.speed.kind for b in new.comparisons] == ["fixed", "fixed", "none"]
 
 
-def test_result_json_without_schema_version_loads_as_version_0():
-    old = load_result(json.loads((STORED / "v0" / "runs" / "plain-train-r1" / "result.json")
-                                 .read_text()))
-    new = load_result(json.loads((STORED / "v1" / "runs" / "plain-train-r1" / "result.json")
-                                 .read_text()))
-    assert (old.schema_version, new.schema_version) == (0, 1)
+def test_result_json_of_versions_0_and_1_loads_upgraded_to_the_current_version():
+    raw_old = json.loads((STORED / "v0" / "runs" / "plain-train-r1" / "result.json").read_text())
+    raw_new = json.loads((STORED / "v1" / "runs" / "plain-train-r1" / "result.json").read_text())
+    assert ("schema_version" in raw_old, raw_new["schema_version"]) == (False, 1)
+    old, new = load_result(raw_old), load_result(raw_new)
+    assert old.schema_version == new.schema_version == SCHEMA_VERSION
     assert old.first_step_s == new.first_step_s == 3.0
     assert old.argv[-1].endswith("worker.py")  # an engine's own field is kept
 
@@ -127,7 +127,6 @@ def test_a_summary_of_a_newer_schema_is_refused_naming_the_file(tmp_path):
 
 
 def test_status_json_carries_the_same_schema_version_as_the_other_outputs():
-    from afbench.results import SCHEMA_VERSION
     from afbench.runspec import RunStatus
 
     status = RunStatus(run_id="a-train-r1", status="OK", exit_code=0, config_hash="0" * 64)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from afbench.results import read_summary
+from afbench.store import read_summary
 from afbench.runspec import INTERRUPTED
 from support.history import seed_calibration
 

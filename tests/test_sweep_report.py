@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from afbench.analysis.factorial import main_effect, outlier_runs, sign_test_interval
+from afbench.errors import OutputError
 from afbench.report.render import labels
-from afbench.results import load_sweep_summary
+from afbench.store import load_sweep_summary
 from test_report_html import _chromium
 from test_sweep import AF, COMMAND, RMS, afbench, combo, sweep_dir
 
@@ -216,5 +217,5 @@ def test_a_sweep_summary_of_the_flat_rows_before_the_typed_one_still_loads():
     s = load_sweep_summary(old)
     assert s.combinations[0].gain_pct == 30.0 and s.combinations[0].median_step_s is None
     assert s.main_effects[0].effect_pct == 15.0 and s.main_effects[0].mean_gain_pct == 30.0
-    with pytest.raises(ValueError, match="schema_version"):
+    with pytest.raises(OutputError, match="sweep_summary.json: schema_version 99"):
         load_sweep_summary({**old, "schema_version": 99})

@@ -25,7 +25,7 @@ from afbench.config import validate_config
 from afbench.config.models import OptimizationConfig
 from afbench.engines import command
 from afbench.errors import ConfigError
-from afbench.results import RunResult
+from afbench.store import RunResult
 from afbench.switches import registry
 from afbench.switches.base import STAGES, Switch, SwitchContext
 

@@ -7,7 +7,8 @@ import pytest
 from afbench.config.models import ReportConfig
 from afbench.errors import ConfigError
 from afbench.report.render import render
-from afbench.results import Summary
+from afbench.schema import SCHEMA_VERSION
+from afbench.store import Summary
 
 
 def test_user_template_dir_overrides_the_shipped_template(tmp_path):
@@ -16,7 +17,7 @@ def test_user_template_dir_overrides_the_shipped_template(tmp_path):
         "custom {{ s.experiment }} {{ L.verdict }} v{{ s.schema_version }}\n")
     cfg = ReportConfig(template_dir=str(tmp_path / "tpl"), formats=["md"], lang="zh")
     (path,) = render(Summary(experiment="exp1"), tmp_path, cfg)
-    assert path.read_text() == "custom exp1 结论 v1\n"
+    assert path.read_text() == f"custom exp1 结论 v{SCHEMA_VERSION}\n"
 
 
 def test_missing_template_dir_is_rejected_before_anything_runs(compose_cfg, tmp_path):

@@ -526,20 +526,20 @@ def test_run_writes_metrics_and_reference_lines(compose_cfg, tmp_path, fake_torc
     assert {r["step_time_source"] for r in recs} == {"structured_logs"}
     assert times == {r["step"]: pytest.approx(r["step_time_s"], abs=1e-6) for r in recs[5:10]}
     assert recs[0]["tokens"] == 4 * 256 and recs[0]["loss"] == pytest.approx(2.9)
-    assert result["step_time_source"] == "structured_logs"
-    assert result["profile_traces"].keys() == {"10"}
-    assert result["argv"][result["argv"].index("--training.steps") + 1] == "12"
+    assert result.step_time_source == "structured_logs"
+    assert result.profile_traces.keys() == {"10"}
+    assert result.argv[result.argv.index("--training.steps") + 1] == "12"
     assert (run_dir / "titan" / "console.log").is_file()
-    assert [s["name"] for s in result["switches"]] == ["profiler"]
+    assert [s.name for s in result.switches] == ["profiler"]
     # afbench's config function (the default) reads data.path from AFBENCH_DATA_PATH
-    assert result["env"]["AFBENCH_DATA_PATH"] == spec.config.data.path
-    assert "data.path" not in result["not_translated"]
-    assert "model.path" not in result["not_translated"]
+    assert result.env["AFBENCH_DATA_PATH"] == spec.config.data.path
+    assert "data.path" not in result.not_translated
+    assert "model.path" not in result.not_translated
     # torchtitan's own memory / TFLOPs / MFU of steps 6-10 (the fake prints 1.25 GiB, 0.5, 0.1%)
-    assert result["peak_memory_reserved_gib"] == 1.25 and result["peak_memory_reserved_pct"] == 2.0
-    assert (result["tflops_per_device"], result["mfu_pct"]) == (0.5, 0.1)
-    assert result["memory_source"].startswith("torchtitan step log")
-    assert result["memory_window"] == "steps 6-10"
+    assert result.memory.peak_reserved_gib == 1.25 and result.memory.peak_reserved_pct == 2.0
+    assert (result.efficiency.tflops_per_device, result.efficiency.mfu_pct) == (0.5, 0.1)
+    assert result.memory.source.startswith("torchtitan step log")
+    assert result.memory.window == "steps 6-10"
 
 
 def test_run_counts_afbench_tflops_beside_torchtitans_from_the_model_config(
@@ -555,17 +555,19 @@ def test_run_counts_afbench_tflops_beside_torchtitans_from_the_model_config(
     per_token = flops.training_flops_per_token(flops.TransformerShape.from_config(model_config),
                                                cfg.scheduler.seq_len)
     tps = len(recs) * 1024 / sum(r["step_time_s"] for r in recs) / 2
-    assert result["flops_per_token"] == per_token
-    assert result["afbench_tflops_per_device"] == pytest.approx(tps * per_token / 1e12)
-    assert result["afbench_mfu_pct"] == pytest.approx(result["afbench_tflops_per_device"] / 2.0 * 100)
-    assert result["tflops_per_device"] == 0.5  # torchtitan's own stays beside it
+    assert result.efficiency.flops_per_token == per_token
+    assert result.efficiency.afbench_tflops_per_device == pytest.approx(tps * per_token / 1e12)
+    assert result.efficiency.afbench_mfu_pct == pytest.approx(
+        result.efficiency.afbench_tflops_per_device / 2.0 * 100)
+    assert result.efficiency.tflops_per_device == 0.5  # torchtitan's own stays beside it
     # without <model.path>/config.json afbench says why it has no count
     spec, run_dir = cuda_run(compose_cfg, tmp_path / "no-config", TorchtitanEngine(), index=0)
     cfg = spec.config.model_copy(update={
         "model": spec.config.model.model_copy(update={"path": str(tmp_path / "empty")})})
     result = run_torchtitan(spec.model_copy(update={"config": cfg}), run_dir)
-    assert result["afbench_tflops_per_device"] is None and result["tflops_per_device"] == 0.5
-    assert result["afbench_tflops_source"].startswith(f"n/a: {tmp_path / 'empty'}/config.json")
+    assert result.efficiency.afbench_tflops_per_device is None
+    assert result.efficiency.tflops_per_device == 0.5
+    assert result.efficiency.afbench_source.startswith(f"n/a: {tmp_path / 'empty'}/config.json")
 
 
 def test_run_without_structured_logs_derives_step_time_from_tps(compose_cfg, tmp_path,
@@ -573,7 +575,7 @@ def test_run_without_structured_logs_derives_step_time_from_tps(compose_cfg, tmp
     engine = TorchtitanEngine(extra_args=["--debug.no-enable-structured-logging"])
     spec, run_dir = cuda_run(compose_cfg, tmp_path, engine, index=0)
     result = run_torchtitan(spec, run_dir)
-    assert result["step_time_source"] == "tps"
+    assert result.step_time_source == "tps"
     recs = metrics(run_dir)
     assert all(r["step_time_s"] == pytest.approx(1024 / (r["tps_per_device"] * 2)) for r in recs)
     assert sorted(parse_step_times(capsys.readouterr().out, 6, 10)) == [6, 7, 8, 9, 10]
@@ -585,7 +587,7 @@ def test_npu_run_adds_no_second_line_for_steps_that_carry_their_time(compose_cfg
                              index=1, backend="npu")
     result = run_torchtitan(spec, run_dir)
     out = capsys.readouterr().out
-    assert result["step_time_source"] == "log"
+    assert result.step_time_source == "log"
     assert sum("elapsed_time_per_step" in line for line in out.splitlines()) == 10
     assert sorted(parse_step_times(out, 6, 10)) == [6, 7, 8, 9, 10]  # no duplicates
 

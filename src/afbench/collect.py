@@ -19,11 +19,10 @@ from afbench.analysis.recompiles import (Recompile, recompile_caveat, recompile_
 from afbench.analysis.stats import describe, finite_mean
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, mean_step_time, read_log
 from afbench.errors import OutputError
-from afbench.io import read_json
-from afbench.results import RunResult, StepRecord, load_result
+from afbench.store import RESULT_FILE, ExperimentRecord, RunResult, StepRecord
 from afbench.runspec import Plan, RunSpec
 # the strict parse of a run's measured window lives with the file layout; re-exported here
-from afbench.store import OutDir
+from afbench.store import METRICS, RESULT, STDOUT_LOG, OutDir, RunDir
 from afbench.store import window_step_times as window_step_times
 from afbench.switches.registry import compiles
 
@@ -52,14 +51,14 @@ class Collected:
       step_time_s, loss, grad_norm, tokens_per_s) or per decode run for inference.
     kernels: run_id + the normalised kernel table (op_type, count, total_us, ratio_pct).
     results: run_id -> its result.json (None for a run without one); its ``contention`` is
-      the run's typed contention record (:class:`afbench.results.Contention`).
+      the run's typed contention record (:class:`afbench.store.Contention`).
     window_steps: run_id -> the measured window's step times in step order (seconds, the
       strict log parse), for every OK run whose log passes it (the paired statistics' input).
     """
 
     out_dir: Path
     plan: Plan
-    experiment: dict[str, Any]
+    experiment: ExperimentRecord
     runs: pd.DataFrame
     steps: pd.DataFrame
     kernels: pd.DataFrame
@@ -102,12 +101,7 @@ def run_result(path: Path) -> RunResult | None:
     Raises:
         OutputError: a malformed result (names the file).
     """
-    if not path.exists():
-        return None
-    try:
-        return load_result(read_json(path))
-    except ValueError as exc:  # also pydantic's ValidationError
-        raise OutputError(f"{path}: {' '.join(str(exc).splitlines()[:3])}") from exc
+    return RESULT_FILE.read(path) if path.exists() else None
 
 
 def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> Recompile | None:
@@ -118,7 +112,7 @@ def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> Recom
         return None
     w = spec.config.scheduler.measure
     pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
-    log = run_dir / "stdout.log"
+    log = run_dir / STDOUT_LOG
     text = read_log(log) if log.is_file() else ""
     return (recompile_in_window(text, w.first_step, w.last_step, pattern)
             or recompile_in_records([r.model_dump() for r in records], w.first_step, w.last_step))
@@ -146,7 +140,7 @@ def launched_runs(plan: Plan) -> list[RunSpec]:
 
 
 def contention_columns(result: RunResult | None) -> dict[str, Any]:
-    """The runs table's contention columns of a run (:class:`afbench.results.RunRow`):
+    """The runs table's contention columns of a run (:class:`afbench.store.RunRow`):
     ``contended`` and ``contention_reasons`` (:func:`afbench.analysis.contention.judge`, the
     reasons ``"; "``-joined), the measures the report shows and the record's scope; None
     where the run has no contention record."""
@@ -171,22 +165,24 @@ def collect(out_dir: Path) -> Collected:
     rerun_of = {r.by: r.replaced.run_id for r in plan.reruns}
     for spec in launched_runs(plan):
         run_dir = run_dir_of(out_dir, spec)
-        status = read_json(run_dir / "status.json") if (run_dir / "status.json").exists() else {}
-        result = run_result(run_dir / "result.json")
+        status = RunDir(run_dir).status()
+        result = run_result(run_dir / RESULT)
         results[spec.run_id] = result
         ident = {"run_id": spec.run_id, "variant": spec.variant, "phase": spec.phase,
                  "repeat": spec.repeat}
         row: dict[str, Any] = {
-            **ident, "status": status.get("status", "NOT_RUN"),
-            "exit_code": status.get("exit_code"), "reason": status.get("reason", "not run"),
-            "wall_s": status.get("wall_s"), "mean_step_s": None, "log_error": "",
+            **ident, "status": status.status if status else "NOT_RUN",
+            "exit_code": status.exit_code if status else None,
+            "reason": status.reason if status else "not run",
+            "wall_s": status.wall_s if status else None, "mean_step_s": None, "log_error": "",
             "first_step_s": result.first_step_s if result else None, "tokens_per_s": None,
             "workload": spec.config.scheduler.workload, "step_cv_pct": None, "recompile": "",
             **contention_columns(result), "replaced_by": replaced_by.get(spec.run_id),
-            "rerun_of": rerun_of.get(spec.run_id), "lock_wait_s": status.get("lock_wait_s"),
+            "rerun_of": rerun_of.get(spec.run_id),
+            "lock_wait_s": status.lock_wait_s if status else None,
             "recompile_after_step": None,
         }
-        records = _step_records(run_dir / "metrics.jsonl")
+        records = _step_records(run_dir / METRICS)
         for rec in records:
             # only the keys the engine wrote: the steps table keeps today's columns
             step_rows.append({**ident, **rec.model_dump(exclude={"kind"}, exclude_unset=True)})

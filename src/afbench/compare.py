@@ -1,6 +1,6 @@
 """Compare every variant with the baseline: verdicts, gains, parity, compile cost, profiling
 status, kernel tables. Pure functions over :class:`afbench.collect.Collected` that build the
-typed results of :mod:`afbench.results`; :func:`compare` returns the :class:`Summary` written as
+typed results of :mod:`afbench.store`; :func:`compare` returns the :class:`Summary` written as
 ``summary.json`` and handed to the report templates."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from afbench.analysis.stats import finite_mean
 from afbench.collect import MEANS, Collected
 from afbench.config.models import ReportConfig
 from afbench.messages import Message, recorded, say
-from afbench.results import (MEMORY_MEASURES, Comparison, Compile, Efficiency, Environment,
+from afbench.store import (MEMORY_MEASURES, Comparison, Compile, Efficiency, Environment,
                              FusedEvidence, KernelDiffRow, KernelRow, Memory, MemoryChange, Parity,
                              PhaseParameters, ProfilingComparison, RunResult, Side, Speed,
                              StepDeviceTime, Summary, SwitchRecord)
@@ -182,7 +182,7 @@ def speed_of(col: Collected, variant: str, report: ReportConfig) -> Speed:
         return Speed(level=report.confidence, decision=INCONCLUSIVE, no_interval_reason="no_pairs_left")
     if plan.repeats == "auto" and plan.auto is not None:
         return Speed.of(_auto_speed(plan, variant, pairs))
-    calibration = col.experiment.get("calibration")
+    calibration = col.experiment.calibration_dict()
     speed = compare_runs(pairs.baseline, pairs.variant, confidence=report.confidence,
                          min_gain_pct=report.min_gain_pct, contended=pairs.contended,
                          contention_detail=pairs.detail,
@@ -303,33 +303,35 @@ def memory_of(results: list[RunResult]) -> Memory:
     """A side's :class:`Memory` from its verdict-phase runs' result.json: each peak the max
     over the repeats (GiB), the headline peak of the first kind of :data:`MEMORY_MEASURES`
     measured, the first run's source, window and KV-cache size."""
-    peaks = {key: max((x for r in results if (x := getattr(r, key)) is not None), default=None)
-             for key, _ in MEMORY_MEASURES}
+    peaks = {key: max((x for r in results if (x := getattr(r.memory, key)) is not None),
+                      default=None) for key, _ in MEMORY_MEASURES}
     measure = next((name for key, name in MEMORY_MEASURES if peaks[key] is not None), None)
     key = dict((name, k) for k, name in MEMORY_MEASURES).get(measure or "")
     return Memory(
         peak_gib=peaks[key] if key else None, measure=measure,
-        peak_reserved_gib=peaks["peak_memory_reserved_gib"],
-        peak_allocated_gib=peaks["peak_memory_allocated_gib"], peak_rss_gib=peaks["peak_rss_gib"],
-        source=_first(r.memory_source for r in results),
-        window=_first(r.memory_window for r in results),
-        **{f: _first(getattr(r, f) for r in results)
+        peak_reserved_gib=peaks["peak_reserved_gib"],
+        peak_allocated_gib=peaks["peak_allocated_gib"], peak_rss_gib=peaks["peak_rss_gib"],
+        source=_first(r.memory.source for r in results),
+        window=_first(r.memory.window for r in results),
+        **{f: _first(getattr(r.memory, f) for r in results)
            for f in ("kv_cache_gib", "kv_cache_tokens", "kv_cache_batch", "kv_cache_source")})
 
 
 def efficiency_of(results: list[RunResult]) -> Efficiency:
     """A side's :class:`Efficiency`: TFLOPs per device and MFU (%) as means over its runs,
     the peak, FLOPs per token and sources of the first run that has them."""
+    runs = [r.efficiency for r in results]
     return Efficiency(
-        tflops_per_device=finite_mean(r.tflops_per_device for r in results),
-        mfu_pct=finite_mean(r.mfu_pct for r in results),
-        peak_tflops=_first(r.peak_tflops for r in results),
-        peak_source=_first(r.peak_tflops_source for r in results),
-        source=_first(r.tflops_source for r in results),
-        flops_per_token=_first(r.flops_per_token for r in results),
-        afbench_tflops_per_device=finite_mean(r.afbench_tflops_per_device for r in results),
-        afbench_mfu_pct=finite_mean(r.afbench_mfu_pct for r in results),
-        afbench_source=_first(r.afbench_tflops_source for r in results))
+        tflops_per_device=finite_mean(e.tflops_per_device for e in runs),
+        mfu_pct=finite_mean(e.mfu_pct for e in runs),
+        peak_tflops=_first(e.peak_tflops for e in runs),
+        peak_source=_first(e.peak_source for e in runs),
+        source=_first(e.source for e in runs),
+        flops_per_token=_first(e.flops_per_token for e in runs),
+        flops_params=_first(e.flops_params for e in runs),
+        afbench_tflops_per_device=finite_mean(e.afbench_tflops_per_device for e in runs),
+        afbench_mfu_pct=finite_mean(e.afbench_mfu_pct for e in runs),
+        afbench_source=_first(e.afbench_source for e in runs))
 
 
 def memory_change(b: Side, v: Side, warn_pct: float) -> MemoryChange:
@@ -482,7 +484,7 @@ def comparisons(col: Collected, report: ReportConfig) -> list[Comparison]:
     plan = col.plan
     spec = next(r for r in plan.runs if r.variant == plan.baseline and r.phase == plan.verdict_phase)
     rtol = getattr(report.parity, f"rtol_{spec.config.model.dtype}")
-    variants_cfg = col.experiment.get("config", {}).get("experiment", {}).get("variants", {})
+    variants_cfg = col.experiment.variants
     b = side(col, plan.baseline, plan.verdict_phase, workload_of(col))
     return [compare_pair(col, b, variant, report, rtol,
                          aa=variants_cfg.get(variant) == variants_cfg.get(plan.baseline))
@@ -655,12 +657,12 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
     return Summary.model_validate({
         "experiment": plan.experiment, "out_dir": str(col.out_dir),
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "created_at": col.experiment.get("created_at"), "baseline": base,
+        "created_at": col.experiment.created_at, "baseline": base,
         "verdict_phase": plan.verdict_phase, "profile_phase": plan.profile_phase,
         "repeats": plan.repeats, "skip_policy": plan.skip_policy,
         "variants": {name: _dotted(over) for name, over in
-                     col.experiment.get("config", {}).get("experiment", {}).get("variants", {}).items()},
-        "assets": col.experiment.get("assets", {}),
+                     col.experiment.variants.items()},
+        "assets": col.experiment.assets,
         "environment": env.model_dump(include=set(Environment.model_fields),
                                       exclude_none=True) if env else {},
         "parameters": _parameters(col),

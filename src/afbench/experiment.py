@@ -14,12 +14,14 @@ from afbench.config.models import AfbenchConfig
 from afbench.errors import ConfigError, OutputError, PreflightError
 from afbench.history import record_experiment
 from afbench.history.provenance import provenance
-from afbench.io import read_json, write_json_atomic, write_text_atomic
 from afbench.launch.local import launch_run, write_skipped
 from afbench.logs import console
 from afbench.plan import add_round, make_plan, skip_reason
 from afbench.preflight import run_preflight
 from afbench.runspec import INTERRUPTED, AutoStop, Plan, Rerun, RunSpec, RunStatus
+from afbench.store import (EXPERIMENT, EXPERIMENT_FILE, PLAN, PLAN_FILE, REPORT_MD, RESULT,
+                           RUNS, RUNSPEC, RUNSPEC_FILE, STATUS, STATUS_FILE, ExperimentRecord,
+                           RunDir, window_problem, window_step_times)
 
 log = logging.getLogger(__name__)
 
@@ -83,36 +85,14 @@ def _progress(i: int, n: int, run_id: str, status: RunStatus) -> None:
 
 def _window_parses(run_dir: Path, config_hash: str) -> bool:
     """Whether ``run_dir``'s runspec.json has ``config_hash`` and its log's measured window
-    passes the strict parse that collect applies. A run that fails it is reported RUN_FAILED,
-    so resume must run it again rather than copy it."""
-    from afbench.collect import window_step_times  # pandas: not for task=check
-
+    passes the strict parse. The launcher decides that when a run ends (status FAILED,
+    ``invalid step log``); an earlier directory given to ``resume`` may come from an afbench
+    that did not, so a run reused from it is held to the same rule here."""
     try:
-        spec = RunSpec.model_validate_json((run_dir / "runspec.json").read_text(encoding="utf-8"))
-        if spec.config_hash != config_hash:
-            return False
-        window_step_times(spec, run_dir)
-    except (OSError, ValueError):  # InvalidLog and pydantic's ValidationError are ValueErrors
+        spec = RUNSPEC_FILE.read(run_dir / RUNSPEC)
+    except OutputError:
         return False
-    return True
-
-
-def check_log(run: RunSpec, st: RunStatus) -> RunStatus:
-    """A run whose worker succeeded but whose step log breaks the strict rules (a measured
-    step missing, twice, non-numeric: afbench.analysis.steplog) has no number for the verdict:
-    it is FAILED with the parse error as its reason, in status.json too, so the progress line,
-    the skip rules and the exit code say why."""
-    from afbench.analysis.errors import InvalidLog
-    from afbench.collect import window_step_times  # pandas: not for task=check
-
-    if st.status != "OK":
-        return st
-    try:
-        window_step_times(run, Path(run.run_dir))
-    except InvalidLog as exc:
-        st = st.model_copy(update={"status": "FAILED", "reason": f"invalid step log: {exc}"})
-        write_json_atomic(Path(run.run_dir) / "status.json", st.model_dump())
-    return st
+    return spec.config_hash == config_hash and not window_problem(spec, run_dir)
 
 
 def resume_index(root: Path) -> dict[str, Path]:
@@ -126,16 +106,16 @@ def resume_index(root: Path) -> dict[str, Path]:
         raise ConfigError(f"resume: {root} is not a directory; give an earlier afbench output "
                           "or sweep directory")
     index: dict[str, Path] = {}
-    for status_path in sorted(root.rglob("runs/*/status.json")):
+    for status_path in sorted(root.rglob(f"{RUNS}/*/{STATUS}")):
         run_dir = status_path.parent
         try:
-            status = read_json(status_path)
-        except (OSError, ValueError):
+            status = STATUS_FILE.read(status_path)
+        except OutputError:
             continue
-        digest = status.get("config_hash", "")
-        if (digest and digest not in index and status.get("status") == "OK"
-                and not status.get("replaced_by")  # a contended run, run again
-                and (run_dir / "result.json").is_file() and _window_parses(run_dir, digest)):
+        digest = status.config_hash
+        if (digest and digest not in index and status.status == "OK"
+                and not status.replaced_by  # a contended run, run again
+                and (run_dir / RESULT).is_file() and _window_parses(run_dir, digest)):
             index[digest] = run_dir
     return index
 
@@ -144,11 +124,10 @@ def reuse_run(spec: RunSpec, source: Path) -> RunStatus:
     """Copy a finished run (same config hash) into this experiment instead of running it."""
     run_dir = Path(spec.run_dir)
     shutil.copytree(source, run_dir, ignore=shutil.ignore_patterns("cache", "tmp"))
-    write_text_atomic(run_dir / "runspec.json", spec.model_dump_json(indent=2))
-    old = read_json(run_dir / "status.json")
-    status = RunStatus.model_validate({**old, "run_id": spec.run_id,
-                                       "reason": f"resumed from {source}"})
-    write_json_atomic(run_dir / "status.json", status.model_dump())
+    RUNSPEC_FILE.write(run_dir / RUNSPEC, spec)
+    status = STATUS_FILE.read(run_dir / STATUS).model_copy(update={
+        "run_id": spec.run_id, "reason": f"resumed from {source}"})
+    STATUS_FILE.write(run_dir / STATUS, status)
     return status
 
 
@@ -174,8 +153,6 @@ class RunTimes:
 
     def add(self, run: RunSpec, st: RunStatus) -> None:
         """Learn from a run that really ran (OK, its measured window parsed); else nothing."""
-        from afbench.collect import window_step_times  # pandas: not for task=check
-
         if st.status != "OK" or st.reason.startswith("resumed"):
             return
         try:
@@ -232,9 +209,8 @@ def adaptive_round(plan: Plan, statuses: dict[str, str], elapsed_s: float) -> Pl
     (:func:`afbench.plan.add_round`); a pair set aside (contended, or holding an outlier run)
     does not count, so it is replaced by another round. Returns the new plan.
     """
-    # compare and collect import pandas: not for task=check
+    # compare imports pandas: not for task=check
     from afbench.analysis.errors import InvalidLog
-    from afbench.collect import run_result, window_step_times
     from afbench.compare import sequential_design, verdict_pairs
     from afbench.verdict import SequentialTest
     from afbench.verdict.sequential import RUN_FAILED_STOP
@@ -249,7 +225,7 @@ def adaptive_round(plan: Plan, statuses: dict[str, str], elapsed_s: float) -> Pl
         if statuses.get(r.run_id) == "OK":
             try:
                 times = window_step_times(r, Path(r.run_dir))
-                results[r.run_id] = run_result(Path(r.run_dir) / "result.json")
+                results[r.run_id] = RunDir(Path(r.run_dir)).result()
             except (InvalidLog, OSError, OutputError):
                 continue  # no number: the pair is missing below and the variant stops
             steps[r.run_id] = [times[k] for k in sorted(times)]
@@ -306,7 +282,7 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
                 # the live spinner shares the log handler's console, so lines print above it
                 k, n = _count(plan, i)
                 with console.status(f"[{k}/{n}] {run.run_id} running"):
-                    st = check_log(run, launch_run(run))
+                    st = launch_run(run)
                 plan, st = rerun_contended(plan, i, st, plan_path)
         except KeyboardInterrupt:  # the launcher recorded this run SKIPPED, INTERRUPTED
             statuses[run.run_id] = "SKIPPED"
@@ -319,7 +295,7 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
         if plan.repeats == "auto" and _ends_round(plan, i):
             grown = adaptive_round(plan, statuses, time.monotonic() - started)
             if grown != plan and plan_path is not None:
-                write_json_atomic(plan_path, grown.model_dump(mode="json"))
+                PLAN_FILE.write(plan_path, grown)
             plan = grown
         n = len(plan.runs)
         if not reason:
@@ -342,10 +318,10 @@ def run_contention(run: RunSpec) -> tuple[bool | None, list[str]]:
     from afbench.analysis.contention import judge
 
     try:
-        record = read_json(Path(run.run_dir) / "result.json").get("contention")
-    except (OSError, ValueError):
+        result = RunDir(Path(run.run_dir)).result()
+    except OutputError:
         return None, []
-    return judge(record)
+    return judge(result.contention if result is not None else None)
 
 
 def rerun_contended(plan: Plan, i: int, st: RunStatus,
@@ -372,18 +348,18 @@ def rerun_contended(plan: Plan, i: int, st: RunStatus,
                     plan.rerun_contended)
         mark = st.model_copy(update={"replaced_by": new_id, "reason": "; ".join(
             filter(None, [st.reason, f"contended ({'; '.join(reasons)}): replaced by {new_id}"]))})
-        write_json_atomic(Path(run.run_dir) / "status.json", mark.model_dump())
+        STATUS_FILE.write(Path(run.run_dir) / STATUS, mark)
         runs = list(plan.runs)
         runs[i - 1] = new
         plan = plan.model_copy(update={"runs": runs, "reruns": [
             *plan.reruns, Rerun(replaced=run, by=new_id, reasons=reasons)]})
         if plan_path is not None:
-            write_json_atomic(plan_path, plan.model_dump(mode="json"))
+            PLAN_FILE.write(plan_path, plan)
         # the contended run keeps its own line; the rerun is one more run in the count
         k, n = _count(plan, i)
         _progress(k - 1, n, run.run_id, mark)
         with console.status(f"[{k}/{n}] {new_id} running (rerun of {run.run_id})"):
-            st = check_log(new, launch_run(new))
+            st = launch_run(new)
         run = new
     return plan, st
 
@@ -445,7 +421,7 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     from afbench.report import build_report  # pandas, jinja2, matplotlib: not for task=check
 
     out_dir = Path(out_dir)
-    if (out_dir / "plan.json").exists():
+    if (out_dir / PLAN).exists():
         raise ConfigError(f"{out_dir} already holds an experiment; an output directory is never reused")
     plan = make_plan(conf, out_dir, job_num)
     if conf.experiment.repeats != "auto" and conf.experiment.time_budget_s is not None:
@@ -465,22 +441,20 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     assets = input_hashes(conf)
     kind, calibration = host_calibration(plan, conf.history.url) if conf.history.record \
         else (None, None)
-    write_json_atomic(out_dir / "experiment.json", {
+    EXPERIMENT_FILE.write(out_dir / EXPERIMENT, ExperimentRecord.model_validate({
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "config": conf.model_dump(mode="json"),
-        "assets": assets,
-        "calibration": calibration,
+        "config": conf, "assets": assets, "calibration": calibration,
         # host fingerprint, afbench version, git commit, CANN dates: for the history
         "provenance": provenance(plan.runs[0].backend if plan.runs else None,
                                  conf.backend.cann_root),
-    })
-    write_json_atomic(out_dir / "plan.json", plan.model_dump(mode="json"))
+    }))
+    PLAN_FILE.write(out_dir / PLAN, plan)
     log.info("afbench: experiment %s: %d runs -> %s", plan.experiment, len(plan.runs), out_dir)
     try:
-        statuses = execute_plan(plan, resume, out_dir / "plan.json")
+        statuses = execute_plan(plan, resume, out_dir / PLAN)
     finally:
         summary = build_report(out_dir)
-        log.info("afbench: report %s", out_dir / "report.md")
+        log.info("afbench: report %s", out_dir / REPORT_MD)
     for line in summary.headline:
         log.info("%s", line)
     if kind is not None:

@@ -1,7 +1,8 @@
 """The worker contract: what a run is (RunSpec), what a plan is, how its identity is hashed,
 how its outcome is recorded (RunStatus), and the worker protocol (exit code and log prefixes).
 
-A leaf module (it imports only :mod:`afbench.config` and :mod:`afbench.errors`), so that the
+A leaf module (it imports only :mod:`afbench.config`, :mod:`afbench.errors` and
+:mod:`afbench.schema`), so that the
 planner, the launcher, the worker, the engines and the collector all read one definition and
 none of them has to import another to learn it.
 """
@@ -15,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from afbench.config.models import RunConfig
+from afbench.schema import SCHEMA_VERSION
 
 #: Exit status of a worker whose run was skipped (a switch the backend cannot honour); the
 #: reference script's status for a skipped run.
@@ -34,6 +36,7 @@ class RunSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    schema_version: int = SCHEMA_VERSION  # the output directory's (afbench.store.versioning)
     run_id: str
     index: int  # 1-based position in the plan
     variant: str
@@ -99,6 +102,7 @@ class Plan(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    schema_version: int = SCHEMA_VERSION  # the output directory's (afbench.store.versioning)
     experiment: str
     baseline: str
     variants: list[str]
@@ -119,12 +123,12 @@ class Plan(BaseModel):
 
 
 class RunStatus(BaseModel):
-    """Outcome of one run, written to ``<run_dir>/status.json``. One written before
-    ``schema_version`` existed (version 0) holds the same fields and loads as this one."""
+    """Outcome of one run, written to ``<run_dir>/status.json`` (read through
+    :data:`afbench.store.run.STATUS_FILE`, which upgrades older versions)."""
 
-    # the output schema version, equal to afbench.results.SCHEMA_VERSION (a test pins it;
-    # this leaf module may not import afbench.results)
-    schema_version: int = 1
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION  # the output directory's (afbench.store.versioning)
     run_id: str
     status: str  # OK | FAILED | SKIPPED
     exit_code: int | None

@@ -1,8 +1,8 @@
-"""The version of afbench's result files (summary.json, result.json, sweep_summary.json).
+"""The output directory's schema version: one number for every file afbench writes into it.
 
-A module of its own, with no imports, so that the worker process can stamp its result.json
-without importing :mod:`afbench.results` (its pydantic models cost about 0.08 s to build in
-every worker). :mod:`afbench.results` re-exports it and documents what each version holds.
+A module of its own, with no imports, so that the leaf :mod:`afbench.runspec` (plan.json,
+runspec.json, status.json) and the worker can stamp it without importing the store. What each
+version holds, and how older files are upgraded on read: :mod:`afbench.store.versioning`.
 """
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2

@@ -26,10 +26,10 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from afbench.errors import OutputError
-from afbench.io import read_json, write_json_atomic
 from afbench.messages import Message, say
 from afbench.pairing import SWEEP_BASELINE, baseline_setting, same_value, split_override
-from afbench.results import MainEffect, Speed, SweepRow, SweepSummary
+from afbench.store import (SWEEP_SUMMARY, SWEEP_SUMMARY_FILE, MainEffect, Speed, SweepRow,
+                           SweepSummary)
 from afbench.store import OutDir
 from afbench.verdict.words import RUN_FAILED, SKIPPED
 
@@ -73,8 +73,8 @@ def _report_settings(jobs: list[Path]) -> dict[str, Any]:
             exp = OutDir(job).experiment()
         except OutputError:
             continue
-        if exp:
-            return dict(exp.get("config", {}).get("report", {}) or {})
+        if exp.config is not None:
+            return exp.config.report.model_dump(mode="json")
     return {}
 
 
@@ -191,7 +191,7 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
             reasons=[r for r in sel.reason.tolist() + sel.log_error.tolist() if r],
             is_plan_baseline=variant == col.plan.baseline,
             report=report)
-        combo = _Combination(row, calibration=col.experiment.get("calibration"),
+        combo = _Combination(row, calibration=col.experiment.calibration_dict(),
                              paired_base=paired and variant == SWEEP_BASELINE)
         medians = []
         for rid in ids:
@@ -217,8 +217,7 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
         row.outlier_runs = [medians[i][0] for i in outlier_runs(row.run_medians_s)]
         # contended runs make a combination untrusted unless the jobs keep them
         # (report.contention=keep): then they are shown, not held against it
-        set_aside = (col.experiment.get("config", {}).get("report", {}) or {}).get(
-            "contention", "set_aside") == "set_aside"
+        set_aside = col.experiment.report.contention == "set_aside"
         row.untrusted = bool(row.outlier_runs) or (set_aside and bool(row.contended_runs)) or (
             row.step_cv_pct is not None and row.step_cv_pct > UNTRUSTED_CV_PCT)
         for key in MEMORY_FIELDS:
@@ -278,7 +277,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
                        template_dir: str | None = None) -> SweepSummary:
     """Collect every job below ``sweep_dir``, compare every combination with the baseline
     combination, rank them and write sweep_summary.json and sweep_report.md / .html (per
-    ``report.formats``). Returns the :class:`afbench.results.SweepSummary`. In a language
+    ``report.formats``). Returns the :class:`afbench.store.SweepSummary`. In a language
     other than the jobs' own (``lang``), the page is ``sweep_report.<lang>.md`` / ``.html``
     and every job's report is re-rendered in it too (``<job>/report.<lang>.html``), linked
     from the page; the jobs' own reports stay.
@@ -341,7 +340,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
         failed=[r.name for r in rows if r.verdict == RUN_FAILED],
         untrusted=[r.name for r in rows if r.untrusted], cv_threshold_pct=UNTRUSTED_CV_PCT,
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    write_json_atomic(sweep_dir / "sweep_summary.json", summary.model_dump(mode="json"))
+    SWEEP_SUMMARY_FILE.write(sweep_dir / SWEEP_SUMMARY, summary)
     frames = [c.steps for c in combos if c.steps is not None]
     render_sweep(summary, sweep_dir, report, frames, run_lang=settings.get("lang") or "en")
     return summary
@@ -492,7 +491,7 @@ def failed_jobs(sweep_dir: Path) -> list[str]:
     """``job <n> (<combination>)`` of every combination in ``sweep_dir/sweep_summary.json``
     that did not succeed, by run_experiment's rule: a FAILED run, or a run never started or
     a job stopped before planning (its exit status was 2 or 3)."""
-    summary = SweepSummary.model_validate(read_json(Path(sweep_dir) / "sweep_summary.json"))
+    summary = SWEEP_SUMMARY_FILE.read(Path(sweep_dir) / SWEEP_SUMMARY)
     return [f"job {c.job} ({c.name})" for c in summary.combinations
             if not c.statuses or {"FAILED", "NOT_RUN"} & set(c.statuses)]
 

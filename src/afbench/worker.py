@@ -1,9 +1,10 @@
 """The worker process: ``python -m afbench.worker <run_dir>/runspec.json``.
 
 It reads only its RunSpec, runs the engine (:func:`afbench.engines.registry.engine_for`) on
-the backend the plan recorded (``spec.backend``), writes ``metrics.jsonl`` and ``result.json`` into
-the run directory and exits 0 (OK), 125 (SKIPPED: a switch the backend cannot honour) or 1
-(FAILED, with one ``afbench.worker: error:`` line the launcher puts in the report).
+the backend the plan recorded (``spec.backend``), writes ``metrics.jsonl`` and the engine's
+typed result (``result.json``, through :data:`afbench.store.result.RESULT_FILE`) into the run
+directory and exits 0 (OK), 125 (SKIPPED: a switch the backend cannot honour) or 1 (FAILED,
+with one ``afbench.worker: error:`` line the launcher puts in the report).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from pathlib import Path
 
 from afbench.engines.registry import engine_for
 from afbench.errors import ConfigError, RunFailed, RunSkipped
-from afbench.io import write_json_atomic
-from afbench.runspec import ERROR_PREFIX, SKIP_PREFIX, SKIPPED_EXIT_CODE, RunSpec
-from afbench.schema import SCHEMA_VERSION  # not afbench.results: its models cost 0.08 s
+from afbench.runspec import ERROR_PREFIX, SKIP_PREFIX, SKIPPED_EXIT_CODE
+from afbench.store.names import RESULT
+from afbench.store.result import RESULT_FILE  # not the summary's models: they cost 0.08 s
+from afbench.store.run import RUNSPEC_FILE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m afbench.worker <run_dir>/runspec.json", file=sys.stderr)
         return 2
-    spec = RunSpec.model_validate_json(Path(argv[0]).read_text(encoding="utf-8"))
+    spec = RUNSPEC_FILE.read(Path(argv[0]))
     rank = int(os.environ.get("RANK", "0"))
     if rank:
         # under torchrun: only rank 0 writes the log the verdict is parsed from
@@ -47,8 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         print(ERROR_PREFIX + f"{type(exc).__name__}: {exc}".splitlines()[0], flush=True)
         return 1
     if rank == 0:
-        write_json_atomic(Path(spec.run_dir) / "result.json",
-                          {"schema_version": SCHEMA_VERSION, **result})
+        RESULT_FILE.write(Path(spec.run_dir) / RESULT, result)
     return 0
 
 

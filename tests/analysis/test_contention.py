@@ -134,7 +134,7 @@ def test_without_schedstat_pressure_and_cpu_share_decide():
 
 
 def test_judge_reads_a_typed_record_too():
-    from afbench.results import Contention
+    from afbench.store import Contention
 
     assert C.judge(Contention(run_queue_wait_pct=50.0))[0] is True
 

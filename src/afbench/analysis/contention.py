@@ -3,7 +3,7 @@ and the decision "this run was contended" (a pure function of that record).
 
 A :class:`Sample` is taken at the window's start and end (:func:`sample`); :func:`window_record`
 turns two samples into the record kept as ``result.json``'s ``contention``
-(:class:`afbench.results.Contention`, the same field names); :func:`judge` decides from it.
+(:class:`afbench.store.Contention`, the same field names); :func:`judge` decides from it.
 
 Sources (Linux; a file that is missing or unreadable, e.g. a kernel without PSI or macOS,
 gives ``None`` for its measure, never an error):
@@ -254,7 +254,7 @@ def _max_thread_wait(start: Sample, end: Sample) -> int | None:
 def window_record(start: Sample, end: Sample, *, threads: int | None, scope: str,
                   source: str) -> dict[str, Any]:
     """The contention record of the span ``start`` .. ``end`` (the JSON of
-    :class:`afbench.results.Contention`).
+    :class:`afbench.store.Contention`).
 
     Args:
         threads: the CPU threads the measured process asked for (torch intra-op threads, a
@@ -354,7 +354,7 @@ def judge_reasons(record: Mapping[str, Any] | Any | None
 
 def judge(record: Mapping[str, Any] | Any | None) -> tuple[bool | None, list[str]]:
     """Whether a run was contended, from its contention record (a mapping or an object with
-    the record's attributes, e.g. :class:`afbench.results.Contention`), and why.
+    the record's attributes, e.g. :class:`afbench.store.Contention`), and why.
 
     Contended when a thread of the process waited for a CPU more than
     :data:`RUN_QUEUE_WAIT_PCT` of the window, or the hypervisor stole more than :data:`STEAL_PCT`. Where the record has

@@ -43,6 +43,7 @@ from afbench.cli.args import (combinations_to_check, free_form_argv, is_multirun
 from afbench.cli.problems import config_problems
 from afbench.cli.recipes import RECIPE_PATH_ENV, recipe_dirs, register, selected_recipes
 from afbench.errors import AfbenchError
+from afbench.store.names import PLAN
 
 # afbench.config (pydantic models, ~0.2 s) and afbench.plan are imported where a composed
 # config is validated: a key Hydra cannot compose (the common typo) is reported without them.
@@ -163,7 +164,7 @@ def run_single(overrides: list[str], conf_dir: str) -> None:
         except AfbenchError as exc:  # every bad value, variant and phase: one line each
             _fail(str(exc).splitlines(), exc.exit_code, exc, _verbose())
         run_dir = Path(str(cfg.hydra.run.dir))
-        if (run_dir / "plan.json").exists():  # refused before Hydra rewrites its .hydra/ there
+        if (run_dir / PLAN).exists():  # refused before Hydra rewrites its .hydra/ there
             _fail([f"{run_dir} already holds an experiment; an output directory is never "
                    "reused"], 2)
         held["checks"] = _preflight_before_output(conf, run_dir)

@@ -29,6 +29,8 @@ from afbench.engines.metrics import MetricsWriter
 from afbench.engines.process import run_child
 from afbench.errors import ConfigError, RunFailed
 from afbench.runspec import RunSpec
+from afbench.store.result import RunResult
+from afbench.store.names import METRICS
 from afbench.switches.registry import switch_names
 
 ENV_PREFIX = "AFBENCH_"
@@ -204,7 +206,7 @@ class _StepLines:
             self.bad_loss = non_finite_loss(loss, step)
 
 
-def run_command(spec: RunSpec, run_dir: Path) -> dict:
+def run_command(spec: RunSpec, run_dir: Path) -> RunResult:
     """Run ``spec``'s command once; returns the result record (written to result.json).
 
     Returns ``{"workload", "engine": "command", "argv", "first_step_s" (seconds, the first
@@ -226,7 +228,7 @@ def run_command(spec: RunSpec, run_dir: Path) -> dict:
         Path(values["profile_dir"]).mkdir(exist_ok=True)
     print("afbench.command: " + " ".join(argv), flush=True)
 
-    metrics = MetricsWriter(run_dir / "metrics.jsonl")
+    metrics = MetricsWriter(run_dir / METRICS)
     env = command_env(engine, values)
     window, whole = contention_samplers(spec, env)
     steps = _StepLines(regex, metrics, on_step=lambda step: window_edge(window, spec, step))
@@ -263,7 +265,7 @@ def run_command(spec: RunSpec, run_dir: Path) -> dict:
         raise RunFailed(f"command exited with status {code}{tail}")
     if steps.count == 0:
         raise RunFailed(f"no step lines matched engine.step_pattern{tail}")
-    return {
+    return RunResult.from_fields({
         "workload": spec.config.scheduler.workload,
         "engine": "command",
         "argv": argv,
@@ -272,7 +274,7 @@ def run_command(spec: RunSpec, run_dir: Path) -> dict:
         "command_wall_s": round(wall_s, 3),
         "contention": window.record() or whole.record(),
         **not_reported("command"),
-    }
+    })
 
 
 def contention_samplers(spec: RunSpec, env: dict[str, str]

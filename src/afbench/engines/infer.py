@@ -29,6 +29,8 @@ from afbench.engines.metrics import MetricsWriter
 from afbench.engines.distributed import DistInfo
 from afbench.errors import ConfigError
 from afbench.runspec import RunSpec
+from afbench.store.result import RunResult
+from afbench.store.names import METRICS
 from afbench.switches.base import SwitchContext
 from afbench.switches.registry import apply_stage, ready_switches
 from afbench.switches.step_profiler import NoProfiler
@@ -125,7 +127,7 @@ class Generator:
                 "logits": torch.stack(kept) if kept else None}
 
 
-def run_infer(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
+def run_infer(spec: RunSpec, backend: Backend, run_dir: Path) -> RunResult:
     """Run the inference workload of ``spec``; returns the result record (result.json).
 
     Raises RunSkipped when graph mode is asked for on a backend without it, ConfigError on bad
@@ -152,7 +154,7 @@ def run_infer(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     gen = Generator(model, forward, backend, s, eos_ids, pad_id, graph_step)
     batches = [encoded[i: i + s.batch_size] for i in range(0, len(encoded), s.batch_size)]
 
-    metrics = MetricsWriter(run_dir / "metrics.jsonl")
+    metrics = MetricsWriter(run_dir / METRICS)
     switches += apply_stage("steps", ctx)
     profiler = ctx.profiler or NoProfiler()
     window = efficiency.MeasuredWindow(backend, s.measure, metrics, DistInfo(), unit="runs")
@@ -202,7 +204,7 @@ def run_infer(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
         for row in kept_texts:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     sanity = sanity_check([r["text"] for r in kept_texts], [r["token_ids"] for r in kept_texts])
-    return {
+    return RunResult.from_fields({
         "workload": "infer",
         **environment_info(backend),
         "params": sum(p.numel() for p in model.parameters()),
@@ -214,4 +216,4 @@ def run_infer(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
                                      s.max_new_tokens, cfg.model.dtype),
         "sanity": sanity,
         "switches": [vars(sw) for sw in switches],
-    }
+    })

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from afbench.config.engines import CommandEngine, TorchtitanEngine
 from afbench.config.models import RunConfig, SftScheduler
@@ -20,6 +20,7 @@ from afbench.engines import command
 from afbench.engines.torchtitan import cmdline as titan_cmdline
 from afbench.errors import ConfigError, RunFailed
 from afbench.runspec import RunSpec
+from afbench.store.result import RunResult
 
 
 class Engine(Protocol):
@@ -36,8 +37,9 @@ class Engine(Protocol):
 
         Raises ConfigError naming the dotted key and the fix."""
 
-    def run(self, spec: RunSpec, run_dir: Path) -> dict[str, Any]:
-        """Run ``spec`` inside the worker; returns the result record (result.json).
+    def run(self, spec: RunSpec, run_dir: Path) -> RunResult:
+        """Run ``spec`` inside the worker; returns its result (the worker writes it to
+        result.json: :data:`afbench.store.result.RESULT_FILE`).
 
         Raises RunFailed, RunSkipped or ConfigError as the worker protocol says."""
 
@@ -65,7 +67,7 @@ class BuiltinRunner:
                     f"micro_batch_size x world_size = {per_step}")
         _check_model_limits(rc)
 
-    def run(self, spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+    def run(self, spec: RunSpec, run_dir: Path) -> RunResult:
         name = spec.backend or resolve_backend(spec.config.backend.name)
         _, problem = probe_backend(name)
         if problem:
@@ -97,7 +99,7 @@ class CommandRunner:
         command.check_placeholders(rc.engine)
         command.step_regex(rc.engine)
 
-    def run(self, spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+    def run(self, spec: RunSpec, run_dir: Path) -> RunResult:
         return command.run_command(spec, run_dir)
 
 
@@ -114,7 +116,7 @@ class TorchtitanRunner:
         assert isinstance(rc.engine, TorchtitanEngine)
         titan_cmdline.check_config(rc, rc.engine)
 
-    def run(self, spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+    def run(self, spec: RunSpec, run_dir: Path) -> RunResult:
         # the torchtitan launcher (subprocess, log parsers): only in a torchtitan worker
         from afbench.engines.torchtitan.run import run_torchtitan
 

@@ -23,6 +23,8 @@ from afbench.engines.common import environment_info, prepare_model
 from afbench.engines.metrics import MetricsWriter
 from afbench.errors import ConfigError, RunFailed
 from afbench.runspec import RunSpec
+from afbench.store.result import RunResult
+from afbench.store.names import METRICS
 from afbench.switches.base import SwitchContext
 from afbench.switches.registry import apply_stage, ready_switches
 from afbench.switches.step_profiler import NoProfiler
@@ -75,7 +77,7 @@ def make_adamw(params: list, s: SftScheduler, device: torch.device
     return opt, {"impl": impl, "requested": s.optimizer_impl, "reason": reason}
 
 
-def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
+def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> RunResult:
     """Run the SFT workload of ``spec``; returns the result record (written to result.json).
 
     Raises RunFailed on a non-finite loss, ConfigError on bad model/data, RunSkipped when a
@@ -110,7 +112,7 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     accum = s.global_batch_size // (s.micro_batch_size * info.world_size)
     tokens_per_step = s.global_batch_size * s.seq_len
 
-    metrics = MetricsWriter(run_dir / ("metrics.jsonl" if info.rank == 0 else f"metrics.rank{info.rank}.jsonl"))
+    metrics = MetricsWriter(run_dir / (METRICS if info.rank == 0 else f"metrics.rank{info.rank}.jsonl"))
     switches += apply_stage("steps", ctx)
     profiler = ctx.profiler or NoProfiler()
     first_step_s = None
@@ -170,7 +172,7 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
     memory = window.result_fields()
     agreed = ddp.agreement(model, info, local_losses)
     ddp.shutdown(info)
-    return {
+    return RunResult.from_fields({
         "workload": "sft",
         "world_size": info.world_size,
         "ranks": agreed,
@@ -187,4 +189,4 @@ def run_sft(spec: RunSpec, backend: Backend, run_dir: Path) -> dict:
             info.world_size, peak_tflops=cfg.backend.peak_tflops,
             device_name=backend.device_name(), dtype=cfg.model.dtype),
         "switches": [vars(sw) for sw in switches],
-    }
+    })

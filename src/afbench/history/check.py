@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from sqlalchemy import Engine, select
 
 from afbench.history.schema import experiments, records, runs
-from afbench.results import Speed
+from afbench.store import Speed
 from afbench.store import OutDir
 from afbench.verdict import SLOWER, compare_groups
 
@@ -32,7 +32,7 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
     runs), each a list of runs, each a list of measured step times in seconds, by
     :func:`afbench.verdict.compare_groups` (unpaired: Welch's t on log run medians, or the
     newest run against the history's run-to-run spread), as the stored
-    :class:`afbench.results.Speed`. ``calibration``: the newest experiment's host calibration
+    :class:`afbench.store.Speed`. ``calibration``: the newest experiment's host calibration
     (its ``experiment.json``), used when each side has a single run. ``*_contended``: per
     run, whether it was recorded as contended (set aside; see compare_groups).
 
@@ -53,7 +53,7 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
 def _calibration(out_dir: str | None) -> dict[str, Any] | None:
     """The host calibration the newest experiment recorded in its experiment.json, if any."""
     try:
-        return OutDir(Path(out_dir)).experiment().get("calibration") if out_dir else None
+        return OutDir(Path(out_dir)).experiment().calibration_dict() if out_dir else None
     except Exception:  # a moved or deleted output directory: the gate runs without it
         return None
 

@@ -26,7 +26,7 @@ from afbench.verdict.runs import run_statistic
 from afbench.errors import OutputError
 from afbench.history.db import utcnow
 from afbench.history.schema import experiments, records, runs
-from afbench.results import Comparison, Side, Summary
+from afbench.store import Comparison, Side, Summary
 from afbench.runspec import Plan, RunSpec
 from afbench.store import OutDir, window_step_times
 from afbench.switches.registry import switch_names
@@ -157,8 +157,7 @@ def extract(out: OutDir, source: str = "import") -> Extracted:
     be read."""
     out = OutDir(Path(out.path).resolve())
     plan, summary, exp = out.plan(), out.summary(), out.experiment()
-    prov = exp.get("provenance") or {}
-    host = prov.get("host") or {}
+    prov, host = exp.provenance, exp.provenance.host
     # a sweep job's variant carries its swept setting: one series per combination
     setting = ",".join(f"{k}={v}" for k, v in out.sweep_setting().items())
     variants, results = [], []
@@ -173,7 +172,7 @@ def extract(out: OutDir, source: str = "import") -> Extracted:
     env = first or summary.environment
     sweep = out.sweep()
     all_runs = [r for v in variants for r in v.runs]
-    created = (_utc(exp.get("created_at")) or _utc(summary.created_at)
+    created = (_utc(exp.created_at) or _utc(summary.created_at)
                or _utc(summary.generated_at)
                or datetime.fromtimestamp(out.plan_path.stat().st_mtime, timezone.utc)
                .replace(tzinfo=None))
@@ -184,12 +183,12 @@ def extract(out: OutDir, source: str = "import") -> Extracted:
         "sweep_dir": str(sweep.path) if sweep else None,
         "job": out.path.name if sweep else None, "n_runs": len(all_runs),
         "n_failed": sum(r["status"] == "FAILED" for r in all_runs),
-        "afbench_version": prov.get("afbench"), "git_commit": prov.get("git_commit"),
-        "versions": dict(env.versions or {}), "cann": prov.get("cann"),
+        "afbench_version": prov.afbench, "git_commit": prov.git_commit,
+        "versions": dict(env.versions or {}), "cann": prov.cann,
         "backend": env.backend or (plan.runs[0].backend if plan.runs else None),
-        "device": env.device, "host_id": host.get("host_id"),
-        "hostname": host.get("hostname"), "cpu_model": host.get("cpu_model"),
-        "accelerator": host.get("accelerator"), "driver": host.get("driver"),
+        "device": env.device, "host_id": host.host_id,
+        "hostname": host.hostname, "cpu_model": host.cpu_model,
+        "accelerator": host.accelerator, "driver": host.driver,
     }
     return Extracted(row, variants)
 

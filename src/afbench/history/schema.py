@@ -10,7 +10,7 @@ calibration  the host's run-to-run spread per run kind (issue 21 item 4: a hook,
              the verdict's host calibration once it exists)
 
 Times are UTC, stored naive. Seconds for step times, GiB for memory, percent for gains
-(positive = faster, as :class:`afbench.results.Speed`).
+(positive = faster, as :class:`afbench.store.Speed`).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import yaml
 
 from afbench.analysis.steplog import log_lines, read_log
 from afbench.errors import AfbenchError
-from afbench.io import write_json_atomic, write_text_atomic
+from afbench.io import write_text_atomic
 from afbench.launch.devices import (
     device_locks,
     held_devices,
@@ -32,6 +32,8 @@ from afbench.engines.registry import engine_for
 from afbench.preflight import find_cann_root
 from afbench.runspec import (ERROR_PREFIX, INTERRUPTED, SKIP_PREFIX, SKIPPED_EXIT_CODE, RunSpec,
                              RunStatus)
+from afbench.store.layout import CONFIG_YAML, RESULT, RUNSPEC, STATUS, STDOUT_LOG, window_problem
+from afbench.store.run import RUNSPEC_FILE, STATUS_FILE
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -42,9 +44,9 @@ def prepare_run_dir(spec: RunSpec) -> Path:
     run_dir = Path(spec.run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     run_dir.mkdir(mode=0o700)  # FileExistsError if it exists: a run dir is never reused
-    write_text_atomic(run_dir / "runspec.json", spec.model_dump_json(indent=2))
+    RUNSPEC_FILE.write(run_dir / RUNSPEC, spec)
     write_text_atomic(
-        run_dir / "config.yaml",
+        run_dir / CONFIG_YAML,
         yaml.safe_dump(spec.config.model_dump(mode="json"), sort_keys=False),
     )
     return run_dir
@@ -115,7 +117,7 @@ def worker_argv(spec: RunSpec, python: str, run_dir: Path) -> list[str]:
     rank (``Engine.torchrun``: the builtin one) and world_size > 1 the same under torchrun
     (``python -m torch.distributed.run --standalone``: a free local rendezvous port, one
     process per rank)."""
-    worker = ["-m", "afbench.worker", str(run_dir / "runspec.json")]
+    worker = ["-m", "afbench.worker", str(run_dir / RUNSPEC)]
     world = spec.config.parallel.world_size
     if world > 1 and engine_for(spec.config).torchrun:
         return [python, "-m", "torch.distributed.run", "--standalone",
@@ -168,10 +170,10 @@ def _tail(log: Path, n: int = 1) -> str:
 def write_skipped(spec: RunSpec, reason: str) -> RunStatus:
     """Record a run that was not started: empty log, exit status 125, the reason."""
     run_dir = prepare_run_dir(spec)
-    (run_dir / "stdout.log").touch()
+    (run_dir / STDOUT_LOG).touch()
     status = RunStatus(run_id=spec.run_id, status="SKIPPED", exit_code=SKIPPED_EXIT_CODE,
                        reason=reason, config_hash=spec.config_hash)
-    write_json_atomic(run_dir / "status.json", status.model_dump())
+    STATUS_FILE.write(run_dir / STATUS, status)
     return status
 
 
@@ -179,8 +181,10 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
     """Run ``spec`` in a fresh process and record its status.
 
     The worker is ``python -m afbench.worker <run_dir>/runspec.json``; stdout and stderr go to
-    ``<run_dir>/stdout.log``. Status: OK (exit 0 and result.json written), SKIPPED (exit 125:
-    the backend cannot honour a switch), FAILED (non-zero exit, signal, timeout, or no result).
+    ``<run_dir>/stdout.log``. Status, decided here once: OK (exit 0, result.json written and
+    the measured window of the log passes the strict parse), SKIPPED (exit 125: the backend
+    cannot honour a switch), FAILED (non-zero exit, signal, timeout, no result, or ``invalid
+    step log: ...``: :func:`afbench.store.layout.window_problem`).
     KeyboardInterrupt stops the worker's process group, records SKIPPED with the reason
     :data:`INTERRUPTED` (the run did not fail: it was stopped) and is re-raised.
 
@@ -191,7 +195,7 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
     problem records FAILED with its reason.
     """
     run_dir = prepare_run_dir(spec)
-    log_path = run_dir / "stdout.log"
+    log_path = run_dir / STDOUT_LOG
     # The run's devices stay locked from before the worker starts until its process group is
     # gone: no other afbench run is timed on them meanwhile (afbench.launch.devices).
     hold = ExitStack()
@@ -234,8 +238,9 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
             _stop_group(proc, 0)  # reap anything the worker left behind in its group
     if reason:
         state = "FAILED"
-    elif code == 0 and (run_dir / "result.json").exists():
-        state = "OK"
+    elif code == 0 and (run_dir / RESULT).exists():
+        reason = window_problem(spec, run_dir)
+        state = "FAILED" if reason else "OK"
     elif code == 0:
         state, reason = "FAILED", "exit status 0 but no result.json written"
     elif code == SKIPPED_EXIT_CODE:
@@ -257,5 +262,5 @@ def _finish(spec: RunSpec, run_dir: Path, state: str, code: int | None, reason: 
                        wall_s=round(time.perf_counter() - t0, 3), started_at=started,
                        finished_at=_now(), config_hash=spec.config_hash,
                        lock_wait_s=lock_wait_s)
-    write_json_atomic(run_dir / "status.json", status.model_dump())
+    STATUS_FILE.write(run_dir / STATUS, status)
     return status

@@ -21,14 +21,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lang", choices=["en", "zh"], help="report language (default: as run)")
     args = parser.parse_args(argv)
     # after argument parsing: --help and usage errors answer without loading pandas
-    from afbench.config.models import ReportConfig
     from afbench.report.render import build_report, report_name, run_language
-    from afbench.store import OutDir
+    from afbench.store import PLAN, OutDir
 
     if not args.out_dir.is_dir():
         print(f"afbench.report: error: {args.out_dir} does not exist", file=sys.stderr)
         return 2
-    if not (args.out_dir / "plan.json").is_file() and any(args.out_dir.glob("*/plan.json")):
+    if not (args.out_dir / PLAN).is_file() and any(args.out_dir.glob(f"*/{PLAN}")):
         from afbench.sweep import build_sweep_report, verdict_lines  # Hydra: sweeps only
 
         try:
@@ -38,26 +37,26 @@ def main(argv: list[str] | None = None) -> int:
             return exc.exit_code
         for line in verdict_lines(summary):
             print(line)
-        jobs_lang = run_language(next(args.out_dir.glob("*/plan.json")).parent)
+        jobs_lang = run_language(next(args.out_dir.glob(f"*/{PLAN}")).parent)
         name = report_name("sweep_report", "md", args.lang or jobs_lang, jobs_lang)
         print(f"afbench.report: wrote {args.out_dir / name}")
         return 0
-    if not (args.out_dir / "plan.json").is_file():
+    if not (args.out_dir / PLAN).is_file():
         print(f"afbench.report: error: {args.out_dir} holds no plan.json; give an afbench output "
               "directory (outputs/<date>/<time>-<experiment>-<pid>)", file=sys.stderr)
         return 2
     exp = OutDir(args.out_dir).experiment()
-    report = exp.get("config", {}).get("report", {})
+    report = exp.report
     if args.lang:
-        report = {**report, "lang": args.lang}
+        report = report.model_copy(update={"lang": args.lang})
     try:
-        summary = build_report(args.out_dir, ReportConfig.model_validate(report))
+        summary = build_report(args.out_dir, report)
     except AfbenchError as exc:
         print(f"afbench.report: error: {exc}", file=sys.stderr)
         return exc.exit_code
     for line in summary.headline:
         print(line)
-    name = report_name("report", "md", report.get("lang") or "en", run_language(args.out_dir))
+    name = report_name("report", "md", report.lang or "en", run_language(args.out_dir))
     print(f"afbench.report: wrote {args.out_dir / name}")
     return 0
 

@@ -1,6 +1,6 @@
 """Plots of the HTML report, as inline SVG markup.
 
-Pure functions of the summary (the :class:`afbench.results.Summary` of
+Pure functions of the summary (the :class:`afbench.store.Summary` of
 :func:`afbench.compare.compare`, read by attribute) and the per-step table (collect's ``steps``, ``results/steps.parquet``). Each returns a
 :class:`Plot`: its ``<svg>`` markup, or no markup and a one-line ``note`` saying why it is
 omitted, because a partial output directory (no profile, failed runs) is normal, not an error.
@@ -26,7 +26,7 @@ from afbench.report.figure import (BASELINE_COLOUR, GAIN_DOWN, GAIN_UP, PALETTE,
                                    _figure, _margins, _matplotlib, _svg, _text_in)
 
 if TYPE_CHECKING:
-    from afbench.results import Summary
+    from afbench.store import Summary
 
 log = logging.getLogger(__name__)
 
@@ -466,7 +466,7 @@ def sweep_forest_plot(summary: Any, L: dict[str, str]) -> Plot:
     """Gain vs the baseline combination (%) of every other combination with its interval (at
     the sweep's per-comparison level), sorted best first; untrusted combinations hollow and
     amber; combinations without a gain listed last with their verdict. ``summary``: an
-    :class:`afbench.results.SweepSummary`."""
+    :class:`afbench.store.SweepSummary`."""
     rows = [r for r in summary.combinations if r.name != summary.baseline]
     if not any(_finite(r.gain_pct) for r in rows):
         return Plot(note=L["no_sweep_gain_plot"])
@@ -484,7 +484,7 @@ def sweep_forest_plot(summary: Any, L: dict[str, str]) -> Plot:
 
 def sweep_effects_plot(summary: Any, L: dict[str, str]) -> Plot:
     """Main effect (%) of each swept key's value against its reference value, with its
-    sign-test interval; ``summary``: an :class:`afbench.results.SweepSummary`."""
+    sign-test interval; ``summary``: an :class:`afbench.store.SweepSummary`."""
     effects = [e for e in summary.main_effects if _finite(e.effect_pct)]
     if not effects:
         return Plot(note=L["no_effects_plot"])
@@ -500,7 +500,7 @@ def sweep_grid_plot(summary: Any, L: dict[str, str]) -> Plot:
     """For exactly two swept keys (one variant per job): a heatmap of the gain (%) of each
     combination, rows the first key's values, columns the second's, each cell annotated with
     its gain and verdict and linked to the job's report; failed cells grey, untrusted ones
-    outlined in amber. ``summary``: an :class:`afbench.results.SweepSummary`."""
+    outlined in amber. ``summary``: an :class:`afbench.store.SweepSummary`."""
     keys = summary.swept_keys
     if len(keys) != 2 or len({r.variant for r in summary.combinations if r.variant}) > 1:
         return Plot(note=L["no_grid_plot"])

@@ -1,7 +1,7 @@
 """Render the summary with Jinja2 into report.md and report.html, and write the tables.
 
 Templates: ``report.md.j2`` and ``report.html.j2`` from ``report.template_dir`` when set (a
-user's own), else the shipped ``templates/``. They get ``s`` (the :class:`afbench.results.Summary`;
+user's own), else the shipped ``templates/``. They get ``s`` (the :class:`afbench.store.Summary`;
 its attributes, e.g. ``s.comparisons[0].variant.mean_step_s``) and ``L`` (the labels of
 ``report.lang`` from ``templates/labels.yaml``); the HTML template also gets ``plots``
 (:func:`afbench.report.plots.report_plots`: inline SVG figures, or notes).
@@ -18,9 +18,9 @@ import jinja2
 
 from afbench import messages
 from afbench.config.models import ReportConfig
-from afbench.io import write_json_atomic, write_text_atomic
-from afbench.results import Summary, SweepSummary, load_summary
-from afbench.store import OutDir
+from afbench.io import write_text_atomic
+from afbench.errors import OutputError
+from afbench.store import SUMMARY, SUMMARY_FILE, OutDir, Summary, SweepSummary, load_summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,9 +42,9 @@ def run_language(out_dir: Path) -> str:
     experiment.json; ``"en"`` when it does not say."""
     try:
         exp = OutDir(Path(out_dir)).experiment()
-    except (OSError, ValueError):
+    except OutputError:
         return "en"
-    return str(exp.get("config", {}).get("report", {}).get("lang") or "en")
+    return exp.report.lang or "en"
 
 
 def _fmt(value: Any, spec: str = ".4f", none: str = "n/a") -> str:
@@ -63,7 +63,7 @@ def _pct(value: Any, spec: str = "+.2f") -> str:
 
 
 def _contention(row: Any, L: dict[str, str]) -> str:
-    """The runs table's contention cell of a run row (:class:`afbench.results.RunRow`): its
+    """The runs table's contention cell of a run row (:class:`afbench.store.RunRow`): its
     measures and the decision in the report's words, e.g. ``CPU wait 34%, CPU pressure 100%,
     steal 0%, CPU/wall 0.52 of 2 threads: contended``; ``n/a`` when not measured. A replaced
     run (or a rerun) names the other run."""
@@ -187,7 +187,7 @@ def render(summary: Summary | dict[str, Any], out_dir: Path, report: ReportConfi
     """Render ``report.md`` / ``report.html`` (per ``report.formats``) atomically into out_dir
     (named by :func:`report_name`: ``report.<lang>.md`` when ``report.lang`` is not
     ``run_lang``). ``summary``: a Summary, or summary.json's content of any schema version
-    (:func:`afbench.results.load_summary`). The HTML's step-time plot reads
+    (:func:`afbench.store.load_summary`). The HTML's step-time plot reads
     ``out_dir/results/steps.parquet`` when it exists."""
     return _render(load_summary(summary), Path(out_dir), report, steps=None, run_lang=run_lang)
 
@@ -227,7 +227,7 @@ def render_sweep(summary: SweepSummary, sweep_dir: Path, report: ReportConfig,
     ``report.lang``, with ``sweep.{md,html}.j2`` from ``report.template_dir`` where it has
     them) atomically into ``sweep_dir``; ``sweep_report.<lang>.md`` when ``report.lang`` is
     not the jobs' own ``run_lang`` (:func:`report_name`). Templates get ``s`` (the
-    :class:`afbench.results.SweepSummary`) and ``L``; the HTML one also ``plots``
+    :class:`afbench.store.SweepSummary`) and ``L``; the HTML one also ``plots``
     (:func:`afbench.report.plots.sweep_plots`), drawn from ``steps``: the combinations'
     verdict-phase step tables, each with a ``combination`` column.
 
@@ -266,7 +266,7 @@ def build_report(out_dir: Path, report: ReportConfig | None = None) -> Summary:
     out_dir = Path(out_dir).resolve()
     if report is None:
         exp = OutDir(out_dir).experiment()
-        report = ReportConfig.model_validate(exp.get("config", {}).get("report", {}))
+        report = exp.report
     col = collect(out_dir)
     tables = out_dir / "results"
     tables.mkdir(exist_ok=True)
@@ -278,6 +278,6 @@ def build_report(out_dir: Path, report: ReportConfig | None = None) -> Summary:
     # re-render in another language changes only its report.<lang>.* files
     summary = fill_lines(compare(col, report),
                          report.model_copy(update={"lang": run_language(out_dir)}))
-    write_json_atomic(out_dir / "summary.json", summary.model_dump(mode="json"))
+    SUMMARY_FILE.write(out_dir / SUMMARY, summary)
     _render(summary, out_dir, report, steps=col.steps, run_lang=run_language(out_dir))
     return summary

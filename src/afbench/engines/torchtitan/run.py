@@ -30,6 +30,8 @@ from afbench.engines.torchtitan.parsers import (
 )
 from afbench.errors import ConfigError, RunFailed, RunSkipped
 from afbench.runspec import RunSpec
+from afbench.store.result import RunResult
+from afbench.store.names import METRICS
 from afbench.switches.registry import titan_reports
 
 log = logging.getLogger(__name__)
@@ -88,8 +90,8 @@ def _check_runnable(engine: TorchtitanEngine, python: str, env: dict[str, str], 
 
 
 def run_torchtitan(spec: RunSpec, run_dir: Path, *,
-                   python: str = sys.executable) -> dict[str, Any]:
-    """Run ``spec`` with torchtitan; returns the result record (written to result.json).
+                   python: str = sys.executable) -> RunResult:
+    """Run ``spec`` with torchtitan; returns its result (written to result.json).
 
     Streams the process's output to stdout and to ``<run_dir>/<dump>/console.log``
     (:func:`afbench.engines.process.run_child`). When it
@@ -162,7 +164,7 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
         invalid = None
     except InvalidLog as exc:
         records, source, invalid = [], "none", str(exc)
-    metrics = MetricsWriter(run_dir / "metrics.jsonl")
+    metrics = MetricsWriter(run_dir / METRICS)
     try:
         for rec in records:
             metrics.write("step", **rec)
@@ -197,7 +199,7 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
     switches = titan_reports(cfg, engine.flavor, Path(spec.run_dir))
     traces = find_titan_traces(run_dir / "profile")
     window = s.measure
-    return {
+    return RunResult.from_fields({
         "workload": "sft",
         "engine": "torchtitan",
         "flavor": engine.flavor,
@@ -219,7 +221,7 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
         **titan_efficiency(records, window.first_step, window.last_step),
         "memory_window": f"steps {window.first_step}-{window.last_step}",
         **_afbench_count(spec, records, backend),
-    }
+    })
 
 
 def _afbench_count(spec: RunSpec, records: list[dict[str, Any]], backend: str) -> dict[str, Any]:

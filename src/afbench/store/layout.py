@@ -1,55 +1,37 @@
-"""The output directory's file layout, in one place (issue 21, item 1: started here).
+"""The output directory's file layout: where each file lies, and its typed reader.
 
 An experiment's output directory (``outputs/<date>/<time>-<experiment>-<pid>/``) holds
 ``plan.json``, ``experiment.json``, ``summary.json``, ``report.md``, ``report.html`` and one
 folder per run under ``runs/<run_id>/`` (``runspec.json``, ``status.json``, ``result.json``,
 ``stdout.log``, ``metrics.jsonl``); a sweep folder (``multirun/...``) holds Hydra's
-``multirun.yaml``, ``sweep_summary.json`` and one experiment directory per job. :class:`OutDir`,
-:class:`RunDir` and :class:`SweepDir` name those files; the history (``afbench.history``) reads
-output directories only through them; collect, the report and the sweep read plan.json,
-experiment.json, a run's folder and a job's overrides through them too. The writers
-(experiment, launcher, worker, report) still spell their file names themselves: moving them
-here, with a typed model, a schema version and an upgrade chain per file, is the rest of
-item 1.
-
-Reads go through the typed loaders (:func:`afbench.results.read_summary`,
-:func:`afbench.results.load_result`, :class:`afbench.runspec.Plan`, ``RunStatus``); this
-module writes nothing.
+``multirun.yaml``, ``sweep_summary.json`` and one experiment directory per job (file names:
+:mod:`afbench.store.names`). :class:`OutDir`, :class:`RunDir` and :class:`SweepDir` read
+those files through their :class:`afbench.store.versioning.FileSchema` (any version, upgraded;
+OutputError naming the file and the key when one does not fit) and write them the same way.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, read_step_times
-from afbench.errors import OutputError
-from afbench.results import RunResult, Summary, load_result, read_summary
 from afbench.runspec import Plan, RunSpec, RunStatus
+from afbench.store.names import (CONFIG_YAML, EXPERIMENT, HYDRA_OVERRIDES, METRICS,
+                                  MULTIRUN_YAML, PLAN, REPORT_HTML, REPORT_MD, RESULT, RUNS,
+                                  RUNSPEC, STATUS, STDOUT_LOG, SUMMARY, SWEEP_SUMMARY)
 
-PLAN = "plan.json"
-EXPERIMENT = "experiment.json"
-SUMMARY = "summary.json"
-REPORT_MD = "report.md"
-REPORT_HTML = "report.html"
-RUNS = "runs"
-RUNSPEC = "runspec.json"
-STATUS = "status.json"
-RESULT = "result.json"
-STDOUT_LOG = "stdout.log"
-METRICS = "metrics.jsonl"
-SWEEP_SUMMARY = "sweep_summary.json"
-MULTIRUN_YAML = "multirun.yaml"  # Hydra writes it into every sweep folder
-HYDRA_OVERRIDES = Path(".hydra") / "overrides.yaml"  # a Hydra job's command-line overrides
+if TYPE_CHECKING:
+    from afbench.store.experiment import ExperimentRecord
+    from afbench.store.result import RunResult
+    from afbench.store.summary import Summary
 
-
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise OutputError(f"{path}: cannot be read as JSON ({exc})") from exc
+__all__ = ["OutDir", "RunDir", "SweepDir", "window_step_times", "window_problem",
+           "experiment_dirs", "PLAN",
+           "EXPERIMENT", "SUMMARY", "REPORT_MD", "REPORT_HTML", "RUNS", "RUNSPEC", "STATUS",
+           "RESULT", "STDOUT_LOG", "METRICS", "SWEEP_SUMMARY", "MULTIRUN_YAML",
+           "HYDRA_OVERRIDES", "CONFIG_YAML"]
 
 
 @dataclass(frozen=True)
@@ -70,23 +52,17 @@ class RunDir:
         """``status.json`` as :class:`RunStatus`; None when the run never started (no file).
 
         Raises OutputError naming the file when it is not a valid status."""
+        from afbench.store.run import STATUS_FILE
+
         path = self.path / STATUS
-        if not path.is_file():
-            return None
-        try:
-            return RunStatus.model_validate(_json(path))
-        except ValueError as exc:
-            raise OutputError(f"{path}: {str(exc).splitlines()[0]}") from exc
+        return STATUS_FILE.read(path) if path.is_file() else None
 
     def result(self) -> RunResult | None:
         """``result.json`` as :class:`RunResult`; None when the run wrote none (failed,
         skipped). Raises OutputError naming the file when it does not fit the schema."""
-        if not self.result_path.is_file():
-            return None
-        try:
-            return load_result(_json(self.result_path))
-        except ValueError as exc:
-            raise OutputError(f"{self.result_path}: {str(exc).splitlines()[0]}") from exc
+        from afbench.store.result import RESULT_FILE
+
+        return RESULT_FILE.read(self.result_path) if self.result_path.is_file() else None
 
 
 @dataclass(frozen=True)
@@ -117,20 +93,23 @@ class OutDir:
 
     def plan(self) -> Plan:
         """``plan.json``. Raises OutputError naming the file when it does not fit."""
-        try:
-            return Plan.model_validate(_json(self.plan_path))
-        except ValueError as exc:
-            raise OutputError(f"{self.plan_path}: {str(exc).splitlines()[0]}") from exc
+        from afbench.store.run import PLAN_FILE
+
+        return PLAN_FILE.read(self.plan_path)
 
     def summary(self) -> Summary:
-        """``summary.json`` through :func:`afbench.results.read_summary` (versions 0 and 1)."""
-        return read_summary(self.summary_path)
+        """``summary.json`` (any version). Raises OutputError naming the file."""
+        from afbench.store.summary import SUMMARY_FILE
 
-    def experiment(self) -> dict[str, Any]:
-        """``experiment.json`` (``created_at``, ``config``, ``assets``, ``provenance``); ``{}``
-        when absent (directories of early versions)."""
+        return SUMMARY_FILE.read(self.summary_path)
+
+    def experiment(self) -> ExperimentRecord:
+        """``experiment.json`` (any version); an empty record (no config) when absent
+        (directories of early versions). Raises OutputError naming the file and the key."""
+        from afbench.store.experiment import EXPERIMENT_FILE, ExperimentRecord
+
         path = self.path / EXPERIMENT
-        return _json(path) if path.is_file() else {}
+        return EXPERIMENT_FILE.read(path) if path.is_file() else ExperimentRecord()
 
     def run(self, spec: RunSpec) -> RunDir:
         """The folder of ``spec``: ``runs/<run_id>`` here, so a moved or copied directory reads
@@ -216,6 +195,21 @@ def window_step_times(spec: RunSpec, run_dir: Path) -> dict[int, float]:
     pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
     return read_step_times(Path(run_dir) / STDOUT_LOG, window.first_step, window.last_step,
                            pattern)
+
+
+def window_problem(spec: RunSpec, run_dir: Path) -> str:
+    """``""`` when ``spec``'s measured window in ``run_dir/stdout.log`` passes the strict parse
+    (:func:`window_step_times`), else the status reason ``invalid step log: <why>``. The
+    launcher calls it once, where a run ends: a worker that succeeded with a log the verdict
+    cannot use is FAILED in its status.json, the progress line, the skip rules and the exit
+    code alike."""
+    from afbench.analysis.errors import InvalidLog
+
+    try:
+        window_step_times(spec, run_dir)
+    except InvalidLog as exc:
+        return f"invalid step log: {exc}"
+    return ""
 
 
 def experiment_dirs(paths: list[Path]) -> list[OutDir]:

@@ -1,0 +1,99 @@
+"""``experiment.json`` (:class:`ExperimentRecord`): what an experiment ran with, written once
+when it starts (:func:`afbench.experiment.run_experiment`): the composed config, the content
+hashes of its inputs, the host calibration it decides with, and its provenance for the
+history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from afbench.config.models import AfbenchConfig, ReportConfig
+from afbench.store.names import EXPERIMENT
+from afbench.store.versioning import FileSchema, Record, StoredFile, same_shape
+
+
+class Asset(Record):
+    """An input's path and content SHA-256 (hex; :func:`afbench.assets.content_sha256`)."""
+
+    path: str | None = None
+    sha256: str | None = None
+
+
+class Assets(Record):
+    """Content SHA-256 of the model folder and data file (experiment.json ``assets``)."""
+
+    model: Asset = Asset()
+    data: Asset = Asset()
+
+
+class HostCalibration(Record):
+    """This host's run-to-run spread of a kind of run, as the experiment read it from the
+    history database (:func:`afbench.history.calibration.lookup`): spread_pct (sd of one
+    pair's log ratio, percent), df, n_pairs, n_outlier_pairs, n_experiments pooled, and when
+    it was last updated (ISO 8601)."""
+
+    kind: str
+    host_id: str
+    spread_pct: float
+    df: float
+    n_pairs: int
+    n_outlier_pairs: int = 0
+    n_experiments: int = 1
+    updated_at: str | None = None
+
+
+class HostFingerprint(Record):
+    """:func:`afbench.history.provenance.host_fingerprint`: hostname, CPU model and count,
+    accelerator names, driver (``nvidia 550.54`` | ``ascend 24.1.rc2``) and host_id (16 hex
+    digits)."""
+
+    hostname: str | None = None
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    accelerator: str | None = None
+    driver: str | None = None
+    host_id: str | None = None
+
+
+class Provenance(Record):
+    """:func:`afbench.history.provenance.provenance`: the afbench version, the git commit of
+    the working directory (``+dirty`` when changed), that directory, the host and the CANN
+    components' build dates (``20YYMMDD``; npu only)."""
+
+    afbench: str | None = None
+    git_commit: str | None = None
+    cwd: str | None = None
+    host: HostFingerprint = HostFingerprint()
+    cann: dict[str, str | None] | None = None
+
+
+class ExperimentRecord(StoredFile):
+    """``experiment.json``. ``config``: the composed, validated config the experiment ran
+    with (None only in the empty record of a directory without the file); created_at: ISO
+    8601, UTC; calibration: the host calibration a one-round verdict decides with (None: none
+    found or not looked up), kept so that an offline re-render decides as the run did."""
+
+    created_at: str | None = None
+    config: AfbenchConfig | None = None
+    assets: Assets = Assets()
+    calibration: HostCalibration | None = None
+    provenance: Provenance = Provenance()
+
+    @property
+    def report(self) -> ReportConfig:
+        """The ``report`` section the experiment ran with (the defaults without a config)."""
+        return self.config.report if self.config is not None else ReportConfig()
+
+    @property
+    def variants(self) -> dict[str, dict[str, Any]]:
+        """Variant -> its dotted overrides (``{}`` without a config)."""
+        return dict(self.config.experiment.variants) if self.config is not None else {}
+
+    def calibration_dict(self) -> dict[str, Any] | None:
+        """The calibration as the verdict library and summary.json take it (a plain dict)."""
+        return self.calibration.model_dump() if self.calibration is not None else None
+
+
+#: experiment.json: versions 0 and 1 carried no schema_version and the same keys (the
+#: calibration and provenance came in version 1, both optional).
+EXPERIMENT_FILE = FileSchema(EXPERIMENT, ExperimentRecord, steps=(same_shape, same_shape))
