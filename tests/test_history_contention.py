@@ -156,7 +156,7 @@ def test_a_database_of_revision_0001_is_upgraded_and_its_runs_judged(tmp_path):
 ])
 def test_runs_set_aside_against_the_history_are_worded_as_history_runs(lang, words):
     from afbench.report.render import verdict_words
-    from afbench.results import Speed
+    from afbench.store import Speed
     from afbench.verdict import compare_groups
 
     history = [[0.010] * 5, [0.0102] * 5, [0.0099] * 5, [0.0101] * 5, [0.0100] * 5, [0.03] * 5]

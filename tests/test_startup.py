@@ -115,7 +115,7 @@ def test_worker_of_the_command_engine_imports_no_torch_pandas_or_omegaconf():
     # nor the summary's models: they cost ~0.08 s per run (the store loads them lazily)
     code = ("import sys, afbench.worker, afbench.engines.command\n"
             "print(sorted(m for m in ('torch', 'pandas', 'omegaconf', 'scipy', 'yaml', "
-            "'afbench.results', 'afbench.store.summary', 'afbench.store.comparison') "
+            "'afbench.store.summary', 'afbench.store.comparison') "
             "if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
