@@ -22,6 +22,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, func, select
 
+import afbench.switches.registry  # noqa: F401  (hands the switch names to afbench.config)
 from afbench.errors import AfbenchError
 from afbench.history.db import ENV_URL, open_db, resolve_url, shown
 from afbench.history.schema import experiments, records, runs

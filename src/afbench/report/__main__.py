@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+import afbench.switches.registry  # noqa: F401  (hands the switch names to afbench.config)
 from afbench.errors import AfbenchError
 
 
