@@ -116,3 +116,31 @@ def test_time_to_first_step_of_only_warm_runs_is_marked_warm():
     # directories written before kernel_cache was recorded: the plain mean, unmarked
     old = first_step(pd.DataFrame([{"first_step_s": 3.0}, {"first_step_s": 5.0}]))
     assert old == {"first_step_s": 4.0, "first_step_kernel_cache": None}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_report_says_where_time_to_first_step_was_measured_warm(tmp_path, lang):
+    from afbench.config.models import ReportConfig
+    from afbench.report.render import labels, render
+    from afbench.results import Comparison, Compile, RunRow, Side, Summary
+
+    def report(kernel_cache: str) -> str:
+        variant = Side(name="af_on", first_step_s=31.1, first_step_kernel_cache=kernel_cache)
+        summary = Summary(experiment="e", comparisons=[Comparison(
+            baseline=Side(name="af_off"), variant=variant, phase="train", workload="sft",
+            verdict="NO_GAIN", verdict_line="x", compile=Compile(overhead_s=30.8,
+                                                                 kernel_cache=kernel_cache))],
+            runs=[RunRow(run_id="af_on-profile-r1", variant="af_on", phase="profile", repeat=1,
+                         status="OK", kernel_cache=kernel_cache)])
+        folder = tmp_path / kernel_cache
+        folder.mkdir()
+        (path,) = render(summary, folder, ReportConfig(formats=["md"], lang=lang))
+        return path.read_text(encoding="utf-8")
+
+    L = labels(lang)
+    warm, cold = report("warm"), report("cold")
+    assert L["first_step_warm"].format(variant="af_on") in warm
+    assert L["run_kernel_cache_warm"] in warm
+    assert L["first_step_cold"].format(variant="af_on") in cold
+    assert L["first_step_warm"].format(variant="af_on") not in cold
+    assert L["run_kernel_cache_warm"] not in cold
