@@ -46,7 +46,9 @@ class Collected:
       recompile_after_step (that recompile's step, else None), the contention columns of
       :func:`contention_columns` (``contended``: bool, None when not measured;
       ``contention_reasons``), ``replaced_by`` / ``rerun_of`` (reruns of contended runs),
-      ``lock_wait_s``). Runs replaced by a rerun are rows too.
+      ``lock_wait_s``), ``kernel_cache`` (a compiled run's status.json ``kernel_cache``:
+      "warm", "cold", None when not recorded or the run compiles nothing). Runs replaced by
+      a rerun are rows too.
     steps: one row per logged step from metrics.jsonl (run_id, variant, phase, repeat, step,
       step_time_s, loss, grad_norm, tokens_per_s) or per decode run for inference.
     kernels: run_id + the normalised kernel table (op_type, count, total_us, ratio_pct).
@@ -181,6 +183,9 @@ def collect(out_dir: Path) -> Collected:
             "rerun_of": rerun_of.get(spec.run_id),
             "lock_wait_s": status.lock_wait_s if status else None,
             "recompile_after_step": None,
+            # a compiled run's compiler caches when it started (warm: kernels built by an
+            # earlier run of the experiment); None for a run that compiles nothing
+            "kernel_cache": status.get("kernel_cache") if compiles(spec.config) else None,
         }
         records = _step_records(run_dir / METRICS)
         for rec in records:

@@ -275,7 +275,7 @@ def side(col: Collected, variant: str, phase: str | None, workload: str) -> Side
     return Side(
         name=variant, statuses=statuses, log_errors=errors, repeats_s=per_repeat,
         mean_step_s=finite_mean(sel.mean_step_s.tolist()) if (sel.status == "OK").all() else None,
-        first_step_s=finite_mean(sel.first_step_s.tolist()) if "first_step_s" in sel else None,
+        **first_step(sel),
         step_cv_pct=max(cvs) if cvs else None, tokens_per_s=finite_mean(sel.tokens_per_s.tolist()),
         metrics={k: finite_mean(sel[k].tolist()) for k in MEANS[workload] if k in sel},
         sanity=sanity[0] if sanity else None,
@@ -287,6 +287,22 @@ def side(col: Collected, variant: str, phase: str | None, workload: str) -> Side
                                    if x is not None and x == x), None),
         skipped=bool(statuses) and all(s == "SKIPPED" for s in statuses),
         ok=bool(statuses) and all(s == "OK" for s in statuses) and not errors)
+
+
+def first_step(sel: pd.DataFrame) -> dict[str, Any]:
+    """``first_step_s`` (mean, s) and ``first_step_kernel_cache`` of the runs ``sel``: over
+    the runs whose compiler caches were cold when they started where there are any (a first
+    compile, as a user meets it), else over all of them, marked "warm" when every run found
+    kernels an earlier run of the experiment had built (launch.local.compiler_cache_dirs)."""
+    if "first_step_s" not in sel:
+        return {"first_step_s": None, "first_step_kernel_cache": None}
+    states = sel.kernel_cache.tolist() if "kernel_cache" in sel else [None] * len(sel)
+    cold = [t for t, k in zip(sel.first_step_s.tolist(), states) if k == "cold"]
+    if cold:
+        return {"first_step_s": finite_mean(cold), "first_step_kernel_cache": "cold"}
+    warm = bool(states) and all(k == "warm" for k in states)
+    return {"first_step_s": finite_mean(sel.first_step_s.tolist()),
+            "first_step_kernel_cache": "warm" if warm else None}
 
 
 def _ok_results(col: Collected, sel: pd.DataFrame) -> list[RunResult]:
@@ -372,6 +388,7 @@ def compile_cost(b: Side, v: Side, speed: Speed, compiled: bool = True) -> Compi
     mode), whose first step is no compile and whose "break-even" would be noise."""
     if not compiled:
         return Compile()
+    kernel_cache = v.first_step_kernel_cache
     overhead = (v.first_step_s - v.mean_step_s
                 if v.first_step_s is not None and v.mean_step_s else None)
     # the per-step saving is the verdict's own gain (of the run medians) applied to the
@@ -379,7 +396,7 @@ def compile_cost(b: Side, v: Side, speed: Speed, compiled: bool = True) -> Compi
     # loaded run moves the means
     saving = (b.mean_step_s * speed.gain_pct / 100.0
               if speed.gain_pct is not None and b.mean_step_s else None)
-    return Compile(overhead_s=overhead, break_even_steps=(
+    return Compile(overhead_s=overhead, kernel_cache=kernel_cache, break_even_steps=(
         overhead / saving if overhead is not None and saving and saving > 0 else None))
 
 

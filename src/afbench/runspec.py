@@ -138,6 +138,10 @@ class RunStatus(BaseModel):
     finished_at: str | None = None
     config_hash: str
     lock_wait_s: float | None = None  # seconds spent waiting for the device lock(s)
+    # the compiler caches the run started with (afbench.launch.local.kernel_cache_state):
+    # "warm" = they held kernels an earlier run of the experiment had built, so its time to
+    # first step has no kernel compilation in it; "cold"; None = not recorded
+    kernel_cache: str | None = None
     # a contended run replaced by a rerun (experiment.rerun_contended): the rerun's run_id;
     # resume never reuses such a run
     replaced_by: str | None = None

@@ -35,6 +35,13 @@ from afbench.runspec import (ERROR_PREFIX, INTERRUPTED, SKIP_PREFIX, SKIPPED_EXI
 from afbench.store.layout import CONFIG_YAML, RESULT, RUNSPEC, STATUS, STDOUT_LOG, window_problem
 from afbench.store.run import RUNSPEC_FILE, STATUS_FILE
 
+# the output directory's folder of the caches its runs share (compiler_cache_dirs)
+CACHE = "cache"
+RUNS = "runs"
+# the compiler caches whose content makes a run's compile warm (kernel_cache_state)
+KERNEL_CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR")
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -52,13 +59,65 @@ def prepare_run_dir(spec: RunSpec) -> Path:
     return run_dir
 
 
+def compiler_cache_dirs(backend: str, run_dir: Path) -> dict[str, Path]:
+    """Where a worker's compilers keep their caches: ``{variable: folder}``.
+
+    As the reference script does (docs/reference.md §1), TRITON_CACHE_DIR and
+    TORCH_EXTENSIONS_DIR are shared by the runs of one experiment (``<out>/cache/``, the kernel
+    binaries) and TORCHINDUCTOR_CACHE_DIR is each run's own (``<run_dir>/cache/inductor``). On
+    ``cpu`` inductor keeps its C++ kernel binaries inside TORCHINDUCTOR_CACHE_DIR (no other
+    variable moves them) and its precompiled header inside ``tempfile.gettempdir()``, so there
+    both are shared too (``<out>/cache/inductor``, ``<out>/cache/tmp``): the CPU analogue of the
+    reference's shared TRITON_CACHE_DIR. The FX graph and AOT autograd caches stay off
+    (:func:`worker_env`), so dynamo, AOT autograd and inductor's lowering and code generation
+    run in every compiled run; only the C++ compiler is spared a kernel an earlier run of the
+    experiment built. Elsewhere TMPDIR is each run's own (``<run_dir>/tmp``).
+
+    ``run_dir`` is ``<out>/runs/<run_id>``; a run folder outside that layout shares with its
+    parent folder's ``cache/``. Inductor passes these paths unquoted to the C++ compiler: a
+    path with whitespace is replaced by one under ``tempfile.gettempdir()`` (or /tmp) named by
+    its digest.
+    """
+    def no_space(path: Path) -> Path:
+        if not any(c.isspace() for c in str(path)):
+            return path
+        digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
+        alt = Path(tempfile.gettempdir()) / f"afbench-{digest}"
+        return alt if not any(c.isspace() for c in str(alt)) else Path("/tmp") / alt.name
+
+    run_dir = Path(run_dir)
+    out = run_dir.parent.parent if run_dir.parent.name == RUNS else run_dir.parent
+    own, shared = no_space(run_dir) / "cache", no_space(out / CACHE)
+    cpu = backend == "cpu"
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": (shared if cpu else own) / "inductor",
+        "TRITON_CACHE_DIR": shared / "triton",
+        "TORCH_EXTENSIONS_DIR": shared / "torch_extensions",
+        "TMPDIR": shared / "tmp" if cpu else no_space(run_dir) / "tmp",
+    }
+
+
+def kernel_cache_state(env: dict[str, str]) -> str:
+    """``"warm"`` when a compiler cache of ``env`` (:data:`KERNEL_CACHE_VARS`) already holds a
+    file (a kernel, its source or lock, a precompiled header: written only by compiled runs),
+    else ``"cold"``. The launcher records it in status.json before the worker starts, and the
+    report says when a time to first step was measured warm."""
+    for name in KERNEL_CACHE_VARS:
+        folder = env.get(name)
+        if folder and any(p.is_file() for p in Path(folder).rglob("*")):
+            return "warm"
+    return "cold"
+
+
 def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
-    """Environment of a worker: this process's, plus per-run compiler caches and TMPDIR, the
-    CANN environment on npu, and the device visibility of the run's assigned devices.
+    """Environment of a worker: this process's, plus the compiler caches and TMPDIR of
+    :func:`compiler_cache_dirs`, the CANN environment on npu, and the device visibility of
+    the run's assigned devices.
 
     Inductor writes precompiled headers into ``tempfile.gettempdir()`` even with
-    TORCHINDUCTOR_CACHE_DIR set, so TMPDIR is per run too (docs/reference.md §8). FX graph and autograd
-    caches are off so every compiled run pays (and reports) its real compile time.
+    TORCHINDUCTOR_CACHE_DIR set, so TMPDIR is afbench's too (docs/reference.md §8). FX graph
+    and autograd caches are off so every compiled run pays (and reports) its lowering; a run
+    that found another run's kernels in a shared cache is marked ``kernel_cache: warm``.
 
     npu: ``<cann_root>/set_env.sh`` sourced in a clean shell
     (:func:`afbench.backends.npu.npu_worker_env`; root from ``backend.cann_root``,
@@ -73,22 +132,8 @@ def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
         PreflightError: sourcing set_env.sh fails.
     """
     env = dict(os.environ)
-    base = run_dir
-    if any(c.isspace() for c in str(run_dir)):
-        # inductor passes these paths unquoted to the C++ compiler: keep them free of spaces
-
-        digest = hashlib.sha256(str(run_dir).encode()).hexdigest()[:16]
-        base = Path(tempfile.gettempdir()) / f"afbench-run-{digest}"
-        if any(c.isspace() for c in str(base)):
-            base = Path("/tmp") / f"afbench-run-{digest}"
-    cache = base / "cache"
-    dirs = {
-        "TORCHINDUCTOR_CACHE_DIR": cache / "inductor",
-        "TRITON_CACHE_DIR": cache / "triton",
-        "TORCH_EXTENSIONS_DIR": cache / "torch_extensions",
-        "TMPDIR": base / "tmp",
-    }
-    for name, path in dirs.items():
+    backend, devices = run_devices(spec)
+    for name, path in compiler_cache_dirs(backend, run_dir).items():
         path.mkdir(parents=True, exist_ok=True)
         env[name] = str(path)
     env.update(
@@ -100,7 +145,6 @@ def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
         TRANSFORMERS_OFFLINE="1",
         TOKENIZERS_PARALLELISM="false",
     )
-    backend, devices = run_devices(spec)
     if backend == "npu":
         # npu only: backends.npu imports torch (1.5 s), which cpu and cuda runs never pay here
         from afbench.backends.npu import npu_worker_env
@@ -199,8 +243,10 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
     # The run's devices stay locked from before the worker starts until its process group is
     # gone: no other afbench run is timed on them meanwhile (afbench.launch.devices).
     hold = ExitStack()
+    kernel_cache = None
     try:
         env = worker_env(spec, run_dir)
+        kernel_cache = kernel_cache_state(env)
         backend, _ = run_devices(spec)
         held = held_devices(backend, env, spec.config.parallel.world_size)
         waited = time.perf_counter()
@@ -232,7 +278,8 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
             reason = f"timed out after {spec.timeout_s:g} s (launcher.timeout_s); process group killed"
         except BaseException:
             _stop_group(proc, spec.kill_grace_s)
-            _finish(spec, run_dir, "SKIPPED", proc.returncode, INTERRUPTED, started, t0)
+            _finish(spec, run_dir, "SKIPPED", proc.returncode, INTERRUPTED, started, t0,
+                    kernel_cache=kernel_cache)
             raise
         else:
             _stop_group(proc, 0)  # reap anything the worker left behind in its group
@@ -253,14 +300,15 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
     else:
         state = "FAILED"
         reason = _last_line(log_path, ERROR_PREFIX) or f"exit status {code}: {_tail(log_path)}"
-    return _finish(spec, run_dir, state, code, reason, started, t0, lock_wait_s)
+    return _finish(spec, run_dir, state, code, reason, started, t0, lock_wait_s, kernel_cache)
 
 
 def _finish(spec: RunSpec, run_dir: Path, state: str, code: int | None, reason: str,
-            started: str, t0: float, lock_wait_s: float | None = None) -> RunStatus:
+            started: str, t0: float, lock_wait_s: float | None = None,
+            kernel_cache: str | None = None) -> RunStatus:
     status = RunStatus(run_id=spec.run_id, status=state, exit_code=code, reason=reason,
                        wall_s=round(time.perf_counter() - t0, 3), started_at=started,
                        finished_at=_now(), config_hash=spec.config_hash,
-                       lock_wait_s=lock_wait_s)
+                      lock_wait_s=lock_wait_s, kernel_cache=kernel_cache)
     STATUS_FILE.write(run_dir / STATUS, status)
     return status

@@ -68,7 +68,10 @@ class Side(Record):
 
     mean_step_s: mean of the per-repeat mean step times (seconds, strict log parse of the
       measured window); ``None`` unless every run is OK. repeats_s: those per-repeat means.
-    first_step_s: mean time to first step (s). step_cv_pct: the worst repeat's coefficient of
+    first_step_s: mean time to first step (s) over the runs that started with cold compiler
+      caches, over all runs when none did (``first_step_kernel_cache``: "cold", "warm" =
+      every run found kernels an earlier run of the experiment built, None = not recorded).
+    step_cv_pct: the worst repeat's coefficient of
     variation of its window's step times, in percent. tokens_per_s: mean over the repeats.
     """
 
@@ -79,6 +82,7 @@ class Side(Record):
     mean_step_s: float | None = None
     repeats_s: list[float] = []
     first_step_s: float | None = None
+    first_step_kernel_cache: str | None = None
     step_cv_pct: float | None = None
     tokens_per_s: float | None = None
     log_errors: list[str] = []
@@ -232,10 +236,14 @@ class Parity(Record):
 
 class Compile(Record):
     """Compile cost of the variant: overhead = time to first step - mean step time (s);
-    break-even = overhead / per-step saving (steps), ``None`` when there is no saving."""
+    break-even = overhead / per-step saving (steps), ``None`` when there is no saving.
+    kernel_cache: the compiler caches that time to first step was measured with
+    (:attr:`Side.first_step_kernel_cache`): "warm" = kernels an earlier run of the experiment
+    built, so the overhead has no kernel compilation in it; "cold"; None = not recorded."""
 
     overhead_s: float | None = None
     break_even_steps: float | None = None
+    kernel_cache: str | None = None
 
 
 class MemoryChange(Record):

@@ -144,6 +144,9 @@ class RunRow(Record):
     replaced_by: str | None = None
     rerun_of: str | None = None
     lock_wait_s: float | None = None  # seconds the launcher waited for the device lock
+    # a compiled run's compiler caches when it started (RunStatus.kernel_cache): "warm" =
+    # kernels an earlier run of the experiment built; "cold"; None = not recorded / no compile
+    kernel_cache: str | None = None
     recompile_msg: Message | None = None  # ``recompile`` as a catalog message
     recompile_after_step: int | None = None  # the step after which it recompiled
     # means over the measured window of its metrics.jsonl step records (afbench.collect.MEANS)
