@@ -185,7 +185,7 @@ def collect(out_dir: Path) -> Collected:
             "recompile_after_step": None,
             # a compiled run's compiler caches when it started (warm: kernels built by an
             # earlier run of the experiment); None for a run that compiles nothing
-            "kernel_cache": status.get("kernel_cache") if compiles(spec.config) else None,
+            "kernel_cache": (status.kernel_cache if status and compiles(spec.config) else None),
         }
         records = _step_records(run_dir / METRICS)
         for rec in records:
