@@ -39,7 +39,7 @@ KERNEL_LABEL_CHARS = 34
 KERNEL_WIDTH_IN = 6.2
 
 
-def _finite(x: Any) -> bool:
+def is_finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -68,7 +68,7 @@ def _measured_window(summary: Summary, steps: pd.DataFrame) -> tuple[float, floa
     for p in summary.parameters:
         if p.phase == summary.verdict_phase:
             m = p.scheduler.get("measure")
-            if isinstance(m, dict) and _finite(m.get("first_step")) and _finite(m.get("last_step")):
+            if isinstance(m, dict) and is_finite(m.get("first_step")) and is_finite(m.get("last_step")):
                 return float(m["first_step"]), float(m["last_step"])
     if "measured" in steps:
         sel = steps.loc[steps["measured"].fillna(False).astype(bool), "step"]
@@ -152,10 +152,10 @@ def clipped_span(gains: list[float | None], lows: list[float | None],
     low / high end lies beyond it. ``limit`` is ``max(10, 3 x the largest |gain|)``, so one
     interval of a few pairs ([-6e10%, +100%] at a first sequential look, or one round's)
     cannot squash every bar to a sliver; the clipped end is drawn at the edge with an arrow."""
-    finite = [abs(g) for g in gains if g is not None and _finite(g)]
+    finite = [abs(g) for g in gains if g is not None and is_finite(g)]
     limit = max(10.0, 3.0 * max(finite, default=0.0))
-    low_cut = [lo is not None and _finite(lo) and lo < -limit for lo in lows]
-    high_cut = [hi is not None and _finite(hi) and hi > limit for hi in highs]
+    low_cut = [lo is not None and is_finite(lo) and lo < -limit for lo in lows]
+    high_cut = [hi is not None and is_finite(hi) and hi > limit for hi in highs]
     return limit, low_cut, high_cut
 
 
@@ -166,13 +166,13 @@ def gain_plot(summary: Summary, L: dict[str, str]) -> Plot:
     at :func:`clipped_span`'s limit (an arrow marks a clipped end); a variant without a gain
     (failed, skipped) is listed with "n/a"."""
     comps = summary.comparisons
-    if not any(_finite(c.speed.gain_pct) for c in comps):
+    if not any(is_finite(c.speed.gain_pct) for c in comps):
         return Plot(note=L["no_gain_plot"])
     n = len(comps)
-    gains = [c.speed.gain_pct if _finite(c.speed.gain_pct) else None for c in comps]
+    gains = [c.speed.gain_pct if is_finite(c.speed.gain_pct) else None for c in comps]
     lows = [c.speed.ci_low for c in comps]
     highs = [c.speed.ci_high for c in comps]
-    has_ci = [g is not None and _finite(lo) and _finite(hi) for g, lo, hi in zip(gains, lows, highs)]
+    has_ci = [g is not None and is_finite(lo) and is_finite(hi) for g, lo, hi in zip(gains, lows, highs)]
     level = next((c.speed.level for c in comps if c.speed.level is not None), None)
     top = 0.32 if any(has_ci) else 0.1  # room for the error bars' legend above the axes
     fig = _figure(WIDE_IN, 0.65 + top + 0.3 * max(n, 2))
@@ -181,7 +181,7 @@ def gain_plot(summary: Summary, L: dict[str, str]) -> Plot:
     _margins(fig, left=0.3 + max(_text_in(x, 9) for x in names), right=0.3, bottom=0.5, top=top)
     ys = list(range(n))
     ax.barh(ys, [g or 0.0 for g in gains], height=0.6 if n > 1 else 0.45,
-            color=[_verdict_colour(c.verdict, False) for c in comps])
+            color=[verdict_colour(c.verdict, False) for c in comps])
     limit, low_cut, high_cut = clipped_span(gains, lows, highs)
     low_end = [max(min(lows[i], gains[i]), -limit) if has_ci[i] else gains[i] for i in ys]
     high_end = [min(max(highs[i], gains[i]), limit) if has_ci[i] else gains[i] for i in ys]
@@ -190,7 +190,7 @@ def gain_plot(summary: Summary, L: dict[str, str]) -> Plot:
         ax.errorbar([gains[i] for i in idx], idx,
                     xerr=[[gains[i] - low_end[i] for i in idx], [high_end[i] - gains[i] for i in idx]],
                     fmt="none", ecolor="#0f172a", elinewidth=1.1, capsize=3.5, capthick=1.1,
-                    label=f"{level:.0%} {L['gain_ci']}" if _finite(level) else L["gain_ci"])
+                    label=f"{level:.0%} {L['gain_ci']}" if is_finite(level) else L["gain_ci"])
         ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), borderaxespad=0.2)
         for i in idx:  # an interval wider than the axis: an arrow at the edge it runs past
             if low_cut[i]:
@@ -225,7 +225,7 @@ def memory_plot(summary: Summary, L: dict[str, str]) -> Plot:
     if not comps:
         return Plot(note=L["no_memory_plot"])
     sides = [(comps[0].baseline, None)] + [(c.variant, c.memory) for c in comps]
-    peaks = [x.memory.peak_gib if _finite(x.memory.peak_gib) else None for x, _ in sides]
+    peaks = [x.memory.peak_gib if is_finite(x.memory.peak_gib) else None for x, _ in sides]
     if not any(v is not None for v in peaks):
         return Plot(note=L["no_memory_plot"])
     colours = variant_colours(summary)
@@ -246,7 +246,7 @@ def memory_plot(summary: Summary, L: dict[str, str]) -> Plot:
             ax.text(0, i, " n/a", va="center", ha="left", color="#64748b", fontsize=8.5)
             continue
         label = f" {v:,.3f} GiB"
-        if m is not None and _finite(m.delta_pct):
+        if m is not None and is_finite(m.delta_pct):
             label += f" ({m.delta_pct:+.1f}%{' ⚠' if m.warn else ''})"
         ax.text(v, i, label, va="center", ha="left", fontsize=8.5,
                 color=GAIN_DOWN if warn[i] else "#0f172a")
@@ -268,11 +268,11 @@ def phase_plot(summary: Summary, L: dict[str, str]) -> Plot:
     base = entries[0].baseline
     rows: list[tuple[str, dict[str, float]]] = [
         (base, {ph.phase: ph.baseline_us / 1e3 for ph in entries[0].phases
-                if _finite(ph.baseline_us)})]
+                if is_finite(ph.baseline_us)})]
     for p in entries:
         label = p.variant if p.status == "COMPARABLE" else f"{p.variant} ({p.status})"
         rows.append((label, {ph.phase: ph.variant_us / 1e3 for ph in p.phases
-                             if _finite(ph.variant_us)}))
+                             if is_finite(ph.variant_us)}))
     n = len(rows)
     fig = _figure(WIDE_IN, 1.05 + 0.32 * n)
     ax, ax_ov = fig.subplots(1, 2, sharey=True, width_ratios=[4, 1.2])
@@ -308,7 +308,7 @@ def phase_plot(summary: Summary, L: dict[str, str]) -> Plot:
     return Plot(svg=_svg(fig))
 
 
-def _short(name: str, n: int = KERNEL_LABEL_CHARS) -> str:
+def short_label(name: str, n: int = KERNEL_LABEL_CHARS) -> str:
     """``name`` in at most ``n`` characters, cut in the middle: op names that share a long
     prefix (``..._attention_for_cpu`` / ``..._attention_for_cpu_backward``) stay distinct."""
     name = re.sub(r"\s+", " ", str(name)).strip()
@@ -328,9 +328,9 @@ def kernel_plots(summary: Summary, L: dict[str, str]) -> dict[str, Plot]:
         return {}
     colours = variant_colours(summary)
     all_rows = [r for rows in tables.values() for r in rows]
-    xmax = max((r.total_us for r in all_rows if _finite(r.total_us)), default=0.0) / 1e3 or 1.0
+    xmax = max((r.total_us for r in all_rows if is_finite(r.total_us)), default=0.0) / 1e3 or 1.0
     size = 8.0
-    label_in = 0.1 + max(len(_short(r.op_type)) for r in all_rows) * 0.61 * size / 72
+    label_in = 0.1 + max(len(short_label(r.op_type)) for r in all_rows) * 0.61 * size / 72
     value_in = 0.1 + _text_in(f" {xmax:,.1f} ms · 100.0%", size)
     width = KERNEL_WIDTH_IN
     out = {}
@@ -340,15 +340,15 @@ def kernel_plots(summary: Summary, L: dict[str, str]) -> dict[str, Plot]:
         fig = _figure(width, height)
         ax = fig.add_axes((label_in / width, 0.08 / height, 1 - (label_in + value_in) / width,
                            1 - 0.16 / height))
-        vals = [r.total_us / 1e3 if _finite(r.total_us) else 0.0 for r in rows]
+        vals = [r.total_us / 1e3 if is_finite(r.total_us) else 0.0 for r in rows]
         ax.barh(range(n), vals, height=0.68, color=colours.get(variant, PALETTE[0]))
         ax.set_xlim(0, xmax)
         ax.set_ylim(n - 0.5, -0.5)
         label_tf = ax.get_yaxis_transform()
         for i, (r, v) in enumerate(zip(rows, vals)):
-            ax.text(-0.015, i, _short(r.op_type), transform=label_tf, ha="right", va="center",
+            ax.text(-0.015, i, short_label(r.op_type), transform=label_tf, ha="right", va="center",
                     fontsize=size, color="#1e293b", family="monospace")
-            pct = f" · {r.ratio_pct:.1f}%" if _finite(r.ratio_pct) else ""
+            pct = f" · {r.ratio_pct:.1f}%" if is_finite(r.ratio_pct) else ""
             ax.text(v, i, f" {v:,.1f} ms{pct}", ha="left", va="center", fontsize=size, color="#334155")
         ax.set_axis_off()
         out[variant] = Plot(svg=_svg(fig))
@@ -396,20 +396,11 @@ def report_plots(summary: Summary, steps: pd.DataFrame | None,
 
 # --- the sweep report ---------------------------------------------------------------------
 
-SWEEP_PANELS_MAX = 16  # step-time small multiples drawn; the rest are named in a note
+
 UNTRUSTED_COLOUR = "#d97706"
 
 
-def combination_label(row: Any, keys: list[str]) -> str:
-    """Short name of a sweep combination for a plot: each swept key's last dotted part and
-    its value (``autofuse=True, add_rmsnorm=False``), then ``[variant]`` where a job has
-    several; the full name is in the table."""
-    parts = [f"{k.rsplit('.', 1)[-1]}={row.setting.get(k, '')}" for k in keys]
-    label = ", ".join(parts) or row.name
-    return label + (f" [{row.variant}]" if row.name.endswith(f" [{row.variant}]") else "")
-
-
-def _verdict_colour(verdict: str, untrusted: bool) -> str:
+def verdict_colour(verdict: str, untrusted: bool) -> str:
     if untrusted:
         return UNTRUSTED_COLOUR
     if verdict.endswith("FASTER"):
@@ -417,207 +408,3 @@ def _verdict_colour(verdict: str, untrusted: bool) -> str:
     if verdict.endswith("SLOWER"):
         return GAIN_DOWN
     return "#64748b"
-
-
-def _interval_panel(labels_: list[str], points: list[float | None], lows: list[float | None],
-                    highs: list[float | None], colours: list[str], notes: list[str],
-                    xlabel: str, hollow: list[bool], urls: list[str | None] | None = None) -> str:
-    """Rows of point estimates with horizontal intervals (a forest plot), top to bottom, a
-    line at 0, each row annotated with ``notes[i]``; a row without a point shows its note
-    alone. Returns the SVG."""
-    n = len(labels_)
-    fig = _figure(WIDE_IN, 0.75 + 0.3 * max(n, 2))
-    ax = fig.add_subplot()
-    note_in = 0.2 + max((_text_in(t, 8.5) for t in notes), default=0.0)
-    _margins(fig, left=0.3 + max(_text_in(x, 9) for x in labels_), right=0.2 + note_in,
-             bottom=0.5, top=0.12)
-    # an interval of a few pairs can reach -1e23%: clip at clipped_span's limit, arrow at the edge
-    limit, low_cut, high_cut = clipped_span(points, lows, highs)
-    lows = [max(a, -limit) if _finite(a) else a for a in lows]
-    highs = [min(b, limit) if _finite(b) else b for b in highs]
-    ends = [x for x in [*points, *lows, *highs] if _finite(x)]
-    lo, hi = min([0.0, *ends]), max([0.0, *ends])
-    pad = (hi - lo) * 0.08 or 1.0
-    ax.set_xlim(lo - pad, hi + pad)
-    for i, (p, a, b) in enumerate(zip(points, lows, highs)):
-        if _finite(a) and _finite(b):
-            ax.plot([a, b], [i, i], color=colours[i], linewidth=2.0, solid_capstyle="butt")
-            ax.plot([a, a, None, b, b], [i - 0.18, i + 0.18, None, i - 0.18, i + 0.18],
-                    color=colours[i], linewidth=1.2)
-            for cut, x, marker in ((low_cut[i], a, "<"), (high_cut[i], b, ">")):
-                if cut:
-                    ax.plot([x], [i], marker=marker, markersize=7, color=colours[i])
-        if _finite(p):
-            ax.plot([p], [i], marker="o", markersize=6.5, color=colours[i],
-                    markerfacecolor="white" if hollow[i] else colours[i], markeredgewidth=1.6)
-        text = ax.text(1.01, i, notes[i], transform=ax.get_yaxis_transform(), va="center",
-                       ha="left", fontsize=8.5, color=colours[i] if _finite(p) else "#64748b")
-        if urls and urls[i]:
-            text.set_url(urls[i])
-    ax.axvline(0, color="#334155", linewidth=1.0)
-    ax.set_yticks(range(n), labels_)
-    ax.set_ylim(n - 0.5, -0.5)
-    ax.grid(axis="y", visible=False)
-    ax.set_xlabel(xlabel)
-    return _svg(fig)
-
-
-def sweep_forest_plot(summary: Any, L: dict[str, str]) -> Plot:
-    """Gain vs the baseline combination (%) of every other combination with its interval (at
-    the sweep's per-comparison level), sorted best first; untrusted combinations hollow and
-    amber; combinations without a gain listed last with their verdict. ``summary``: an
-    :class:`afbench.store.SweepSummary`."""
-    rows = [r for r in summary.combinations if r.name != summary.baseline]
-    if not any(_finite(r.gain_pct) for r in rows):
-        return Plot(note=L["no_sweep_gain_plot"])
-    rows.sort(key=lambda r: (not _finite(r.gain_pct), -(r.gain_pct or 0.0)))
-    notes = []
-    for r in rows:
-        mark = f" · {L['untrusted']}" if r.untrusted else ""
-        notes.append((f"{r.gain_pct:+.2f}% {r.verdict}" if _finite(r.gain_pct) else r.verdict) + mark)
-    return Plot(svg=_interval_panel(
-        [combination_label(r, summary.swept_keys) for r in rows], [r.gain_pct for r in rows],
-        [r.ci_low for r in rows], [r.ci_high for r in rows],
-        [_verdict_colour(r.verdict, r.untrusted) for r in rows], notes, L["axis_gain"],
-        [r.untrusted for r in rows], [r.report for r in rows]))
-
-
-def sweep_effects_plot(summary: Any, L: dict[str, str]) -> Plot:
-    """Main effect (%) of each swept key's value against its reference value, with its
-    sign-test interval; ``summary``: an :class:`afbench.store.SweepSummary`."""
-    effects = [e for e in summary.main_effects if _finite(e.effect_pct)]
-    if not effects:
-        return Plot(note=L["no_effects_plot"])
-    notes = [f"{e.effect_pct:+.2f}% ({e.cells} {L['cells']})" for e in effects]
-    return Plot(svg=_interval_panel(
-        [f"{e.key.rsplit('.', 1)[-1]}: {e.reference} → {e.value}" for e in effects],
-        [e.effect_pct for e in effects], [e.ci_low for e in effects],
-        [e.ci_high for e in effects], ["#2563eb"] * len(effects), notes, L["axis_effect"],
-        [False] * len(effects)))
-
-
-def sweep_grid_plot(summary: Any, L: dict[str, str]) -> Plot:
-    """For exactly two swept keys (one variant per job): a heatmap of the gain (%) of each
-    combination, rows the first key's values, columns the second's, each cell annotated with
-    its gain and verdict and linked to the job's report; failed cells grey, untrusted ones
-    outlined in amber. ``summary``: an :class:`afbench.store.SweepSummary`."""
-    keys = summary.swept_keys
-    if len(keys) != 2 or len({r.variant for r in summary.combinations if r.variant}) > 1:
-        return Plot(note=L["no_grid_plot"])
-    rows_v = list(dict.fromkeys(r.setting.get(keys[0], "") for r in summary.combinations))
-    cols_v = list(dict.fromkeys(r.setting.get(keys[1], "") for r in summary.combinations))
-    rows_v.sort(key=str)
-    cols_v.sort(key=str)
-    cell = {(r.setting.get(keys[0], ""), r.setting.get(keys[1], "")): r for r in summary.combinations}
-    gains = [[cell[(a, b)].gain_pct if (a, b) in cell and _finite(cell[(a, b)].gain_pct) else float("nan")
-              for b in cols_v] for a in rows_v]
-    finite = [abs(g) for row in gains for g in row if math.isfinite(g)]
-    span = max(finite, default=1.0) or 1.0
-    width = min(WIDE_IN, 2.2 + 2.3 * len(cols_v))
-    fig = _figure(width, 0.9 + 0.85 * len(rows_v))
-    ax = fig.add_subplot()
-    _margins(fig, left=0.35 + max(_text_in(v, 9) for v in rows_v) + 0.3, right=1.2, bottom=0.55,
-             top=0.15)
-    cmap = _matplotlib()[0].colormaps["RdYlGn"].with_extremes(bad="#e2e8f0")  # failed: grey
-    image = ax.imshow(gains, cmap=cmap, vmin=-span, vmax=span, aspect="auto")
-    for i, a in enumerate(rows_v):
-        for j, b in enumerate(cols_v):
-            r = cell.get((a, b))
-            if r is None:
-                continue
-            text = (f"{r.gain_pct:+.2f}%\n{r.verdict}" if _finite(r.gain_pct) and r.verdict != "BASELINE"
-                    else r.verdict)
-            if r.untrusted:
-                text += f"\n{L['untrusted']}"
-                ax.add_patch(_rectangle((j - 0.47, i - 0.47), 0.94, 0.94, UNTRUSTED_COLOUR))
-            label = ax.text(j, i, text, ha="center", va="center", fontsize=8.5, color="#0f172a")
-            if r.report:
-                label.set_url(r.report)
-    ax.set_xticks(range(len(cols_v)), cols_v)
-    ax.set_yticks(range(len(rows_v)), rows_v)
-    ax.set_xlabel(keys[1])
-    ax.set_ylabel(keys[0])
-    ax.grid(False)
-    bar = fig.colorbar(image, ax=ax, fraction=0.05, pad=0.03)
-    bar.set_label(L["axis_gain_short"])
-    return Plot(svg=_svg(fig))
-
-
-def _rectangle(xy: tuple[float, float], w: float, h: float, colour: str) -> Any:
-    from matplotlib.patches import Rectangle  # loaded with matplotlib.figure: a dict lookup
-
-    return Rectangle(xy, w, h, fill=False, edgecolor=colour, linewidth=2.4)
-
-
-def sweep_step_plot(summary: Any, steps: pd.DataFrame | None, L: dict[str, str]) -> Plot:
-    """Small multiples, one panel per combination (ranked order, at most
-    :data:`SWEEP_PANELS_MAX`): step time (s) against step for each of its verdict-phase runs,
-    the measured window shaded, outlier runs in amber; one shared y scale (log when the
-    slowest step is > 20x the fastest) so a slow combination stands out. ``steps``: rows of
-    run_id, step, step_time_s, combination."""
-    if steps is None or steps.empty or not {"run_id", "step", "step_time_s", "combination"} <= set(steps):
-        return Plot(note=L["no_steps_plot"])
-    sel = steps[pd.to_numeric(steps["step_time_s"], errors="coerce").gt(0)]
-    rows = [r for r in summary.combinations if (sel["combination"] == r.name).any()]
-    if not rows:
-        return Plot(note=L["no_steps_plot"])
-    shown = rows[:SWEEP_PANELS_MAX]
-    ncol = min(4, len(shown))
-    nrow = math.ceil(len(shown) / ncol)
-    fig = _figure(WIDE_IN, 0.7 + 1.75 * nrow)
-    axes = fig.subplots(nrow, ncol, sharex=True, sharey=True, squeeze=False).ravel()
-    _margins(fig, left=0.75, right=0.15, bottom=0.5, top=0.3, wspace=0.08)
-    fig.subplots_adjust(hspace=0.45)
-    vals = pd.to_numeric(sel["step_time_s"], errors="coerce")
-    log_scale = len(vals) and vals.max() / vals.min() > 20
-    for ax, r in zip(axes, shown):
-        runs = sel[sel["combination"] == r.name]
-        for k, (rid, run) in enumerate(runs.groupby("run_id", sort=True)):
-            run = run.sort_values("step")
-            outlier = rid in r.outlier_runs
-            ax.plot(run["step"].to_numpy(), pd.to_numeric(run["step_time_s"]).to_numpy(),
-                    marker="o" if len(run) <= 40 else None, markersize=2.4, linewidth=1.2,
-                    color=UNTRUSTED_COLOUR if outlier else PALETTE[k % len(PALETTE)],
-                    linestyle="--" if outlier else "-")
-        if r.window:
-            ax.axvspan(r.window[0] - 0.5, r.window[1] + 0.5, color="#0ea5e9", alpha=0.08, linewidth=0)
-        title = combination_label(r, summary.swept_keys)
-        ax.set_title(title if len(title) <= 34 else _short(title, 34), fontsize=8,
-                     color=UNTRUSTED_COLOUR if r.untrusted else "#334155")
-        if log_scale:
-            ax.set_yscale("log")
-    for ax in axes[len(shown):]:
-        ax.set_visible(False)
-    for ax in axes[::ncol]:
-        ax.set_ylabel(L["axis_step_time"] + (f" ({L['log_scale']})" if log_scale else ""), fontsize=8)
-    for ax in axes[(nrow - 1) * ncol:]:
-        ax.set_xlabel(L["step"])
-    note = "" if len(rows) <= SWEEP_PANELS_MAX else L["more_panels"].format(n=len(rows) - len(shown))
-    return Plot(svg=_svg(fig), note=note)
-
-
-def sweep_plots(summary: Any, steps: pd.DataFrame | None, L: dict[str, str]) -> dict[str, Plot]:
-    """The sweep report's figures: ``forest`` (:func:`sweep_forest_plot`), ``grid``
-    (:func:`sweep_grid_plot`, two swept keys), ``effects`` (:func:`sweep_effects_plot`) and
-    ``steps`` (:func:`sweep_step_plot`). A figure that raises becomes a note naming the
-    error (logged with its traceback), as in :func:`report_plots`."""
-    makers: dict[str, Callable[[], Plot]] = {
-        "forest": lambda: sweep_forest_plot(summary, L),
-        "grid": lambda: sweep_grid_plot(summary, L),
-        "effects": lambda: sweep_effects_plot(summary, L),
-        "steps": lambda: sweep_step_plot(summary, steps, L),
-    }
-    try:
-        matplotlib, _, style = _matplotlib()
-    except ImportError as exc:
-        log.warning("sweep report without plots: %s", exc)
-        return {name: Plot(note=L["plots_unavailable"]) for name in makers}
-    out = {}
-    for name, make in makers.items():
-        try:
-            with matplotlib.rc_context(style):
-                out[name] = make()
-        except Exception as exc:  # noqa: BLE001 - one bad figure must not cost the report
-            log.warning("sweep plot %s failed", name, exc_info=True)
-            out[name] = Plot(note=f"{L['plot_failed']}: {type(exc).__name__}: {exc}")
-    return out

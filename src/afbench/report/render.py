@@ -228,7 +228,7 @@ def render_sweep(summary: SweepSummary, sweep_dir: Path, report: ReportConfig,
     them) atomically into ``sweep_dir``; ``sweep_report.<lang>.md`` when ``report.lang`` is
     not the jobs' own ``run_lang`` (:func:`report_name`). Templates get ``s`` (the
     :class:`afbench.store.SweepSummary`) and ``L``; the HTML one also ``plots``
-    (:func:`afbench.report.plots.sweep_plots`), drawn from ``steps``: the combinations'
+    (:func:`afbench.report.sweep_plots.sweep_plots`), drawn from ``steps``: the combinations'
     verdict-phase step tables, each with a ``combination`` column.
 
     Raises ConfigError naming ``report.template_dir`` when it is not a folder."""
@@ -242,7 +242,7 @@ def render_sweep(summary: SweepSummary, sweep_dir: Path, report: ReportConfig,
             import pandas as pd
             # (plots imports matplotlib at module level)
 
-            from afbench.report.plots import sweep_plots
+            from afbench.report.sweep_plots import sweep_plots
 
             frames = [f for f in steps or [] if len(f)]
             context["plots"] = sweep_plots(summary, pd.concat(frames, ignore_index=True)
