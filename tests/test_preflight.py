@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 from collections import namedtuple
 from pathlib import Path
 
@@ -321,7 +322,7 @@ def test_npu_smi_runs_both_commands_as_argv(tmp_path, monkeypatch):
 
     def runner(argv, **kw):
         calls.append(argv)
-        return preflight.subprocess.run(argv, **kw)
+        return subprocess.run(argv, **kw)
 
     ok, bad = check_npu_smi(timeout_s=10, runner=runner)
     assert calls == [[str(exe), "info"], [str(exe), "info", "-m"]]
