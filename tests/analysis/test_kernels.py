@@ -6,17 +6,15 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from afbench.analysis.fusion import RMSNORM_PIECES, rmsnorm_evidence, rmsnorm_piece
 from afbench.analysis.kernels import (
     KERNEL_COLUMNS,
-    RMSNORM_PIECES,
     build_kernel_table,
     diff_kernel_tables,
     load_kernel_table,
     read_kernel_details,
     read_kernel_table,
     read_op_statistic,
-    rmsnorm_evidence,
-    rmsnorm_piece,
     top_n,
 )
 

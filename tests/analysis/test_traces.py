@@ -203,8 +203,8 @@ def rmsnorm_trace(names: list[str]) -> list[dict]:
 
 
 def test_a_diff_across_kernel_details_and_trace_view_shows_each_op_once(tmp_path):
-    from afbench.analysis.kernels import (diff_kernel_tables, load_kernel_table,
-                                          rmsnorm_evidence)
+    from afbench.analysis.fusion import rmsnorm_evidence
+    from afbench.analysis.kernels import diff_kernel_tables, load_kernel_table
 
     # baseline: torch_npu's CSV export; variant: only its trace_view.json (the CSV export off)
     base = tmp_path / "base" / "h_1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from afbench.analysis import kernels as K
+from afbench.analysis.fusion import rmsnorm_evidence
 from afbench.analysis.contention import uniform_slowdown
 from afbench.collect import Collected
 from afbench.config.models import ReportConfig
@@ -196,7 +197,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
                 found = uniform_slowdown(_records(diff), baseline=base, variant=variant)
                 if found:
                     kernel_notes[variant] = say("uniform_slowdown_note", **found)
-                fused_evidence[variant] = K.rmsnorm_evidence(tables[base], tables[variant])
+                fused_evidence[variant] = rmsnorm_evidence(tables[base], tables[variant])
 
     results = {rid: r for rid, r in col.results.items() if r is not None}
     env = next(iter(results.values()), None)

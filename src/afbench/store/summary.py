@@ -96,7 +96,7 @@ class FusedCount(PieceCount):
 
 
 class FusedEvidence(Record):
-    """:func:`afbench.analysis.kernels.rmsnorm_evidence`: launch counts of the RMSNorm pieces
+    """:func:`afbench.analysis.fusion.rmsnorm_evidence`: launch counts of the RMSNorm pieces
     and of the fused op, baseline vs variant."""
 
     pieces: dict[str, PieceCount]
