@@ -216,6 +216,12 @@ def test_a_sweep_summary_of_the_flat_rows_before_the_typed_one_still_loads():
            "failed": []}
     s = load_sweep_summary(old)
     assert s.combinations[0].gain_pct == 30.0 and s.combinations[0].median_step_s is None
-    assert s.main_effects[0].effect_pct == 15.0 and s.main_effects[0].mean_gain_pct == 30.0
+    # the untyped summary's "combinations" is the cell count; its mean-based estimate is gone
+    assert s.main_effects[0].effect_pct == 15.0 and s.main_effects[0].cells == 1
+    assert "mean_gain_pct" not in s.main_effects[0].model_dump()
+    # from version 2 on, a key the summary does not name is an error naming it
+    with pytest.raises(OutputError, match="gain_pc"):
+        load_sweep_summary({"schema_version": 2, "sweep_dir": "/x", "jobs": 1,
+                            "combinations": [{"name": "a", "job": "0", "gain_pc": 1.0}]})
     with pytest.raises(OutputError, match="sweep_summary.json: schema_version 99"):
         load_sweep_summary({**old, "schema_version": 99})

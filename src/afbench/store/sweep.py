@@ -10,9 +10,9 @@ from afbench.messages import Message
 from afbench.schema import SCHEMA_VERSION
 from afbench.store.comparison import Speed
 from afbench.store.names import SWEEP_SUMMARY
-from afbench.store.versioning import FileSchema, OpenRecord, same_shape
+from afbench.store.versioning import FileSchema, Record, same_shape
 
-class SweepRow(OpenRecord):
+class SweepRow(Record):
     """One combination of a sweep (one variant of one Hydra job) on the verdict phase, as
     ``sweep_summary.json`` lists it (:func:`afbench.sweep.build_sweep_report`).
 
@@ -82,7 +82,7 @@ class SweepRow(OpenRecord):
     beside_baseline: bool = False
 
 
-class MainEffect(OpenRecord):
+class MainEffect(Record):
     """One swept key's main effect: ``value`` against ``reference`` (the baseline
     combination's value), ``effect_pct`` (percent, positive = faster), the median over
     ``cells`` cells of the other keys (``dropped``: cells left out, a side has no result), with its sign-test interval ``ci_low``/``ci_high`` at ``coverage``."""
@@ -99,7 +99,7 @@ class MainEffect(OpenRecord):
     method: str | None = None
 
 
-class SweepSummary(OpenRecord):
+class SweepSummary(Record):
     """``sweep_summary.json``: every combination ranked (fastest median step first, those
     without a result last), the main effects, and the levels used.
 
@@ -127,9 +127,30 @@ class SweepSummary(OpenRecord):
 
 
 
-#: sweep_summary.json: versions 0 and 1 (flat rows before the typed sweep summary: their
-#: missing fields are None) hold no field that version 2 lacks.
-SWEEP_SUMMARY_FILE = FileSchema(SWEEP_SUMMARY, SweepSummary, steps=(same_shape, same_shape))
+def sweep_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """sweep_summary.json, version 1 -> 2 (unknown keys become an error from version 2 on).
+    Version 1 wrote the untyped sweep summary's keys too: a main effect's ``combinations``
+    is its ``cells``; its ``mean_gain_pct`` (the mean of the cells' gains, which the median
+    ``effect_pct`` replaced) and any other key a row, an effect or the summary no longer has
+    are dropped. Missing fields stay None."""
+    def known(record: dict[str, Any], model: type[Record]) -> dict[str, Any]:
+        return {k: v for k, v in record.items() if k in model.model_fields}
+
+    out = known(data, SweepSummary)
+    out["combinations"] = [known(r, SweepRow) for r in data.get("combinations") or []]
+    effects = []
+    for e in data.get("main_effects") or []:
+        e = dict(e)
+        if "cells" not in e and isinstance(e.get("combinations"), int):
+            e["cells"] = e["combinations"]
+        effects.append(known(e, MainEffect))
+    out["main_effects"] = effects
+    return out
+
+
+#: sweep_summary.json: version 0 has the shape of version 1 (flat rows before the typed sweep
+#: summary: their missing fields are None); 1 -> 2: :func:`sweep_v1_to_v2`.
+SWEEP_SUMMARY_FILE = FileSchema(SWEEP_SUMMARY, SweepSummary, steps=(same_shape, sweep_v1_to_v2))
 
 
 def load_sweep_summary(data: dict[str, Any] | SweepSummary,

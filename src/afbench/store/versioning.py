@@ -18,9 +18,9 @@ Versions of the directory:
   ``runspec.json`` and ``experiment.json`` carry none.
 - 2: every file carries ``schema_version`` and is read and written through the store's
   models, which reject unknown keys; result.json holds memory and efficiency as nested
-  records (``memory``, ``efficiency``). Still open (:class:`OpenRecord`): sweep_summary.json
-  (rows of version 1 hold keys of the untyped sweep summary) and metrics.jsonl lines (an
-  engine may add its own per-step keys).
+  records (``memory``, ``efficiency``); sweep_summary.json drops the untyped sweep summary's
+  keys on the way up (:func:`afbench.store.sweep.sweep_v1_to_v2`). Still open
+  (:class:`OpenRecord`): metrics.jsonl lines (an engine may add its own per-step keys).
 """
 
 from __future__ import annotations
@@ -49,8 +49,9 @@ class Record(BaseModel):
 
 
 class OpenRecord(BaseModel):
-    """A record that still keeps keys it does not name: sweep_summary.json and metrics.jsonl
-    lines only (see the module docstring); every other file is made of :class:`Record` s."""
+    """A record that still keeps keys it does not name: metrics.jsonl lines only (an engine
+    may add its own per-step keys; see the module docstring); every other file is made of
+    :class:`Record` s."""
 
     model_config = ConfigDict(extra="allow")
 
