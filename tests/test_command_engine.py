@@ -303,7 +303,7 @@ def test_torchtitans_pipeline_parallel_log_is_read_with_placeholder_losses(tmp_p
     spec = make_spec(tmp_path, [str(WORKERS / "replay_log.py"), str(log)])  # default pattern
     result = run_command(spec, Path(spec.run_dir))
     recs = records(Path(spec.run_dir))
-    assert [r["step"] for r in recs] == list(range(1, 13)) and result["steps_logged"] == 12
+    assert [r["step"] for r in recs] == list(range(1, 13)) and result.steps_logged == 12
     assert all("loss" not in r and r["loss_placeholder"] is True for r in recs)
     assert [r["step_time_s"] for r in recs][5:10] == [0.587, 0.592, 0.590, 0.595, 0.589]
     steps = pd.DataFrame([{"run_id": rid, **r} for rid in ("a", "b") for r in recs])

@@ -71,7 +71,7 @@ def test_step_1_loss_is_the_hf_loss_of_the_first_batch_for_every_adamw_impl(tmp_
             for impl in ("fused", "foreach", "for_loop")}
     for impl, (result, losses) in runs.items():
         assert losses[0] == expected, impl
-        assert result["optimizer"] == {"name": "AdamW", "impl": impl, "requested": impl,
+        assert result.optimizer == {"name": "AdamW", "impl": impl, "requested": impl,
                                        "reason": ""}
     # later steps: the same update, rounded differently (fp32)
     base = runs["for_loop"][1]
@@ -86,9 +86,9 @@ def test_fused_request_without_the_kernel_runs_foreach_and_says_why(tmp_path, mo
 
     monkeypatch.setattr(torch, "_fused_adamw_", missing)
     result, losses = run(make_spec(tmp_path, "nofused"))
-    assert result["optimizer"]["impl"] == "foreach"
-    assert result["optimizer"]["requested"] == "fused"
-    assert result["optimizer"]["reason"].startswith(
+    assert result.optimizer["impl"] == "foreach"
+    assert result.optimizer["requested"] == "fused"
+    assert result.optimizer["reason"].startswith(
         "fused AdamW unavailable on cpu: NotImplementedError: Could not run")
     assert len(losses) == 3
 

@@ -273,8 +273,8 @@ def test_real_torchtitan_output_flows_through_afbench_on_a_cpu_smoke_run(compose
     assert [s["step"] for s in steps] == [1, 2]
     # afbench's shipped weights are loaded: a trained model's loss, not log(2400) = 7.8
     assert all(0 < s["loss"] < 4 for s in steps)
-    assert result["step_time_source"] == "structured_logs"
-    assert result["peak_memory_reserved_gib"] > 0
+    assert result.step_time_source == "structured_logs"
+    assert result.peak_memory_reserved_gib > 0
     printed = capsys.readouterr().out
     assert sorted(parse_step_times(printed, 1, 2)) == [1, 2]
 
