@@ -110,6 +110,26 @@ def test_time_to_first_step_comes_from_the_cold_runs_when_there_are_any():
     assert got == {"first_step_s": 60.0, "first_step_kernel_cache": "cold"}
 
 
+def test_a_contended_cold_run_replaced_by_a_warm_rerun_still_gives_the_first_compile():
+    # the newcomer's case: af_on-train-r1 compiled cold (62.6 s), was contended and rerun; the
+    # rerun found its kernels (18.5 s). The side is the rerun; its time to first step the cold
+    from types import SimpleNamespace as NS
+
+    from afbench.compare.sides import with_replaced
+
+    col = NS(plan=NS(reruns=[NS(by="on-r1-rerun1", replaced=NS(run_id="on-r1")),
+                             NS(by="on-r1-rerun2", replaced=NS(run_id="on-r1-rerun1"))]))
+    ids = with_replaced(col, ["on-r1-rerun2", "on-r2"])
+    assert ids == ["on-r1-rerun2", "on-r2", "on-r1-rerun1", "on-r1"]
+    table = pd.DataFrame([
+        {"run_id": "on-r1", "first_step_s": 62.6, "kernel_cache": "cold"},
+        {"run_id": "on-r1-rerun1", "first_step_s": 18.0, "kernel_cache": "warm"},
+        {"run_id": "on-r1-rerun2", "first_step_s": 18.5, "kernel_cache": "warm"},
+        {"run_id": "on-r2", "first_step_s": 19.0, "kernel_cache": "warm"}])
+    got = first_step(table[table.run_id.isin(ids)])
+    assert got == {"first_step_s": 62.6, "first_step_kernel_cache": "cold"}
+
+
 def test_time_to_first_step_of_only_warm_runs_is_marked_warm():
     got = first_step(runs_table((20.0, "warm"), (22.0, "warm")))
     assert got == {"first_step_s": 21.0, "first_step_kernel_cache": "warm"}

@@ -27,6 +27,17 @@ def run_ids(col: Collected, variant: str, phase: str | None) -> list[str]:
 
 
 
+def with_replaced(col: Collected, ids: list[str]) -> list[str]:
+    """``ids`` and every run a rerun among them replaced (experiment.rerun_contended), down
+    the chain of reruns."""
+    out, by = list(ids), {r.by: r.replaced.run_id for r in col.plan.reruns}
+    for rid in list(out):
+        while rid in by:
+            rid = by[rid]
+            out.append(rid)
+    return out
+
+
 def side(col: Collected, variant: str, phase: str | None, workload: str) -> Side:
     """``variant``'s numbers on ``phase`` from the runs table: means over its repeats (a mean
     step time only when every run is OK), the worst repeat's step-time CV, the means of the
@@ -43,7 +54,8 @@ def side(col: Collected, variant: str, phase: str | None, workload: str) -> Side
     return Side(
         name=variant, statuses=statuses, log_errors=errors, repeats_s=per_repeat,
         mean_step_s=finite_mean(sel.mean_step_s.tolist()) if (sel.status == "OK").all() else None,
-        **first_step(sel),
+        # a contended run's rerun finds the kernels it built: its cold first step still counts
+        **first_step(runs[runs.run_id.isin(with_replaced(col, sel.run_id.tolist()))]),
         step_cv_pct=max(cvs) if cvs else None, tokens_per_s=finite_mean(sel.tokens_per_s.tolist()),
         metrics={k: finite_mean(sel[k].tolist()) for k in MEANS[workload] if k in sel},
         sanity=sanity[0] if sanity else None,
@@ -59,9 +71,11 @@ def side(col: Collected, variant: str, phase: str | None, workload: str) -> Side
 
 
 def first_step(sel: pd.DataFrame) -> dict[str, Any]:
-    """``first_step_s`` (mean, s) and ``first_step_kernel_cache`` of the runs ``sel``: over
-    the runs whose compiler caches were cold when they started where there are any (a first
-    compile, as a user meets it), else over all of them, marked "warm" when every run found
+    """``first_step_s`` (mean, s) and ``first_step_kernel_cache`` of the runs ``sel`` (a
+    side's runs and the contended runs they replaced): over the runs whose compiler caches
+    were cold when they started where there are any (a first compile, as a user meets it;
+    contention in a run's measured steps does not make its compile less of one), else over
+    all of them, marked "warm" when every run found
     kernels an earlier run of the experiment had built (launch.local.compiler_cache_dirs)."""
     if "first_step_s" not in sel:
         return {"first_step_s": None, "first_step_kernel_cache": None}
