@@ -274,3 +274,41 @@ def _spec(tmp_path, args):
     return RunSpec(run_id="v-train-r1", index=1, variant="v", phase="train", repeat=1,
                    config=config, config_hash="0" * 64, run_dir=str(tmp_path),
                    timeout_s=60, kill_grace_s=2)
+
+
+def test_settings_the_config_checks_switch_names_against_are_its_non_switch_fields():
+    from afbench.config.models import OptimizationConfig
+    from afbench.config.switch_names import SETTINGS
+
+    assert set(SETTINGS) == set(OptimizationConfig.model_fields)
+
+
+@pytest.mark.parametrize("name, error", [
+    ("compile", "is the optimization setting optimization.compile: rename the switch"),
+    ("fast-softmax", "use lowercase letters, digits and '_'"),
+    ("autofuse", "registered twice"),
+])
+def test_a_switch_name_that_cannot_be_a_key_fails_naming_the_switch(monkeypatch, name, error):
+    from afbench.config.switch_names import switch_names as names_the_config_reads
+
+    # a newcomer registered a switch called compile: the report said "compile: on", the
+    # command engine printed a settings object for {compile}, history recording crashed
+    clash = type("Clash", (registry.SWITCHES[0].__class__,), {"name": name})()
+    monkeypatch.setattr(registry, "SWITCHES", registry.SWITCHES + (clash,))
+    with pytest.raises(ValueError, match=re.escape(error)):
+        names_the_config_reads()
+
+
+def test_a_switch_named_like_a_command_placeholder_fails_naming_both(monkeypatch):
+    from afbench.engines.command import placeholders
+
+    clash = type("Clash", (registry.SWITCHES[0].__class__,), {"name": "mode"})()
+    monkeypatch.setattr(registry, "SWITCHES", registry.SWITCHES + (clash,))
+    with pytest.raises(ConfigError, match=r"switch name 'mode' .* placeholder \{mode\}"):
+        placeholders()
+
+
+def test_no_registered_switch_takes_a_placeholders_name():
+    from afbench.engines.command import RUN_PLACEHOLDERS
+
+    assert not set(registry.switch_names()) & set(RUN_PLACEHOLDERS)

@@ -44,7 +44,12 @@ RUN_PLACEHOLDERS = ("run_dir", "profile_dir", "mode", "steps", "seed", "model_pa
 def placeholders() -> tuple[str, ...]:
     """Every ``{placeholder}`` of ``engine.args``: :data:`RUN_PLACEHOLDERS`, then one per
     registered switch (:data:`afbench.switches.registry.SWITCHES`)."""
-    return RUN_PLACEHOLDERS + switch_names()
+    names = switch_names()
+    clash = sorted(set(names) & set(RUN_PLACEHOLDERS))
+    if clash:  # {mode} would silently become the switch's value
+        raise ConfigError(f"switch name {clash[0]!r} (afbench.switches.registry.SWITCHES) is the "
+                          f"command engine's placeholder {{{clash[0]}}}: rename the switch")
+    return RUN_PLACEHOLDERS + names
 
 
 def run_values(spec: RunSpec, run_dir: Path) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The switches, in the order they apply: the one place that knows which switches exist.
 
 A switch is a :class:`afbench.switches.base.Switch` in its own module plus one entry in
-:data:`SWITCHES`, and nothing else (docs/architecture.md, tests/test_switch_contract.py).
+:data:`SWITCHES`, and nothing else (docs/architecture.md, tests/test_switch_registry.py).
 Importing this module hands the names to ``afbench.config`` (the leaf layer, which cannot read
 the registry), where ``optimization.<name>`` becomes a bool that defaults to false; the CLI
 stores the same names in Hydra's ConfigStore (``afbench.cli.recipes.register``).
@@ -46,7 +46,9 @@ def switch_names() -> tuple[str, ...]:
 
 
 # optimization.<name> is a bool of the config for every name this function returns, read at
-# each validation (so SWITCHES extended later counts too)
+# each validation (so SWITCHES extended later counts too); a name that cannot be one (not an
+# identifier, an optimization setting, twice) fails here, at import, naming the switch
+_config_switch_names.check_names(switch_names())
 _config_switch_names.accept(switch_names)
 
 
