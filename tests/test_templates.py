@@ -97,3 +97,19 @@ def test_the_uniform_slowdown_note_is_worded_in_the_reports_language(tmp_path):
     text = zh.read_text()
     assert text.count("在 14 个启动次数未变的算子中，有 12 个一致变慢 x1.90") == 2
     assert "uniform slowdown" not in text
+
+
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_a_single_run_report_shows_its_step_time(tmp_path, fmt):
+    # one variant, no comparison: the table showed its headers and no row (newcomer trial)
+    from afbench.store import RunRow
+
+    runs = [RunRow(run_id="baseline-run-r1", variant="baseline", phase="run", repeat=1,
+                   status="OK", mean_step_s=0.00116, tokens_per_s=880.0, first_step_s=0.5),
+            RunRow(run_id="baseline-run-r1-old", variant="baseline", phase="run", repeat=1,
+                   status="OK", mean_step_s=0.9, replaced_by="baseline-run-r1")]
+    summary = Summary(experiment="single", baseline="baseline", verdict_phase="run", runs=runs)
+    (out,) = render(summary, tmp_path, ReportConfig(formats=[fmt]))
+    text = out.read_text()
+    assert "0.0012" in text and "880.0" in text
+    assert "0.9000" not in text  # a replaced (contended) run is not the run's step time
