@@ -63,7 +63,7 @@ def test_a_job_that_is_not_the_baseline_runs_the_baseline_combination_beside_its
     assert exp.baseline == SWEEP_BASELINE
     # typed as Hydra types it: the boolean False, not the string "False"
     assert OmegaConf.to_container(exp.variants) == {
-        SWEEP_BASELINE: {"optimization.autofuse": False}, COMBINATION: {}}
+        SWEEP_BASELINE: {"optimization.autofuse": False}, COMBINATION: {"optimization.autofuse": True}}
 
 
 def test_the_baseline_job_and_a_separate_sweep_run_as_they_are(tmp_path):
@@ -81,7 +81,7 @@ def test_a_single_variant_recipe_keeps_its_name_and_its_overrides_on_both_sides(
     cfg, why = beside_baseline(cfg, sweep, ["optimization.autofuse=True"], set())
     assert why is None and OmegaConf.to_container(cfg.experiment.variants) == {
         SWEEP_BASELINE: {"scheduler.steps": 8, "optimization.autofuse": False},
-        "eager": {"scheduler.steps": 8}}
+        "eager": {"scheduler.steps": 8, "optimization.autofuse": True}}
 
 
 @pytest.mark.parametrize("task, own, cfg_kw, reason", [
@@ -147,3 +147,21 @@ def test_drift_between_jobs_reads_as_a_slowdown_only_when_jobs_are_compared_apar
     beside = by_name(drifting["beside"][0])[f"{NORM}=True"]
     assert beside["verdict"] not in ("FASTER", "SLOWER"), beside
     assert beside["ci_low"] < 0 < beside["ci_high"]
+
+
+def test_a_paired_jobs_report_and_history_name_each_variants_own_combination(drifting):
+    from afbench.history.records import extract
+    from afbench.store import OutDir
+
+    sweep, _ = drifting["beside"]
+    job = sweep / by_name(sweep)[f"{NORM}=True"]["job"]
+    plan = json.loads((job / "plan.json").read_text())
+    assert plan["baseline"] == SWEEP_BASELINE
+    # the history keeps one series per combination: the baseline runs beside the job are the
+    # baseline combination's, not the job's (a newcomer saw them labelled rmsnorm=true)
+    names = sorted(v.record["variant"] for v in extract(OutDir(job)).variants)
+    assert names == [f"{COMBINATION} [{NORM}=True]", f"{SWEEP_BASELINE} [{NORM}=False]"]
+    # the job's own report names both sides' settings in its variants table
+    report = (job / "report.md").read_text()
+    assert f"{NORM}=True" in report and f"{NORM}=False" in report
+    assert "one job of a sweep (experiment.sweep_pairing=beside)" in report

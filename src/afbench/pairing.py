@@ -102,7 +102,8 @@ def beside_baseline(cfg: DictConfig, sweep_dir: Path, job_overrides: list[str],
     names of the composition (``hydra.runtime.choices``), which a variant cannot switch.
     With ``experiment.sweep_pairing=beside``, a single-variant experiment whose swept values
     differ from :func:`baseline_setting`'s gets ``experiment.variants`` =
-    ``{sweep_baseline: its overrides + the baseline values, <own>: its overrides}`` (own named
+    ``{sweep_baseline: its overrides + the baseline values, <own>: its overrides + its own
+    values of the swept keys that differ}`` (own named
     :data:`COMBINATION` when the recipe called it ``baseline``) and ``experiment.baseline =
     sweep_baseline``; the values are typed as Hydra types them (``False``, ``0.1``)."""
     exp = cfg.experiment
@@ -129,14 +130,20 @@ def beside_baseline(cfg: DictConfig, sweep_dir: Path, job_overrides: list[str],
                      "override; compared with the baseline job's runs")
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in differ.items()])
-    values = {o.key_or_group.lstrip("+~"): o.value() for o in parsed}
+    def typed(setting: dict[str, str]) -> dict[str, Any]:
+        parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in setting.items()])
+        return {o.key_or_group.lstrip("+~"): o.value() for o in parsed}
+
+    values = typed(differ)
+    # the job's own values again on its own side: its report and its history series then
+    # name the combination it is (the composed config has them already)
+    mine = typed({k: own[k] for k in differ if k in own})
     (name, overrides), = OmegaConf.to_container(exp.variants, resolve=False).items()
     overrides = dict(overrides or {})
     paired = OmegaConf.to_container(cfg, resolve=False)
     paired["experiment"]["variants"] = {
         SWEEP_BASELINE: {**overrides, **values},
-        (COMBINATION if name == "baseline" else name): overrides}
+        (COMBINATION if name == "baseline" else name): {**overrides, **mine}}
     paired["experiment"]["baseline"] = SWEEP_BASELINE
     out = OmegaConf.create(paired)
     log.info("afbench: sweep pairing: this job also runs the baseline combination (%s) as "

@@ -149,6 +149,11 @@ def _record_row(out: OutDir, plan: Plan, summary: Summary, variant: str,
     }
 
 
+def _value(v: Any) -> str:
+    """A variant's override value as Hydra writes a swept one back (``True``, ``0.1``)."""
+    return str(v)
+
+
 def extract(out: OutDir, source: str = "import") -> Extracted:
     """The rows of the finished experiment in ``out``; ``source``: ``live`` (recorded when the
     experiment ended) or ``import``.
@@ -158,14 +163,18 @@ def extract(out: OutDir, source: str = "import") -> Extracted:
     out = OutDir(Path(out.path).resolve())
     plan, summary, exp = out.plan(), out.summary(), out.experiment()
     prov, host = exp.provenance, exp.provenance.host
-    # a sweep job's variant carries its swept setting: one series per combination
-    setting = ",".join(f"{k}={v}" for k, v in out.sweep_setting().items())
+    # a sweep job's variant carries its swept setting: one series per combination; a variant
+    # that overrides a swept key (the baseline combination a paired job runs beside its own,
+    # experiment.sweep_pairing=beside) carries its own value of it
+    swept = out.sweep_setting()
     variants, results = [], []
     for variant in plan.variants:
         run_rows, res = _run_rows(out, plan, variant)
         results += res
         row = _record_row(out, plan, summary, variant, run_rows)
-        if setting:
+        if swept:
+            own = summary.variants.get(variant) or {}
+            setting = ",".join(f"{k}={_value(own[k]) if k in own else v}" for k, v in swept.items())
             row["variant"] = f"{variant} [{setting}]"
         variants.append(VariantRows(row, run_rows))
     first = next((r for r in results if r is not None and r.versions), None)
