@@ -30,6 +30,10 @@ def afbench(cwd, *args):
     (["-m", "optimization.autofuse=false,ture"], 2,
      "optimization.autofuse: Input should be a valid boolean"),
     (["+launcher.env.lower=1"], 2, "must match [A-Z_][A-Z0-9_]*"),
+    # engine.env is the command engine's; the message said "did you mean 'env'?" naming env
+    (["engine.env.SLOW=1"], 2,
+     "engine.env: engine=builtin has no key 'env'; another engine has it (engine=command; "
+     "for every run's environment, whatever the engine: launcher.env.<NAME>=...)"),
     (["engine=torchtitan", "scheduler=infer"], 2,
      "scheduler.workload: engine=torchtitan runs SFT only, got 'infer'"),
     (["experiment.repeats=sometimes"], 2,

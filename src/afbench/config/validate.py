@@ -71,6 +71,15 @@ def format_validation_error(
         key = prefix + ".".join(path) if path else (prefix.rstrip(".") or "<config>")
         if e["type"] == "extra_forbidden":
             known = sorted(_fields_at(model, path[:-1]))
+            loc = [str(p) for p in e["loc"]]
+            tag = loc[1] if len(loc) > 2 and loc[1] in _UNION_TAGS.get(loc[0], ()) else None
+            if tag is not None and path[-1] in known:
+                # a key of another member of the union (engine.env with engine=builtin)
+                also = (" (engine=command; for every run's environment, whatever the engine: "
+                        f"launcher.env.<NAME>=...)" if path[-1] == "env" else "")
+                lines.append(f"{key}: {loc[0]}={tag} has no key {path[-1]!r}; another "
+                             f"{loc[0]} has it{also}")
+                continue
             guess = difflib.get_close_matches(path[-1], known, n=1)
             hint = f"did you mean '{guess[0]}'? " if guess else ""
             lines.append(f"{key}: unknown key; {hint}valid keys here: {', '.join(known)}")
