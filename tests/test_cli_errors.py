@@ -330,3 +330,13 @@ def test_the_quoting_hint_for_a_swept_path_with_equals_really_sweeps_two_values(
 
     jobs = sorted(tmp_path.glob("multirun/*/*/[0-9]*/.hydra/config.yaml"))
     assert [yaml.safe_load(j.read_text())["data"]["path"] for j in jobs] == values
+
+
+def test_task_check_shows_the_warnings_a_run_would_log(tmp_path):
+    # a newcomer checks first: the shadowed key and the misspelt variant were only in a run's log
+    proc = afbench(tmp_path, "experiment=sft_af_compare", "scheduler.steps=20",
+                   "experiment.variants.af_onn.optimization.autofuse=true", "task=check")
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: scheduler.steps is set again by experiment.phases.train" in proc.stderr
+    assert "warning: experiment.variants.af_onn adds a new variant beside 'af_on'" in proc.stderr
+    assert not (tmp_path / "outputs").exists()

@@ -163,6 +163,11 @@ def run_single(overrides: list[str], conf_dir: str) -> None:
             make_plan(conf, Path(os.devnull) / "dry-run")
         except AfbenchError as exc:  # every bad value, variant and phase: one line each
             _fail(str(exc).splitlines(), exc.exit_code, exc, _verbose())
+        if conf.task == "check":  # the run's own log would say these; check has none
+            from afbench.plan import misspelt_entries, shadowed_overrides
+
+            for line in shadowed_overrides(overrides, conf) + misspelt_entries(overrides, conf):
+                print(f"afbench: warning: {line}", file=sys.stderr)
         run_dir = Path(str(cfg.hydra.run.dir))
         if (run_dir / PLAN).exists():  # refused before Hydra rewrites its .hydra/ there
             _fail([f"{run_dir} already holds an experiment; an output directory is never "
