@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,16 @@ def test_the_pinned_hydra_version_is_installed_and_its_internals_exist():
 
     assert callable(run_and_report) and hasattr(Callbacks, "on_run_start")
     assert "run_mode" in Hydra.compose_config.__code__.co_varnames
+
+
+def test_the_readmes_regression_gate_recipe_passes_its_check_from_the_repository_root():
+    # README "History and regressions" runs experiment=matmul_gate from examples/recipes
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "AFBENCH_RECIPE_PATH": str(root / "examples" / "recipes"),
+           "PWD": str(root)}
+    proc = subprocess.run([sys.executable, "-m", "afbench", "experiment=matmul_gate",
+                           "task=check"], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "bench/workers/matmul_steps.py" in (root / "examples" / "recipes" /
+                                               "matmul_gate.yaml").read_text()
