@@ -132,7 +132,11 @@ def test_paired_jobs_run_the_baseline_combination_beside_their_own(drifting):
     assert row["beside_baseline"] is True and row["n_pairs"] == 3
     summary = json.loads((sweep / "sweep_summary.json").read_text())
     assert summary["beside"] == 1 and summary["comparisons"] == 1
-    assert "beside its own, in its own job" in (sweep / "sweep_report.md").read_text()
+    # what the pairing cost: 3 runs of job 0, 3 + 3 of job 1
+    assert (summary["runs"], summary["beside_runs"]) == (9, 3)
+    report = (sweep / "sweep_report.md").read_text()
+    assert "beside its own, in its own job" in report
+    assert "The sweep launched 9 runs, 3 of them runs of the baseline combination" in report
 
 
 def test_drift_between_jobs_reads_as_a_slowdown_only_when_jobs_are_compared_apart(drifting):

@@ -307,9 +307,15 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     all_overrides = [job_overrides(j) for j in jobs]
     keys = swept_keys(all_overrides)
     combos: list[_Combination] = []
+    n_runs = n_beside = 0
     for job, ovs in zip(jobs, all_overrides):
         setting = {k: v for k, v in map(split_override, ovs) if k in keys}
         combos += _combinations(job, setting, keys, report.lang)
+        if OutDir(job).plan_path.is_file():  # every launch, reruns of contended runs included
+            plan = OutDir(job).plan()
+            launched = [r.variant for r in plan.runs] + [r.replaced.variant for r in plan.reruns]
+            n_runs += len(launched)
+            n_beside += sum(v == SWEEP_BASELINE for v in launched) if plan.baseline == SWEEP_BASELINE else 0
     # the baseline combination's runs beside each paired job's own are no row of their own
     combos = [c for c in combos if not c.paired_base]
     base = _pick_baseline(combos, keys, baseline)
@@ -330,7 +336,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
         sweep_dir=str(sweep_dir), jobs=len(jobs), swept_keys=keys,
         baseline=base.row.name if base else None, sweep_baseline=baseline, confidence=level,
         level=per_comparison, comparisons=len(combos) - 1 if combos else 0, combinations=ranked,
-        beside=sum(r.beside_baseline for r in rows),
+        beside=sum(r.beside_baseline for r in rows), runs=n_runs, beside_runs=n_beside,
         main_effects=main_effects(rows, keys, base.row if base else None, level),
         failed=[r.name for r in rows if r.verdict == RUN_FAILED],
         untrusted=[r.name for r in rows if r.untrusted], cv_threshold_pct=UNTRUSTED_CV_PCT,

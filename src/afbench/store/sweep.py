@@ -118,6 +118,10 @@ class SweepSummary(Record):
     # how many of the comparisons used baseline runs beside the combination in its own job
     # (experiment.sweep_pairing=beside); the others used the baseline job's runs
     beside: int = 0
+    # runs launched by every job (contended runs' reruns included), and how many of them ran
+    # the baseline combination beside a job's own (experiment.sweep_pairing=beside)
+    runs: int | None = None
+    beside_runs: int | None = None
     combinations: list[SweepRow] = []
     main_effects: list[MainEffect] = []
     failed: list[str] = []
