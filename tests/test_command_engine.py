@@ -189,7 +189,9 @@ def test_default_pattern_captures_the_loss_of_reference_lines(tmp_path):
 
 def test_no_step_line_fails(tmp_path):
     spec = make_spec(tmp_path, [str(WORKERS / "silent.py")])
-    with pytest.raises(RunFailed, match=r"^no step lines matched engine\.step_pattern"):
+    with pytest.raises(RunFailed, match=r"^no step lines matched engine\.step_pattern "
+                       r"\(named groups step and value, seconds per step; a torchtitan log: "
+                       r"engine=torchtitan\)"):
         run_command(spec, Path(spec.run_dir))
 
 

@@ -269,7 +269,8 @@ def run_command(spec: RunSpec, run_dir: Path) -> RunResult:
     if code != 0:
         raise RunFailed(f"command exited with status {code}{tail}")
     if steps.count == 0:
-        raise RunFailed(f"no step lines matched engine.step_pattern{tail}")
+        raise RunFailed(f"no step lines matched engine.step_pattern (named groups step and "
+                        f"value, seconds per step; a torchtitan log: engine=torchtitan){tail}")
     return RunResult.from_fields({
         "workload": spec.config.scheduler.workload,
         "engine": "command",
