@@ -161,8 +161,9 @@ def set_timeout_check(has_set_timeout: bool, titan_calls_it: bool, torch_v: str,
     return _check(item, False, f"missing in torch {torch_v}; torchtitan {titan_v} calls it after "
                   "step 1 (distributed/utils.py set_pg_timeouts)",
                   "a torch that has it (the torch nightly torchtitan's release was tested with)",
-                  "install the torch torchtitan pins, or a torchtitan release written for "
-                  f"torch {torch_v}")
+                  "install a torch that has torch.distributed.set_timeout (torchtitan releases "
+                  "are tested with a torch nightly of their date: docs/accelerators.md, "
+                  f"'supported pairs'), or a torchtitan release written for torch {torch_v}")
 
 
 def device_check(backend: str, titan_device: str, titan_v: str) -> dict:
@@ -200,7 +201,8 @@ def parse_run(run: dict[str, Any], titan_v: str) -> tuple[dict, Any]:
 
     item = f"torchtitan command line {run['run_id']}"
     if "skip" in run:
-        return _check(item, True, f"not parsed: the run is SKIPPED ({run['skip']})"), None
+        return _check(item, True, f"nothing to parse: afbench will mark this run SKIPPED, "
+                      f"not start it ({run['skip']})"), None
     saved = {k: os.environ.get(k) for k in run["env"]}
     os.environ.update(run["env"])
     sink = io.StringIO()
