@@ -157,3 +157,18 @@ def test_contended_runs_of_either_side_never_decide_a_comparison_with_history():
     assert none_left.set_aside[0].side == "newest"
     with pytest.raises(ValueError, match="history_contended has 1 flags for 6 runs"):
         compare_groups(history, runs([1.3]), history_contended=[True])
+
+
+def test_an_undecided_effect_beyond_the_margin_says_how_many_pairs_would_decide_it():
+    # the quiet calibrated main job: +5.5% seen, one-round MDE 19.6% on a 4.85% host
+    host = RunSpread(spread_pct=4.85, df=11, n_pairs=12)
+    seen = compare_runs(runs([1.0]), runs([0.945]), calibration=host)
+    assert seen.decision == INCONCLUSIVE and seen.mde_pct > 15
+    from afbench.verdict import pairs_for_mde
+
+    sd_pair = math.sqrt(2) * 0.0485  # one pair's log-ratio spread from the calibration
+    assert seen.pairs_for_gain == pairs_for_mde(sd_pair, abs(seen.gain_pct), 0.95, 0.8)
+    assert 5 < seen.pairs_for_gain < seen.pairs_for_min_gain  # fewer than for the 2% margin
+    # nothing to add where the gain seen is within the margin, or already decided
+    assert compare_runs(runs([1.0]), runs([0.99]), calibration=host).pairs_for_gain is None
+    assert compare_runs(runs([1.0]), runs([0.6]), calibration=host).pairs_for_gain is None

@@ -152,6 +152,7 @@ class Speed(Record):
     no_interval_reason: str | None = None
     below_min_gain: bool = False
     pairs_for_min_gain: int | None = None
+    pairs_for_gain: int | None = None  # pairs to decide an effect of the size seen (undecided)
     stop_reason: str | None = None
     n_steps_baseline: int | None = None
     n_steps_variant: int | None = None

@@ -111,6 +111,9 @@ class Speed:
             by less than the gain that matters.
         pairs_for_min_gain: pairs a fixed design would need for an MDE of ``min_gain_pct`` at
             this spread (:func:`afbench.verdict.power.pairs_for_mde`); ``None`` without a spread.
+        pairs_for_gain: an undecided interval whose gain is beyond the margin but below the
+            MDE: the pairs a fixed design would need for an MDE of the gain seen (``|gain_pct|``)
+            at this spread, what deciding an effect of this size would take; else ``None``.
         stop_reason: why a sequential design stopped (``None`` otherwise).
         n_steps_baseline, n_steps_variant, n_bursts_baseline, n_bursts_variant: measured steps
             and load bursts (counted, never dropped) over the deciding pairs.
@@ -137,6 +140,7 @@ class Speed:
     no_interval_reason: str | None = None
     below_min_gain: bool = False
     pairs_for_min_gain: int | None = None
+    pairs_for_gain: int | None = None
     stop_reason: str | None = None
     n_steps_baseline: int = 0
     n_steps_variant: int = 0
@@ -231,16 +235,21 @@ def interval_speed(pairs: Pairs, center: float, se: float, critical: float, df: 
     decision = decide(low, high, min_gain_pct)
     n = pairs.d.size
     sd_pair = se * math.sqrt(n)
+    mde = mde_pct(critical, df, se, mde_power)
+    seen = abs(gain_from_log(center))
+    for_gain = (pairs_for_mde(sd_pair, seen, level, mde_power)
+                if pairs_hint and decision == "INCONCLUSIVE" and math.isfinite(sd_pair)
+                and min_gain_pct < seen < mde else None)
     return Speed(
         decision=decision, gain_pct=gain_from_log(center), ci_low_pct=low, ci_high_pct=high,
-        level=level, mde_pct=mde_pct(critical, df, se, mde_power), mde_power=mde_power,
+        level=level, mde_pct=mde, mde_power=mde_power,
         min_gain_pct=min_gain_pct, n_pairs=n, n_pairs_run=pairs.n_run, method=method,
         design=design, df=df, critical_value=critical, spread_pct=sd_pair * 100.0,
         spread_source=spread_source, run_spread_pct=run_spread_pct, set_aside=pairs.set_aside,
         below_min_gain=decision == "FASTER" and high < min_gain_pct,
         pairs_for_min_gain=(pairs_for_mde(sd_pair, min_gain_pct, level, mde_power)
                             if pairs_hint and math.isfinite(sd_pair) else None),
-        stop_reason=stop_reason, **_step_counts(pairs))
+        pairs_for_gain=for_gain, stop_reason=stop_reason, **_step_counts(pairs))
 
 
 def _step_counts(pairs: Pairs) -> dict[str, int]:
