@@ -152,7 +152,7 @@ def test_a_database_of_revision_0001_is_upgraded_and_its_runs_judged(tmp_path):
 @pytest.mark.parametrize("lang, words", [
     ("en", "history run 6 set aside: an outlier run (far slower than the other runs of its "
            "side); newest run 1 set aside: contended"),
-    ("zh", "历史运行 6 被剔除：是离群运行（远慢于同一侧的其他运行）; 最新运行 1 被剔除：受到资源争用"),
+    ("zh", "历史运行 6 被剔除：是离群运行（远慢于同一侧的其他运行）；最新运行 1 被剔除：受到资源争用"),
 ])
 def test_runs_set_aside_against_the_history_are_worded_as_history_runs(lang, words):
     from afbench.report.render import verdict_words
