@@ -166,7 +166,8 @@ def check(engine: Engine, experiment: str, variant: str | None = None, *, window
         regression = speed.decision == SLOWER and slower >= threshold_pct
         n_hist = len(hist_runs)
         detail = (f"median step {newest['median_step_s']:.4g} s vs "
-                  f"{history[0]['median_step_s']:.4g} s before; gain {speed.gain_pct:+.2f}% "
+                  f"{history[0]['median_step_s']:.4g} s in the record before; gain against "
+                  f"the history {speed.gain_pct:+.2f}% "
                   f"[{speed.ci_low_pct:+.2f}%, {speed.ci_high_pct:+.2f}%] at "
                   f"{confidence:.0%} ({speed.decision}), {len(new_runs)} run(s) vs "
                   f"{n_hist} run(s) of {len(history)} earlier record(s), {speed.method}{aside}")
