@@ -142,4 +142,6 @@ def test_offline_rerender_reproduces_verdict(af_compare_run, tmp_path):
     # beside the run's English report, never over it
     assert "结论" in (out / "report.zh.md").read_text() and (out / "report.zh.html").is_file()
     assert "report.zh.md" in proc.stdout
+    # the console's verdict line speaks --lang too (it was English); summary.json stays as is
+    assert "af_on vs af_off" in proc.stdout and ("配对" in proc.stdout or "无区间" in proc.stdout)
     assert (out / "report.md").read_text() == english

@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     except AfbenchError as exc:
         print(f"afbench.report: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    if args.lang:  # summary.json keeps the run's own language; the console speaks --lang
+        from afbench.report.render import fill_lines
+
+        summary = fill_lines(summary.model_copy(deep=True), report)
     for line in summary.headline:
         print(line)
     name = report_name("report", "md", report.lang or "en", run_language(args.out_dir))
