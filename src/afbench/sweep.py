@@ -114,6 +114,7 @@ class _Combination:
     # (variant sweep_baseline; not a row of its own) and, on the job's own row, those runs
     paired_base: bool = False
     beside: _Combination | None = None
+    launched: int = 0  # runs of this variant the job launched, reruns included
 
     @property
     def has_result(self) -> bool:
@@ -187,7 +188,9 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
             is_plan_baseline=variant == col.plan.baseline,
             report=report)
         combo = _Combination(row, calibration=col.experiment.calibration_dict(),
-                             paired_base=paired and variant == SWEEP_BASELINE)
+                             paired_base=paired and variant == SWEEP_BASELINE,
+                             launched=sum(r.variant == variant for r in col.plan.runs)
+                             + sum(r.replaced.variant == variant for r in col.plan.reruns))
         medians = []
         for rid in ids:
             window = col.spec(rid).config.scheduler.measure
@@ -307,15 +310,12 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     all_overrides = [job_overrides(j) for j in jobs]
     keys = swept_keys(all_overrides)
     combos: list[_Combination] = []
-    n_runs = n_beside = 0
     for job, ovs in zip(jobs, all_overrides):
         setting = {k: v for k, v in map(split_override, ovs) if k in keys}
         combos += _combinations(job, setting, keys, report.lang)
-        if OutDir(job).plan_path.is_file():  # every launch, reruns of contended runs included
-            plan = OutDir(job).plan()
-            launched = [r.variant for r in plan.runs] + [r.replaced.variant for r in plan.reruns]
-            n_runs += len(launched)
-            n_beside += sum(v == SWEEP_BASELINE for v in launched) if plan.baseline == SWEEP_BASELINE else 0
+    # every launch (reruns of contended runs included), and those of the baseline beside a job
+    n_runs = sum(c.launched for c in combos)
+    n_beside = sum(c.launched for c in combos if c.paired_base)
     # the baseline combination's runs beside each paired job's own are no row of their own
     combos = [c for c in combos if not c.paired_base]
     base = _pick_baseline(combos, keys, baseline)

@@ -26,9 +26,8 @@ from afbench.verdict.runs import run_statistic
 from afbench.errors import OutputError
 from afbench.history.db import utcnow
 from afbench.history.schema import experiments, records, runs
-from afbench.store import Comparison, Side, Summary
 from afbench.runspec import Plan, RunSpec
-from afbench.store import OutDir, window_step_times
+from afbench.store import Comparison, OutDir, Side, Summary, window_step_times
 from afbench.switches.registry import switch_names
 
 
@@ -149,11 +148,6 @@ def _record_row(out: OutDir, plan: Plan, summary: Summary, variant: str,
     }
 
 
-def _value(v: Any) -> str:
-    """A variant's override value as Hydra writes a swept one back (``True``, ``0.1``)."""
-    return str(v)
-
-
 def extract(out: OutDir, source: str = "import") -> Extracted:
     """The rows of the finished experiment in ``out``; ``source``: ``live`` (recorded when the
     experiment ended) or ``import``.
@@ -174,7 +168,7 @@ def extract(out: OutDir, source: str = "import") -> Extracted:
         row = _record_row(out, plan, summary, variant, run_rows)
         if swept:
             own = summary.variants.get(variant) or {}
-            setting = ",".join(f"{k}={_value(own[k]) if k in own else v}" for k, v in swept.items())
+            setting = ",".join(f"{k}={own[k] if k in own else v}" for k, v in swept.items())
             row["variant"] = f"{variant} [{setting}]"
         variants.append(VariantRows(row, run_rows))
     first = next((r for r in results if r is not None and r.versions), None)
