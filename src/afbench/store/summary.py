@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field
 
 from afbench.messages import Message
-from afbench.store.comparison import Comparison
+from afbench.store.comparison import Comparison, WindowMetrics
 from afbench.store.experiment import Assets
 from afbench.store.names import SUMMARY
 from afbench.store.result import Environment, RankAgreement, SwitchRecord
@@ -108,8 +108,11 @@ class FusedEvidence(Record):
 
 # --- the summary --------------------------------------------------------------------------
 
-class RunRow(Record):
-    """One row of ``results/runs`` (afbench.collect.Collected.runs), None for missing."""
+class RunRow(WindowMetrics):
+    """One row of ``results/runs`` (afbench.collect.Collected.runs), None for missing; its
+    window metrics (:class:`WindowMetrics`: tokens/s, loss, TTFT, TPOT, token counts) are the
+    means over the run's measured window of its metrics.jsonl step records
+    (afbench.collect.MEANS)."""
 
     run_id: str
     variant: str
@@ -122,7 +125,6 @@ class RunRow(Record):
     mean_step_s: float | None = None
     log_error: str | None = ""
     first_step_s: float | None = None
-    tokens_per_s: float | None = None
     workload: str | None = None
     step_cv_pct: float | None = None
     # afbench.analysis.recompiles.recompile_caveat when a compiled run recompiled inside its
@@ -149,14 +151,6 @@ class RunRow(Record):
     kernel_cache: str | None = None
     recompile_msg: Message | None = None  # ``recompile`` as a catalog message
     recompile_after_step: int | None = None  # the step after which it recompiled
-    # means over the measured window of its metrics.jsonl step records (afbench.collect.MEANS)
-    loss: float | None = None
-    ttft_ms: float | None = None
-    tpot_ms_mean: float | None = None
-    tpot_ms_p50: float | None = None
-    tpot_ms_p90: float | None = None
-    generated_tokens: float | None = None
-    prompt_tokens: float | None = None
     sanity: str | None = None  # inference text sanity: ok | warning | failed
 
 class PhaseParameters(Record):
