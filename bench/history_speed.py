@@ -104,28 +104,35 @@ def main() -> None:
               f"{len(times) - 1} experiments (a sweep's jobs in one process)")
         # what one experiment pays: its process has afbench's models and numpy loaded, not
         # SQLAlchemy; it records once, into a database that exists
-        cold, cold_cpu = [], []
+        cold, cold_cpu, cold_main = [], [], []
         for d in dirs[21:26]:
             code = ("import time, afbench.runspec, afbench.store.layout, afbench.store.summary, "
                     "afbench.verdict; t = time.perf_counter(); c = time.process_time(); "
+                    "m = time.thread_time(); "
                     "from afbench.history import record_experiment; "
                     f"assert record_experiment({str(d)!r}, {url!r}); "
                     "import sys; print(int('sqlalchemy' in sys.modules), "
-                    "time.perf_counter() - t, time.process_time() - c)")
+                    "time.perf_counter() - t, time.process_time() - c, time.thread_time() - m)")
             proc = subprocess.run([C.PYTHON, "-c", code], capture_output=True, text=True)
             if proc.returncode:
                 raise SystemExit(proc.stderr)
-            sqla, wall, cpu = (float(x) for x in proc.stdout.split()[-3:])
+            sqla, wall, cpu, main_cpu = (float(x) for x in proc.stdout.split()[-4:])
             cold.append(wall)
             cold_cpu.append(cpu)
+            cold_main.append(main_cpu)
             imported = "SQLAlchemy imported" if sqla else "no SQLAlchemy import"
         per_exp, per_cpu = statistics.median(cold), statistics.median(cold_cpu)
         print(f"record_experiment in a fresh experiment process (opens the database, reads the "
               f"directory, writes; {imported}): median wall {per_exp:.3f} s "
               f"({', '.join(f'{c:.3f}' for c in cold)}), CPU {per_cpu:.3f} s "
-              f"({', '.join(f'{c:.3f}' for c in cold_cpu)})")
+              f"({', '.join(f'{c:.3f}' for c in cold_cpu)}); the recording thread's own CPU "
+              f"{statistics.median(cold_main):.3f} s ({', '.join(f'{c:.3f}' for c in cold_main)}): "
+              f"the rest of the process CPU is numpy's OpenBLAS worker threads, started when the "
+              f"experiment imported numpy, spinning on the second core")
+        per_main = statistics.median(cold_main)
         print(f"  target < 0.2 s per experiment: wall {'MET' if per_exp < 0.2 else 'MISSED'}, "
-              f"CPU {'MET' if per_cpu < 0.2 else 'MISSED'}")
+              f"recording thread CPU {'MET' if per_main < 0.2 else 'MISSED'}, process CPU "
+              f"{'MET' if per_cpu < 0.2 else 'MISSED'}")
 
         # 2. import the rest, then the report as a user runs it
         wall, cpu, proc = history(url, "import", str(root / "outputs"))
