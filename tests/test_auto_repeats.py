@@ -152,5 +152,6 @@ def test_a_time_budget_with_fixed_repeats_is_said_to_be_ignored(tmp_path):
     assert ("experiment.time_budget_s=1 is ignored: it applies only with experiment.repeats=auto"
             in proc.stderr)
     out = next(p.parent for p in (tmp_path / "outputs").glob("*/*/plan.json"))
-    # nothing was cut short: 2 repeats x 3 variants x 2 phases all ran
-    assert len(Plan.model_validate_json((out / "plan.json").read_text()).runs) == 2 * 3 * 2
+    # nothing was cut short: 2 rounds of the verdict phase x 3 variants, then the other phase
+    # once per variant, all ran
+    assert len(Plan.model_validate_json((out / "plan.json").read_text()).runs) == 2 * 3 + 3

@@ -49,7 +49,10 @@ def test_repeats_are_counterbalanced_by_default(compose_cfg, tmp_path):
     ids = [r.run_id for r in plan.runs]
     assert ids[:6] == ["af_off-train-r1", "af_on-train-r1", "af_on-train-r2", "af_off-train-r2",
                        "af_off-train-r3", "af_on-train-r3"]
-    assert plan.order == "counterbalanced" and [r.index for r in plan.runs] == list(range(1, 13))
+    # rounds repeat the verdict phase only: the profile phase (its first run is what the report
+    # reads) runs once per variant, after the rounds
+    assert ids[6:] == ["af_off-profile-r1", "af_on-profile-r1"]
+    assert plan.order == "counterbalanced" and [r.index for r in plan.runs] == list(range(1, 9))
 
 
 def test_interleaved_order_keeps_the_baseline_first_in_every_round(compose_cfg, tmp_path):

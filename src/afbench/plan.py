@@ -9,9 +9,11 @@ in every round (the reference's order); ``random`` draws each round's order from
 ``experiment.order_seed`` (recorded in plan.json). Round 1 always starts with the baseline, so
 the reference's rule "the first run fails -> the rest is skipped" still holds.
 
-``experiment.repeats=auto``: the verdict phase runs first, with ``min_repeats`` rounds; the
-adaptive loop (afbench.experiment) appends rounds with :func:`add_round`; every other phase
-(e.g. profile) runs once, after it.
+Rounds repeat the verdict phase only: ``experiment.repeats=N`` runs it N times and every
+other phase (e.g. profile, whose report reads its first run) once, in the listed order of
+phases. ``experiment.repeats=auto``: the verdict phase runs first, with ``min_repeats``
+rounds; the adaptive loop (afbench.experiment) appends rounds with :func:`add_round`; every
+other phase runs once, after it.
 
 The effective config of a run is the composed config, then the phase's dotted overrides, then
 the variant's (the variant wins: it is what is being compared).
@@ -83,7 +85,8 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
               else list(exp.phases))
     runs: list[RunSpec] = []
     for phase in phases:
-        rounds = (exp.min_repeats if phase == verdict_phase else 1) if auto else exp.repeats
+        rounds = ((exp.min_repeats if auto else exp.repeats) if phase == verdict_phase
+                  else 1)
         for repeat in range(1, rounds + 1):
             for variant in round_order(variant_names, repeat, exp.order, seed):
                 rc = configs[(variant, phase)]
