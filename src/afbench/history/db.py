@@ -94,6 +94,7 @@ def upgrade(engine: Engine) -> None:
     logging.getLogger("alembic").setLevel(logging.WARNING)
     from alembic import command
     from alembic.config import Config
+    from alembic.util import CommandError
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
@@ -101,6 +102,14 @@ def upgrade(engine: Engine) -> None:
         with engine.begin() as conn:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
+    except CommandError as exc:
+        # e.g. a shared database that a newer afbench upgraded: its revision is not in our chain
+        raise HistoryError(
+            f"history database {engine.url.render_as_string(hide_password=True)}: schema "
+            f"revision {_current_revision(engine)!r} is unknown to this afbench (its newest is "
+            f"{HEAD!r}; a newer afbench wrote it?): upgrade afbench, or set --url / "
+            f"history.url / ${ENV_URL} to another database ({str(exc).splitlines()[0]})"
+        ) from None
     except SQLAlchemyError:
         # another process created the tables at the same moment: fine if it got to HEAD
         if _current_revision(engine) != HEAD:
