@@ -1,13 +1,59 @@
 """The history command line on bad input: each mistake is one line naming what is wrong and
-what to do, exit 2, no traceback, and nothing written (a database that a newer afbench
-upgraded)."""
+what to do, exit 2, no traceback, and nothing written (a date with an offset, an unknown
+experiment for ``list``, a ``report -o`` that cannot be written, a database that a newer
+afbench upgraded)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+import pytest
 from sqlalchemy import create_engine, text
+from test_history import T0, planted, url  # noqa: F401 (fixture)
 
 from afbench.history.__main__ import main
 from afbench.history.db import open_db
+from afbench.history.records import write
+
+
+def _write_all(url: str, *extracted) -> None:
+    engine = open_db(url)
+    for ex in extracted:
+        assert write(engine, ex)
+    engine.dispose()
+
+
+def test_since_converts_an_offset_to_utc_and_names_a_bad_date(url, capsys):
+    _write_all(url, planted("gate", T0, 1.0, 1), planted("gate", T0 + timedelta(hours=2), 1.0, 2))
+    # 11:00+02:00 is 09:00 UTC: only the record of 10:00 UTC is on or after it
+    assert main(["--url", url, "list", "--since", "2026-11-01T11:00+02:00"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(line.startswith("2026-11-01 10:00:00") for line in lines)
+    with pytest.raises(SystemExit) as exc:
+        main(["--url", url, "list", "--since", "yesterday"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "'yesterday' is not an ISO date" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as exc:
+        main(["--url", url, "list", "--limit", "0"])
+    assert exc.value.code == 2
+
+
+def test_list_names_an_unknown_experiment_like_check_and_report(url, capsys):
+    _write_all(url, planted("gate", T0, 1.0, 1))
+    assert main(["--url", url, "list", "--experiment", "gaet"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "did you mean gate?" in captured.err
+
+
+def test_report_to_a_place_it_cannot_write_is_one_line_and_exit_2(url, tmp_path, capsys):
+    _write_all(url, planted("gate", T0, 1.0, 1))
+    folder = tmp_path / "taken.html"
+    folder.mkdir()
+    assert main(["--url", url, "report", "-o", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"cannot write {folder}" in err and "-o" in err
+    assert list(folder.iterdir()) == [] and not (tmp_path / "taken.md").exists()
 
 
 def test_a_database_of_a_newer_afbench_is_named_not_a_traceback(tmp_path, capsys):
