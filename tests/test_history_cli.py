@@ -1,7 +1,7 @@
 """The history command line on bad input: each mistake is one line naming what is wrong and
 what to do, exit 2, no traceback, and nothing written (a date with an offset, an unknown
 experiment for ``list``, a ``report -o`` that cannot be written, a database that a newer
-afbench upgraded)."""
+afbench upgraded); and a report of too few records says change points were not looked for."""
 
 from __future__ import annotations
 
@@ -69,3 +69,17 @@ def test_a_database_of_a_newer_afbench_is_named_not_a_traceback(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "revision '9999' is unknown to this afbench" in err
     assert "upgrade afbench" in err and path.read_bytes() == before
+
+
+def test_a_report_of_three_records_says_change_points_were_not_looked_for(url, tmp_path,
+                                                                          capsys):
+    # the README's gate: two equal records, then one 30% slower; PELT needs 4 records to look
+    _write_all(url, *(planted("gate", T0 + timedelta(hours=k), 1.3 if k == 2 else 1.0, k)
+                      for k in range(3)))
+    out = tmp_path / "h.html"
+    assert main(["--url", url, "report", "-o", str(out)]) == 0
+    md = out.with_suffix(".md").read_text()
+    assert "No change point found" not in md
+    assert md.count("No change point looked for: it needs 4 or more records of one host "
+                    "and config (here 3 with a step time).") == 2  # base and fused
+    assert "No change point looked for" in out.read_text()
