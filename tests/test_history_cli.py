@@ -44,6 +44,9 @@ def test_list_names_an_unknown_experiment_like_check_and_report(url, capsys):
     assert main(["--url", url, "list", "--experiment", "gaet"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and "did you mean gate?" in captured.err
+    assert main(["--url", url, "check", "--experiment", "gate", "--variant", "fsued"]) == 2
+    err = capsys.readouterr().err
+    assert "no record of variant 'fsued' of gate" in err and "recorded: base, fused" in err
 
 
 def test_report_to_a_place_it_cannot_write_is_one_line_and_exit_2(url, tmp_path, capsys):

@@ -239,8 +239,13 @@ def main(argv: list[str] | None = None) -> int:
                         confidence=args.confidence, min_gain_pct=args.min_gain_pct,
                         threshold_pct=args.threshold_pct, contention=args.contention)
         if not results:
+            with engine.connect() as conn:
+                known = sorted(conn.execute(
+                    select(records.c.variant).distinct().join(experiments)
+                    .where(experiments.c.experiment == args.experiment)).scalars())
             print(f"history check: no record of variant {args.variant!r} of "
-                  f"{args.experiment}", file=sys.stderr)
+                  f"{args.experiment} in {shown(url)}; recorded: {', '.join(known)}",
+                  file=sys.stderr)
             return 2
         for r in results:
             print(r.line)
