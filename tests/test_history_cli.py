@@ -1,14 +1,14 @@
 """The history command line on bad input: each mistake is one line naming what is wrong and
 what to do, exit 2, no traceback, and nothing written (a date with an offset, an unknown
 experiment for ``list``, a ``report -o`` that cannot be written, a database that a newer
-afbench upgraded); and a report of too few records says change points were not looked for."""
+afbench upgraded, another program's database given to a reader); and a report of too few records says change points were not looked for."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, inspect, text
 from test_history import T0, planted, url  # noqa: F401 (fixture)
 
 from afbench.history.__main__ import main
@@ -86,3 +86,22 @@ def test_a_report_of_three_records_says_change_points_were_not_looked_for(url, t
     assert md.count("No change point looked for: it needs 4 or more records of one host "
                     "and config (here 3 with a step time).") == 2  # base and fused
     assert "No change point looked for" in out.read_text()
+
+
+def test_a_reader_leaves_a_database_without_afbench_history_as_it_was(url, capsys):
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE app_users (id INTEGER)"))
+    path = url.startswith("sqlite") and url.split("///", 1)[1]
+    before = open(path, "rb").read() if path else None
+    for command in (["list"], ["report", "-o", "/nonexistent/h.html"], ["check", "--experiment",
+                                                                         "gate"]):
+        assert main(["--url", url, *command]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is not an afbench history database" in err
+        assert "app_users" in err
+    with engine.connect() as conn:
+        assert inspect(conn).get_table_names() == ["app_users"]
+    engine.dispose()
+    if path:
+        assert open(path, "rb").read() == before  # not even switched to WAL
