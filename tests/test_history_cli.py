@@ -37,6 +37,9 @@ def test_since_converts_an_offset_to_utc_and_names_a_bad_date(url, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--url", url, "list", "--limit", "0"])
     assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:  # `--url "$UNSET"`: not the default database
+        main(["--url", "", "list"])
+    assert exc.value.code == 2 and "--url: is empty" in capsys.readouterr().err
 
 
 def test_list_names_an_unknown_experiment_like_check_and_report(url, capsys):

@@ -52,6 +52,13 @@ def _positive_int(text: str) -> int:
     return int(value)
 
 
+def _url(text: str) -> str:
+    if not text.strip():  # `--url "$UNSET"` must not fall back to another database
+        raise argparse.ArgumentTypeError(f"is empty: give a SQLAlchemy URL, or leave --url out "
+                                         f"for ${ENV_URL} or the per-user SQLite file")
+    return text
+
+
 def _since(text: str) -> datetime:
     try:
         return datetime.fromisoformat(text)
@@ -69,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
                                 "found a regression or import could not read a directory, 2 a "
                                 "usage error, an unknown experiment or an unreachable "
                                 "database. Each command's --help gives its options.")
-    p.add_argument("--url", help=f"SQLAlchemy URL of the database (default: ${ENV_URL}, else "
+    p.add_argument("--url", type=_url, help=f"SQLAlchemy URL of the database (default: ${ENV_URL}, else "
                    "the per-user SQLite file)")
     sub = p.add_subparsers(dest="command", required=True)
     imp = sub.add_parser("import", help="record existing output and sweep directories")
