@@ -9,7 +9,8 @@ database of experiments (README "History and regressions").
                                         (runs recorded as contended never decide)
 
 Exit status: 0 done (check: no regression), 1 check found a regression (or import could not
-read a directory), 2 a usage error or an unreachable database. Never imports torch.
+read a directory), 2 a usage error, an unknown experiment (list, report, check), a report that
+cannot be written, or a database that cannot be opened. Never imports torch.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from sqlalchemy import Engine, func, select
@@ -51,36 +52,65 @@ def _positive_int(text: str) -> int:
     return int(value)
 
 
+def _url(text: str) -> str:
+    if not text.strip():  # `--url "$UNSET"` must not fall back to another database
+        raise argparse.ArgumentTypeError(f"is empty: give a SQLAlchemy URL, or leave --url out "
+                                         f"for ${ENV_URL} or the per-user SQLite file")
+    return text
+
+
+def _since(text: str) -> datetime:
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO date or time, e.g. 2026-12-01 or 2026-12-01T08:00 (UTC) "
+            "or 2026-12-01T08:00+02:00") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m afbench.history",
                                 description="The history of afbench experiments: record, "
-                                "list, report trends, gate regressions.")
-    p.add_argument("--url", help=f"SQLAlchemy URL of the database (default: ${ENV_URL}, else "
+                                "list, report trends, gate regressions.",
+                                epilog="exit status: 0 done (check: no regression), 1 check "
+                                "found a regression or import could not read a directory, 2 a "
+                                "usage error, an unknown experiment or an unreachable "
+                                "database. Each command's --help gives its options.")
+    p.add_argument("--url", type=_url, help=f"SQLAlchemy URL of the database (default: ${ENV_URL}, else "
                    "the per-user SQLite file)")
     sub = p.add_subparsers(dest="command", required=True)
     imp = sub.add_parser("import", help="record existing output and sweep directories")
-    imp.add_argument("dirs", nargs="+", type=Path, metavar="DIR")
+    imp.add_argument("dirs", nargs="+", type=Path, metavar="DIR",
+                     help="an experiment's output directory, or a folder above some (outputs/, "
+                     "multirun/): each finished one below is recorded once")
     ls = sub.add_parser("list", help="one line per record, newest first")
-    ls.add_argument("--experiment")
-    ls.add_argument("--variant")
-    ls.add_argument("--since", type=datetime.fromisoformat, metavar="DATE",
-                    help="records created on or after DATE (ISO, UTC: 2026-12-01 or "
-                    "2026-12-01T08:00)")
-    ls.add_argument("--limit", type=int, default=None)
+    ls.add_argument("--experiment", help="only this experiment (experiment.name)")
+    ls.add_argument("--variant", help="only this variant")
+    ls.add_argument("--since", type=_since, metavar="DATE",
+                    help="records created on or after DATE (ISO, UTC unless it has an offset: "
+                    "2026-12-01, 2026-12-01T08:00 or 2026-12-01T08:00+02:00)")
+    ls.add_argument("--limit", type=_positive_int, default=None, metavar="N",
+                    help="at most N lines (the newest)")
     rep = sub.add_parser("report", help="HTML and Markdown trend report")
-    rep.add_argument("--experiment")
+    rep.add_argument("--experiment", help="only this experiment (default: all)")
     rep.add_argument("-o", "--output", type=Path, default=Path("history_report.html"),
                      metavar="FILE.html", help="the HTML file; the Markdown goes beside it "
                      "(FILE.md); default history_report.html")
     chk = sub.add_parser("check", help="CI gate: exit 1 when the newest record is slower "
-                         "than its history beyond the noise")
-    chk.add_argument("--experiment", required=True)
-    chk.add_argument("--variant")
+                         "than its history beyond the noise",
+                         description="Compare the newest record of each variant with its "
+                         "earlier records (same host, same config). Exit 0: no regression (or "
+                         "nothing to compare; the line says so), 1: a regression, 2: no record "
+                         "of the experiment or variant.")
+    chk.add_argument("--experiment", required=True, help="the experiment (experiment.name)")
+    chk.add_argument("--variant", help="only this variant (default: each of them)")
     chk.add_argument("--window", type=_positive_int, default=10,
                      help="earlier records compared with (default 10)")
     chk.add_argument("--confidence", type=_open_unit, default=0.95,
                      help="confidence of the interval, within (0, 1) (default 0.95)")
-    chk.add_argument("--min-gain-pct", type=_percent, default=2.0)
+    chk.add_argument("--min-gain-pct", type=_percent, default=2.0,
+                     help="the smallest change that matters, for the verdict's NO_GAIN margin "
+                     "(default 2)")
     chk.add_argument("--threshold-pct", type=_percent, default=5.0,
                      help="a significant slowdown smaller than this passes (default 5)")
     chk.add_argument("--contention", choices=("set_aside", "keep"), default="set_aside",
@@ -139,8 +169,10 @@ def list_lines(engine: Engine, experiment: str | None = None, variant: str | Non
         q = q.where(experiments.c.experiment == experiment)
     if variant:
         q = q.where(records.c.variant == variant)
-    if since:
-        q = q.where(experiments.c.created_at >= since.replace(tzinfo=None))
+    if since:  # created_at is naive UTC: an offset given is converted, not dropped
+        if since.tzinfo:
+            since = since.astimezone(timezone.utc).replace(tzinfo=None)
+        q = q.where(experiments.c.created_at >= since)
     if limit:
         q = q.limit(limit)
     lines = []
@@ -185,21 +217,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "import":
             return cmd_import(engine, args.dirs)
+        if args.experiment and (problem := _known_experiment(engine, args.experiment)):
+            print(f"history {args.command}: {problem} in {shown(url)}", file=sys.stderr)
+            return 2
         if args.command == "list":
             for line in list_lines(engine, args.experiment, args.variant, args.since,
                                    args.limit):
                 print(line)
             return 0
-        if args.experiment and (problem := _known_experiment(engine, args.experiment)):
-            print(f"history {args.command}: {problem} in {shown(url)}", file=sys.stderr)
-            return 2
         if args.command == "report":
             from afbench.history.page import render_history
             from afbench.history.trend import load_series
 
             series = load_series(engine, args.experiment)
             title = f"afbench history: {args.experiment or 'all experiments'}"
-            html, md = render_history(series, args.output, title)
+            try:
+                html, md = render_history(series, args.output, title)
+            except OSError as exc:  # a folder, a read-only place: one line, not a traceback
+                print(f"history report: cannot write {args.output}: "
+                      f"{exc.strerror or exc}; give -o a writable FILE.html", file=sys.stderr)
+                return 2
             print(f"history report: {html} and {md} "
                   f"({sum(len(s.records) for s in series)} records, {len(series)} series)")
             return 0
@@ -209,8 +246,13 @@ def main(argv: list[str] | None = None) -> int:
                         confidence=args.confidence, min_gain_pct=args.min_gain_pct,
                         threshold_pct=args.threshold_pct, contention=args.contention)
         if not results:
+            with engine.connect() as conn:
+                known = sorted(conn.execute(
+                    select(records.c.variant).distinct().join(experiments)
+                    .where(experiments.c.experiment == args.experiment)).scalars())
             print(f"history check: no record of variant {args.variant!r} of "
-                  f"{args.experiment}", file=sys.stderr)
+                  f"{args.experiment} in {shown(url)}; recorded: {', '.join(known)}",
+                  file=sys.stderr)
             return 2
         for r in results:
             print(r.line)

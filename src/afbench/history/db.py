@@ -94,6 +94,7 @@ def upgrade(engine: Engine) -> None:
     logging.getLogger("alembic").setLevel(logging.WARNING)
     from alembic import command
     from alembic.config import Config
+    from alembic.util import CommandError
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
@@ -101,10 +102,34 @@ def upgrade(engine: Engine) -> None:
         with engine.begin() as conn:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
+    except CommandError as exc:
+        # e.g. a shared database that a newer afbench upgraded: its revision is not in our chain
+        raise HistoryError(
+            f"history database {engine.url.render_as_string(hide_password=True)}: schema "
+            f"revision {_current_revision(engine)!r} is unknown to this afbench (its newest is "
+            f"{HEAD!r}; a newer afbench wrote it?): upgrade afbench, or set --url / "
+            f"history.url / ${ENV_URL} to another database ({str(exc).splitlines()[0]})"
+        ) from None
     except SQLAlchemyError:
         # another process created the tables at the same moment: fine if it got to HEAD
         if _current_revision(engine) != HEAD:
             raise
+
+
+def _refuse_foreign(engine: Engine, url: str) -> None:
+    """For readers: a database without afbench's ``alembic_version`` table (an app's, an empty
+    one) is an error, never turned into a history. Disposes the engine's connections."""
+    try:
+        if _current_revision(engine) is not None:
+            return
+        with engine.connect() as conn:
+            tables = inspect(conn).get_table_names()
+    finally:
+        engine.dispose()
+    held = f"; it holds other tables: {', '.join(tables[:5])}" if tables else ""
+    raise HistoryError(f"{shown(url)} is not an afbench history database (no alembic_version "
+                       f"table{held}); run an experiment or `history import` first, or check "
+                       f"--url (or ${ENV_URL})")
 
 
 def open_db(url: str | None = None, create: bool = True) -> Engine:
@@ -116,7 +141,8 @@ def open_db(url: str | None = None, create: bool = True) -> Engine:
 
     Raises HistoryError naming the URL when it cannot be opened or upgraded (a missing driver,
     a server that does not answer, a file that is not a database), or, with ``create=False``,
-    when the SQLite file does not exist."""
+    when the SQLite file does not exist or the database holds no afbench history (no
+    ``alembic_version``: it is left as it was)."""
     url = resolve_url(url)
     try:
         if url.startswith("sqlite"):
@@ -130,9 +156,12 @@ def open_db(url: str | None = None, create: bool = True) -> Engine:
                                        f"first or check --url (or ${ENV_URL})")
                 path.parent.mkdir(parents=True, exist_ok=True)
             engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
-            _sqlite_settings(engine)
         else:
             engine = create_engine(url, pool_pre_ping=True)
+        if not create:
+            _refuse_foreign(engine, url)
+        if url.startswith("sqlite"):
+            _sqlite_settings(engine)  # after the check: WAL mode is written into the file
         upgrade(engine)
     except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
         raise HistoryError(f"history database {shown(url)}: {str(exc).splitlines()[0]} "

@@ -23,7 +23,7 @@ from typing import Any
 import jinja2
 
 from afbench.history.check import software
-from afbench.history.trend import Series
+from afbench.history.trend import MIN_SIZE, Series
 from afbench.io import write_text_atomic
 from afbench.report.figure import (BASELINE_COLOUR, GAIN_DOWN, GAIN_UP, PALETTE, WIDE_IN, Plot,
                                    _figure, _margins, _matplotlib, _svg)
@@ -119,6 +119,21 @@ def _row(r: dict[str, Any], base: Path) -> dict[str, Any]:
             "out_dir": r["out_dir"]}
 
 
+def _no_change(s: Series) -> str:
+    """What the page says when a series has no change point: none found, or too few records
+    of one host and config (the part change points are looked for in) to look."""
+    parts: dict[tuple[Any, Any], int] = {}
+    for r in s.records:
+        if r["median_step_s"]:
+            key = (r["host_id"], r["config_hash"])
+            parts[key] = parts.get(key, 0) + 1
+    longest = max(parts.values(), default=0)
+    if longest >= 2 * MIN_SIZE:
+        return "No change point found."
+    return (f"No change point looked for: it needs {2 * MIN_SIZE} or more records of one host "
+            f"and config (here {longest} with a step time).")
+
+
 def render_history(series: list[Series], out_html: Path, title: str) -> tuple[Path, Path]:
     """Write ``out_html`` and the Markdown beside it (same name, ``.md``); returns both paths.
     Links to each experiment's report are relative to ``out_html``'s folder."""
@@ -132,6 +147,7 @@ def render_history(series: list[Series], out_html: Path, title: str) -> tuple[Pa
         groups.append({
             "experiment": s.experiment, "variant": s.variant, "baseline": s.is_baseline,
             "n": len(s.records), "changes": [c.line() for c in s.changes],
+            "no_change": _no_change(s),
             "rows": [_row(r, base) for r in reversed(s.records[-TABLE_ROWS:])],
             "more": max(0, len(s.records) - TABLE_ROWS),
             "step_plot": _plot(s, base, "step"),

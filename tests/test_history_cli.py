@@ -1,0 +1,110 @@
+"""The history command line on bad input: each mistake is one line naming what is wrong and
+what to do, exit 2, no traceback, and nothing written (a date with an offset, an unknown
+experiment for ``list``, a ``report -o`` that cannot be written, a database that a newer
+afbench upgraded, another program's database given to a reader); and a report of too few records says change points were not looked for."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import create_engine, inspect, text
+from test_history import T0, planted, url  # noqa: F401 (fixture)
+
+from afbench.history.__main__ import main
+from afbench.history.db import open_db
+from afbench.history.records import write
+
+
+def _write_all(url: str, *extracted) -> None:
+    engine = open_db(url)
+    for ex in extracted:
+        assert write(engine, ex)
+    engine.dispose()
+
+
+def test_since_converts_an_offset_to_utc_and_names_a_bad_date(url, capsys):
+    _write_all(url, planted("gate", T0, 1.0, 1), planted("gate", T0 + timedelta(hours=2), 1.0, 2))
+    # 11:00+02:00 is 09:00 UTC: only the record of 10:00 UTC is on or after it
+    assert main(["--url", url, "list", "--since", "2026-11-01T11:00+02:00"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(line.startswith("2026-11-01 10:00:00") for line in lines)
+    with pytest.raises(SystemExit) as exc:
+        main(["--url", url, "list", "--since", "yesterday"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "'yesterday' is not an ISO date" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as exc:
+        main(["--url", url, "list", "--limit", "0"])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:  # `--url "$UNSET"`: not the default database
+        main(["--url", "", "list"])
+    assert exc.value.code == 2 and "--url: is empty" in capsys.readouterr().err
+
+
+def test_list_names_an_unknown_experiment_like_check_and_report(url, capsys):
+    _write_all(url, planted("gate", T0, 1.0, 1))
+    assert main(["--url", url, "list", "--experiment", "gaet"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "did you mean gate?" in captured.err
+    assert main(["--url", url, "check", "--experiment", "gate", "--variant", "fsued"]) == 2
+    err = capsys.readouterr().err
+    assert "no record of variant 'fsued' of gate" in err and "recorded: base, fused" in err
+
+
+def test_report_to_a_place_it_cannot_write_is_one_line_and_exit_2(url, tmp_path, capsys):
+    _write_all(url, planted("gate", T0, 1.0, 1))
+    folder = tmp_path / "taken.html"
+    folder.mkdir()
+    assert main(["--url", url, "report", "-o", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"cannot write {folder}" in err and "-o" in err
+    assert list(folder.iterdir()) == [] and not (tmp_path / "taken.md").exists()
+
+
+def test_a_database_of_a_newer_afbench_is_named_not_a_traceback(tmp_path, capsys):
+    path = tmp_path / "h.sqlite"
+    db = f"sqlite:///{path}"
+    open_db(db).dispose()
+    engine = create_engine(db)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    engine.dispose()
+    before = path.read_bytes()
+    assert main(["--url", db, "list"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "revision '9999' is unknown to this afbench" in err
+    assert "upgrade afbench" in err and path.read_bytes() == before
+
+
+def test_a_report_of_three_records_says_change_points_were_not_looked_for(url, tmp_path,
+                                                                          capsys):
+    # the README's gate: two equal records, then one 30% slower; PELT needs 4 records to look
+    _write_all(url, *(planted("gate", T0 + timedelta(hours=k), 1.3 if k == 2 else 1.0, k)
+                      for k in range(3)))
+    out = tmp_path / "h.html"
+    assert main(["--url", url, "report", "-o", str(out)]) == 0
+    md = out.with_suffix(".md").read_text()
+    assert "No change point found" not in md
+    assert md.count("No change point looked for: it needs 4 or more records of one host "
+                    "and config (here 3 with a step time).") == 2  # base and fused
+    assert "No change point looked for" in out.read_text()
+
+
+def test_a_reader_leaves_a_database_without_afbench_history_as_it_was(url, capsys):
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE app_users (id INTEGER)"))
+    path = url.startswith("sqlite") and url.split("///", 1)[1]
+    before = open(path, "rb").read() if path else None
+    for command in (["list"], ["report", "-o", "/nonexistent/h.html"], ["check", "--experiment",
+                                                                         "gate"]):
+        assert main(["--url", url, *command]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is not an afbench history database" in err
+        assert "app_users" in err
+    with engine.connect() as conn:
+        assert inspect(conn).get_table_names() == ["app_users"]
+    engine.dispose()
+    if path:
+        assert open(path, "rb").read() == before  # not even switched to WAL
