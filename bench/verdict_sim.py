@@ -12,8 +12,9 @@ What it measures, per noise model and design, over N simulated experiments per c
 Noise: a run's log step times are mu + u_run + e_j, e_j AR(1) (rho 0.5, sd 3%: within-run
 noise as bench/noise_floor.py measured it), u_run ~ N(0, spread) between processes; 'outliers':
 5% of runs 2x slower, not flagged; 'contended': 10% of runs 1.5-2x slower and flagged as
-contended (the measurement of afbench.analysis.contention). One round 'calibrated' uses a
-host calibration from an A/A of 12 pairs simulated under the same noise (its own error included).
+contended (the measurement of afbench.analysis.contention). The 'calibrated' designs (one
+round, two rounds) use a host calibration from an A/A of 12 pairs simulated under the same noise
+(its own error included), or, in the MISFIT models, under another spread than the experiment's.
 
 Run: python bench/verdict_sim.py [--n 2000] [--window 5]   (80 min on a loaded 2-core machine)
 """
@@ -38,22 +39,36 @@ MODELS = {  # name: (run-to-run spread, outlier rate, contended rate)
     "spread 5% + outliers": (0.05, 0.05, 0.0),
     "spread 5% + contended": (0.05, 0.0, 0.10),
 }
+#: Calibrations that do not fit the experiment (the calibrated designs' risk): name ->
+#: (experiment's baseline spread, variant spread, spread the calibration's A/A ran at).
+#: "variant noisier": the switch's runs vary more than the eager A/A that calibrated the host
+#: (measured here on 2026-12-02: compiled runs 6%, eager 2.5%); "host noisier since": the
+#: calibration was taken on a quieter day.
+MISFIT = {
+    "variant noisier (5% vs 10%)": (0.05, 0.10, 0.05),
+    "host noisier since (cal 3%, now 6%)": (0.06, 0.06, 0.03),
+}
 EFFECTS = {"A/A": 0.0, "gain 5%": 5.0, "gain 10%": 10.0, "gain 30%": 30.0, "slower 10%": -10.0}
 CALIBRATION_PAIRS = 12  # an A/A of 12 pairs: MIN_CALIBRATION_PAIRS
-DESIGNS = ("one round", "one round calibrated", "fixed 3", "fixed 5", "fixed 8", "auto 3..8")
+DESIGNS = ("one round", "one round calibrated", "fixed 2 calibrated", "fixed 3", "fixed 5",
+           "fixed 8", "auto 3..8")
 
 
 class Host:
     """Draws runs: each a list of step times and whether it was (measured) contended."""
 
     def __init__(self, rng: np.random.Generator, spread: float, outliers: float, contended: float,
-                 window: int) -> None:
+                 window: int, variant_spread: float | None = None,
+                 calibration_spread: float | None = None) -> None:
         self.rng, self.spread, self.outliers, self.contended = rng, spread, outliers, contended
         self.window = window
+        self.variant_spread = spread if variant_spread is None else variant_spread
+        self.calibration_spread = spread if calibration_spread is None else calibration_spread
 
-    def run(self, log_mu: float) -> tuple[list[float], bool]:
+    def run(self, log_mu: float, spread: float | None = None) -> tuple[list[float], bool]:
         rng = self.rng
-        u = rng.normal(0.0, self.spread) if self.spread else 0.0
+        spread = self.spread if spread is None else spread
+        u = rng.normal(0.0, spread) if spread else 0.0
         flagged = False
         if self.outliers and rng.random() < self.outliers:
             u += math.log(2.0)
@@ -70,7 +85,16 @@ class Host:
         log_v = math.log(1 - gain_pct / 100.0)
         b, v, c = [], [], []
         for _ in range(n):
-            (rb, cb), (rv, cv) = self.run(0.0), self.run(log_v)
+            (rb, cb), (rv, cv) = self.run(0.0), self.run(log_v, self.variant_spread)
+            b.append(rb), v.append(rv), c.append((cb, cv))
+        return b, v, c
+
+    def calibration_pairs(self, n: int):
+        """An A/A of ``n`` pairs of baseline-like runs at the calibration's spread."""
+        b, v, c = [], [], []
+        for _ in range(n):
+            (rb, cb), (rv, cv) = (self.run(0.0, self.calibration_spread),
+                                  self.run(0.0, self.calibration_spread))
             b.append(rb), v.append(rv), c.append((cb, cv))
         return b, v, c
 
@@ -94,8 +118,8 @@ def experiment(host: Host, design: str, gain: float):
                 return look.speed, None, look.n_pairs_run
     n = 1 if design.startswith("one") else int(design.split()[1])
     cal = {}
-    if design == "one round calibrated":
-        cb, cv, cc = host.pairs(CALIBRATION_PAIRS, 0.0)
+    if design.endswith("calibrated"):
+        cb, cv, cc = host.calibration_pairs(CALIBRATION_PAIRS)
         cal = {"calibration": run_spread_from_pairs(cb, cv, cc)}
     b, v, c = host.pairs(n, gain)
     speed = compare_runs(b, v, contended=c, **cal)
@@ -108,9 +132,17 @@ def covered(speed, gain: float) -> bool | None:
     return speed.ci_low_pct <= gain <= speed.ci_high_pct
 
 
-def cell(model: str, design: str, gain: float, n_exp: int, window: int, seed: int):
+def make_host(model: str, window: int, seed: int) -> Host:
+    rng = np.random.default_rng(seed)
+    if model in MISFIT:
+        spread, variant_spread, calibration_spread = MISFIT[model]
+        return Host(rng, spread, 0.0, 0.0, window, variant_spread, calibration_spread)
     spread, outl, cont = MODELS[model]
-    host = Host(np.random.default_rng(seed), spread, outl, cont, window)
+    return Host(rng, spread, outl, cont, window)
+
+
+def cell(model: str, design: str, gain: float, n_exp: int, window: int, seed: int):
+    host = make_host(model, window, seed)
     dec, plain, cov, mde, pairs, kept, mdes = [], [], [], [], [], [], []
     for _ in range(n_exp):
         speed, p, n = experiment(host, design, gain)
@@ -173,7 +205,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=2000, help="experiments per cell")
     ap.add_argument("--window", type=int, default=5, help="measured steps per run")
-    ap.add_argument("--models", nargs="*", default=list(MODELS))
+    ap.add_argument("--models", nargs="*", default=list(MODELS) + list(MISFIT))
     ap.add_argument("--designs", nargs="*", default=list(DESIGNS))
     ap.add_argument("--aa-only", action="store_true",
                     help="only the A/A false positives and coverage (for a tighter Monte Carlo "

@@ -34,7 +34,8 @@ def plan_runs(compose_cfg, out: Path, *overrides: str):
 def test_runs_of_one_cpu_experiment_share_kernel_binaries_but_no_fx_or_autograd_cache(
         compose_cfg, tmp_path):
     out = tmp_path / "out"
-    runs = plan_runs(compose_cfg, out, "experiment=sft_af_compare", "backend=cpu")
+    runs = plan_runs(compose_cfg, out, "experiment=sft_af_compare", "backend=cpu",
+                      "experiment.repeats=1")
     on = [r for r in runs if r.config.optimization.autofuse]
     assert len(on) == 2 and on[0].run_dir != on[1].run_dir
     first, second = (worker_env(r, Path(r.run_dir)) for r in on)

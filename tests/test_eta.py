@@ -26,7 +26,8 @@ def finished(run, wall_s: float, step_s: float, status: str = "OK") -> RunStatus
 @pytest.fixture
 def plan(compose_cfg, tmp_path):
     # af_off-train, af_on-train, af_off-profile, af_on-profile; 10, 10, 12, 12 steps
-    return make_plan(validate_config(compose_cfg("experiment=sft_af_compare")), tmp_path)
+    return make_plan(validate_config(compose_cfg("experiment=sft_af_compare",
+                                                 "experiment.repeats=1")), tmp_path)
 
 
 def test_before_any_compiled_run_the_eta_is_a_lower_bound_that_says_so(plan):

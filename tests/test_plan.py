@@ -15,7 +15,9 @@ from afbench.runspec import config_hash
 
 @pytest.fixture
 def af_plan(compose_cfg, tmp_path):
-    return make_plan(validate_config(compose_cfg("experiment=sft_af_compare")), tmp_path)
+    # the reference's protocol: one round (the recipe runs 5 rounds of its train phase)
+    return make_plan(validate_config(compose_cfg("experiment=sft_af_compare",
+                                                 "experiment.repeats=1")), tmp_path)
 
 
 def test_reference_order_off_on_off_on(af_plan):

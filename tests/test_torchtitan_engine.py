@@ -32,7 +32,8 @@ FIXTURES = Path(__file__).parent / "fixtures" / "torchtitan"
 MODEL = "/models/Qwen3-1.7B"
 DATA = "/data/wordle/data/train-00000-of-00001.parquet"
 NPU_OVERRIDES = (
-    "experiment=sft_af_compare", "backend=npu", "parallel.world_size=2", "parallel.devices=[0,1]",
+    "experiment=sft_af_compare", "experiment.repeats=1", "backend=npu", "parallel.world_size=2",
+    "parallel.devices=[0,1]",
     # GBS 4 on two devices: 2 per device, one micro batch (the reference's config function
     # has local_batch_size 2); the reference trains at sequence length 1024.
     "scheduler.micro_batch_size=2", "scheduler.seq_len=1024",
@@ -191,8 +192,9 @@ def test_direct_npu_command_is_torchrun_of_the_npu_entry(af_compare_runs):
 
 
 def test_torchtitan_flavor_records_the_window_with_a_one_shot_schedule(compose_cfg, tmp_path):
-    cfg = validate_config(compose_cfg("experiment=sft_af_compare", "backend=cuda",
-                                      "parallel.world_size=2", "parallel.devices=[2,3]",
+    cfg = validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=1",
+                                      "backend=cuda", "parallel.world_size=2",
+                                      "parallel.devices=[2,3]",
                                       "scheduler.micro_batch_size=2"))
     engine = TorchtitanEngine()
     spec = with_engine(make_plan(cfg, tmp_path).runs[3], engine)  # af_on-profile-r1
@@ -479,8 +481,9 @@ def fake_torchtitan(tmp_path, monkeypatch):
 
 def cuda_run(compose_cfg, tmp_path, engine: TorchtitanEngine, index: int = 2,
              backend: str = "cuda"):
-    cfg = validate_config(compose_cfg("experiment=sft_af_compare", f"backend={backend}",
-                                      "parallel.world_size=2", "scheduler.micro_batch_size=2"))
+    cfg = validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=1",
+                                      f"backend={backend}", "parallel.world_size=2",
+                                      "scheduler.micro_batch_size=2"))
     spec = with_engine(make_plan(cfg, tmp_path / "out").runs[index], engine)
     run_dir = Path(spec.run_dir)
     run_dir.mkdir(parents=True)
