@@ -328,11 +328,12 @@ def test_an_experiment_reads_the_calibration_from_its_own_history_url(tmp_path, 
     from support.history import seed_calibration
 
     from afbench.config import validate_config
-    from afbench.experiment import host_calibration
+    from afbench.history.calibration import for_plan
     from afbench.plan import make_plan
 
     url = f"sqlite:///{tmp_path / 'team.sqlite'}"  # not $AFBENCH_HISTORY_URL
     kind = seed_calibration(url, tmp=tmp_path)
     plan = make_plan(validate_config(compose_cfg()), tmp_path / "out")
-    assert host_calibration(plan, url)[1]["kind"] == kind
-    assert host_calibration(plan)[1] is None  # the environment's database has none
+    plan = plan.model_copy(update={"variants": [plan.baseline]})  # one kind: its own
+    assert for_plan(plan, url)[1]["kind"] == kind
+    assert for_plan(plan)[1] is None  # the environment's database has none

@@ -234,7 +234,10 @@ def failed_then_resumed(tmp_path_factory):
     counter1, counter2 = first_cwd / "invocations", second_cwd / "invocations"
     # one round per combination: a calibrated host decides them (2% planted noise)
     history = {"AFBENCH_HISTORY_URL": f"sqlite:///{first_cwd / 'history.sqlite'}"}
-    seed_calibration(history["AFBENCH_HISTORY_URL"], *COMMAND, tmp=first_cwd)
+    for af, rms in ((False, False), (False, True), (True, False), (True, True)):
+        # every kind of run calibrated: a switch's runs are a kind of their own
+        seed_calibration(history["AFBENCH_HISTORY_URL"], *COMMAND, f"{AF}={str(af).lower()}",
+                         f"{RMS}={str(rms).lower()}", tmp=first_cwd)
     first = afbench(first_cwd, "-m", *COMMAND, *GRID, SEPARATE, env={
         "SWITCH_TIMED_FAIL": "autofuse=false,add_rmsnorm=true",
         "SWITCH_TIMED_COUNTER": str(counter1), **history})
@@ -360,7 +363,8 @@ def interrupted_then_resumed(tmp_path_factory):
     args = ["-m", *COMMAND, f"{AF}=false,true", SEPARATE]
     # one round per combination: a calibrated host decides them (2% planted noise)
     history = {"AFBENCH_HISTORY_URL": f"sqlite:///{first_cwd / 'history.sqlite'}"}
-    seed_calibration(history["AFBENCH_HISTORY_URL"], *COMMAND, tmp=first_cwd)
+    for af in ("false", "true"):
+        seed_calibration(history["AFBENCH_HISTORY_URL"], *COMMAND, f"{AF}={af}", tmp=first_cwd)
     proc = afbench(first_cwd, *args, popen=True,
                    env={"SWITCH_TIMED_SLEEP_S": "0.15", "SWITCH_TIMED_COUNTER": str(counter1),
                         **history})

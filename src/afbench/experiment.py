@@ -368,51 +368,6 @@ def _auto_done(plan: Plan) -> bool:
     return all(v in plan.auto_stops for v in plan.variants if v != plan.baseline)
 
 
-def host_calibration(plan: Plan, url: str | None = None) -> tuple[str, dict | None]:
-    """The run kind of the plan's baseline verdict-phase run and this host's calibration of it
-    in the history database at ``url`` (:mod:`afbench.history.calibration`), with one log line
-    saying which (or that one round will not decide without one)."""
-    from afbench.history import calibration as cal
-
-    spec = next(r for r in plan.runs if r.variant == plan.baseline
-                and r.phase == plan.verdict_phase)
-    kind = cal.run_kind(spec)
-    found = cal.lookup(kind, url)
-    if found:
-        log.info("afbench: host calibration for %s: run-to-run spread %.2f%% on %d pairs "
-                 "(updated %s)", kind, found["spread_pct"], found["n_pairs"],
-                 found["updated_at"])
-    elif plan.repeats == 1 and len(plan.variants) > 1:
-        log.info("afbench: no host calibration for %s: a one-round verdict will be INCONCLUSIVE "
-                 "(run python -m afbench experiment=calibrate_host with the same model, engine "
-                 "and window once, or use experiment.repeats=3)", kind)
-    return kind, found
-
-
-def learn_calibration(summary, kind: str, out_dir: Path, url: str | None = None) -> None:
-    """Record this experiment's run-to-run spread in the host calibration: the pairs' own
-    spread of the first comparison with 2 or more deciding pairs (the others share its
-    baseline runs), as ``aa`` when its variant is the baseline's twin, else ``residuals``."""
-    from afbench.history import calibration as cal
-    from afbench.verdict.calibration import RunSpread
-
-    for c in summary.comparisons:
-        sp = c.speed
-        if sp.spread_source == "pairs" and (sp.n_pairs or 0) >= 2 and sp.spread_pct:
-            outliers = sum(1 for a in sp.set_aside if a.reason == "outlier")
-            spread = RunSpread(spread_pct=sp.spread_pct / 2 ** 0.5, df=sp.n_pairs - 1,
-                               n_pairs=sp.n_pairs, n_outlier_pairs=outliers)
-            pooled = cal.record(kind, spread, str(out_dir), cal.AA if c.aa else cal.RESIDUALS,
-                                url)
-            if pooled is not None:
-                log.info("afbench: host calibration for %s learned %.2f%% on %d pairs from "
-                         "this experiment; it now rests on %d pairs%s", kind,
-                         spread.spread_pct, spread.n_pairs, pooled.n_pairs,
-                         "" if pooled.usable_for_one_round
-                         else " (one round needs 12 pairs and no outlier run)")
-            return
-
-
 def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = None,
                    checks: list | None = None) -> int:
     """Plan, launch, collect, compare and render into ``out_dir``; returns the exit code
@@ -439,7 +394,9 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     else:
         log.info("afbench: preflight: %d checks passed", len(checks))
     assets = input_hashes(conf)
-    kind, calibration = host_calibration(plan, conf.history.url) if conf.history.record \
+    from afbench.history.calibration import for_plan, learn  # numpy: not for task=check
+
+    kinds, calibration = for_plan(plan, conf.history.url) if conf.history.record \
         else (None, None)
     EXPERIMENT_FILE.write(out_dir / EXPERIMENT, ExperimentRecord.model_validate({
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -457,8 +414,8 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
         log.info("afbench: report %s", out_dir / REPORT_MD)
     for line in summary.headline:
         log.info("%s", line)
-    if kind is not None:
-        learn_calibration(summary, kind, out_dir, conf.history.url)
+    if kinds is not None:
+        learn(summary, kinds, out_dir, conf.history.url)
     record_experiment(out_dir, conf.history.url, conf.history.record)  # a warning at worst
     invalid_logs = [r.run_id for r in summary.runs if r.log_error]
     return 1 if "FAILED" in statuses.values() or invalid_logs else 0

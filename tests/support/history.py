@@ -13,8 +13,8 @@ def seed_calibration(url: str, *overrides: str, spread_pct: float = 2.0, n_pairs
                      tmp: Path | None = None) -> str:
     """Record a host calibration fit for one round (``n_pairs`` clean pairs, ``spread_pct``
     run-to-run spread) in the history database at ``url``, for the run kind that
-    ``python -m afbench <overrides>`` plans (afbench.history.calibration.run_kind of its
-    baseline's verdict-phase run). Returns the kind."""
+    ``python -m afbench <overrides>`` plans, for every kind its variants run in the verdict
+    phase (afbench.history.calibration.verdict_kinds). Returns the baseline's kind."""
     import tempfile
 
     from afbench.config import validate_config
@@ -29,9 +29,8 @@ def seed_calibration(url: str, *overrides: str, spread_pct: float = 2.0, n_pairs
         conf = validate_config(compose(config_name="config", overrides=list(overrides)))
     GlobalHydra.instance().clear()
     plan = make_plan(conf, Path(tmp or tempfile.mkdtemp()) / "plan")
-    spec = next(r for r in plan.runs if r.variant == plan.baseline
-                and r.phase == plan.verdict_phase)
-    kind = cal.run_kind(spec)
-    assert cal.record(kind, RunSpread(spread_pct=spread_pct, df=n_pairs - 1, n_pairs=n_pairs),
-                      "tests/conftest.py", cal.AA, url)
-    return kind
+    kinds = cal.verdict_kinds(plan)
+    for kind in sorted(set(kinds.values())):  # every kind its variants run: each calibrated
+        assert cal.record(kind, RunSpread(spread_pct=spread_pct, df=n_pairs - 1,
+                                          n_pairs=n_pairs), "tests/conftest.py", cal.AA, url)
+    return kinds[plan.baseline]

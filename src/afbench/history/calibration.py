@@ -11,8 +11,15 @@ estimates out. ``spread_pct`` and ``n`` of the row repeat the pooled figure for 
 The **run kind** is what a run-to-run spread depends on: the resolved backend (a GPU's spread
 is not a CPU's), the engine (a user command is not afbench's loop), the workload and model,
 the sequence length and global batch size (or, for inference, the tokens generated, the batch
-size and the prompts), and the number of measured steps (the run statistic is the median of
-the window: a longer window moves less). Switches are not in the key. The **host** is the
+size and the prompts), the number of measured steps (the run statistic is the median of the
+window: a longer window moves less), and the switches that are on (``|sw:autofuse``; none: no
+suffix): compiled runs moved 6% from process to process on a 2-core CPU where eager runs moved
+2.5% (bench/README.md §10), and a calibration of one kind assumed for another makes one round
+confidently wrong (16.7% A/A false positives when the variant's runs are twice as spread:
+bench/README.md §8). A **comparison** of two kinds has its own key
+(:func:`pair_key`): what its multi-round runs learn, the spread of their pairs, is kept there;
+without one, the two kinds' own calibrations combine (:func:`afbench.verdict.combine`: the
+pair's variance is ``s_b^2 + s_v^2``). The **host** is the
 history's host id (:func:`afbench.history.provenance.host_id`: host name, CPU model,
 accelerator and driver). An experiment writes the calibration it used into its
 ``experiment.json`` (``calibration``), so an offline re-render decides as the run did.
@@ -27,8 +34,12 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from afbench.runspec import RunSpec
-from afbench.verdict.calibration import RunSpread, pool
+import hashlib
+from pathlib import Path
+
+from afbench.runspec import Plan, RunSpec
+from afbench.switches.registry import switch_names
+from afbench.verdict.calibration import RunSpread, combined_record, pool
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +47,14 @@ log = logging.getLogger(__name__)
 KEEP = 20
 AA = "aa"
 RESIDUALS = "residuals"
+#: The ``run_kind`` column's width (schema.py): a longer key keeps its head and a hash.
+KEY_CHARS = 100
+
+
+def _fit(key: str) -> str:
+    if len(key) <= KEY_CHARS:
+        return key
+    return f"{key[:KEY_CHARS - 14]}|h{hashlib.sha1(key.encode()).hexdigest()[:12]}"
 
 
 def run_kind(spec: RunSpec) -> str:
@@ -50,7 +69,19 @@ def run_kind(spec: RunSpec) -> str:
     else:
         shape = (f"tok{s.max_new_tokens}|bs{s.batch_size}|prompts{s.num_prompts}"
                  f"|window{s.measured_runs}")
-    return f"{backend}|{c.engine.name}|{s.workload}|{c.model.name}|{shape}"
+    on = "+".join(n for n in switch_names() if getattr(c.optimization, n, False))
+    return _fit(f"{backend}|{c.engine.name}|{s.workload}|{c.model.name}|{shape}"
+                + (f"|sw:{on}" if on else ""))
+
+
+def pair_key(baseline_kind: str, variant_kind: str) -> str:
+    """The key of a comparison of two kinds, e.g. ``cpu|...|window5|vs:autofuse`` (the
+    variant's switches when only they differ; else a hash of the variant's kind)."""
+    base_b, _, _ = baseline_kind.partition("|sw:")
+    base_v, _, sw_v = variant_kind.partition("|sw:")
+    other = (sw_v or "-") if base_b == base_v else \
+        "h" + hashlib.sha1(variant_kind.encode()).hexdigest()[:10]
+    return _fit(f"{baseline_kind}|vs:{other}")
 
 
 def _host() -> str:
@@ -118,3 +149,87 @@ def record(kind: str, spread: RunSpread, source: str, how: str,
         log.warning("afbench: host calibration not recorded: %s", str(exc).splitlines()[0])
         return None
     return pooled
+
+
+def for_comparison(baseline_kind: str, variant_kind: str,
+                   url: str | None = None) -> dict[str, Any] | None:
+    """The calibration a comparison of two kinds decides one round with, as :func:`lookup`
+    returns it (``kind`` says which): the kind's own when both sides are of one kind; else the
+    comparison's (:func:`pair_key`, learnt from its multi-round runs) or the two kinds' own
+    combined (:func:`afbench.verdict.combine`), whichever is fit for one round (the first
+    when neither is); ``None`` when there is neither."""
+    if variant_kind == baseline_kind:
+        return lookup(baseline_kind, url)
+    key = pair_key(baseline_kind, variant_kind)
+    candidates = [lookup(key, url)]
+    b, v = lookup(baseline_kind, url), lookup(variant_kind, url)
+    if b and v:
+        candidates.append(combined_record(b, v))
+    found = [c for c in candidates if c]
+    return next((c for c in found if RunSpread.of(c).usable_for_one_round),
+                found[0] if found else None)
+
+
+def verdict_kinds(plan: Plan) -> dict[str, str]:
+    """Each variant's run kind in the verdict phase (its first run there)."""
+    kinds: dict[str, str] = {}
+    for r in plan.runs:
+        if r.phase == plan.verdict_phase and r.variant not in kinds:
+            kinds[r.variant] = run_kind(r)
+    return kinds
+
+
+def for_plan(plan: Plan, url: str | None = None) -> tuple[dict[str, str], dict | None]:
+    """The plan's variants' run kinds, and the calibration its verdicts decide one round with:
+    for one comparison, :func:`for_comparison`'s; for several, the widest of theirs (one
+    ``experiment.json`` calibration serves every comparison, so it must not be narrower than
+    any of them), or ``None`` when one of them has none. Logs one line saying which (or that
+    one round will not decide without one)."""
+    kinds = verdict_kinds(plan)
+    base = kinds.get(plan.baseline)
+    others = [v for v in plan.variants if v != plan.baseline and v in kinds]
+    if base is None:
+        return kinds, None
+    found = ([for_comparison(base, kinds[v], url) for v in others] if others
+             else [lookup(base, url)])
+    chosen = None if any(f is None for f in found) else max(found, key=lambda f: f["spread_pct"])
+    if chosen:
+        log.info("afbench: host calibration for %s: run-to-run spread %.2f%% on %d pairs "
+                 "(updated %s)", chosen["kind"], chosen["spread_pct"], chosen["n_pairs"],
+                 chosen["updated_at"])
+    elif plan.repeats == 1 and others:
+        missing = sorted({kinds[v] for v, f in zip(others, found) if f is None})
+        log.info("afbench: no host calibration for %s: a one-round verdict will be INCONCLUSIVE "
+                 "(calibrate each kind once: python -m afbench experiment=calibrate_host with the "
+                 "same model, engine, window and switches, e.g. optimization.autofuse=true; or "
+                 "use experiment.repeats=5, which needs none and teaches this comparison its "
+                 "spread)", ", ".join(missing) if missing else base)
+    return kinds, chosen
+
+
+def learn(summary: Any, kinds: dict[str, str], out_dir: Path, url: str | None = None) -> None:
+    """Record this experiment's run-to-run spread: each comparison with 2 or more deciding
+    pairs (on their own spread) adds its pairs' spread (``s_d / sqrt(2)``) to its key: the
+    kind's own when both sides are of one kind (``aa`` when the variant is the baseline's
+    twin), else the comparison's (:func:`pair_key`). One estimate per key and experiment (the
+    comparisons share their baseline runs)."""
+    done: set[str] = set()
+    for c in summary.comparisons:
+        sp = c.speed
+        kb, kv = kinds.get(c.baseline.name), kinds.get(c.variant.name)
+        if kb is None or kv is None:
+            continue
+        key = kb if kv == kb else pair_key(kb, kv)
+        if key in done or not (sp.spread_source == "pairs" and (sp.n_pairs or 0) >= 2
+                               and sp.spread_pct):
+            continue
+        done.add(key)
+        outliers = sum(1 for a in sp.set_aside if a.reason == "outlier")
+        spread = RunSpread(spread_pct=sp.spread_pct / 2 ** 0.5, df=sp.n_pairs - 1,
+                           n_pairs=sp.n_pairs, n_outlier_pairs=outliers)
+        pooled = record(key, spread, str(out_dir), AA if c.aa else RESIDUALS, url)
+        if pooled is not None:
+            log.info("afbench: host calibration for %s learned %.2f%% on %d pairs from this "
+                     "experiment; it now rests on %d pairs%s", key, spread.spread_pct,
+                     spread.n_pairs, pooled.n_pairs, "" if pooled.usable_for_one_round
+                     else " (one round needs 12 pairs and no outlier run)")

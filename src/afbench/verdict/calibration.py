@@ -39,7 +39,7 @@ class RunSpread:
     """
 
     spread_pct: float
-    df: int
+    df: float
     n_pairs: int
     n_experiments: int = 1
     n_outlier_pairs: int = 0
@@ -84,3 +84,37 @@ def pool(spreads: Iterable[RunSpread]) -> RunSpread | None:
     return RunSpread(spread_pct=math.sqrt(var), df=df, n_pairs=sum(s.n_pairs for s in items),
                      n_experiments=sum(s.n_experiments for s in items),
                      n_outlier_pairs=sum(s.n_outlier_pairs for s in items))
+
+
+def combine(baseline: RunSpread, variant: RunSpread) -> RunSpread:
+    """The run spread of a pair whose two runs are of different kinds (e.g. eager against
+    compiled), from each kind's own calibration: one pair's log ratio has variance
+    ``s_b^2 + s_v^2``, so the pair's ``sigma_run`` (as :func:`afbench.verdict.compare_runs`
+    takes it, ``2 sigma_run^2`` per pair) is ``sqrt((s_b^2 + s_v^2) / 2)``, on the
+    Welch-Satterthwaite degrees of freedom ``(s_b^2 + s_v^2)^2 / (s_b^4 / df_b + s_v^4 / df_v)``
+    (F. E. Satterthwaite, Biometrics Bulletin 2, 1946; B. L. Welch, Biometrika 34, 1947).
+    ``n_pairs`` is the smaller of the two (one round needs both to rest on
+    :data:`MIN_CALIBRATION_PAIRS`), outlier pairs add up. Equal spreads of equal df give the
+    one spread on ``df_b + df_v`` df, as pooling would.
+    """
+    vb, vv = baseline.spread_pct ** 2, variant.spread_pct ** 2
+    df = (vb + vv) ** 2 / (vb ** 2 / baseline.df + vv ** 2 / variant.df)
+    return RunSpread(spread_pct=math.sqrt((vb + vv) / 2.0), df=df,
+                     n_pairs=min(baseline.n_pairs, variant.n_pairs),
+                     n_experiments=min(baseline.n_experiments, variant.n_experiments),
+                     n_outlier_pairs=baseline.n_outlier_pairs + variant.n_outlier_pairs)
+
+
+def combined_record(baseline: Mapping[str, Any], variant: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`combine` on two stored calibration records (``spread_pct``, ``df``, ``n_pairs``
+    and optional ``n_outlier_pairs``, ``n_experiments``, ``kind``, ``updated_at``, ...): the
+    baseline's record with the combined figures, ``kind`` ``"<baseline kind> + <variant
+    kind>"`` and the older ``updated_at``; the baseline's own when both are of one kind."""
+    if baseline.get("kind") == variant.get("kind"):
+        return dict(baseline)
+    both = combine(RunSpread.of(baseline), RunSpread.of(variant))
+    stamps = [s for s in (baseline.get("updated_at"), variant.get("updated_at")) if s]
+    return {**baseline, "kind": f"{baseline.get('kind')} + {variant.get('kind')}",
+            "spread_pct": both.spread_pct, "df": both.df, "n_pairs": both.n_pairs,
+            "n_outlier_pairs": both.n_outlier_pairs, "n_experiments": both.n_experiments,
+            "updated_at": min(stamps) if stamps else None}

@@ -1,0 +1,92 @@
+"""The host calibration's keys (afbench.history.calibration): a switch's runs are a kind of
+their own, a comparison of two kinds keeps what its rounds learn under its own key, and one
+round decides with a calibration that covers both sides, or not at all."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace as NS
+
+import pytest
+
+from afbench.config import validate_config
+from afbench.history import calibration as cal
+from afbench.plan import make_plan
+from afbench.verdict.calibration import RunSpread
+
+EAGER = "cpu|builtin|sft|qwen3_tiny|seq256|gbs4|window5"
+COMPILED = EAGER + "|sw:autofuse"
+
+
+@pytest.fixture
+def url(tmp_path):
+    return f"sqlite:///{tmp_path / 'h.sqlite'}"
+
+
+def one_round_plan(compose_cfg, tmp_path, *overrides):
+    return make_plan(validate_config(compose_cfg("experiment=sft_af_compare", "backend=cpu",
+                                                 "experiment.repeats=1", *overrides)),
+                     tmp_path / "out")
+
+
+def test_a_switch_that_is_on_is_part_of_the_kind(compose_cfg, tmp_path):
+    kinds = cal.verdict_kinds(one_round_plan(compose_cfg, tmp_path))
+    assert kinds == {"af_off": EAGER, "af_on": COMPILED}
+    assert cal.pair_key(EAGER, COMPILED) == EAGER + "|vs:autofuse"
+    assert cal.pair_key(EAGER, EAGER.replace("seq256", "seq512")).startswith(EAGER + "|vs:h")
+    long = cal.pair_key(COMPILED + "+add_rmsnorm+npugraph_ex", EAGER * 2)
+    assert len(long) <= cal.KEY_CHARS  # the run_kind column's width (PostgreSQL enforces it)
+
+
+def seed(url, kind, spread, n_pairs=24):
+    """One estimate of ``kind`` (each from an output directory of its own)."""
+    assert cal.record(kind, RunSpread(spread_pct=spread, df=n_pairs - 1, n_pairs=n_pairs),
+                      f"/out/{kind}/{spread}/{n_pairs}", cal.AA, url)
+
+
+def test_one_round_of_two_kinds_needs_both_calibrated(url):
+    seed(url, EAGER, 2.5)
+    assert cal.for_comparison(EAGER, COMPILED, url) is None  # the eager A/A says nothing of ON
+    seed(url, COMPILED, 6.0)
+    got = cal.for_comparison(EAGER, COMPILED, url)
+    assert got["kind"] == f"{EAGER} + {COMPILED}"
+    assert got["spread_pct"] == pytest.approx(((2.5 ** 2 + 6.0 ** 2) / 2) ** 0.5)
+    assert cal.for_comparison(EAGER, EAGER, url)["spread_pct"] == pytest.approx(2.5)
+
+
+def test_a_comparison_fit_for_one_round_is_preferred_to_its_kinds_combined(url):
+    seed(url, EAGER, 2.5)
+    seed(url, COMPILED, 6.0)
+    seed(url, cal.pair_key(EAGER, COMPILED), 4.0, n_pairs=5)  # too few pairs yet
+    assert " + " in cal.for_comparison(EAGER, COMPILED, url)["kind"]
+    seed(url, cal.pair_key(EAGER, COMPILED), 4.2, n_pairs=10)  # 15 pairs now
+    got = cal.for_comparison(EAGER, COMPILED, url)
+    assert got["kind"] == cal.pair_key(EAGER, COMPILED) and got["n_pairs"] == 15
+
+
+def comparison(variant, spread_pct, n_pairs=5, aa=False):
+    speed = NS(spread_source="pairs", n_pairs=n_pairs, spread_pct=spread_pct, set_aside=())
+    return NS(baseline=NS(name="af_off"), variant=NS(name=variant), aa=aa, speed=speed)
+
+
+def test_rounds_of_two_kinds_teach_their_comparison_not_the_baselines_kind(url, tmp_path):
+    kinds = {"af_off": EAGER, "af_on": COMPILED, "af_off_again": EAGER}
+    summary = NS(comparisons=[comparison("af_on", 8.0), comparison("af_off_again", 3.0, aa=True)])
+    cal.learn(summary, kinds, tmp_path / "out", url)
+    pair = cal.lookup(cal.pair_key(EAGER, COMPILED), url)
+    assert pair["spread_pct"] == pytest.approx(8.0 / 2 ** 0.5) and pair["n_pairs"] == 5
+    assert cal.lookup(EAGER, url)["spread_pct"] == pytest.approx(3.0 / 2 ** 0.5)
+    assert cal.lookup(COMPILED, url) is None
+
+
+def test_a_plan_without_its_variants_kind_calibrated_says_which_kind_is_missing(
+        compose_cfg, tmp_path, url, caplog):
+    seed(url, EAGER, 2.5)
+    plan = one_round_plan(compose_cfg, tmp_path)
+    with caplog.at_level(logging.INFO):
+        kinds, found = cal.for_plan(plan, url)
+    assert found is None and kinds["af_on"] == COMPILED
+    assert f"no host calibration for {COMPILED}" in caplog.text
+    assert "optimization.autofuse=true" in caplog.text
+    seed(url, COMPILED, 6.0)
+    assert cal.for_plan(plan, url)[1]["kind"] == f"{EAGER} + {COMPILED}"
