@@ -14,7 +14,9 @@ noise as bench/noise_floor.py measured it), u_run ~ N(0, spread) between process
 5% of runs 2x slower, not flagged; 'contended': 10% of runs 1.5-2x slower and flagged as
 contended (the measurement of afbench.analysis.contention). The 'calibrated' designs (one
 round, two rounds) use a host calibration from an A/A of 12 pairs simulated under the same noise
-(its own error included), or, in the MISFIT models, under another spread than the experiment's.
+(its own error included), or, in the MISFIT models, under another spread than the experiment's;
+'per kind' calibrates each side's kind of run by its own A/A and combines them
+(afbench.verdict.combine), as afbench does for a switch's runs.
 
 Run: python bench/verdict_sim.py [--n 2000] [--window 5]   (80 min on a loaded 2-core machine)
 """
@@ -30,7 +32,7 @@ import numpy as np
 from scipy import stats
 
 from afbench.verdict import (FASTER, NO_GAIN, SLOWER, SequentialDesign, SequentialTest,
-                             compare_runs, run_spread_from_pairs)
+                             combine, compare_runs, run_spread_from_pairs)
 
 MODELS = {  # name: (run-to-run spread, outlier rate, contended rate)
     "spread 2%": (0.02, 0.0, 0.0),
@@ -50,8 +52,9 @@ MISFIT = {
 }
 EFFECTS = {"A/A": 0.0, "gain 5%": 5.0, "gain 10%": 10.0, "gain 30%": 30.0, "slower 10%": -10.0}
 CALIBRATION_PAIRS = 12  # an A/A of 12 pairs: MIN_CALIBRATION_PAIRS
-DESIGNS = ("one round", "one round calibrated", "fixed 2 calibrated", "fixed 3", "fixed 5",
-           "fixed 8", "auto 3..8")
+DESIGNS = ("one round", "one round calibrated", "one round calibrated per kind",
+           "fixed 2 calibrated", "fixed 2 calibrated per kind", "fixed 3", "fixed 5", "fixed 8",
+           "auto 3..8")
 
 
 class Host:
@@ -89,12 +92,15 @@ class Host:
             b.append(rb), v.append(rv), c.append((cb, cv))
         return b, v, c
 
-    def calibration_pairs(self, n: int):
-        """An A/A of ``n`` pairs of baseline-like runs at the calibration's spread."""
+    def calibration_pairs(self, n: int, variant_kind: bool = False):
+        """An A/A of ``n`` pairs of baseline-like runs at the calibration's spread, or of
+        variant-like runs (``variant_kind``: the variant's spread, scaled as the host was then)."""
+        spread = self.calibration_spread
+        if variant_kind:
+            spread = self.variant_spread * self.calibration_spread / self.spread
         b, v, c = [], [], []
         for _ in range(n):
-            (rb, cb), (rv, cv) = (self.run(0.0, self.calibration_spread),
-                                  self.run(0.0, self.calibration_spread))
+            (rb, cb), (rv, cv) = self.run(0.0, spread), self.run(0.0, spread)
             b.append(rb), v.append(rv), c.append((cb, cv))
         return b, v, c
 
@@ -118,9 +124,12 @@ def experiment(host: Host, design: str, gain: float):
                 return look.speed, None, look.n_pairs_run
     n = 1 if design.startswith("one") else int(design.split()[1])
     cal = {}
-    if design.endswith("calibrated"):
-        cb, cv, cc = host.calibration_pairs(CALIBRATION_PAIRS)
-        cal = {"calibration": run_spread_from_pairs(cb, cv, cc)}
+    if "calibrated" in design:
+        cal_b = run_spread_from_pairs(*host.calibration_pairs(CALIBRATION_PAIRS))
+        if design.endswith("per kind"):  # each kind of run its own A/A, combined
+            cal_v = run_spread_from_pairs(*host.calibration_pairs(CALIBRATION_PAIRS, True))
+            cal_b = combine(cal_b, cal_v)
+        cal = {"calibration": cal_b}
     b, v, c = host.pairs(n, gain)
     speed = compare_runs(b, v, contended=c, **cal)
     return speed, (plain_t(b, v) if n >= 3 else None), n

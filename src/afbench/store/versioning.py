@@ -77,7 +77,8 @@ def version_of(data: Mapping[str, Any], name: str) -> int:
     if not isinstance(version, int) or isinstance(version, bool) or not (
             0 <= version <= SCHEMA_VERSION):
         raise OutputError(f"{name}: schema_version {version!r} is not one this afbench reads "
-                          f"(0..{SCHEMA_VERSION}); re-render with a newer afbench")
+                          f"(0..{SCHEMA_VERSION}): a newer afbench wrote it; upgrade afbench "
+                          f"to read it")
     return version
 
 
