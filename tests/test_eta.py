@@ -12,7 +12,8 @@ from afbench.plan import make_plan
 from afbench.runspec import RunStatus
 
 
-def finished(run, wall_s: float, step_s: float, status: str = "OK") -> RunStatus:
+def finished(run, wall_s: float, step_s: float, status: str = "OK",
+             kernel_cache: str | None = None) -> RunStatus:
     """``run`` as if it ran: its step lines (every step ``step_s``) and its status."""
     d = Path(run.run_dir)
     d.mkdir(parents=True)
@@ -20,7 +21,7 @@ def finished(run, wall_s: float, step_s: float, status: str = "OK") -> RunStatus
              for k in range(1, run.config.scheduler.steps + 1)]
     (d / "stdout.log").write_text("\n".join(lines) + "\n")
     return RunStatus(run_id=run.run_id, status=status, exit_code=0, wall_s=wall_s,
-                     config_hash=run.config_hash)
+                     config_hash=run.config_hash, kernel_cache=kernel_cache)
 
 
 @pytest.fixture
@@ -51,3 +52,23 @@ def test_failed_runs_teach_nothing_and_no_knowledge_gives_no_eta(plan):
     times = RunTimes()
     times.add(plan.runs[0], finished(plan.runs[0], wall_s=3.0, step_s=0.5, status="FAILED"))
     assert times.eta_line(plan.runs[1:]) is None
+
+
+def test_compiled_runs_after_the_first_are_predicted_from_the_warm_ones(compose_cfg, tmp_path):
+    # the recipe's 5 rounds: af_off, af_on (cold), af_on (warm), af_off, af_off, af_on, ...
+    runs = make_plan(validate_config(compose_cfg("experiment=sft_af_compare")), tmp_path).runs
+    times = RunTimes()
+    times.add(runs[0], finished(runs[0], wall_s=14.0, step_s=0.5))  # eager: 9.5 s fixed
+    times.add(runs[1], finished(runs[1], wall_s=124.0, step_s=0.4, kernel_cache="cold"))
+    rest = [r for r in runs[2:] if r.phase == "train"]  # 4 compiled, 4 eager train runs
+    compiled = sum(1 for r in rest if r.config.optimization.autofuse)
+    # no warm run seen yet: the cold one's cost stands in (an upper bound, not a lower one)
+    assert times.eta_line(rest) == (
+        f"ETA {(compiled * (120.4 + 3.6) + (len(rest) - compiled) * 14.0) / 60:.1f} min "
+        f"for {len(rest)} more run(s)")
+    times.add(runs[2], finished(runs[2], wall_s=44.0, step_s=0.4, kernel_cache="warm"))
+    rest = rest[1:]
+    compiled = sum(1 for r in rest if r.config.optimization.autofuse)
+    assert times.eta_line(rest) == (
+        f"ETA {(compiled * 44.0 + (len(rest) - compiled) * 14.0) / 60:.1f} min "
+        f"for {len(rest)} more run(s)")

@@ -137,19 +137,25 @@ class RunTimes:
     A run's wall time is split into a fixed part (process start-up, model load and its first
     step, which carries torch.compile's compilation) and its steady steps: ``wall = fixed +
     (steps - 1) * step``, with ``step`` the median of its measured window and ``fixed`` what
-    remains. Both are learnt per kind of run, ``(compiled, profiled)``: a compiled run's first
-    step can be minutes where an eager one's is a second. A kind not seen yet borrows the
-    nearest kind's numbers, and a compiled kind that has not run yet makes the estimate a
-    lower bound, which :meth:`eta_line` says.
+    remains. Both are learnt per kind of run, ``(compiled, profiled, warm)``: a compiled run's
+    first step can be minutes where an eager one's is a second, and a compiled run that starts
+    with the kernels an earlier run built (``status.json``'s ``kernel_cache``: ``warm``; the
+    runs of one CPU experiment share them) compiles in about half the time of the first. A kind
+    not seen yet borrows the nearest kind's numbers, and a compiled kind that has not run yet
+    makes the estimate a lower bound, which :meth:`eta_line` says.
     """
 
     def __init__(self) -> None:
-        self.seen: dict[tuple[bool, bool], list[tuple[float, float]]] = {}
+        self.seen: dict[tuple[bool, bool, bool], list[tuple[float, float]]] = {}
+        self.shared = False  # a compiled run recorded its kernel cache: later ones start warm
 
-    @staticmethod
-    def kind(run: RunSpec) -> tuple[bool, bool]:
+    def kind(self, run: RunSpec, st: RunStatus | None = None) -> tuple[bool, bool, bool]:
+        """The kind of a finished run (``st``: warm as it started), or of a run to come (warm
+        when it is compiled and an earlier compiled run shared its kernels)."""
         o = run.config.optimization
-        return bool(o.autofuse or o.npugraph_ex), bool(o.profiler)
+        compiled = bool(o.autofuse or o.npugraph_ex)
+        warm = (st.kernel_cache == "warm") if st is not None else (compiled and self.shared)
+        return compiled, bool(o.profiler), warm
 
     def add(self, run: RunSpec, st: RunStatus) -> None:
         """Learn from a run that really ran (OK, its measured window parsed); else nothing."""
@@ -161,13 +167,17 @@ class RunTimes:
             return
         step = times[len(times) // 2]
         fixed = max(0.0, st.wall_s - (run.config.scheduler.steps - 1) * step)
-        self.seen.setdefault(self.kind(run), []).append((fixed, step))
+        self.seen.setdefault(self.kind(run, st), []).append((fixed, step))
+        self.shared |= st.kernel_cache is not None
 
-    def _model(self, kind: tuple[bool, bool]) -> tuple[float, float, bool] | None:
-        """(fixed s, step s, known) for ``kind``: its own mean, else the same compile kind's,
-        else any kind's (known False when the compile kind has not run)."""
-        for cand in (kind, (kind[0], not kind[1]), (not kind[0], kind[1]),
-                     (not kind[0], not kind[1])):
+    def _model(self, kind: tuple[bool, bool, bool]) -> tuple[float, float, bool] | None:
+        """(fixed s, step s, known) for ``kind``: its own mean, else the nearest: the same
+        compile kind's (profiled or not, then warm or cold), else any kind's (known False
+        when the compile kind has not run)."""
+        c, p, w = kind
+        for cand in ((c, p, w), (c, not p, w), (c, p, not w), (c, not p, not w),
+                     (not c, p, False), (not c, not p, False), (not c, p, True),
+                     (not c, not p, True)):
             if self.seen.get(cand):
                 fixed, step = (sum(x) / len(self.seen[cand]) for x in zip(*self.seen[cand]))
                 return fixed, step, cand[0] == kind[0]
@@ -267,6 +277,7 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
     """
     statuses: dict[str, str] = {}
     times = RunTimes()
+    rerun_said = False  # the rerun note: on the first ETA line only
     started = time.monotonic()  # the time budget counts from the first run
     i = 0
     while i < len(plan.runs):
@@ -306,8 +317,9 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
             more = [" (repeats=auto: more rounds may follow)"
                     if plan.repeats == "auto" and not _auto_done(plan) else "",
                     " (plus a rerun for each contended run: experiment.rerun_contended)"
-                    if plan.rerun_contended and any(r.phase == plan.verdict_phase
-                                                    for r in plan.runs[i:]) else ""]
+                    if plan.rerun_contended and not rerun_said
+                    and any(r.phase == plan.verdict_phase for r in plan.runs[i:]) else ""]
+            rerun_said |= bool(more[1])
             log.info("      %s%s", line, "".join(more))
     return statuses
 
