@@ -44,7 +44,8 @@ MODELS = {  # name: (run-to-run spread, outlier rate, contended rate)
 #: Calibrations that do not fit the experiment (the calibrated designs' risk): name ->
 #: (experiment's baseline spread, variant spread, spread the calibration's A/A ran at).
 #: "variant noisier": the switch's runs vary more than the eager A/A that calibrated the host
-#: (measured here on 2026-12-02: compiled runs 6%, eager 2.5%); "host noisier since": the
+#: (measured here on 2026-12-02: 6% against 2.5% in one experiment, 2.48% against 3.68% in
+#: A/As: bench/README.md §10); "host noisier since": the
 #: calibration was taken on a quieter day.
 MISFIT = {
     "variant noisier (5% vs 10%)": (0.05, 0.10, 0.05),

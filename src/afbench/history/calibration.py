@@ -13,8 +13,8 @@ is not a CPU's), the engine (a user command is not afbench's loop), the workload
 the sequence length and global batch size (or, for inference, the tokens generated, the batch
 size and the prompts), the number of measured steps (the run statistic is the median of the
 window: a longer window moves less), and the switches that are on (``|sw:autofuse``; none: no
-suffix): compiled runs moved 6% from process to process on a 2-core CPU where eager runs moved
-2.5% (bench/README.md §10), and a calibration of one kind assumed for another makes one round
+suffix): on a 2-core CPU one experiment's compiled runs spread 6% and its eager runs 2.5%, and
+A/As of the two kinds measured 2.48% and 3.68% (bench/README.md §10), and a calibration of one kind assumed for another makes one round
 confidently wrong (16.7% A/A false positives when the variant's runs are twice as spread:
 bench/README.md §8). A **comparison** of two kinds has its own key
 (:func:`pair_key`): what its multi-round runs learn, the spread of their pairs, is kept there;
