@@ -55,6 +55,14 @@ def test_config_errors_exit_2_with_one_line_and_write_nothing(tmp_path, args, co
     assert not (tmp_path / "outputs").exists() and not (tmp_path / "multirun").exists()
 
 
+def test_a_misspelt_key_is_not_told_to_take_a_plus(tmp_path):
+    # '+experiment.repeat=3' would fail too (every section's keys are fixed): no such advice
+    proc = afbench(tmp_path, "experiment.repeat=3", "task=check")
+    assert proc.returncode == 2, proc.stderr
+    assert "experiment.repeat: unknown key; did you mean 'experiment.repeats'?" in proc.stderr
+    assert "+experiment.repeat" not in proc.stderr
+
+
 def test_missing_model_folder_fails_preflight_with_action(tmp_path):
     proc = afbench(tmp_path, f"model.path={tmp_path / 'no_model'}", "model.manifest=null")
     assert proc.returncode == 3, proc.stderr

@@ -138,6 +138,16 @@ def test_unknown_key_in_variant_names_variant_and_key(compose_cfg, tmp_path):
     assert "optimization.autofuze: unknown key" in msg and "autofuse" in msg
 
 
+def test_unknown_key_in_a_phase_names_the_phase_not_a_variant(compose_cfg, tmp_path):
+    conf = validate_config(compose_cfg(
+        "experiment=sft_af_compare", "+experiment.phases.train.scheduler.measure.last_stp=10"))
+    with pytest.raises(ConfigError) as err:
+        make_plan(conf, tmp_path)
+    msg = str(err.value)
+    assert msg.startswith("experiment.phases.train: scheduler.measure.last_stp: unknown key")
+    assert "last_step" in msg and "variants" not in msg
+
+
 def test_dotted_override_keys_work_like_nested(compose_cfg, tmp_path):
     data = OmegaConf.to_container(compose_cfg("experiment=sft_af_compare"), resolve=True)
     data["experiment"]["variants"]["long"] = {"scheduler.seq_len": 128}

@@ -225,3 +225,11 @@ def test_a_sweep_summary_of_the_flat_rows_before_the_typed_one_still_loads():
                             "combinations": [{"name": "a", "job": "0", "gain_pc": 1.0}]})
     with pytest.raises(OutputError, match="sweep_summary.json: schema_version 99"):
         load_sweep_summary({**old, "schema_version": 99})
+
+
+def test_the_one_round_caveat_says_a_short_sweep_needs_its_own_calibration():
+    # a host calibrated with the default window still leaves an experiment.steps=6 sweep
+    # uncalibrated (the calibration is kept per window): the caveat must say so
+    for lang in ("en", "zh"):
+        caveat = labels(lang)["one_round_caveat"]
+        assert "experiment=calibrate_host" in caveat and "experiment.steps=N" in caveat

@@ -30,7 +30,8 @@ from typing import Any
 from afbench.backends.resolve import resolve_backend
 from afbench.config.models import AfbenchConfig, RunConfig
 from afbench.config.short import short_run
-from afbench.config.validate import apply_overrides, expand_dotted, validate_run_config
+from afbench.config.validate import (apply_overrides, check_unknown_keys, expand_dotted,
+                                     validate_run_config)
 from afbench.engines.registry import engine_for
 from afbench.switches.registry import check_switches
 from afbench.errors import ConfigError
@@ -56,6 +57,7 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
     configs: dict[tuple[str, str], RunConfig] = {}
     for phase, phase_over in exp.phases.items():
         phased = apply_overrides(base, phase_over, f"experiment.phases.{phase}")
+        check_unknown_keys(phased, f"experiment.phases.{phase}")
         if exp.steps is not None:  # every phase short: steps and windows (config.short)
             phased = short_run(phased, exp.steps)
         for variant in variant_names:

@@ -74,8 +74,11 @@ def hydra_problem(exc: Exception, overrides: list[str], conf_dir: str) -> tuple[
         key = unknown.group(1)
         groups = [o for o in overrides if "." not in _key(o) and not o.startswith(("+", "~"))]
         hint = _did_you_mean(key, conf_dir, groups)
-        return (f"{key}: unknown key;{hint} (to add a new key write +{key}=...)",
-                [o for o in overrides if _key(o) == key])
+        # every section's keys are fixed (the free-form maps already take new keys): a
+        # '+' would only move the typo to the schema's error, so it is offered only where
+        # no known key is close
+        plus = "" if hint else f" (to add a new key write +{key}=...)"
+        return (f"{key}: unknown key;{hint}{plus}", [o for o in overrides if _key(o) == key])
     lines = msg.splitlines()
     about = [o for o in overrides if f"'{_key(o)}" in msg or f"'{_key(o)}/" in msg
              or f"{_key(o)}=" in msg]

@@ -194,6 +194,21 @@ def apply_overrides(base: dict[str, Any], overrides: dict[str, Any], where: str)
     return OmegaConf.to_container(merged, resolve=True)
 
 
+def check_unknown_keys(data: dict[str, Any], where: str) -> None:
+    """Raise ConfigError, prefixed with ``where``, for the keys of ``data`` that no
+    :class:`RunConfig` has; other problems are left to :func:`validate_run_config` (a phase's
+    settings may only become valid with a variant's). So a typo in a recipe's
+    ``experiment.phases.<p>`` is named there, not under the first variant."""
+    try:
+        RunConfig.model_validate(data)
+    except ValidationError as err:
+        unknown = [e for e in err.errors() if e["type"] == "extra_forbidden"]
+        if unknown:
+            only = ValidationError.from_exception_data(err.title, unknown)
+            raise ConfigError(format_validation_error(only, RunConfig, prefix=f"{where}: ")) \
+                from None
+
+
 def validate_run_config(data: dict[str, Any], where: str, phase: str | None = None) -> RunConfig:
     """Validate one run's effective config; errors are prefixed with ``where`` (advice for a
     step window past the end names ``experiment.phases.<phase>``)."""
