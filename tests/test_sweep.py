@@ -502,3 +502,19 @@ def test_sft_aa_noise_recipe_plans_two_identical_builtin_variants(compose_cfg, t
     a, a_again = plan.runs[0].config, plan.runs[1].config
     assert a == a_again and a.engine.name == "builtin"
     assert (a.scheduler.steps, a.scheduler.measure.first_step, a.scheduler.measure.last_step) == (6, 4, 6)
+
+
+def test_a_resumed_sweep_job_reuses_runs_of_its_own_job_only(tmp_path):
+    # a sweep paired beside the baseline: every job's sweep_baseline runs share one config
+    # hash, so job 2 must not reuse job 1's baseline run (it ran minutes away from job 2's)
+    from afbench.experiment import resume_root
+
+    old = tmp_path / "multirun" / "sweep"
+    (old / "1").mkdir(parents=True)
+    (old / "multirun.yaml").write_text("hydra: {}\n")
+    assert resume_root(old, 1) == old / "1"
+    assert resume_root(old, 2) is None  # job 2 never started: nothing to reuse
+    assert resume_root(old, None) == old  # a single experiment resuming a sweep: any run
+    single = tmp_path / "outputs" / "one"
+    single.mkdir(parents=True)
+    assert resume_root(single, 3) == single  # not a sweep: as it was

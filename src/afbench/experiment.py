@@ -120,6 +120,18 @@ def resume_index(root: Path) -> dict[str, Path]:
     return index
 
 
+def resume_root(resume: Path, job_num: int | None) -> Path | None:
+    """Where a run of this experiment may be reused from: all of ``resume``, except for a sweep
+    job resuming a sweep (its ``multirun.yaml``), which reuses only from the same job's folder
+    (None when that job never started). A sweep paired beside the baseline runs the baseline
+    combination in every job under one config hash, and a baseline run of another job ran
+    minutes away from this job's runs: reusing it would undo the pairing in time."""
+    if job_num is None or not (resume / "multirun.yaml").is_file():
+        return resume
+    job = resume / str(job_num)
+    return job if job.is_dir() else None
+
+
 def reuse_run(spec: RunSpec, source: Path) -> RunStatus:
     """Copy a finished run (same config hash) into this experiment instead of running it."""
     run_dir = Path(spec.run_dir)
@@ -395,7 +407,10 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
         log.warning("afbench: experiment.time_budget_s=%g is ignored: it applies only with "
                     "experiment.repeats=auto (this run has repeats=%s)",
                     conf.experiment.time_budget_s, conf.experiment.repeats)
-    resume = resume_index(Path(conf.resume)) if conf.resume else None
+    resume = None
+    if conf.resume:
+        root = resume_root(Path(conf.resume), job_num)
+        resume = resume_index(root) if root is not None else {}
     if resume is not None:
         hits = sum(r.config_hash in resume for r in plan.runs)
         log.info("afbench: resume: %d of %d runs have an OK result in %s%s", hits,
