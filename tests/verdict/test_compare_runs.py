@@ -172,3 +172,16 @@ def test_an_undecided_effect_beyond_the_margin_says_how_many_pairs_would_decide_
     # nothing to add where the gain seen is within the margin, or already decided
     assert compare_runs(runs([1.0]), runs([0.99]), calibration=host).pairs_for_gain is None
     assert compare_runs(runs([1.0]), runs([0.6]), calibration=host).pairs_for_gain is None
+
+
+def test_rounds_that_set_aside_all_but_one_pair_say_so_not_one_round_advice():
+    # 3 rounds, the first two pairs' baseline runs measured contended: one pair decides nothing
+    # without a calibration, and the reason is not "one round" (3 rounds were run)
+    from afbench.verdict.estimate import ONE_PAIR_LEFT
+
+    b, v = [[1.0] * 5, [1.0] * 5, [1.0] * 5], [[0.8] * 5, [0.8] * 5, [0.8] * 5]
+    speed = compare_runs(b, v, contended=[(True, False), (True, False), (False, False)])
+    assert speed.decision == "INCONCLUSIVE" and speed.no_interval_reason == ONE_PAIR_LEFT
+    assert (speed.n_pairs, speed.n_pairs_run, speed.design) == (1, 3, "fixed")
+    one = compare_runs(b[:1], v[:1])
+    assert one.no_interval_reason == "uncalibrated"

@@ -55,6 +55,8 @@ UNCALIBRATED = "uncalibrated"
 #: A calibration too small, or one that saw outlier runs, does not decide one round.
 CALIBRATION_UNFIT = "calibration_unfit"
 NO_PAIRS_LEFT = "no_pairs_left"
+#: Rounds were run but set-aside pairs left one, and no calibration can stand in for its spread.
+ONE_PAIR_LEFT = "one_pair_left"
 #: An unpaired comparison (:func:`afbench.verdict.compare_groups`) with a side whose every run
 #: was set aside.
 NO_RUNS_LEFT = "no_runs_left"
@@ -105,8 +107,9 @@ class Speed:
         run_spread_pct: the host calibration's run-to-run spread used, or ``None``.
         set_aside: the pairs left out and why (unpaired, design ``history``: the runs, by
             side ``history`` or ``newest`` and 1-based run index).
-        no_interval_reason: ``uncalibrated``, ``calibration_unfit``, ``no_pairs_left`` or
-            (unpaired) ``no_runs_left`` when there is no interval.
+        no_interval_reason: ``uncalibrated``, ``calibration_unfit``, ``no_pairs_left``,
+            ``one_pair_left`` (rounds were run, set-aside pairs left one and no calibration is
+            known) or (unpaired) ``no_runs_left`` when there is no interval.
         below_min_gain: FASTER whose interval's upper end is below ``min_gain_pct``: faster, but
             by less than the gain that matters.
         pairs_for_min_gain: pairs a fixed design would need for an MDE of ``min_gain_pct`` at
@@ -323,7 +326,7 @@ def compare_runs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence
                               method=PAIRED_T, spread_source="pairs", run_spread_pct=None,
                               **common)
     if run_spread_pct is None:
-        return no_interval(pairs, UNCALIBRATED, **common)
+        return no_interval(pairs, UNCALIBRATED if pairs.n_run == 1 else ONE_PAIR_LEFT, **common)
     if unfit:
         return no_interval(pairs, CALIBRATION_UNFIT, **common)
     cal_var = 2.0 * (run_spread_pct / 100.0) ** 2  # one pair: two runs' spread
