@@ -121,7 +121,8 @@ class Speed(Record):
     method, design (one_round | fixed | sequential), df, critical_value, spread_pct (sd of one
     pair's log ratio, percent), spread_source (pairs | calibration | pairs+calibration),
     run_spread_pct (the host calibration's), set_aside, no_interval_reason (uncalibrated |
-    calibration_unfit | no_pairs_left | one_pair_left | before_first_look), below_min_gain, pairs_for_min_gain,
+    calibration_unfit | no_pairs_left | one_pair_left | before_first_look), below_min_gain,
+    pairs_for_min_gain,
     stop_reason (repeats=auto), n_steps_* and n_bursts_* (load bursts, counted, never dropped).
     Beside it: reference_verdict / reference_gain_pct (the reference's rule: ``<VARIANT>_FASTER``
     when the mean step time's gain is > 0, else NO_GAIN; one round), calibration (which host
