@@ -325,7 +325,8 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
             times.add(plan.runs[i - 1], st)  # the rerun, where the run was rerun
         line = times.eta_line(plan.runs[i:]) if i < n else None
         if i < n:
-            line = line or f"ETA not known yet for {n - i} more run(s): no run has succeeded yet"
+            line = line or (f"ETA not known yet for {n - i} more run(s): no run has finished "
+                            f"here yet (failed and resumed runs teach nothing)")
             more = [" (repeats=auto: more rounds may follow)"
                     if plan.repeats == "auto" and not _auto_done(plan) else "",
                     " (plus a rerun for each contended run: experiment.rerun_contended)"
