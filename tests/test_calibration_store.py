@@ -90,3 +90,16 @@ def test_a_plan_without_its_variants_kind_calibrated_says_which_kind_is_missing(
     assert "optimization.autofuse=true" in caplog.text
     seed(url, COMPILED, 6.0)
     assert cal.for_plan(plan, url)[1]["kind"] == f"{EAGER} + {COMPILED}"
+
+
+def test_the_gate_does_not_judge_one_variant_with_a_comparisons_calibration():
+    # one run against one: only a calibration of the variant's own kind of run may decide
+    from afbench.history.check import compare_history
+
+    cal_of = {"host_id": "h", "spread_pct": 1.0, "df": 23, "n_pairs": 24}
+    history, newest = [[1.0] * 5], [[1.3] * 5]
+    own = compare_history(history, newest, calibration={**cal_of, "kind": COMPILED})
+    assert own.spread_source == "calibration" and own.decision == "SLOWER"
+    for kind in (f"{EAGER} + {COMPILED}", cal.pair_key(EAGER, COMPILED)):
+        other = compare_history(history, newest, calibration={**cal_of, "kind": kind})
+        assert other.spread_source != "calibration" and other.decision != "SLOWER"

@@ -33,7 +33,8 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
     :func:`afbench.verdict.compare_groups` (unpaired: Welch's t on log run medians, or the
     newest run against the history's run-to-run spread), as the stored
     :class:`afbench.store.Speed`. ``calibration``: the newest experiment's host calibration
-    (its ``experiment.json``), used when each side has a single run. ``*_contended``: per
+    (its ``experiment.json``), used when each side has a single run and it is of one kind of run
+    (not a comparison's: afbench.history.calibration.for_comparison). ``*_contended``: per
     run, whether it was recorded as contended (set aside; see compare_groups).
 
     Raises ValueError when a side has no run, or a step time that is not finite and > 0."""
@@ -41,6 +42,11 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
 
     if calibration and not RunSpread.of(calibration).usable_for_one_round:
         calibration = None  # under 12 pairs, or it saw outlier runs: as for one round
+    kind = str((calibration or {}).get("kind") or "")
+    if " + " in kind or "|vs:" in kind:
+        # a comparison's calibration (two kinds of run): it does not describe the runs of the
+        # one variant the gate compares over time
+        calibration = None
     speed = compare_groups(history, newest, confidence=confidence, min_gain_pct=min_gain_pct,
                            run_spread_pct=calibration["spread_pct"] if calibration else None,
                            run_spread_df=calibration["df"] if calibration else None,
