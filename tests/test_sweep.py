@@ -139,11 +139,14 @@ def test_sweep_exits_0_and_writes_the_sweep_report(grid):
     assert all(len(c["per_repeat_s"]) == 3 and c["ok"] for c in s["combinations"])
 
 
-def test_combinations_are_ranked_fastest_first(grid):
+def test_combinations_are_ranked_by_their_gain_largest_first(grid):
     _, sweep = grid
     ranked = summary(sweep)["combinations"]
     assert [c["name"] for c in ranked] == [combo(True, False), combo(True, True),
                                            combo(False, False), combo(False, True)]
+    gains = [c["gain_pct"] for c in ranked]
+    assert gains == sorted(gains, reverse=True) and gains[2] == 0.0  # the baseline: 0
+    # planted effects far above the noise: the step times fall in the same order
     means = [c["mean_step_s"] for c in ranked]
     assert means == sorted(means)
     assert means[2] == pytest.approx(0.1, rel=0.05)

@@ -297,8 +297,10 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     (``report.sweep_baseline``, ``report.confidence``, ``report.lang``,
     ``report.template_dir``). Each of the m comparisons gets the Bonferroni level
     ``1 - (1 - level) / m`` (:func:`afbench.verdict.sweep_level`). Combinations are
-    ranked by the median of their runs' median step times, fastest first; those without a
-    valid result come last.
+    ranked by their gain over the baseline combination (the paired estimate the verdict
+    gives: for a job paired beside the baseline, against its own baseline runs), largest
+    first, then by the median of their runs' median step times; those without a valid result
+    come last.
 
     Raises ConfigError naming ``report.sweep_baseline`` when no combination matches it, or
     ``report.template_dir`` when that is not a folder.
@@ -342,7 +344,10 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
         _compare_to_baseline(c, c.beside or base, per_comparison,
                              settings.get("contention", "set_aside") == "set_aside")
     rows = [c.row for c in combos]
-    ranked = sorted(rows, key=lambda r: (r.verdict in (RUN_FAILED, SKIPPED), r.median_step_s is None,
+    # by the paired gain (each row's estimate against the baseline runs it was judged on: a
+    # beside-paired job's own, which drift between jobs does not move), then step time
+    ranked = sorted(rows, key=lambda r: (r.verdict in (RUN_FAILED, SKIPPED), r.gain_pct is None,
+                                         -(r.gain_pct or 0.0), r.median_step_s is None,
                                          r.median_step_s or 0.0))
     summary = SweepSummary(
         sweep_dir=str(sweep_dir), jobs=len(jobs), swept_keys=keys,
