@@ -108,3 +108,11 @@ def test_a_reader_leaves_a_database_without_afbench_history_as_it_was(url, capsy
     engine.dispose()
     if path:
         assert open(path, "rb").read() == before  # not even switched to WAL
+
+
+def test_importing_only_missing_directories_is_a_usage_error_that_creates_nothing(tmp_path,
+                                                                                capsys):
+    db = tmp_path / "h.sqlite"
+    assert main(["--url", f"sqlite:///{db}", "import", str(tmp_path / "nope")]) == 2
+    assert "nope: no such directory" in capsys.readouterr().err
+    assert not db.exists()

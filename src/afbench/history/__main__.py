@@ -209,6 +209,11 @@ def _known_experiment(engine: Engine, name: str) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     url = resolve_url(args.url)
+    if args.command == "import" and not any(d.exists() for d in args.dirs):
+        # nothing to import: a usage error, and no database is created for it
+        for d in args.dirs:
+            print(f"history import: {d}: no such directory", file=sys.stderr)
+        return 2
     try:
         engine = open_db(url, create=args.command == "import")
     except AfbenchError as exc:
