@@ -116,3 +116,11 @@ def test_importing_only_missing_directories_is_a_usage_error_that_creates_nothin
     assert main(["--url", f"sqlite:///{db}", "import", str(tmp_path / "nope")]) == 2
     assert "nope: no such directory" in capsys.readouterr().err
     assert not db.exists()
+
+
+def test_importing_a_folder_without_experiments_creates_no_database(tmp_path, capsys):
+    db, empty = tmp_path / "h.sqlite", tmp_path / "empty"
+    empty.mkdir()
+    assert main(["--url", f"sqlite:///{db}", "import", str(empty)]) == 1
+    assert "no finished experiment" in capsys.readouterr().err
+    assert not db.exists()

@@ -214,6 +214,14 @@ def main(argv: list[str] | None = None) -> int:
         for d in args.dirs:
             print(f"history import: {d}: no such directory", file=sys.stderr)
         return 2
+    if args.command == "import":
+        from afbench.store import experiment_dirs
+
+        if not experiment_dirs([d for d in args.dirs if d.exists()]):
+            print("history import: no finished experiment (plan.json + summary.json) below "
+                  + ", ".join(map(str, args.dirs)) + "; nothing recorded, no database created",
+                  file=sys.stderr)
+            return 1
     try:
         engine = open_db(url, create=args.command == "import")
     except AfbenchError as exc:
