@@ -76,8 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                                 "found a regression or import could not read a directory, 2 a "
                                 "usage error, an unknown experiment or an unreachable "
                                 "database. Each command's --help gives its options.")
-    p.add_argument("--url", type=_url, help=f"SQLAlchemy URL of the database (default: ${ENV_URL}, else "
-                   "the per-user SQLite file)")
+    p.add_argument("--url", type=_url, help=f"SQLAlchemy URL of the database (default: "
+                   f"${ENV_URL}, else the per-user SQLite file)")
     sub = p.add_subparsers(dest="command", required=True)
     imp = sub.add_parser("import", help="record existing output and sweep directories")
     imp.add_argument("dirs", nargs="+", type=Path, metavar="DIR",
@@ -119,18 +119,31 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def cmd_import(engine: Engine, dirs: list[Path]) -> int:
-    from afbench.history.records import extract, is_recorded, write
+def _import_targets(dirs: list[Path]) -> tuple[list, bool, int | None]:
+    """(the finished experiment directories below ``dirs``, whether one of ``dirs`` is
+    missing, the exit status when there is nothing to import: 2 when every one is missing, 1
+    when none holds an experiment), each problem printed; read before any database is opened,
+    so nothing is created for nothing to import."""
     from afbench.store import experiment_dirs
 
     missing = [d for d in dirs if not d.exists()]
     for d in missing:
         print(f"history import: {d}: no such directory", file=sys.stderr)
+    if len(missing) == len(dirs):
+        return [], True, 2
     found = experiment_dirs([d for d in dirs if d.exists()])
-    if not found and not missing:
+    if not found:
         print("history import: no finished experiment (plan.json + summary.json) below "
-              + ", ".join(map(str, dirs)), file=sys.stderr)
-        return 1
+              + ", ".join(map(str, dirs)) + "; nothing recorded, no database created",
+              file=sys.stderr)
+        return [], bool(missing), 1
+    return found, bool(missing), None
+
+
+def cmd_import(engine: Engine, found: list, missing: bool) -> int:
+    """Record each of ``found`` (:func:`_import_targets`) not recorded yet."""
+    from afbench.history.records import extract, is_recorded, write
+
     new = skipped = failed = 0
     for out in found:
         if is_recorded(engine, out.path):
@@ -209,19 +222,10 @@ def _known_experiment(engine: Engine, name: str) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     url = resolve_url(args.url)
-    if args.command == "import" and not any(d.exists() for d in args.dirs):
-        # nothing to import: a usage error, and no database is created for it
-        for d in args.dirs:
-            print(f"history import: {d}: no such directory", file=sys.stderr)
-        return 2
     if args.command == "import":
-        from afbench.store import experiment_dirs
-
-        if not experiment_dirs([d for d in args.dirs if d.exists()]):
-            print("history import: no finished experiment (plan.json + summary.json) below "
-                  + ", ".join(map(str, args.dirs)) + "; nothing recorded, no database created",
-                  file=sys.stderr)
-            return 1
+        found, missing, status = _import_targets(args.dirs)
+        if status is not None:
+            return status
     try:
         engine = open_db(url, create=args.command == "import")
     except AfbenchError as exc:
@@ -229,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     try:
         if args.command == "import":
-            return cmd_import(engine, args.dirs)
+            return cmd_import(engine, found, missing)
         if args.experiment and (problem := _known_experiment(engine, args.experiment)):
             print(f"history {args.command}: {problem} in {shown(url)}", file=sys.stderr)
             return 2

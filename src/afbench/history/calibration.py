@@ -13,13 +13,14 @@ is not a CPU's), the engine (a user command is not afbench's loop), the workload
 the sequence length and global batch size (or, for inference, the tokens generated, the batch
 size and the prompts), the number of measured steps (the run statistic is the median of the
 window: a longer window moves less), and the switches that are on (``|sw:autofuse``; none: no
-suffix): on a 2-core CPU one experiment's compiled runs spread 6% and its eager runs 2.5%, and
-A/As of the two kinds measured 2.48% and 3.68% (bench/README.md §10), and a calibration of one kind assumed for another makes one round
-confidently wrong (16.7% A/A false positives when the variant's runs are twice as spread:
-bench/README.md §8). A **comparison** of two kinds has its own key
-(:func:`pair_key`): what its multi-round runs learn, the spread of their pairs, is kept there;
-without one, the two kinds' own calibrations combine (:func:`afbench.verdict.combine`: the
-pair's variance is ``s_b^2 + s_v^2``). The **host** is the
+suffix). On a 2-core CPU one experiment's compiled runs spread 6% and its eager runs 2.5%, and
+A/As of the two kinds measured 2.48% and 3.68% (bench/README.md §10); a calibration of one
+kind assumed for another makes one round confidently wrong (16.7% A/A false positives when
+the variant's runs are twice as spread: bench/README.md §8). A **comparison** of two kinds has
+its own key (:func:`pair_key`): what its multi-round runs learn, the spread of their pairs, is
+kept there; without one, the two kinds' own calibrations combine
+(:func:`afbench.verdict.combine`: the pair's variance is ``s_b^2 + s_v^2``). Only a
+calibration of one kind describes one variant's runs (:func:`of_one_kind`). The **host** is the
 history's host id (:func:`afbench.history.provenance.host_id`: host name, CPU model,
 accelerator and driver). An experiment writes the calibration it used into its
 ``experiment.json`` (``calibration``), so an offline re-render decides as the run did.
@@ -30,12 +31,11 @@ experiment.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from datetime import datetime, timezone
-from typing import Any
-
-import hashlib
 from pathlib import Path
+from typing import Any
 
 from afbench.runspec import Plan, RunSpec
 from afbench.switches.registry import switch_names
@@ -82,6 +82,18 @@ def pair_key(baseline_kind: str, variant_kind: str) -> str:
     other = (sw_v or "-") if base_b == base_v else \
         "h" + hashlib.sha1(variant_kind.encode()).hexdigest()[:10]
     return _fit(f"{baseline_kind}|vs:{other}")
+
+
+#: How a comparison's calibration names its kind: :func:`pair_key`'s ``|vs:``, or the
+#: ``" + "`` of :func:`afbench.verdict.calibration.combined_record`.
+_COMPARISON_MARKS = ("|vs:", " + ")
+
+
+def of_one_kind(calibration: dict[str, Any] | None) -> bool:
+    """Whether a stored calibration (``experiment.json``'s) is of one kind of run, and so
+    describes one variant's runs, not a comparison's pair of two kinds."""
+    kind = str((calibration or {}).get("kind") or "")
+    return bool(calibration) and not any(m in kind for m in _COMPARISON_MARKS)
 
 
 def _host() -> str:

@@ -34,18 +34,18 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
     newest run against the history's run-to-run spread), as the stored
     :class:`afbench.store.Speed`. ``calibration``: the newest experiment's host calibration
     (its ``experiment.json``), used when each side has a single run and it is of one kind of run
-    (not a comparison's: afbench.history.calibration.for_comparison). ``*_contended``: per
+    (:func:`afbench.history.calibration.of_one_kind`). ``*_contended``: per
     run, whether it was recorded as contended (set aside; see compare_groups).
 
     Raises ValueError when a side has no run, or a step time that is not finite and > 0."""
+    from afbench.history.calibration import of_one_kind
     from afbench.verdict.calibration import RunSpread
 
     if calibration and not RunSpread.of(calibration).usable_for_one_round:
         calibration = None  # under 12 pairs, or it saw outlier runs: as for one round
-    kind = str((calibration or {}).get("kind") or "")
-    if " + " in kind or "|vs:" in kind:
-        # a comparison's calibration (two kinds of run): it does not describe the runs of the
-        # one variant the gate compares over time
+    if not of_one_kind(calibration):
+        # none, or a comparison's (two kinds of run): it does not describe the runs of the one
+        # variant the gate compares over time
         calibration = None
     speed = compare_groups(history, newest, confidence=confidence, min_gain_pct=min_gain_pct,
                            run_spread_pct=calibration["spread_pct"] if calibration else None,
