@@ -14,6 +14,7 @@ from afbench.config.models import AfbenchConfig
 from afbench.errors import ConfigError, OutputError, PreflightError
 from afbench.history import record_experiment
 from afbench.history.provenance import provenance
+from afbench.launch.eta import RunTimes
 from afbench.launch.local import launch_run, write_skipped
 from afbench.logs import console
 from afbench.plan import add_round, make_plan, skip_reason
@@ -141,74 +142,6 @@ def reuse_run(spec: RunSpec, source: Path) -> RunStatus:
         "run_id": spec.run_id, "reason": f"resumed from {source}"})
     STATUS_FILE.write(run_dir / STATUS, status)
     return status
-
-
-class RunTimes:
-    """What runs have cost so far, to predict the rest (the progress line's ETA).
-
-    A run's wall time is split into a fixed part (process start-up, model load and its first
-    step, which carries torch.compile's compilation) and its steady steps: ``wall = fixed +
-    (steps - 1) * step``, with ``step`` the median of its measured window and ``fixed`` what
-    remains. Both are learnt per kind of run, ``(compiled, profiled, warm)``: a compiled run's
-    first step can be minutes where an eager one's is a second, and a compiled run that starts
-    with the kernels an earlier run built (``status.json``'s ``kernel_cache``: ``warm``; the
-    runs of one CPU experiment share them) compiles in about half the time of the first. A kind
-    not seen yet borrows the nearest kind's numbers, and a compiled kind that has not run yet
-    makes the estimate a lower bound, which :meth:`eta_line` says.
-    """
-
-    def __init__(self) -> None:
-        self.seen: dict[tuple[bool, bool, bool], list[tuple[float, float]]] = {}
-        self.shared = False  # a compiled run recorded its kernel cache: later ones start warm
-
-    def kind(self, run: RunSpec, st: RunStatus | None = None) -> tuple[bool, bool, bool]:
-        """The kind of a finished run (``st``: warm as it started), or of a run to come (warm
-        when it is compiled and an earlier compiled run shared its kernels)."""
-        o = run.config.optimization
-        compiled = bool(o.autofuse or o.npugraph_ex)
-        warm = (st.kernel_cache == "warm") if st is not None else (compiled and self.shared)
-        return compiled, bool(o.profiler), warm
-
-    def add(self, run: RunSpec, st: RunStatus) -> None:
-        """Learn from a run that really ran (OK, its measured window parsed); else nothing."""
-        if st.status != "OK" or st.reason.startswith("resumed"):
-            return
-        try:
-            times = sorted(window_step_times(run, Path(run.run_dir)).values())
-        except (OSError, ValueError):
-            return
-        step = times[len(times) // 2]
-        fixed = max(0.0, st.wall_s - (run.config.scheduler.steps - 1) * step)
-        self.seen.setdefault(self.kind(run, st), []).append((fixed, step))
-        self.shared |= st.kernel_cache is not None
-
-    def _model(self, kind: tuple[bool, bool, bool]) -> tuple[float, float, bool] | None:
-        """(fixed s, step s, known) for ``kind``: its own mean, else the nearest: the same
-        compile kind's (profiled or not, then warm or cold), else any kind's (known False
-        when the compile kind has not run)."""
-        c, p, w = kind
-        for cand in ((c, p, w), (c, not p, w), (c, p, not w), (c, not p, not w),
-                     (not c, p, False), (not c, not p, False), (not c, p, True),
-                     (not c, not p, True)):
-            if self.seen.get(cand):
-                fixed, step = (sum(x) / len(self.seen[cand]) for x in zip(*self.seen[cand]))
-                return fixed, step, cand[0] == kind[0]
-        return None
-
-    def eta_line(self, runs: list[RunSpec]) -> str | None:
-        """``ETA 3.9 min for 3 more run(s)``, ``ETA >= 0.6 min ... (compile time not known
-        yet: no compiled run has finished)``, or None when no run has taught anything."""
-        total, unknown = 0.0, False
-        for run in runs:
-            model = self._model(self.kind(run))
-            if model is None:
-                return None
-            fixed, step, known = model
-            total += fixed + (run.config.scheduler.steps - 1) * step
-            unknown |= not known
-        bound = ">= " if unknown else ""
-        note = " (compile time not known yet: no compiled run has finished)" if unknown else ""
-        return f"ETA {bound}{total / 60:.1f} min for {len(runs)} more run(s){note}"
 
 
 def _ends_round(plan: Plan, i: int) -> bool:
