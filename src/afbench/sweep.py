@@ -244,7 +244,7 @@ def _compare_to_baseline(combo: _Combination, base: _Combination | None, level: 
     its own combined (:func:`afbench.verdict.combine`), none when either job had none."""
     # numpy here, scipy inside (0.8 s): a sweep's jobs never pay for them
     from afbench.verdict import compare_runs
-    from afbench.verdict.calibration import RunSpread
+    from afbench.verdict.calibration import RunSpread, combined_record
 
     row = combo.row
     row.level = level
@@ -257,7 +257,8 @@ def _compare_to_baseline(combo: _Combination, base: _Combination | None, level: 
             row.reasons = [*row.reasons, f"no baseline result: {base.row.name} has none"]
         return
     n = min(len(base.run_steps), len(combo.run_steps))
-    cal = _pair_calibration(base.calibration, combo.calibration)
+    cal = (combined_record(base.calibration, combo.calibration)  # one job's: its own
+           if base.calibration and combo.calibration else None)
     speed = compare_runs(
         base.run_steps[:n], combo.run_steps[:n], confidence=level,
         contended=list(zip(base.run_contended[:n], combo.run_contended[:n])) if contention
@@ -270,16 +271,6 @@ def _compare_to_baseline(combo: _Combination, base: _Combination | None, level: 
     row.verdict, row.gain_pct, row.method = speed.decision, speed.gain_pct, speed.method
     row.ci_low, row.ci_high = speed.ci_low_pct, speed.ci_high_pct
     row.n_pairs, row.mde_pct = speed.n_pairs, speed.mde_pct
-
-
-def _pair_calibration(base: dict | None, combo: dict | None) -> dict | None:
-    """The calibration of a comparison of two jobs' runs from each job's own (a job paired
-    beside the baseline carries the same one on both sides)."""
-    if base is None or combo is None:
-        return None
-    from afbench.verdict.calibration import combined_record
-
-    return combined_record(base, combo)
 
 
 def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
