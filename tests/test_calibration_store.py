@@ -103,3 +103,12 @@ def test_the_gate_does_not_judge_one_variant_with_a_comparisons_calibration():
     for kind in (f"{EAGER} + {COMPILED}", cal.pair_key(EAGER, COMPILED)):
         other = compare_history(history, newest, calibration={**cal_of, "kind": kind})
         assert other.spread_source != "calibration" and other.decision != "SLOWER"
+
+
+def test_a_plan_reads_its_calibrations_through_one_connection(compose_cfg, tmp_path, caplog):
+    # an unreachable database: one warning for the experiment, not one per kind and comparison
+    plan = one_round_plan(compose_cfg, tmp_path)
+    with caplog.at_level(logging.WARNING):
+        kinds, found = cal.for_plan(plan, "postgresql+psycopg://nobody@127.0.0.1:9/none")
+    assert found is None and len(kinds) == 2
+    assert caplog.text.count("host calibration unavailable") == 1

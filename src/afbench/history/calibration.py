@@ -35,7 +35,7 @@ import hashlib
 import logging
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from afbench.runspec import Plan, RunSpec
 from afbench.switches.registry import switch_names
@@ -117,13 +117,7 @@ def _estimates(url: str | None, kind: str) -> tuple[Any, str, list[dict[str, Any
     return engine, host, list(((row or {}).get("data") or {}).get("estimates", []))
 
 
-def lookup(kind: str, url: str | None = None) -> dict[str, Any] | None:
-    """This host's calibration of ``kind``: ``{"kind", "host_id", "spread_pct", "df",
-    "n_pairs", "n_outlier_pairs", "n_experiments", "updated_at"}``, or ``None``."""
-    found = _estimates(url, kind)
-    if found is None:
-        return None
-    _, host, entries = found
+def _pooled(kind: str, host: str, entries: list[dict[str, Any]]) -> dict[str, Any] | None:
     spread = pool(RunSpread.of(e) for e in entries[-KEEP:])
     if spread is None:
         return None
@@ -131,6 +125,33 @@ def lookup(kind: str, url: str | None = None) -> dict[str, Any] | None:
             "n_pairs": spread.n_pairs, "n_outlier_pairs": spread.n_outlier_pairs,
             "n_experiments": spread.n_experiments,
             "updated_at": max(e["recorded_at"] for e in entries[-KEEP:])}
+
+
+def lookup_many(kinds: Iterable[str], url: str | None = None) -> dict[str, dict[str, Any] | None]:
+    """:func:`lookup` of several kinds through one connection (an experiment's start reads
+    its variants' kinds and comparisons at once); every kind ``None`` (and one warning) when
+    the database cannot be opened."""
+    from afbench.history.db import HistoryError, open_db, read_calibration
+
+    kinds = list(dict.fromkeys(kinds))
+    try:
+        engine = open_db(url)
+    except HistoryError as exc:
+        log.warning("afbench: host calibration unavailable: %s", exc)
+        return dict.fromkeys(kinds)
+    try:
+        host = _host()
+        rows = {k: read_calibration(engine, host, k) for k in kinds}
+    finally:
+        engine.dispose()
+    return {k: _pooled(k, host, list(((row or {}).get("data") or {}).get("estimates", [])))
+            for k, row in rows.items()}
+
+
+def lookup(kind: str, url: str | None = None) -> dict[str, Any] | None:
+    """This host's calibration of ``kind``: ``{"kind", "host_id", "spread_pct", "df",
+    "n_pairs", "n_outlier_pairs", "n_experiments", "updated_at"}``, or ``None``."""
+    return lookup_many([kind], url)[kind]
 
 
 def record(kind: str, spread: RunSpread, source: str, how: str,
@@ -147,6 +168,7 @@ def record(kind: str, spread: RunSpread, source: str, how: str,
         return None
     engine, host, entries = found
     if any(e.get("source") == source for e in entries):  # a re-render records nothing twice
+        engine.dispose()
         return pool(RunSpread.of(e) for e in entries[-KEEP:])
     entries.append({"spread_pct": spread.spread_pct, "df": spread.df, "n_pairs": spread.n_pairs,
                     "n_experiments": spread.n_experiments,
@@ -160,26 +182,36 @@ def record(kind: str, spread: RunSpread, source: str, how: str,
     except SQLAlchemyError as exc:
         log.warning("afbench: host calibration not recorded: %s", str(exc).splitlines()[0])
         return None
+    finally:
+        engine.dispose()
     return pooled
 
 
-def for_comparison(baseline_kind: str, variant_kind: str,
-                   url: str | None = None) -> dict[str, Any] | None:
+def for_comparison(baseline_kind: str, variant_kind: str, url: str | None = None,
+                   found: dict[str, dict[str, Any] | None] | None = None
+                   ) -> dict[str, Any] | None:
     """The calibration a comparison of two kinds decides one round with, as :func:`lookup`
     returns it (``kind`` says which): the kind's own when both sides are of one kind; else the
     comparison's (:func:`pair_key`, learnt from its multi-round runs) or the two kinds' own
     combined (:func:`afbench.verdict.combine`), whichever is fit for one round (the first
-    when neither is); ``None`` when there is neither."""
+    when neither is); ``None`` when there is neither. ``found``: the calibrations already
+    read (:func:`lookup_many` of :func:`comparison_keys`), else they are read here."""
+    keys = comparison_keys(baseline_kind, variant_kind)
+    if found is None:
+        found = lookup_many(keys, url)
     if variant_kind == baseline_kind:
-        return lookup(baseline_kind, url)
-    key = pair_key(baseline_kind, variant_kind)
-    candidates = [lookup(key, url)]
-    b, v = lookup(baseline_kind, url), lookup(variant_kind, url)
-    if b and v:
-        candidates.append(combined_record(b, v))
-    found = [c for c in candidates if c]
-    return next((c for c in found if RunSpread.of(c).usable_for_one_round),
-                found[0] if found else None)
+        return found[baseline_kind]
+    b, v = found[baseline_kind], found[variant_kind]
+    candidates = [c for c in (found[keys[2]], combined_record(b, v) if b and v else None) if c]
+    return next((c for c in candidates if RunSpread.of(c).usable_for_one_round),
+                candidates[0] if candidates else None)
+
+
+def comparison_keys(baseline_kind: str, variant_kind: str) -> list[str]:
+    """The keys :func:`for_comparison` reads: both kinds and, when they differ, the pair's."""
+    if variant_kind == baseline_kind:
+        return [baseline_kind]
+    return [baseline_kind, variant_kind, pair_key(baseline_kind, variant_kind)]
 
 
 def verdict_kinds(plan: Plan) -> dict[str, str]:
@@ -202,8 +234,10 @@ def for_plan(plan: Plan, url: str | None = None) -> tuple[dict[str, str], dict |
     others = [v for v in plan.variants if v != plan.baseline and v in kinds]
     if base is None:
         return kinds, None
-    found = ([for_comparison(base, kinds[v], url) for v in others] if others
-             else [lookup(base, url)])
+    read = lookup_many([k for v in others for k in comparison_keys(base, kinds[v])] or [base],
+                       url)
+    found = ([for_comparison(base, kinds[v], found=read) for v in others] if others
+             else [read[base]])
     chosen = None if any(f is None for f in found) else max(found, key=lambda f: f["spread_pct"])
     if chosen:
         log.info("afbench: host calibration for %s: run-to-run spread %.2f%% on %d pairs "
