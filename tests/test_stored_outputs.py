@@ -15,7 +15,7 @@ from afbench.report.render import build_report, labels, render
 from afbench.store import SCHEMA_VERSION, load_result, read_summary
 
 STORED = Path(__file__).parent / "fixtures" / "results"
-VERSIONS = ["v0", "v1"]
+VERSIONS = ["v0", "v1", "v2"]
 
 
 def rebuild(out_dir: Path):
