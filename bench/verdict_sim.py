@@ -16,7 +16,10 @@ contended (the measurement of afbench.analysis.contention). The 'calibrated' des
 round, two rounds) use a host calibration from an A/A of 12 pairs simulated under the same noise
 (its own error included), or, in the MISFIT models, under another spread than the experiment's;
 'per kind' calibrates each side's kind of run by its own A/A and combines them
-(afbench.verdict.combine), as afbench does for a switch's runs.
+(afbench.verdict.combine), as afbench does for a switch's runs; each calibration keeps what its
+runs took, and a calibrated verdict first checks its runs against that (RunSpread.fit_of;
+--unchecked leaves the check out). 'host 10% slower since' is the check's cost: the host's
+spread is as calibrated but every run is 10% slower.
 
 Run: python bench/verdict_sim.py [--n 2000] [--window 5]   (80 min on a loaded 2-core machine)
 """
@@ -31,8 +34,10 @@ import time
 import numpy as np
 from scipy import stats
 
+from dataclasses import replace
+
 from afbench.verdict import (FASTER, NO_GAIN, SLOWER, SequentialDesign, SequentialTest,
-                             combine, compare_runs, run_spread_from_pairs)
+                             combine, compare_runs, one_kind, run_spread_from_pairs)
 
 MODELS = {  # name: (run-to-run spread, outlier rate, contended rate)
     "spread 2%": (0.02, 0.0, 0.0),
@@ -50,9 +55,14 @@ MODELS = {  # name: (run-to-run spread, outlier rate, contended rate)
 MISFIT = {
     "variant noisier (5% vs 10%)": (0.05, 0.10, 0.05),
     "host noisier since (cal 3%, now 6%)": (0.06, 0.06, 0.03),
+    "host noisier since (cal 5%, now 7.5%)": (0.075, 0.075, 0.05),
 }
+#: A host that runs every kind 10% slower than when calibrated, its spread unchanged (the
+#: check's cost: the verdict would be right, the check does not let it decide).
+SLOWER_SINCE = "host 10% slower since (spread 5%)"
 EFFECTS = {"A/A": 0.0, "gain 5%": 5.0, "gain 10%": 10.0, "gain 30%": 30.0, "slower 10%": -10.0}
 CALIBRATION_PAIRS = 12  # an A/A of 12 pairs: MIN_CALIBRATION_PAIRS
+UNCHECKED = False  # --unchecked: calibrated designs without the run-location check
 DESIGNS = ("one round", "one round calibrated", "one round calibrated per kind",
            "fixed 2 calibrated", "fixed 2 calibrated per kind", "fixed 3", "fixed 5", "fixed 8",
            "auto 3..8")
@@ -63,9 +73,9 @@ class Host:
 
     def __init__(self, rng: np.random.Generator, spread: float, outliers: float, contended: float,
                  window: int, variant_spread: float | None = None,
-                 calibration_spread: float | None = None) -> None:
+                 calibration_spread: float | None = None, shift: float = 0.0) -> None:
         self.rng, self.spread, self.outliers, self.contended = rng, spread, outliers, contended
-        self.window = window
+        self.window, self.shift = window, shift
         self.variant_spread = spread if variant_spread is None else variant_spread
         self.calibration_spread = spread if calibration_spread is None else calibration_spread
 
@@ -89,19 +99,21 @@ class Host:
         log_v = math.log(1 - gain_pct / 100.0)
         b, v, c = [], [], []
         for _ in range(n):
-            (rb, cb), (rv, cv) = self.run(0.0), self.run(log_v, self.variant_spread)
+            (rb, cb), (rv, cv) = (self.run(self.shift),
+                                  self.run(log_v + self.shift, self.variant_spread))
             b.append(rb), v.append(rv), c.append((cb, cv))
         return b, v, c
 
-    def calibration_pairs(self, n: int, variant_kind: bool = False):
+    def calibration_pairs(self, n: int, variant_kind: bool = False, log_mu: float = 0.0):
         """An A/A of ``n`` pairs of baseline-like runs at the calibration's spread, or of
-        variant-like runs (``variant_kind``: the variant's spread, scaled as the host was then)."""
+        variant-like runs (``variant_kind``: the variant's spread, scaled as the host was then,
+        at the variant's step time ``log_mu``)."""
         spread = self.calibration_spread
         if variant_kind:
             spread = self.variant_spread * self.calibration_spread / self.spread
         b, v, c = [], [], []
         for _ in range(n):
-            (rb, cb), (rv, cv) = self.run(0.0, spread), self.run(0.0, spread)
+            (rb, cb), (rv, cv) = self.run(log_mu, spread), self.run(log_mu, spread)
             b.append(rb), v.append(rv), c.append((cb, cv))
         return b, v, c
 
@@ -125,11 +137,16 @@ def experiment(host: Host, design: str, gain: float):
                 return look.speed, None, look.n_pairs_run
     n = 1 if design.startswith("one") else int(design.split()[1])
     cal = {}
-    if "calibrated" in design:
-        cal_b = run_spread_from_pairs(*host.calibration_pairs(CALIBRATION_PAIRS))
+    if "calibrated" in design:  # as afbench.history.calibration keeps and combines them
+        cal_b = one_kind(run_spread_from_pairs(*host.calibration_pairs(CALIBRATION_PAIRS)))
         if design.endswith("per kind"):  # each kind of run its own A/A, combined
-            cal_v = run_spread_from_pairs(*host.calibration_pairs(CALIBRATION_PAIRS, True))
+            cal_v = one_kind(run_spread_from_pairs(*host.calibration_pairs(
+                CALIBRATION_PAIRS, True, math.log(1 - gain / 100.0))))
             cal_b = combine(cal_b, cal_v)
+        else:  # one kind's calibration: the variant (the program measured) is not checked
+            cal_b = replace(cal_b, variant_runs=None)
+        if UNCHECKED:  # the calibration as afbench used it before it kept run locations
+            cal_b = replace(cal_b, baseline_runs=None, variant_runs=None)
         cal = {"calibration": cal_b}
     b, v, c = host.pairs(n, gain)
     speed = compare_runs(b, v, contended=c, **cal)
@@ -144,6 +161,8 @@ def covered(speed, gain: float) -> bool | None:
 
 def make_host(model: str, window: int, seed: int) -> Host:
     rng = np.random.default_rng(seed)
+    if model == SLOWER_SINCE:
+        return Host(rng, 0.05, 0.0, 0.0, window, shift=math.log(1.10))
     if model in MISFIT:
         spread, variant_spread, calibration_spread = MISFIT[model]
         return Host(rng, spread, 0.0, 0.0, window, variant_spread, calibration_spread)
@@ -215,14 +234,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=2000, help="experiments per cell")
     ap.add_argument("--window", type=int, default=5, help="measured steps per run")
-    ap.add_argument("--models", nargs="*", default=list(MODELS) + list(MISFIT))
+    ap.add_argument("--models", nargs="*", default=list(MODELS) + list(MISFIT) + [SLOWER_SINCE])
     ap.add_argument("--designs", nargs="*", default=list(DESIGNS))
     ap.add_argument("--aa-only", action="store_true",
                     help="only the A/A false positives and coverage (for a tighter Monte Carlo "
                          "error on the level with a large --n)")
+    ap.add_argument("--unchecked", action="store_true",
+                    help="calibrated designs without the check of the runs against their "
+                         "calibration's run locations (afbench before it kept them)")
     ap.add_argument("--by-kept", action="store_true",
                     help="also check the MDE per number of deciding pairs (a last column)")
     args = ap.parse_args()
+    global UNCHECKED
+    UNCHECKED = args.unchecked
     started = time.time()
     print(f"# verdict_sim: {args.n} experiments per cell, {args.window} measured steps per run")
     print("| noise | design | A/A FP (F/S) | A/A coverage | 5% found (plain t) | 10% found "

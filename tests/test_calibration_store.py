@@ -64,8 +64,9 @@ def test_a_comparison_fit_for_one_round_is_preferred_to_its_kinds_combined(url):
     assert got["kind"] == cal.pair_key(EAGER, COMPILED) and got["n_pairs"] == 15
 
 
-def comparison(variant, spread_pct, n_pairs=5, aa=False):
-    speed = NS(spread_source="pairs", n_pairs=n_pairs, spread_pct=spread_pct, set_aside=())
+def comparison(variant, spread_pct, n_pairs=5, aa=False, steps_s=(0.30, 0.25)):
+    speed = NS(spread_source="pairs", n_pairs=n_pairs, spread_pct=spread_pct, set_aside=(),
+               baseline_location_s=steps_s[0], variant_location_s=steps_s[1])
     return NS(baseline=NS(name="af_off"), variant=NS(name=variant), aa=aa, speed=speed)
 
 
@@ -112,3 +113,29 @@ def test_a_plan_reads_its_calibrations_through_one_connection(compose_cfg, tmp_p
         kinds, found = cal.for_plan(plan, "postgresql+psycopg://nobody@127.0.0.1:9/none")
     assert found is None and len(kinds) == 2
     assert caplog.text.count("host calibration unavailable") == 1
+
+
+def test_each_estimate_keeps_what_its_runs_took_by_kind(url, tmp_path):
+    """The run locations a one-round verdict is checked against (RunSpread.fit_of): a
+    comparison of two kinds keeps both sides'; an A/A one location from both sides' runs;
+    two variants of one kind only the baseline's (the variant is the program measured)."""
+    kinds = {"af_off": EAGER, "af_on": COMPILED, "af_off_again": EAGER, "other": EAGER}
+    summary = NS(comparisons=[comparison("af_on", 8.0, steps_s=(0.30, 0.25)),
+                              comparison("af_off_again", 3.0, aa=True, steps_s=(0.30, 0.27))])
+    cal.learn(summary, kinds, tmp_path / "out", url)
+    pair = cal.lookup(cal.pair_key(EAGER, COMPILED), url)
+    assert pair["baseline_runs"]["step_s"] == pytest.approx(0.30)
+    assert pair["variant_runs"]["step_s"] == pytest.approx(0.25)
+    assert pair["variant_runs"]["n_runs"] == 5
+    aa = cal.lookup(EAGER, url)
+    assert aa["baseline_runs"]["step_s"] == pytest.approx((0.30 * 0.27) ** 0.5)
+    assert aa["baseline_runs"]["n_runs"] == 10
+    # the spread the location is checked with is the pooled one of the kind
+    assert aa["baseline_runs"]["spread_pct"] == pytest.approx(aa["spread_pct"])
+    # a one-kind comparison checks its baseline only
+    assert cal.for_comparison(EAGER, EAGER, url)["variant_runs"] is None
+    cal.learn(NS(comparisons=[comparison("other", 3.0, steps_s=(0.31, 0.20))]), kinds,
+              tmp_path / "out2", url)
+    newest = cal.lookup(EAGER, url)
+    assert newest["baseline_runs"]["step_s"] == pytest.approx(0.31)  # the newest estimate's
+    assert newest["variant_runs"] is None

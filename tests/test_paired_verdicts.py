@@ -87,6 +87,33 @@ def test_one_round_on_a_calibrated_host_decides_a_large_gain_and_says_which_cali
     assert small.mde_pct > 2 * 0.87  # the design could not have seen a +0.87% gain
 
 
+def test_one_round_whose_runs_left_their_calibration_is_not_decided_with_it(compose_cfg,
+                                                                          tmp_path):
+    """experiment.json's calibration keeps what each kind of run took when calibrated; a
+    round whose baseline now takes 30% longer (the host changed since) is not decided with it,
+    and the words say by how much and what to do, in English and Chinese."""
+    median = sorted(SPREAD)[len(SPREAD) // 2 - 1:len(SPREAD) // 2 + 1]
+    step = math.sqrt(median[0] * median[1])  # the window's median step time
+    where = {"step_s": step, "n_runs": 24, "spread_pct": 3.0, "df": 23}
+    cal = {**CALIBRATION, "baseline_runs": where, "variant_runs": {**where, "step_s": step * 0.6}}
+    steps = {"af_off-train-r1": SPREAD, "af_on-train-r1": [t * 0.6 for t in SPREAD]}
+    fits = speed_of(collected(compose_cfg, tmp_path / "f", steps, calibration=cal), "af_on",
+                    ReportConfig())
+    assert fits.decision == "FASTER" and fits.calibration_shift_pct == pytest.approx(0, abs=1e-6)
+    slower = {"af_off-train-r1": [t * 1.3 for t in SPREAD], "af_on-train-r1": steps[
+        "af_on-train-r1"]}
+    stale = speed_of(collected(compose_cfg, tmp_path / "s", slower, calibration=cal), "af_on",
+                     ReportConfig())
+    assert stale.decision == "INCONCLUSIVE" and stale.no_interval_reason == "calibration_stale"
+    assert stale.calibration_shift_pct == pytest.approx(30.0)
+    assert stale.reference_verdict == "AF_ON_FASTER"  # the reference's quick rule stays beside
+    en = note(stale)
+    assert "a run took +30.0% against what its kind of run took when calibrated" in en
+    assert "experiment=calibrate_host" in en and "experiment.repeats=5" in en
+    zh = str(verdict_words("zh").speed_note(stale))
+    assert "+30.0%" in zh and "重新校准" in zh
+
+
 def test_paired_repeats_faster_and_slower(compose_cfg, tmp_path):
     drift = [1.0, 1.05, 0.97]  # the machine moves between rounds; pairs move together
     fast = speed_of(collected(compose_cfg, tmp_path / "f", rounds(3, [0.9, 0.905, 0.895], drift),

@@ -33,13 +33,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
 from afbench.runspec import Plan, RunSpec
 from afbench.switches.registry import switch_names
-from afbench.verdict.calibration import RunSpread, combined_record, pool
+from afbench.verdict.calibration import (RunLocation, RunSpread, combined_record,
+                                         location_record, one_kind, pool)
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +126,9 @@ def _pooled(kind: str, host: str, entries: list[dict[str, Any]]) -> dict[str, An
     return {"kind": kind, "host_id": host, "spread_pct": spread.spread_pct, "df": spread.df,
             "n_pairs": spread.n_pairs, "n_outlier_pairs": spread.n_outlier_pairs,
             "n_experiments": spread.n_experiments,
-            "updated_at": max(e["recorded_at"] for e in entries[-KEEP:])}
+            "updated_at": max(e["recorded_at"] for e in entries[-KEEP:]),
+            "baseline_runs": location_record(spread.baseline_runs),
+            "variant_runs": location_record(spread.variant_runs)}
 
 
 def lookup_many(kinds: Iterable[str], url: str | None = None) -> dict[str, dict[str, Any] | None]:
@@ -150,7 +154,9 @@ def lookup_many(kinds: Iterable[str], url: str | None = None) -> dict[str, dict[
 
 def lookup(kind: str, url: str | None = None) -> dict[str, Any] | None:
     """This host's calibration of ``kind``: ``{"kind", "host_id", "spread_pct", "df",
-    "n_pairs", "n_outlier_pairs", "n_experiments", "updated_at"}``, or ``None``."""
+    "n_pairs", "n_outlier_pairs", "n_experiments", "updated_at", "baseline_runs",
+    "variant_runs"}`` (the last two: what the newest estimate's runs took,
+    :class:`afbench.verdict.RunLocation` as a dict, or ``None``), or ``None``."""
     return lookup_many([kind], url)[kind]
 
 
@@ -172,7 +178,10 @@ def record(kind: str, spread: RunSpread, source: str, how: str,
         return pool(RunSpread.of(e) for e in entries[-KEEP:])
     entries.append({"spread_pct": spread.spread_pct, "df": spread.df, "n_pairs": spread.n_pairs,
                     "n_experiments": spread.n_experiments,
-                    "n_outlier_pairs": spread.n_outlier_pairs, "how": how, "source": source,
+                    "n_outlier_pairs": spread.n_outlier_pairs,
+                    "baseline_runs": location_record(spread.baseline_runs),
+                    "variant_runs": location_record(spread.variant_runs),
+                    "how": how, "source": source,
                     "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     entries = entries[-KEEP:]
     pooled = pool(RunSpread.of(e) for e in entries)
@@ -199,8 +208,9 @@ def for_comparison(baseline_kind: str, variant_kind: str, url: str | None = None
     keys = comparison_keys(baseline_kind, variant_kind)
     if found is None:
         found = lookup_many(keys, url)
-    if variant_kind == baseline_kind:
-        return found[baseline_kind]
+    if variant_kind == baseline_kind:  # the variant is what is measured: only its kind is known
+        own = found[baseline_kind]
+        return {**own, "variant_runs": None} if own else None
     b, v = found[baseline_kind], found[variant_kind]
     candidates = [c for c in (found[keys[2]], combined_record(b, v) if b and v else None) if c]
     return next((c for c in candidates if RunSpread.of(c).usable_for_one_round),
@@ -239,6 +249,8 @@ def for_plan(plan: Plan, url: str | None = None) -> tuple[dict[str, str], dict |
     found = ([for_comparison(base, kinds[v], found=read) for v in others] if others
              else [read[base]])
     chosen = None if any(f is None for f in found) else max(found, key=lambda f: f["spread_pct"])
+    if chosen and len({kinds[v] for v in others}) > 1:  # its variant's runs are one of several
+        chosen = {**chosen, "variant_runs": None}
     if chosen:
         log.info("afbench: host calibration for %s: run-to-run spread %.2f%% on %d pairs "
                  "(updated %s)", chosen["kind"], chosen["spread_pct"], chosen["n_pairs"],
@@ -258,7 +270,11 @@ def learn(summary: Any, kinds: dict[str, str], out_dir: Path, url: str | None = 
     pairs (on their own spread) adds its pairs' spread (``s_d / sqrt(2)``) to its key: the
     kind's own when both sides are of one kind (``aa`` when the variant is the baseline's
     twin), else the comparison's (:func:`pair_key`). One estimate per key and experiment (the
-    comparisons share their baseline runs)."""
+    comparisons share their baseline runs). Each estimate keeps what its runs took
+    (:class:`afbench.verdict.RunLocation`, from the comparison's ``*_location_s``): both sides
+    for an A/A (one kind: the location rests on both) or a comparison of two kinds, the
+    baseline's only for a comparison of two variants of one kind (the variant is the program
+    being measured, not the kind)."""
     done: set[str] = set()
     for c in summary.comparisons:
         sp = c.speed
@@ -271,8 +287,13 @@ def learn(summary: Any, kinds: dict[str, str], out_dir: Path, url: str | None = 
             continue
         done.add(key)
         outliers = sum(1 for a in sp.set_aside if a.reason == "outlier")
-        spread = RunSpread(spread_pct=sp.spread_pct / 2 ** 0.5, df=sp.n_pairs - 1,
-                           n_pairs=sp.n_pairs, n_outlier_pairs=outliers)
+        sigma, df = sp.spread_pct / 2 ** 0.5, sp.n_pairs - 1
+        where = [RunLocation(step_s=t, n_runs=sp.n_pairs, spread_pct=sigma, df=df) if t else None
+                 for t in (sp.baseline_location_s, sp.variant_location_s)]
+        spread = RunSpread(spread_pct=sigma, df=df, n_pairs=sp.n_pairs, n_outlier_pairs=outliers,
+                           baseline_runs=where[0], variant_runs=where[1])
+        if kv == kb:
+            spread = one_kind(spread) if c.aa else replace(spread, variant_runs=None)
         pooled = record(key, spread, str(out_dir), AA if c.aa else RESIDUALS, url)
         if pooled is not None:
             log.info("afbench: host calibration for %s learned %.2f%% on %d pairs from this "

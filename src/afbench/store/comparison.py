@@ -121,9 +121,12 @@ class Speed(Record):
     method, design (one_round | fixed | sequential), df, critical_value, spread_pct (sd of one
     pair's log ratio, percent), spread_source (pairs | calibration | pairs+calibration),
     run_spread_pct (the host calibration's), set_aside, no_interval_reason (uncalibrated |
-    calibration_unfit | no_pairs_left | one_pair_left | before_first_look), below_min_gain,
-    pairs_for_min_gain,
-    stop_reason (repeats=auto), n_steps_* and n_bursts_* (load bursts, counted, never dropped).
+    calibration_unfit | calibration_stale | no_pairs_left | one_pair_left | before_first_look),
+    below_min_gain, pairs_for_min_gain,
+    stop_reason (repeats=auto), n_steps_* and n_bursts_* (load bursts, counted, never dropped),
+    baseline_location_s / variant_location_s (geometric mean of the deciding runs' median step
+    times, s; schema 3), calibration_shift_pct (the run farthest from its calibration, percent,
+    + = slower; schema 3).
     Beside it: reference_verdict / reference_gain_pct (the reference's rule: ``<VARIANT>_FASTER``
     when the mean step time's gain is > 0, else NO_GAIN; one round), calibration (which host
     calibration a one-round verdict used: key, when, pairs). ``kind`` and ``note`` are the names
@@ -159,6 +162,9 @@ class Speed(Record):
     n_steps_variant: int | None = None
     n_bursts_baseline: int | None = None
     n_bursts_variant: int | None = None
+    baseline_location_s: float | None = None
+    variant_location_s: float | None = None
+    calibration_shift_pct: float | None = None
     reference_verdict: str | None = None
     reference_gain_pct: float | None = None
     calibration: dict[str, Any] | None = None

@@ -26,11 +26,24 @@ class Assets(Record):
     data: Asset = Asset()
 
 
+class RunLocationRecord(Record):
+    """What a kind of run took when calibrated (:class:`afbench.verdict.RunLocation`): step_s
+    (geometric mean of the calibration runs' median step times, s) over n_runs runs, that
+    kind's spread_pct and df."""
+
+    step_s: float
+    n_runs: int
+    spread_pct: float
+    df: float
+
+
 class HostCalibration(Record):
     """This host's run-to-run spread of a kind of run, as the experiment read it from the
     history database (:func:`afbench.history.calibration.lookup`): spread_pct (sd of one
-    pair's log ratio, percent), df, n_pairs, n_outlier_pairs, n_experiments pooled, and when
-    it was last updated (ISO 8601)."""
+    pair's log ratio, percent), df, n_pairs, n_outlier_pairs, n_experiments pooled, when
+    it was last updated (ISO 8601), and what the baseline's / variant's kind of run took then
+    (baseline_runs / variant_runs, schema 3; None when not known): a one-round verdict checks
+    its runs against them."""
 
     kind: str
     host_id: str
@@ -40,6 +53,8 @@ class HostCalibration(Record):
     n_outlier_pairs: int = 0
     n_experiments: int = 1
     updated_at: str | None = None
+    baseline_runs: RunLocationRecord | None = None
+    variant_runs: RunLocationRecord | None = None
 
 
 class HostFingerprint(Record):
@@ -95,5 +110,7 @@ class ExperimentRecord(StoredFile):
 
 
 #: experiment.json: versions 0 and 1 carried no schema_version and the same keys (the
-#: calibration and provenance came in version 1, both optional).
-EXPERIMENT_FILE = FileSchema(EXPERIMENT, ExperimentRecord, steps=(same_shape, same_shape))
+#: calibration and provenance came in version 1, both optional); version 3 adds the
+#: calibration's run locations (optional).
+EXPERIMENT_FILE = FileSchema(EXPERIMENT, ExperimentRecord,
+                             steps=(same_shape, same_shape, same_shape))

@@ -154,7 +154,8 @@ def sweep_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
 
 #: sweep_summary.json: version 0 has the shape of version 1 (flat rows before the typed sweep
 #: summary: their missing fields are None); 1 -> 2: :func:`sweep_v1_to_v2`.
-SWEEP_SUMMARY_FILE = FileSchema(SWEEP_SUMMARY, SweepSummary, steps=(same_shape, sweep_v1_to_v2))
+SWEEP_SUMMARY_FILE = FileSchema(SWEEP_SUMMARY, SweepSummary,
+                                steps=(same_shape, sweep_v1_to_v2, same_shape))
 
 
 def load_sweep_summary(data: dict[str, Any] | SweepSummary,

@@ -19,13 +19,16 @@ Public API (stable):
 * :class:`Speed`, :class:`SetAside`, :data:`DECISIONS` (``FASTER``, ``SLOWER``, ``NO_GAIN``,
   ``INCONCLUSIVE``), :func:`verdict_word`, :func:`decide`, :func:`sweep_level`,
   :func:`pairs_for_mde`, :func:`run_spread_from_pairs` (a calibration from paired runs),
-  :func:`combine` (the spread of a pair whose runs are of two calibrated kinds).
+  :func:`combine` (the spread of a pair whose runs are of two calibrated kinds),
+  :func:`one_kind` (an A/A's spread as its kind's calibration), :class:`RunLocation` (what a
+  kind of run took when calibrated: one round checks its runs against it).
 
 The methods and their measured false-positive rate, coverage, power and MDE claims:
 docs/statistics.md and bench/README.md (bench/verdict_sim.py).
 """
 
-from afbench.verdict.calibration import RunSpread, combine, run_spread_from_pairs
+from afbench.verdict.calibration import (RunLocation, RunSpread, combine, one_kind,
+                                         run_spread_from_pairs)
 from afbench.verdict.estimate import (DEFAULT_MIN_GAIN_PCT, FIXED, ONE_ROUND, SEQUENTIAL,
                                       SetAside, Speed, compare_runs, sweep_level)
 from afbench.verdict.groups import compare_groups
@@ -37,9 +40,9 @@ from afbench.verdict.words import (DECISIONS, FASTER, INCONCLUSIVE, NO_GAIN, RUN
 
 __all__ = [
     "DECISIONS", "DEFAULT_MDE_POWER", "DEFAULT_MIN_GAIN_PCT", "FASTER", "FIXED", "INCONCLUSIVE",
-    "Look", "NO_GAIN", "compare_groups", "ONE_ROUND", "RUN_FAILED", "RunSpread", "SEQUENTIAL", "SKIPPED", "SLOWER",
+    "Look", "NO_GAIN", "compare_groups", "ONE_ROUND", "RUN_FAILED", "RunLocation", "RunSpread",
+    "SEQUENTIAL", "SKIPPED", "SLOWER",
     "SequentialDesign", "SequentialTest", "SetAside", "Speed", "combine", "compare_runs",
-    "decide",
-    "gain_pct", "pairs_for_mde", "quick_verdict", "run_sequential", "run_spread_from_pairs",
+    "decide", "gain_pct", "one_kind", "pairs_for_mde", "quick_verdict", "run_sequential", "run_spread_from_pairs",
     "sweep_level", "verdict_label", "verdict_word",
 ]

@@ -16,6 +16,10 @@ The interval of the mean log ratio, by design:
   host calibration (``run_spread_pct``: the standard deviation of a run's log statistic between
   processes on this host, for this kind of run, on ``run_spread_df`` df), the variance of one
   pair is ``2 * run_spread^2``, pooled with the pairs' own on ``n - 1 + run_spread_df`` df.
+  The calibration decides only when the runs fit it (``RunSpread.fit_of``: each run's step
+  time against what its kind of run took when calibrated); runs that do not (the host changed
+  since: a host twice as spread as when calibrated made one round call an A/A different 24%
+  of the time) give INCONCLUSIVE with the reason ``calibration_stale``.
   Without one, no FASTER/SLOWER is possible: the steps of one run cannot show how much a whole
   run moves between processes (an A/A pair was called different 2-43% of the time by a
   step-level interval), so the decision is INCONCLUSIVE with the reason ``uncalibrated`` and
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -54,6 +58,8 @@ OUTLIER = "outlier"
 UNCALIBRATED = "uncalibrated"
 #: A calibration too small, or one that saw outlier runs, does not decide one round.
 CALIBRATION_UNFIT = "calibration_unfit"
+#: The runs do not fit their calibration (the host or the workload changed since it).
+CALIBRATION_STALE = "calibration_stale"
 NO_PAIRS_LEFT = "no_pairs_left"
 #: Rounds were run but set-aside pairs left one, and no calibration can stand in for its spread.
 ONE_PAIR_LEFT = "one_pair_left"
@@ -107,7 +113,8 @@ class Speed:
         run_spread_pct: the host calibration's run-to-run spread used, or ``None``.
         set_aside: the pairs left out and why (unpaired, design ``history``: the runs, by
             side ``history`` or ``newest`` and 1-based run index).
-        no_interval_reason: ``uncalibrated``, ``calibration_unfit``, ``no_pairs_left``,
+        no_interval_reason: ``uncalibrated``, ``calibration_unfit``, ``calibration_stale``
+            (the runs do not fit the calibration: ``calibration_shift_pct``), ``no_pairs_left``,
             ``one_pair_left`` (rounds were run, set-aside pairs left one and no calibration is
             known) or (unpaired) ``no_runs_left`` when there is no interval.
         below_min_gain: FASTER whose interval's upper end is below ``min_gain_pct``: faster, but
@@ -120,6 +127,12 @@ class Speed:
         stop_reason: why a sequential design stopped (``None`` otherwise).
         n_steps_baseline, n_steps_variant, n_bursts_baseline, n_bursts_variant: measured steps
             and load bursts (counted, never dropped) over the deciding pairs.
+        baseline_location_s, variant_location_s: geometric mean of the deciding runs' median
+            step times, seconds, per side (what a calibration keeps of its runs); ``None``
+            without a deciding pair.
+        calibration_shift_pct: when a calibration's run locations were checked
+            (``RunSpread.fit_of``), the run farthest from its calibration, percent of the
+            calibration's step time (positive: slower than calibrated); else ``None``.
     """
 
     decision: str
@@ -149,6 +162,9 @@ class Speed:
     n_steps_variant: int = 0
     n_bursts_baseline: int = 0
     n_bursts_variant: int = 0
+    baseline_location_s: float | None = None
+    variant_location_s: float | None = None
+    calibration_shift_pct: float | None = None
 
     @property
     def half_width_pct(self) -> float | None:
@@ -255,22 +271,28 @@ def interval_speed(pairs: Pairs, center: float, se: float, critical: float, df: 
         pairs_for_gain=for_gain, stop_reason=stop_reason, **_step_counts(pairs))
 
 
-def _step_counts(pairs: Pairs) -> dict[str, int]:
+def _step_counts(pairs: Pairs) -> dict[str, Any]:
+    n = len(pairs.stats)
+    where = [math.exp(sum(math.log(s[side].location_s) for s in pairs.stats) / n) if n else None
+             for side in (0, 1)]
     return {"n_steps_baseline": sum(b.n_steps for b, _ in pairs.stats),
             "n_steps_variant": sum(v.n_steps for _, v in pairs.stats),
             "n_bursts_baseline": sum(b.n_bursts for b, _ in pairs.stats),
-            "n_bursts_variant": sum(v.n_bursts for _, v in pairs.stats)}
+            "n_bursts_variant": sum(v.n_bursts for _, v in pairs.stats),
+            "baseline_location_s": where[0], "variant_location_s": where[1]}
 
 
 def no_interval(pairs: Pairs, reason: str, *, level: float, min_gain_pct: float,
-                mde_power: float, design: str, stop_reason: str | None = None) -> Speed:
+                mde_power: float, design: str, stop_reason: str | None = None,
+                calibration_shift_pct: float | None = None) -> Speed:
     """INCONCLUSIVE without an interval: the point gain (when a pair is left) and ``reason``."""
     gain = gain_from_log(float(pairs.d.mean())) if pairs.d.size else None
     return Speed(decision=INCONCLUSIVE, gain_pct=gain, ci_low_pct=None, ci_high_pct=None,
                  level=level, mde_pct=None, mde_power=mde_power, min_gain_pct=min_gain_pct,
                  n_pairs=int(pairs.d.size), n_pairs_run=pairs.n_run, method="none",
                  design=design, set_aside=pairs.set_aside, no_interval_reason=reason,
-                 stop_reason=stop_reason, **_step_counts(pairs))
+                 stop_reason=stop_reason, calibration_shift_pct=calibration_shift_pct,
+                 **_step_counts(pairs))
 
 
 def compare_runs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence[float]], *,
@@ -297,7 +319,9 @@ def compare_runs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence
         calibration: a :class:`afbench.verdict.calibration.RunSpread` instead of
             ``run_spread_pct`` / ``run_spread_df``: it also says whether the host was seen to
             produce outlier runs (then, or below 12 calibration pairs, one round stays
-            INCONCLUSIVE with the reason ``calibration_unfit``).
+            INCONCLUSIVE with the reason ``calibration_unfit``) and what its runs took: runs
+            that do not fit that (``RunSpread.fit_of``) give INCONCLUSIVE with the reason
+            ``calibration_stale``.
 
     Returns:
         A :class:`Speed` (module docstring for the design of the interval).
@@ -329,6 +353,11 @@ def compare_runs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence
         return no_interval(pairs, UNCALIBRATED if pairs.n_run == 1 else ONE_PAIR_LEFT, **common)
     if unfit:
         return no_interval(pairs, CALIBRATION_UNFIT, **common)
+    fit = calibration.fit_of([b.location_s for b, _ in pairs.stats],
+                             [v.location_s for _, v in pairs.stats]) if calibration else None
+    shift = fit.shift_pct if fit is not None else None
+    if fit is not None and not fit.fits:
+        return no_interval(pairs, CALIBRATION_STALE, calibration_shift_pct=shift, **common)
     cal_var = 2.0 * (run_spread_pct / 100.0) ** 2  # one pair: two runs' spread
     cal_df = math.inf if run_spread_df is None else float(run_spread_df)
     if math.isinf(cal_df):
@@ -338,9 +367,11 @@ def compare_runs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence
         df = (n - 1) + cal_df
         pair_var = ((n - 1) * own_var + cal_df * cal_var) / df
         critical = t_quantile(0.5 + confidence / 2, df)
-    return interval_speed(pairs, center, math.sqrt(pair_var / n), critical, df, method=CALIBRATED,
-                          spread_source="calibration" if n == 1 else "pairs+calibration",
-                          run_spread_pct=run_spread_pct, **common)
+    speed = interval_speed(pairs, center, math.sqrt(pair_var / n), critical, df,
+                           method=CALIBRATED,
+                           spread_source="calibration" if n == 1 else "pairs+calibration",
+                           run_spread_pct=run_spread_pct, **common)
+    return replace(speed, calibration_shift_pct=shift)
 
 
 def sweep_level(level: float, m: int) -> float:
