@@ -46,6 +46,8 @@ def afbench(cwd, *args):
     (["experiment.order=shuffled"], 2, "experiment.order: Input should be 'counterbalanced'"),
     (["experiment.precision_pct=0"], 2, "experiment.precision_pct: Input should be greater than 0"),
     (["report.min_gain_pct=-1"], 2, "report.min_gain_pct: Input should be greater than 0"),
+    # checked before Hydra makes the output directory (it left one holding only .hydra/)
+    (["resume=/nope"], 2, "resume: /nope is not a directory; give an earlier afbench output"),
 ])
 def test_config_errors_exit_2_with_one_line_and_write_nothing(tmp_path, args, code, message):
     proc = afbench(tmp_path, *args)

@@ -96,6 +96,15 @@ def _window_parses(run_dir: Path, config_hash: str) -> bool:
     return spec.config_hash == config_hash and not window_problem(spec, run_dir)
 
 
+def resume_problem(root: Path) -> str | None:
+    """What is wrong with ``resume=root`` (one line naming ``resume``), or None: the command
+    line checks it before Hydra makes an output directory."""
+    if not Path(root).is_dir():
+        return (f"resume: {root} is not a directory; give an earlier afbench output or sweep "
+                "directory")
+    return None
+
+
 def resume_index(root: Path) -> dict[str, Path]:
     """config_hash -> run directory of every finished run below ``root``: status OK, a
     result.json, and a measured window that parses strictly. Failed, skipped, interrupted or
@@ -103,9 +112,9 @@ def resume_index(root: Path) -> dict[str, Path]:
 
     Raises ConfigError naming ``resume`` when ``root`` is not a directory."""
     root = Path(root)
-    if not root.is_dir():
-        raise ConfigError(f"resume: {root} is not a directory; give an earlier afbench output "
-                          "or sweep directory")
+    problem = resume_problem(root)
+    if problem:
+        raise ConfigError(problem)
     index: dict[str, Path] = {}
     for status_path in sorted(root.rglob(f"{RUNS}/*/{STATUS}")):
         run_dir = status_path.parent

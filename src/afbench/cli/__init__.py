@@ -163,6 +163,12 @@ def run_single(overrides: list[str], conf_dir: str) -> None:
             make_plan(conf, Path(os.devnull) / "dry-run")
         except AfbenchError as exc:  # every bad value, variant and phase: one line each
             _fail(str(exc).splitlines(), exc.exit_code, exc, _verbose())
+        if conf.resume:
+            from afbench.experiment import resume_problem
+
+            problem = resume_problem(Path(conf.resume))
+            if problem:  # before Hydra makes the output directory: nothing is left behind
+                _fail([problem], 2)
         if conf.task == "check":  # the run's own log would say these; check has none
             from afbench.plan import misspelt_entries, shadowed_overrides
 
