@@ -139,3 +139,20 @@ def test_each_estimate_keeps_what_its_runs_took_by_kind(url, tmp_path):
     newest = cal.lookup(EAGER, url)
     assert newest["baseline_runs"]["step_s"] == pytest.approx(0.31)  # the newest estimate's
     assert newest["variant_runs"] is None
+
+
+def test_a_hand_edited_calibration_row_is_a_warning_and_no_calibration(url, caplog):
+    from afbench.history.db import open_db, read_calibration, record_calibration
+
+    seed(url, EAGER, 2.5)
+    engine = open_db(url)
+    host = cal._host()
+    data = read_calibration(engine, host, EAGER)["data"]
+    data["estimates"][-1]["baseline_runs"] = {"step_s": 0.0, "n_runs": 12, "spread_pct": 2.5,
+                                              "df": 11}
+    record_calibration(engine, host, EAGER, 2.5, 24, data)
+    engine.dispose()
+    with caplog.at_level(logging.WARNING):
+        assert cal.lookup(EAGER, url) is None
+    assert f"host calibration for {EAGER} unreadable" in caplog.text
+    assert "step_s must be finite and > 0" in caplog.text

@@ -147,3 +147,21 @@ def test_a_copied_directory_reads_its_own_runs_while_the_original_still_exists(t
     result.write_text(json.dumps({**json.loads(result.read_text()), "peak_rss_gib": 3.5}))
     assert collect(copy).results["plain-train-r1"].peak_rss_gib == 3.5
     assert collect(original).results["plain-train-r1"].peak_rss_gib is None
+
+
+def test_a_damaged_calibration_in_experiment_json_is_one_line_naming_the_key(tmp_path):
+    import subprocess
+    import sys
+
+    copy = tmp_path / "v2"
+    shutil.copytree(STORED / "v2", copy)
+    exp = json.loads((copy / "experiment.json").read_text())
+    exp["calibration"] = {"kind": "k", "host_id": "h", "spread_pct": 3.0, "df": 23,
+                          "n_pairs": 24, "baseline_runs": {"step_s": -1, "n_runs": 24,
+                                                           "spread_pct": 3.0, "df": 23}}
+    (copy / "experiment.json").write_text(json.dumps(exp))
+    proc = subprocess.run([sys.executable, "-m", "afbench.report", str(copy)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "experiment.json: calibration.baseline_runs.step_s: Input should be greater than 0" \
+        in proc.stderr

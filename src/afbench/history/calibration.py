@@ -120,7 +120,13 @@ def _estimates(url: str | None, kind: str) -> tuple[Any, str, list[dict[str, Any
 
 
 def _pooled(kind: str, host: str, entries: list[dict[str, Any]]) -> dict[str, Any] | None:
-    spread = pool(RunSpread.of(e) for e in entries[-KEEP:])
+    try:
+        spread = pool(RunSpread.of(e) for e in entries[-KEEP:])
+    except (KeyError, TypeError, ValueError) as exc:  # a hand-edited row: no calibration
+        log.warning("afbench: host calibration for %s unreadable (%s: %s); recalibrate "
+                    "(python -m afbench experiment=calibrate_host)", kind, type(exc).__name__,
+                    exc)
+        return None
     if spread is None:
         return None
     return {"kind": kind, "host_id": host, "spread_pct": spread.spread_pct, "df": spread.df,

@@ -46,11 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"afbench.report: error: {args.out_dir} holds no plan.json; give an afbench output "
               "directory (outputs/<date>/<time>-<experiment>-<pid>)", file=sys.stderr)
         return 2
-    exp = OutDir(args.out_dir).experiment()
-    report = exp.report
-    if args.lang:
-        report = report.model_copy(update={"lang": args.lang})
-    try:
+    try:  # a hand-edited or damaged experiment.json is one line naming the file and key
+        report = OutDir(args.out_dir).experiment().report
+        if args.lang:
+            report = report.model_copy(update={"lang": args.lang})
         summary = build_report(args.out_dir, report)
     except AfbenchError as exc:
         print(f"afbench.report: error: {exc}", file=sys.stderr)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from afbench.config.models import AfbenchConfig, ReportConfig
 from afbench.store.names import EXPERIMENT
 from afbench.store.versioning import FileSchema, Record, StoredFile, same_shape
@@ -31,10 +33,10 @@ class RunLocationRecord(Record):
     (geometric mean of the calibration runs' median step times, s) over n_runs runs, that
     kind's spread_pct and df."""
 
-    step_s: float
-    n_runs: int
-    spread_pct: float
-    df: float
+    step_s: float = Field(gt=0, allow_inf_nan=False)
+    n_runs: int = Field(ge=1)
+    spread_pct: float = Field(gt=0, allow_inf_nan=False)
+    df: float = Field(gt=0, allow_inf_nan=False)
 
 
 class HostCalibration(Record):

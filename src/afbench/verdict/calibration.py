@@ -42,16 +42,25 @@ class RunLocation:
     """What one kind of run took on this host when its calibration was measured:
     ``step_s`` the geometric mean of the calibration runs' median step times (seconds) over
     ``n_runs`` runs, ``spread_pct`` / ``df`` that kind's run-to-run spread (``100 * sigma_run``)
-    and its degrees of freedom."""
+    and its degrees of freedom. Raises ValueError naming a field out of range."""
 
     step_s: float
     n_runs: int
     spread_pct: float
     df: float
 
+    def __post_init__(self) -> None:
+        for name in ("step_s", "spread_pct", "df"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"run location: {name} must be finite and > 0, got {value!r}")
+        if not (isinstance(self.n_runs, int) and self.n_runs >= 1):
+            raise ValueError(f"run location: n_runs must be an integer >= 1, got {self.n_runs!r}")
+
     @classmethod
     def of(cls, record: Mapping[str, Any] | None) -> "RunLocation | None":
-        """From a stored record (``None`` stays ``None``)."""
+        """From a stored record (``None`` stays ``None``). Raises ValueError naming a field
+        that is out of range (a hand-edited file or database row)."""
         if not record:
             return None
         return cls(**{k: record[k] for k in ("step_s", "n_runs", "spread_pct", "df")})
