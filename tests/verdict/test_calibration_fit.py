@@ -12,7 +12,7 @@ import pytest
 
 from afbench.verdict import (FASTER, INCONCLUSIVE, SLOWER, RunLocation, RunSpread, combine,
                              compare_runs, one_kind, run_spread_from_pairs)
-from afbench.verdict.calibration import combined_record, pool
+from afbench.verdict.calibration import FIT_LEVEL, combined_record, pool
 from afbench.verdict.estimate import CALIBRATION_STALE
 
 
@@ -38,9 +38,9 @@ def test_a_run_where_its_calibration_ran_fits_and_one_30_pct_slower_does_not():
     assert same.fits and same.statistic == pytest.approx(0.0) and same.n_runs == 2
     slow = cal.fit_of([0.25 * 1.3], [0.20])
     assert not slow.fits and slow.shift_pct == pytest.approx(30.0)
-    # threshold: 2 runs, k F(k, df) at 95%
+    # threshold: 2 runs, k F(k, df) at FIT_LEVEL
     from scipy import stats
-    assert slow.threshold == pytest.approx(2 * stats.f.ppf(0.95, 2, 22))
+    assert slow.threshold == pytest.approx(2 * stats.f.ppf(FIT_LEVEL, 2, 22))
     # a side whose location is not known is not checked; nothing known: no check at all
     assert replace(cal, variant_runs=None).fit_of([0.25], [0.10]).n_runs == 1
     assert replace(cal, baseline_runs=None, variant_runs=None).fit_of([0.25], [0.2]) is None
@@ -80,6 +80,7 @@ def test_a_host_noisier_since_its_calibration_keeps_one_round_near_its_level():
 
 
 def test_on_a_host_that_fits_the_check_costs_about_its_level_and_keeps_a_30_pct_gain():
+    """Its price: about 1 - FIT_LEVEL of the one-round verdicts on a host that still fits."""
     rng = np.random.default_rng(5)
     n, found, aa_wrong = 300, 0, 0
     gain = math.log(0.7)
@@ -90,7 +91,7 @@ def test_on_a_host_that_fits_the_check_costs_about_its_level_and_keeps_a_30_pct_
         aa = combine(calibrated(rng, 0.05), calibrated(rng, 0.05))
         aa_wrong += compare_runs(runs(rng, 0.05, 1), runs(rng, 0.05, 1),
                                  calibration=aa).decision in (FASTER, SLOWER)
-    assert found / n >= 0.85  # unchecked: ~99% (bench/README.md §8); the check gives up ~5-10%
+    assert found / n >= 0.80  # unchecked: ~99% (bench/README.md §8); the check gives up ~10%
     assert aa_wrong / n <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / n)
 
 
