@@ -156,3 +156,21 @@ def test_a_hand_edited_calibration_row_is_a_warning_and_no_calibration(url, capl
         assert cal.lookup(EAGER, url) is None
     assert f"host calibration for {EAGER} unreadable" in caplog.text
     assert "step_s must be finite and > 0" in caplog.text
+
+
+def test_two_commands_are_two_kinds_and_an_environment_is_part_of_the_kind(compose_cfg,
+                                                                            tmp_path):
+    """Two user commands are two programs (their spreads need not agree), so a calibration of
+    one never stands in for the other; the builtin loop without launcher.env keeps its key."""
+    def kinds(*overrides):
+        return cal.verdict_kinds(one_round_plan(compose_cfg, tmp_path, *overrides))
+
+    assert "|p:" not in kinds()["af_off"]
+    one = kinds("engine=command", "engine.executable=/usr/bin/python3", "engine.args=[a.py]")
+    other = kinds("engine=command", "engine.executable=/usr/bin/python3", "engine.args=[b.py]")
+    assert one["af_off"].split("|p:")[1] == one["af_on"].split("|p:")[1]  # the same command
+    assert one["af_off"] != other["af_off"]
+    assert "|p:" in one["af_off"] and one["af_off"].split("|p:")[0] == other[
+        "af_off"].split("|p:")[0]
+    with_env = kinds("+launcher.env.OMP_NUM_THREADS=1")["af_off"]
+    assert with_env.startswith(EAGER + "|p:")

@@ -13,7 +13,9 @@ is not a CPU's), the engine (a user command is not afbench's loop), the workload
 the sequence length and global batch size (or, for inference, the tokens generated, the batch
 size and the prompts), the number of measured steps (the run statistic is the median of the
 window: a longer window moves less), and the switches that are on (``|sw:autofuse``; none: no
-suffix). On a 2-core CPU one experiment's compiled runs spread 6% and its eager runs 2.5%, and
+suffix), and for a user command or an external trainer (or any run given ``launcher.env``) a
+digest of that program (``|p:1a2b3c4d``: two commands are two programs). On a 2-core CPU one
+experiment's compiled runs spread 6% and its eager runs 2.5%, and
 A/As of the two kinds measured 2.48% and 3.68% (bench/README.md §10); a calibration of one
 kind assumed for another makes one round confidently wrong (16.7% A/A false positives when
 the variant's runs are twice as spread: bench/README.md §8). A **comparison** of two kinds has
@@ -32,6 +34,7 @@ experiment.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -73,7 +76,22 @@ def run_kind(spec: RunSpec) -> str:
                  f"|window{s.measured_runs}")
     on = "+".join(n for n in switch_names() if getattr(c.optimization, n, False))
     return _fit(f"{backend}|{c.engine.name}|{s.workload}|{c.model.name}|{shape}"
-                + (f"|sw:{on}" if on else ""))
+                + (f"|sw:{on}" if on else "") + _program(c, spec.env))
+
+
+#: Engine settings that do not change the program that runs (how its log is read, where).
+_NOT_PROGRAM = frozenset({"name", "step_pattern", "log_pattern", "dump_folder_name"})
+
+
+def _program(c: Any, env: dict[str, str]) -> str:
+    """``|p:<digest>`` of what else names the program a run is: a user command's or an external
+    trainer's settings (two commands are two programs, whose spreads need not agree) and the
+    environment every run gets (``launcher.env``); '' for the builtin loop without one."""
+    engine = {k: v for k, v in c.engine.model_dump().items() if k not in _NOT_PROGRAM}
+    if not engine and not env:
+        return ""
+    text = json.dumps({"engine": engine, "env": env}, sort_keys=True, default=str)
+    return f"|p:{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
 def pair_key(baseline_kind: str, variant_kind: str) -> str:
