@@ -28,10 +28,16 @@ from afbench.store import read_summary
 WORKER = C.WORKERS / "matmul_steps.py"
 
 
+#: Every run gets the same command and environment (one kind of run for the host calibration:
+#: afbench.history.calibration.run_kind); the worker starts its busy loops in variant a's runs
+#: only (matmul_steps.py), as another job sharing the machine would.
+BUSY_ENV = {"AFBENCH_BENCH_BUSY": "2", "AFBENCH_BENCH_BUSY_VARIANT": "a"}
+
+
 def recipe(work: Path, name: str, variants: dict, repeats: int, steps: int) -> Path:
     train = {"scheduler": {"steps": steps, "measure": {"first_step": 3, "last_step": steps}}}
     return C.write_recipe(work, name, variants, {"train": train}, repeats=repeats,
-                          extra=C.command_engine(WORKER, "{steps}", "150"))
+                          extra=C.command_engine(WORKER, "{steps}", "150", env=BUSY_ENV))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,9 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     os.environ["AFBENCH_HISTORY_URL"] = f"sqlite:///{work / 'history.sqlite'}"
-    busy = {"engine": {"env": {"AFBENCH_BENCH_BUSY": "2"}}}
-    contended = {"a": busy, "a_again": {}}
-    quiet = {"a": {}, "a_again": {}}
+    contended = {"a": {}, "a_again": {}}  # a's runs are loaded (BUSY_ENV)
+    quiet = {"q": {}, "q_again": {}}  # the calibration's A/A: no variant a, no load
     named = 0
     for calibrated in (False, True):
         if calibrated:

@@ -6,7 +6,10 @@ BLAS thread), timed with perf_counter and printed as the reference's step line.
 ITERS matmuls of SIZE x SIZE per step (defaults 150 and 128: ~20-50 ms on a 2-core CPU).
 AFBENCH_BENCH_WORK (a factor, default 1.0) multiplies ITERS: 1.05 plants a 5% slowdown.
 AFBENCH_BENCH_BUSY (default 0) starts that many busy loops (``python -c "while True: pass"``)
-beside the steps, stopped at the end: planted contention (bench/contention.py, tests).
+beside the steps, stopped at the end: planted contention (bench/contention.py, tests);
+with AFBENCH_BENCH_BUSY_VARIANT set, only in the runs of that variant (AFBENCH_VARIANT, which
+afbench's command engine sets), so both sides of a comparison run one program, one kind of run
+for the host calibration, and only one side is loaded (bench/contended_aa.py).
 The noise is the machine's own (scheduler, caches, other processes); nothing random is added.
 Each step line ends with the step's CPU seconds (``cpu_s``, time.process_time): wall / CPU is
 the step's slowdown from waiting for a CPU (bench/contention.py).
@@ -29,8 +32,9 @@ iters = int(sys.argv[2]) if len(sys.argv) > 2 else 150
 size = int(sys.argv[3]) if len(sys.argv) > 3 else 128
 iters = round(iters * float(os.environ.get("AFBENCH_BENCH_WORK", "1.0")))
 
+loaded = os.environ.get("AFBENCH_BENCH_BUSY_VARIANT") in (None, os.environ.get("AFBENCH_VARIANT"))
 busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        for _ in range(int(os.environ.get("AFBENCH_BENCH_BUSY", "0")))]
+        for _ in range(int(os.environ.get("AFBENCH_BENCH_BUSY", "0")) if loaded else 0)]
 rng = np.random.default_rng(0)
 a = rng.standard_normal((size, size))
 b = rng.standard_normal((size, size)) / size ** 0.5
