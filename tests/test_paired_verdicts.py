@@ -100,6 +100,7 @@ def test_one_round_whose_runs_left_their_calibration_is_not_decided_with_it(comp
     fits = speed_of(collected(compose_cfg, tmp_path / "f", steps, calibration=cal), "af_on",
                     ReportConfig())
     assert fits.decision == "FASTER" and fits.calibration_shift_pct == pytest.approx(0, abs=1e-6)
+    assert "the runs fit what their kinds took then (farthest +0.0%)" in note(fits)
     slower = {"af_off-train-r1": [t * 1.3 for t in SPREAD], "af_on-train-r1": steps[
         "af_on-train-r1"]}
     stale = speed_of(collected(compose_cfg, tmp_path / "s", slower, calibration=cal), "af_on",
