@@ -174,3 +174,9 @@ def test_two_commands_are_two_kinds_and_an_environment_is_part_of_the_kind(compo
         "af_off"].split("|p:")[0]
     with_env = kinds("+launcher.env.OMP_NUM_THREADS=1")["af_off"]
     assert with_env.startswith(EAGER + "|p:")
+
+
+def test_a_group_of_processes_is_a_kind_of_its_own(compose_cfg, tmp_path):
+    two = cal.verdict_kinds(one_round_plan(compose_cfg, tmp_path, "parallel.world_size=2",
+                                           "scheduler.global_batch_size=8"))
+    assert two["af_off"] == EAGER.replace("gbs4", "gbs8") + "|ws2|tp1"

@@ -12,11 +12,11 @@ The **run kind** is what a run-to-run spread depends on: the resolved backend (a
 is not a CPU's), the engine (a user command is not afbench's loop), the workload and model,
 the sequence length and global batch size (or, for inference, the tokens generated, the batch
 size and the prompts), the number of measured steps (the run statistic is the median of the
-window: a longer window moves less), and the switches that are on (``|sw:autofuse``; none: no
-suffix), and for a user command or an external trainer (or any run given ``launcher.env``) a
-digest of that program (``|p:1a2b3c4d``: two commands are two programs). On a 2-core CPU one
-experiment's compiled runs spread 6% and its eager runs 2.5%, and
-A/As of the two kinds measured 2.48% and 3.68% (bench/README.md §10); a calibration of one
+window: a longer window moves less), the world size and TP size when above 1, the switches
+that are on (``|sw:autofuse``; none: no suffix), and for a user command or an external trainer
+(or any run given ``launcher.env``) a digest of that program (``|p:1a2b3c4d``: two commands
+are two programs). On a 2-core CPU one experiment's compiled runs spread 6% and its eager runs
+2.5%, and A/As of the two kinds measured 2.48% and 3.68% (bench/README.md §10); a calibration of one
 kind assumed for another makes one round confidently wrong (16.7% A/A false positives when
 the variant's runs are twice as spread: bench/README.md §8). A **comparison** of two kinds has
 its own key (:func:`pair_key`): what its multi-round runs learn, the spread of their pairs, is
@@ -75,6 +75,9 @@ def run_kind(spec: RunSpec) -> str:
         shape = (f"tok{s.max_new_tokens}|bs{s.batch_size}|prompts{s.num_prompts}"
                  f"|window{s.measured_runs}")
     on = "+".join(n for n in switch_names() if getattr(c.optimization, n, False))
+    p = c.parallel
+    if p.world_size > 1 or p.tp_size > 1:  # one process is not a group of them
+        shape += f"|ws{p.world_size}|tp{p.tp_size}"
     return _fit(f"{backend}|{c.engine.name}|{s.workload}|{c.model.name}|{shape}"
                 + (f"|sw:{on}" if on else "") + _program(c, spec.env))
 
