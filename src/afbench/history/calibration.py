@@ -16,8 +16,8 @@ window: a longer window moves less), the world size and TP size when above 1, th
 that are on (``|sw:autofuse``; none: no suffix), and for a user command or an external trainer
 (or any run given ``launcher.env``) a digest of that program (``|p:1a2b3c4d``: two commands
 are two programs). On a 2-core CPU one experiment's compiled runs spread 6% and its eager runs
-2.5%, and A/As of the two kinds measured 2.48% and 3.68% (bench/README.md §10); a calibration of one
-kind assumed for another makes one round confidently wrong (16.7% A/A false positives when
+2.5%, and A/As of the two kinds measured 2.48% and 3.68% (bench/README.md §10); a calibration
+of one kind assumed for another makes one round confidently wrong (16.7% A/A false positives when
 the variant's runs are twice as spread: bench/README.md §8). A **comparison** of two kinds has
 its own key (:func:`pair_key`): what its multi-round runs learn, the spread of their pairs, is
 kept there; without one, the two kinds' own calibrations combine

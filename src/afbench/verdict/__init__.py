@@ -43,6 +43,6 @@ __all__ = [
     "Look", "NO_GAIN", "compare_groups", "ONE_ROUND", "RUN_FAILED", "RunLocation", "RunSpread",
     "SEQUENTIAL", "SKIPPED", "SLOWER",
     "SequentialDesign", "SequentialTest", "SetAside", "Speed", "combine", "compare_runs",
-    "decide", "gain_pct", "one_kind", "pairs_for_mde", "quick_verdict", "run_sequential", "run_spread_from_pairs",
-    "sweep_level", "verdict_label", "verdict_word",
+    "decide", "gain_pct", "one_kind", "pairs_for_mde", "quick_verdict", "run_sequential",
+    "run_spread_from_pairs", "sweep_level", "verdict_label", "verdict_word",
 ]
