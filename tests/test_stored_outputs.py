@@ -187,3 +187,16 @@ def test_a_calibration_spread_out_of_range_is_one_line_naming_the_key(tmp_path, 
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert f"experiment.json: {message}" in proc.stderr
+
+
+def test_report_of_a_file_says_it_is_not_a_directory(tmp_path):
+    import subprocess
+    import sys
+
+    a_file = tmp_path / "summary.json"
+    a_file.write_text("{}")
+    proc = subprocess.run([sys.executable, "-m", "afbench.report", str(a_file)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{a_file} is not a directory" in proc.stderr  # it said "does not exist"
+    assert a_file.read_text() == "{}"
