@@ -48,6 +48,9 @@ def afbench(cwd, *args):
     (["report.min_gain_pct=-1"], 2, "report.min_gain_pct: Input should be greater than 0"),
     # checked before Hydra makes the output directory (it left one holding only .hydra/)
     (["resume=/nope"], 2, "resume: /nope is not a directory; give an earlier afbench output"),
+    # a sweep too: it made the sweep folder and reported every job RUN_FAILED (exit 1)
+    (["-m", "experiment.repeats=1,2", "resume=/nope"], 2,
+     "resume: /nope is not a directory; give an earlier afbench output"),
 ])
 def test_config_errors_exit_2_with_one_line_and_write_nothing(tmp_path, args, code, message):
     proc = afbench(tmp_path, *args)

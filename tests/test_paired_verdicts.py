@@ -14,7 +14,7 @@ from afbench.compare import speed_of
 from afbench.config import validate_config
 from afbench.config.models import ReportConfig
 from afbench.plan import add_round, make_plan
-from afbench.report.render import verdict_words
+from afbench.report.render import labels, verdict_words
 from afbench.runspec import AutoStop
 from afbench.store import ExperimentRecord
 
@@ -113,6 +113,14 @@ def test_one_round_whose_runs_left_their_calibration_is_not_decided_with_it(comp
     assert "experiment=calibrate_host" in en and "experiment.repeats=5" in en
     zh = str(verdict_words("zh").speed_note(stale))
     assert "+30.0%" in zh and "重新校准" in zh
+    # the report's method sentence does not say there was no calibration: there was one
+    from types import SimpleNamespace
+
+    for lang in ("en", "zh"):
+        method = str(verdict_words(lang).method_sentence([SimpleNamespace(speed=stale)]))
+        assert method and method != labels(lang)["v_method_one_round"]
+    assert "host calibration" in str(verdict_words("en").method_sentence(
+        [SimpleNamespace(speed=stale)]))
 
 
 def test_paired_repeats_faster_and_slower(compose_cfg, tmp_path):

@@ -165,3 +165,38 @@ def test_a_damaged_calibration_in_experiment_json_is_one_line_naming_the_key(tmp
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "experiment.json: calibration.baseline_runs.step_s: Input should be greater than 0" \
         in proc.stderr
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("spread_pct", -1.0, "calibration.spread_pct: Input should be greater than 0"),
+    ("spread_pct", 0.0, "calibration.spread_pct: Input should be greater than 0"),
+    ("df", 0.0, "calibration.df: Input should be greater than or equal to 1"),
+])
+def test_a_calibration_spread_out_of_range_is_one_line_naming_the_key(tmp_path, key, value,
+                                                                       message):
+    import subprocess
+    import sys
+
+    copy = tmp_path / "v2"
+    shutil.copytree(STORED / "v2", copy)
+    exp = json.loads((copy / "experiment.json").read_text())
+    exp["calibration"] = {"kind": "k", "host_id": "h", "spread_pct": 3.0, "df": 23,
+                          "n_pairs": 24, key: value}
+    (copy / "experiment.json").write_text(json.dumps(exp))
+    proc = subprocess.run([sys.executable, "-m", "afbench.report", str(copy)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"experiment.json: {message}" in proc.stderr
+
+
+def test_report_of_a_file_says_it_is_not_a_directory(tmp_path):
+    import subprocess
+    import sys
+
+    a_file = tmp_path / "summary.json"
+    a_file.write_text("{}")
+    proc = subprocess.run([sys.executable, "-m", "afbench.report", str(a_file)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{a_file} is not a directory" in proc.stderr  # it said "does not exist"
+    assert a_file.read_text() == "{}"

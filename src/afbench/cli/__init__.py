@@ -221,8 +221,16 @@ def _check_sweep(argv: list[str], overrides: list[str], conf_dir: str) -> None:
                           overrides=[*combinations_to_check(overrides)[0], *hydra_args])
         sweep_dir = Path(str(cfg.hydra.sweep.dir))
         wanted = OmegaConf.select(cfg, "report.sweep_baseline")
+        resume = OmegaConf.select(cfg, "resume")
     finally:
         GlobalHydra.instance().clear()
+    if resume:  # as a single run checks it: before the sweep folder is made
+        from afbench.experiment import resume_problem
+
+        swept_resume = sweep_values(overrides).get("resume", ([str(resume)], ""))[0]
+        problems = [p for p in (resume_problem(Path(r)) for r in swept_resume) if p]
+        if problems:
+            _fail(problems, 2)
     root = check_output_root(sweep_dir)
     if not root.ok:
         print(root.line(), file=sys.stderr)

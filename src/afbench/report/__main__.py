@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     from afbench.store import PLAN, OutDir
 
     if not args.out_dir.is_dir():
-        print(f"afbench.report: error: {args.out_dir} does not exist", file=sys.stderr)
+        what = "is not a directory" if args.out_dir.exists() else "does not exist"
+        print(f"afbench.report: error: {args.out_dir} {what}", file=sys.stderr)
         return 2
     if not (args.out_dir / PLAN).is_file() and any(args.out_dir.glob(f"*/{PLAN}")):
         from afbench.sweep import build_sweep_report, verdict_lines  # Hydra: sweeps only

@@ -49,8 +49,8 @@ class HostCalibration(Record):
 
     kind: str
     host_id: str
-    spread_pct: float
-    df: float
+    spread_pct: float = Field(gt=0, allow_inf_nan=False)
+    df: float = Field(ge=1, allow_inf_nan=False)  # afbench.verdict's run_spread_df range
     n_pairs: int
     n_outlier_pairs: int = 0
     n_experiments: int = 1
