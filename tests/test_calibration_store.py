@@ -180,3 +180,5 @@ def test_a_group_of_processes_is_a_kind_of_its_own(compose_cfg, tmp_path):
     two = cal.verdict_kinds(one_round_plan(compose_cfg, tmp_path, "parallel.world_size=2",
                                            "scheduler.global_batch_size=8"))
     assert two["af_off"] == EAGER.replace("gbs4", "gbs8") + "|ws2|tp1"
+    one_thread = cal.verdict_kinds(one_round_plan(compose_cfg, tmp_path, "backend.num_threads=1"))
+    assert one_thread["af_off"] == EAGER + "|thr1"  # a thread count set is a kind of its own

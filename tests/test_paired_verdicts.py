@@ -113,6 +113,12 @@ def test_one_round_whose_runs_left_their_calibration_is_not_decided_with_it(comp
     assert "experiment=calibrate_host" in en and "experiment.repeats=5" in en
     zh = str(verdict_words("zh").speed_note(stale))
     assert "+30.0%" in zh and "重新校准" in zh
+    # which calibration refused it, and a calibration without run locations says it was unchecked
+    assert stale.calibration["kind"] == CALIBRATION["kind"]
+    assert f"host calibration {CALIBRATION['kind']}, updated " in en
+    old = speed_of(collected(compose_cfg, tmp_path / "o", slower, calibration=CALIBRATION),
+                   "af_on", ReportConfig())
+    assert old.decision == "FASTER" and "were not checked against it" in note(old)
     # the report's method sentence does not say there was no calibration: there was one
     from types import SimpleNamespace
 

@@ -368,6 +368,10 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
 
     kinds, calibration = for_plan(plan, conf.history.url) if conf.history.record \
         else (None, None)
+    if not conf.history.record and plan.repeats == 1 and len(plan.variants) > 1:
+        log.info("afbench: history.record=false: no host calibration is read or learnt, so a "
+                 "one-round verdict will be INCONCLUSIVE (the history database holds the "
+                 "calibration)")
     EXPERIMENT_FILE.write(out_dir / EXPERIMENT, ExperimentRecord.model_validate({
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "config": conf, "assets": assets, "calibration": calibration,

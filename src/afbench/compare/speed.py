@@ -18,6 +18,7 @@ from afbench.runspec import AutoDesign, Plan
 from afbench.verdict import (INCONCLUSIVE, ONE_ROUND, SEQUENTIAL, SequentialDesign, SequentialTest,
                              compare_runs, gain_pct, quick_verdict)
 from afbench.verdict.calibration import RunSpread
+from afbench.verdict.estimate import CALIBRATION_STALE, CALIBRATION_UNFIT
 from afbench.verdict.sequential import INTERRUPTED
 
 
@@ -130,8 +131,9 @@ def speed_of(col: Collected, variant: str, report: ReportConfig) -> Speed:
                          contention_detail=pairs.detail,
                          calibration=RunSpread.of(calibration) if calibration else None)
     beside: dict[str, Any] = {}
-    if speed.spread_source and "calibration" in speed.spread_source:
-        beside["calibration"] = calibration
+    if (speed.spread_source and "calibration" in speed.spread_source) or \
+            speed.no_interval_reason in (CALIBRATION_STALE, CALIBRATION_UNFIT):
+        beside["calibration"] = calibration  # which one decided, or was refused
     if speed.design == ONE_ROUND:
         mb, mv = finite_mean(pairs.baseline[0]), finite_mean(pairs.variant[0])
         beside.update(reference_verdict=quick_verdict(variant, mb, mv, failed=False),

@@ -12,7 +12,8 @@ The **run kind** is what a run-to-run spread depends on: the resolved backend (a
 is not a CPU's), the engine (a user command is not afbench's loop), the workload and model,
 the sequence length and global batch size (or, for inference, the tokens generated, the batch
 size and the prompts), the number of measured steps (the run statistic is the median of the
-window: a longer window moves less), the world size and TP size when above 1, the switches
+window: a longer window moves less), the world size and TP size when above 1, the thread
+count when set (``backend.num_threads``), the switches
 that are on (``|sw:autofuse``; none: no suffix), and for a user command or an external trainer
 (or any run given ``launcher.env``) a digest of that program (``|p:1a2b3c4d``: two commands
 are two programs). On a 2-core CPU one experiment's compiled runs spread 6% and its eager runs
@@ -78,6 +79,8 @@ def run_kind(spec: RunSpec) -> str:
     p = c.parallel
     if p.world_size > 1 or p.tp_size > 1:  # one process is not a group of them
         shape += f"|ws{p.world_size}|tp{p.tp_size}"
+    if c.backend.num_threads is not None:  # the threads a CPU run computes with
+        shape += f"|thr{c.backend.num_threads}"
     return _fit(f"{backend}|{c.engine.name}|{s.workload}|{c.model.name}|{shape}"
                 + (f"|sw:{on}" if on else "") + _program(c, spec.env))
 
