@@ -238,9 +238,9 @@ def for_comparison(baseline_kind: str, variant_kind: str, url: str | None = None
     keys = comparison_keys(baseline_kind, variant_kind)
     if found is None:
         found = lookup_many(keys, url)
-    if variant_kind == baseline_kind:  # the variant is what is measured: only its kind is known
+    if variant_kind == baseline_kind:  # one kind: its own, the variant unchecked
         own = found[baseline_kind]
-        return {**own, "variant_runs": None} if own else None
+        return combined_record(own, own) if own else None
     b, v = found[baseline_kind], found[variant_kind]
     candidates = [c for c in (found[keys[2]], combined_record(b, v) if b and v else None) if c]
     return next((c for c in candidates if RunSpread.of(c).usable_for_one_round),

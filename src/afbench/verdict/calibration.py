@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from dataclasses import asdict, dataclass, replace
 
-from afbench.verdict.estimate import OUTLIER, pair_up
+from afbench.verdict.estimate import OUTLIER, pair_up, side_locations
 
 
 #: A calibration decides one round only when it rests on at least this many pairs with no
@@ -165,9 +165,8 @@ def run_spread_from_pairs(baseline: Sequence[Sequence[float]], variant: Sequence
         return None
     outliers = sum(1 for a in pairs.set_aside if a.reason == OUTLIER)
     spread = math.sqrt(float(pairs.d.var(ddof=1)) / 2.0) * 100.0
-    where = [RunLocation(step_s=math.exp(sum(math.log(s[side].location_s) for s in pairs.stats)
-                                         / n), n_runs=n, spread_pct=spread, df=n - 1)
-             for side in (0, 1)]
+    where = [RunLocation(step_s=t, n_runs=n, spread_pct=spread, df=n - 1)
+             for t in side_locations(pairs)]
     return RunSpread(spread_pct=spread, df=n - 1, n_pairs=n, n_outlier_pairs=outliers,
                      baseline_runs=where[0], variant_runs=where[1])
 

@@ -271,10 +271,19 @@ def interval_speed(pairs: Pairs, center: float, se: float, critical: float, df: 
         pairs_for_gain=for_gain, stop_reason=stop_reason, **_step_counts(pairs))
 
 
-def _step_counts(pairs: Pairs) -> dict[str, Any]:
+def side_locations(pairs: Pairs) -> tuple[float | None, float | None]:
+    """Geometric mean of the deciding runs' median step times (seconds), per side
+    ``(baseline, variant)``; ``None`` without a deciding pair."""
     n = len(pairs.stats)
-    where = [math.exp(sum(math.log(s[side].location_s) for s in pairs.stats) / n) if n else None
-             for side in (0, 1)]
+    if not n:
+        return None, None
+    b, v = (math.exp(sum(math.log(s[side].location_s) for s in pairs.stats) / n)
+            for side in (0, 1))
+    return b, v
+
+
+def _step_counts(pairs: Pairs) -> dict[str, Any]:
+    where = side_locations(pairs)
     return {"n_steps_baseline": sum(b.n_steps for b, _ in pairs.stats),
             "n_steps_variant": sum(v.n_steps for _, v in pairs.stats),
             "n_bursts_baseline": sum(b.n_bursts for b, _ in pairs.stats),
