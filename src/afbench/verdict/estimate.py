@@ -38,7 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from afbench.verdict.power import DEFAULT_MDE_POWER, mde_pct, pairs_for_mde, t_quantile
+from afbench.verdict.power import (DEFAULT_MDE_POWER, claim_power, mde_pct, pairs_for_mde,
+                                   t_quantile)
 from afbench.verdict.runs import RunStatistic, outlier_runs, run_statistic
 from afbench.verdict.words import INCONCLUSIVE, decide
 
@@ -99,7 +100,8 @@ class Speed:
         ci_low_pct, ci_high_pct: the interval at ``level``, percent; ``None`` without one.
         level: confidence of the interval (a sweep passes its per-comparison level).
         mde_pct: minimum detectable effect at ``level`` and ``mde_power``, percent
-            (:mod:`afbench.verdict.power`); ``None`` without an interval.
+            (:mod:`afbench.verdict.power`: noncentral t, median-unbiased spread, allowing for
+            5% of runs being 2x outliers the screen cannot see); ``None`` without an interval.
         mde_power: the power of ``mde_pct``.
         min_gain_pct: the smallest gain that matters (the NO_GAIN margin).
         n_pairs: pairs that decided.
@@ -254,7 +256,7 @@ def interval_speed(pairs: Pairs, center: float, se: float, critical: float, df: 
     decision = decide(low, high, min_gain_pct)
     n = pairs.d.size
     sd_pair = se * math.sqrt(n)
-    mde = mde_pct(critical, df, se, mde_power)
+    mde = mde_pct(critical, df, se, claim_power(mde_power, n, spread_source == "pairs"))
     seen = abs(gain_from_log(center))
     for_gain = (pairs_for_mde(sd_pair, seen, level, mde_power)
                 if pairs_hint and decision == "INCONCLUSIVE" and math.isfinite(sd_pair)
