@@ -182,3 +182,28 @@ def test_a_group_of_processes_is_a_kind_of_its_own(compose_cfg, tmp_path):
     assert two["af_off"] == EAGER.replace("gbs4", "gbs8") + "|ws2|tp1"
     one_thread = cal.verdict_kinds(one_round_plan(compose_cfg, tmp_path, "backend.num_threads=1"))
     assert one_thread["af_off"] == EAGER + "|thr1"  # a thread count set is a kind of its own
+
+
+def test_an_aa_plan_checks_both_sides_runs_a_one_kind_variant_only_its_baseline(
+        compose_cfg, tmp_path, url):
+    """A/A twins (one program) are checked on both sides against their kind's location; a
+    variant of the same kind that differs in what the kind does not name (here the dtype) is
+    the program measured: only the baseline's runs are checked (RunSpread.fit_of)."""
+    where = {"step_s": 0.3, "n_runs": 24, "spread_pct": 2.5, "df": 23}
+    assert cal.record(EAGER, RunSpread.of({"spread_pct": 2.5, "df": 23, "n_pairs": 24,
+                                           "baseline_runs": where, "variant_runs": where}),
+                      "/out/aa", cal.AA, url)
+
+    def plan(*overrides):
+        cfg = compose_cfg("experiment=calibrate_host", "backend=cpu", "experiment.repeats=1",
+                          "experiment.steps=10", *overrides)
+        return make_plan(validate_config(cfg), tmp_path / "out")
+
+    aa = plan()
+    kinds, found = cal.for_plan(aa, url)
+    assert kinds["a"] == kinds["a_again"] and cal.twins(aa, "a_again")
+    assert found["baseline_runs"] == found["variant_runs"] == where
+    other = plan("+experiment.variants.a_again.model.dtype=bfloat16")
+    kinds, found = cal.for_plan(other, url)
+    assert kinds["a"] == kinds["a_again"] and not cal.twins(other, "a_again")
+    assert found["baseline_runs"] == where and found["variant_runs"] is None

@@ -263,6 +263,19 @@ def verdict_kinds(plan: Plan) -> dict[str, str]:
     return kinds
 
 
+def twins(plan: Plan, variant: str) -> bool:
+    """Whether ``variant`` runs the very program of the baseline in the verdict phase (same
+    settings and environment: an A/A), so that a calibration of their kind checks both sides'
+    runs. Two variants of one kind that differ in what the kind does not name are not twins:
+    the variant's step time is what is measured, so only the baseline's runs are checked."""
+    first = {}
+    for r in plan.runs:
+        if r.phase == plan.verdict_phase and r.variant not in first:
+            first[r.variant] = r
+    b, v = first.get(plan.baseline), first.get(variant)
+    return bool(b and v) and (b.config, b.env) == (v.config, v.env)
+
+
 def for_plan(plan: Plan, url: str | None = None) -> tuple[dict[str, str], dict | None]:
     """The plan's variants' run kinds, and the calibration its verdicts decide one round with:
     for one comparison, :func:`for_comparison`'s; for several, the widest of theirs (one
@@ -281,6 +294,8 @@ def for_plan(plan: Plan, url: str | None = None) -> tuple[dict[str, str], dict |
     chosen = None if any(f is None for f in found) else max(found, key=lambda f: f["spread_pct"])
     if chosen and len({kinds[v] for v in others}) > 1:  # its variant's runs are one of several
         chosen = {**chosen, "variant_runs": None}
+    elif chosen and others and all(twins(plan, v) for v in others):
+        chosen = {**chosen, "variant_runs": chosen.get("baseline_runs")}  # an A/A: one program
     if chosen:
         log.info("afbench: host calibration for %s: run-to-run spread %.2f%% on %d pairs "
                  "(updated %s)", chosen["kind"], chosen["spread_pct"], chosen["n_pairs"],
