@@ -31,12 +31,13 @@ class Assets(Record):
 class RunLocationRecord(Record):
     """What a kind of run took when calibrated (:class:`afbench.verdict.RunLocation`): step_s
     (geometric mean of the calibration runs' median step times, s) over n_runs runs, that
-    kind's spread_pct and df."""
+    kind's spread_pct and df. Strict JSON numbers: a string or a boolean (``n_runs: true``,
+    which Python would take as 1) is refused, naming the key."""
 
-    step_s: float = Field(gt=0, allow_inf_nan=False)
-    n_runs: int = Field(ge=1)
-    spread_pct: float = Field(gt=0, allow_inf_nan=False)
-    df: float = Field(gt=0, allow_inf_nan=False)
+    step_s: float = Field(gt=0, allow_inf_nan=False, strict=True)
+    n_runs: int = Field(ge=1, strict=True)
+    spread_pct: float = Field(gt=0, allow_inf_nan=False, strict=True)
+    df: float = Field(gt=0, allow_inf_nan=False, strict=True)
 
 
 class HostCalibration(Record):
