@@ -283,6 +283,12 @@ def test_a_version_0_summary_goes_through_both_steps_of_its_chain():
                                      "integer"),
     ("baseline_runs", "step_s", "0.25", "calibration.baseline_runs.step_s: Input should be a "
                                         "valid number"),
+    (None, "n_pairs", True, "calibration.n_pairs: Input should be a valid integer"),
+    (None, "spread_pct", "3.0", "calibration.spread_pct: Input should be a valid number"),
+    (None, "df", True, "calibration.df: Input should be a valid number"),
+    (None, "n_pairs", 0, "calibration.n_pairs: Input should be greater than or equal to 1"),
+    (None, "n_outlier_pairs", -1, "calibration.n_outlier_pairs: Input should be greater than or "
+                                  "equal to 0"),
 ])
 def test_a_hand_edited_calibration_number_is_an_output_error_naming_the_key(
         tmp_path, where, key, value, message):

@@ -198,6 +198,9 @@ def test_a_damaged_calibration_in_experiment_json_is_one_line_naming_the_key(tmp
     ("spread_pct", -1.0, "calibration.spread_pct: Input should be greater than 0"),
     ("spread_pct", 0.0, "calibration.spread_pct: Input should be greater than 0"),
     ("df", 0.0, "calibration.df: Input should be greater than or equal to 1"),
+    # hand-edited types were read as numbers ("3.0" as 3.0, true as 1)
+    ("spread_pct", "3.0", "calibration.spread_pct: Input should be a valid number"),
+    ("n_pairs", True, "calibration.n_pairs: Input should be a valid integer"),
 ])
 def test_a_calibration_spread_out_of_range_is_one_line_naming_the_key(tmp_path, key, value,
                                                                        message):
