@@ -60,6 +60,42 @@ def test_config_errors_exit_2_with_one_line_and_write_nothing(tmp_path, args, co
     assert not (tmp_path / "outputs").exists() and not (tmp_path / "multirun").exists()
 
 
+@pytest.mark.parametrize("sweep", [False, True], ids=["single", "sweep"])
+@pytest.mark.parametrize("held", [["notes.txt", "runs/"], []], ids=["other_files", "empty"])
+def test_resume_of_a_folder_holding_no_afbench_experiment_exits_2_and_writes_nothing(
+        tmp_path, sweep, held):
+    folder = tmp_path / "not_an_output"
+    folder.mkdir()
+    for name in held:  # a folder of a user's own files (a runs/ folder of its own too)
+        (folder / name.rstrip("/")).mkdir() if name.endswith("/") else \
+            (folder / name).write_text("mine\n")
+    before = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    cheap = ["engine=command", "engine.executable=/bin/true", "launcher.timeout_s=20"]
+    args = ["-m", "experiment.repeats=1,2"] if sweep else []
+    proc = afbench(cwd, *args, *cheap, f"resume={folder}")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "resume:" in line]
+    assert lines == [
+        f"afbench: error: resume: {folder} holds no afbench experiment (none of plan.json, "
+        "experiment.json, multirun.yaml, sweep_summary.json in it); point resume= at the "
+        "experiment's output directory (the folder of the report.md printed at the end of its "
+        "run, e.g. outputs/<date>/<time>-<experiment>-<pid>) or at its sweep folder "
+        "(multirun/<date>/<time>-<name>-<pid>), or drop resume= to start a new experiment"]
+    assert not (cwd / "outputs").exists() and not (cwd / "multirun").exists()
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == before
+
+
+def test_resume_index_refuses_a_folder_holding_no_afbench_experiment(tmp_path):
+    from afbench.errors import ConfigError
+    from afbench.experiment import resume_index
+
+    with pytest.raises(ConfigError, match=f"^resume: {tmp_path} holds no afbench experiment"):
+        resume_index(tmp_path)
+
+
 def test_a_misspelt_key_is_not_told_to_take_a_plus(tmp_path):
     # '+experiment.repeat=3' would fail too (every section's keys are fixed): no such advice
     proc = afbench(tmp_path, "experiment.repeat=3", "task=check")

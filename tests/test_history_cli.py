@@ -124,3 +124,41 @@ def test_importing_a_folder_without_experiments_creates_no_database(tmp_path, ca
     assert main(["--url", f"sqlite:///{db}", "import", str(empty)]) == 1
     assert "no finished experiment" in capsys.readouterr().err
     assert not db.exists()
+
+
+@pytest.mark.parametrize("damage, key, message", [
+    ({"spread_pct": "3.0"}, "calibration.spread_pct", "Input should be a valid number"),
+    ({"n_pairs": True}, "calibration.n_pairs", "Input should be a valid integer"),
+    ({"baseline_runs": {"step_s": 0.25, "n_runs": True, "spread_pct": 3.0, "df": 23}},
+     "calibration.baseline_runs.n_runs", "Input should be a valid integer"),
+    ({"spread_pct": -1.0}, "calibration.spread_pct", "Input should be greater than 0"),
+    ({"df": 0}, "calibration.df", "Input should be greater than or equal to 1"),
+])
+def test_import_skips_a_directory_whose_calibration_was_hand_edited_and_records_the_rest(
+        url, tmp_path, capsys, damage, key, message):
+    import json
+    import shutil
+
+    from test_history import FIXTURE_V1
+
+    calibration = {"kind": "k", "host_id": "h", "spread_pct": 3.0, "df": 23, "n_pairs": 24}
+    earlier, results = tmp_path / "earlier", tmp_path / "results"
+    shutil.copytree(FIXTURE_V1, earlier)
+    assert main(["--url", url, "import", str(earlier)]) == 0
+    good, bad = results / "a_good", results / "b_edited"
+    for out, cal in ((good, calibration), (bad, {**calibration, **damage})):
+        shutil.copytree(FIXTURE_V1, out)
+        exp = json.loads((out / "experiment.json").read_text())
+        (out / "experiment.json").write_text(json.dumps({**exp, "calibration": cal}))
+    capsys.readouterr()
+    assert main(["--url", url, "import", str(results)]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        f"history import: {bad / 'experiment.json'}: {key}: {message}; {bad} not recorded "
+        "(correct or restore that file, then import it again)"]
+    assert "history import: 1 recorded, 0 already recorded, 1 unreadable" in captured.out
+    engine = open_db(url)
+    with engine.connect() as conn:
+        recorded = set(conn.execute(text("SELECT out_dir FROM experiments")).scalars())
+    engine.dispose()
+    assert recorded == {str(earlier.resolve()), str(good.resolve())}  # nothing lost, bad left out

@@ -274,3 +274,37 @@ def test_a_version_0_summary_goes_through_both_steps_of_its_chain():
     assert first["baseline"]["mean_step_s"] == raw["comparisons"][0]["baseline_mean_s"]
     assert first["speed"]["ci_low"] == raw["comparisons"][0]["gain_ci_low"]
     assert SUMMARY_FILE.load(raw).comparisons[0].speed.ci_low_pct == first["speed"]["ci_low"]
+
+
+@pytest.mark.parametrize("where, key, value, message", [
+    ("baseline_runs", "n_runs", True, "calibration.baseline_runs.n_runs: Input should be a valid "
+                                      "integer"),
+    ("variant_runs", "n_runs", "24", "calibration.variant_runs.n_runs: Input should be a valid "
+                                     "integer"),
+    ("baseline_runs", "step_s", "0.25", "calibration.baseline_runs.step_s: Input should be a "
+                                        "valid number"),
+    (None, "n_pairs", True, "calibration.n_pairs: Input should be a valid integer"),
+    (None, "spread_pct", "3.0", "calibration.spread_pct: Input should be a valid number"),
+    (None, "df", True, "calibration.df: Input should be a valid number"),
+    (None, "n_pairs", 0, "calibration.n_pairs: Input should be greater than or equal to 1"),
+    (None, "n_outlier_pairs", -1, "calibration.n_outlier_pairs: Input should be greater than or "
+                                  "equal to 0"),
+])
+def test_a_hand_edited_calibration_number_is_an_output_error_naming_the_key(
+        tmp_path, where, key, value, message):
+    # n_runs: true was read as 1 run, "3.0" as 3.0: afbench writes JSON numbers only
+    raw = json.loads((STORED / "v2" / "experiment.json").read_text())
+    location = {"step_s": 0.25, "n_runs": 24, "spread_pct": 3.0, "df": 23}
+    good = {"kind": "k", "host_id": "h", "spread_pct": 3.0, "df": 23, "n_pairs": 24,
+            "baseline_runs": location, "variant_runs": location}
+    (tmp_path / "experiment.json").write_text(json.dumps({**raw, "calibration": good}))
+    assert OutDir(tmp_path).experiment().calibration.baseline_runs.n_runs == 24
+    cal = dict(good)
+    if where:
+        cal[where] = {**location, key: value}
+    else:
+        cal[key] = value
+    (tmp_path / "experiment.json").write_text(json.dumps({**raw, "calibration": cal}))
+    with pytest.raises(OutputError) as err:
+        OutDir(tmp_path).experiment()
+    assert str(err.value) == f"{tmp_path / 'experiment.json'}: {message}"

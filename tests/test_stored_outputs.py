@@ -149,6 +149,33 @@ def test_a_copied_directory_reads_its_own_runs_while_the_original_still_exists(t
     assert collect(original).results["plain-train-r1"].peak_rss_gib is None
 
 
+def test_a_run_folder_deleted_in_a_copy_is_missing_there_not_read_from_the_original(tmp_path):
+    import subprocess
+    import sys
+
+    from afbench.collect import collect
+
+    original, copy = tmp_path / "original", tmp_path / "copy"
+    shutil.copytree(STORED / "v1", original)
+    plan = json.loads((original / "plan.json").read_text())
+    for run in plan["runs"]:  # the plan names the original's run directories, which exist
+        run["run_dir"] = str(original / "runs" / run["run_id"])
+    (original / "plan.json").write_text(json.dumps(plan))
+    shutil.copytree(original, copy)  # cp -r, then the user deletes one run in the copy
+    shutil.rmtree(copy / "runs" / "fused-train-r2")
+    runs = collect(copy).runs.set_index("run_id")
+    assert runs.loc["fused-train-r2", "status"] == "NOT_RUN"
+    assert collect(copy).results["fused-train-r2"] is None
+    assert collect(original).runs.set_index("run_id").loc["fused-train-r2", "status"] == "OK"
+    proc = subprocess.run([sys.executable, "-m", "afbench.report", str(copy)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    report = (copy / "report.md").read_text(encoding="utf-8")
+    assert "**fused vs plain: RUN_FAILED**" in report
+    assert "Why there is no number for `fused`: fused-train-r2: not run" in report
+    assert (original / "runs" / "fused-train-r2" / "status.json").is_file()  # untouched
+
+
 def test_a_damaged_calibration_in_experiment_json_is_one_line_naming_the_key(tmp_path):
     import subprocess
     import sys
@@ -171,6 +198,9 @@ def test_a_damaged_calibration_in_experiment_json_is_one_line_naming_the_key(tmp
     ("spread_pct", -1.0, "calibration.spread_pct: Input should be greater than 0"),
     ("spread_pct", 0.0, "calibration.spread_pct: Input should be greater than 0"),
     ("df", 0.0, "calibration.df: Input should be greater than or equal to 1"),
+    # hand-edited types were read as numbers ("3.0" as 3.0, true as 1)
+    ("spread_pct", "3.0", "calibration.spread_pct: Input should be a valid number"),
+    ("n_pairs", True, "calibration.n_pairs: Input should be a valid integer"),
 ])
 def test_a_calibration_spread_out_of_range_is_one_line_naming_the_key(tmp_path, key, value,
                                                                        message):

@@ -122,8 +122,9 @@ def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> Recom
 
 def run_dir_of(out_dir: Path, spec: RunSpec) -> Path:
     """The run directory of ``spec`` in the output directory ``out_dir``: ``runs/<run_id>``
-    beside plan.json, so a copied or moved output directory reads its own runs even while the
-    original still exists; the planned path for a plan whose runs lie elsewhere."""
+    beside plan.json (:meth:`afbench.store.OutDir.run`), so a copied or moved output directory
+    reads only its own runs even while the original still exists; a folder missing there is a
+    run that did not run, never read from the plan's original path."""
     return OutDir(Path(out_dir)).run(spec).path
 
 

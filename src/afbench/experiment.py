@@ -20,9 +20,10 @@ from afbench.logs import console
 from afbench.plan import add_round, make_plan, skip_reason
 from afbench.preflight import run_preflight
 from afbench.runspec import INTERRUPTED, AutoStop, Plan, Rerun, RunSpec, RunStatus
-from afbench.store import (EXPERIMENT, EXPERIMENT_FILE, PLAN, PLAN_FILE, REPORT_MD, RESULT,
-                           RUNS, RUNSPEC, RUNSPEC_FILE, STATUS, STATUS_FILE, ExperimentRecord,
-                           RunDir, window_problem, window_step_times)
+from afbench.store import (EXPERIMENT, EXPERIMENT_FILE, MULTIRUN_YAML, PLAN, PLAN_FILE,
+                           REPORT_MD, RESULT, RUNS, RUNSPEC, RUNSPEC_FILE, STATUS, STATUS_FILE,
+                           SWEEP_SUMMARY, ExperimentRecord, RunDir, window_problem,
+                           window_step_times)
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +97,31 @@ def _window_parses(run_dir: Path, config_hash: str) -> bool:
     return spec.config_hash == config_hash and not window_problem(spec, run_dir)
 
 
+#: the files whose presence makes a folder one ``resume=`` can read: an experiment's output
+#: directory (plan.json, experiment.json: written when it starts) or a sweep folder
+#: (multirun.yaml, written by Hydra before its first job; sweep_summary.json)
+RESUMABLE_FILES = (PLAN, EXPERIMENT, MULTIRUN_YAML, SWEEP_SUMMARY)
+
+
 def resume_problem(root: Path) -> str | None:
-    """What is wrong with ``resume=root`` (one line naming ``resume``), or None: the command
-    line checks it before Hydra makes an output directory."""
-    if not Path(root).is_dir():
+    """What is wrong with ``resume=root`` (one line naming ``resume``, the folder and what to
+    do), or None: the command line checks it, for a single run and every swept value of a
+    sweep, before Hydra makes an output directory, so a refusal writes and launches nothing.
+
+    Refused: a path that is not a directory, and a directory holding none of
+    :data:`RESUMABLE_FILES` directly in it (an empty folder, a folder of other files, or a
+    folder of several output directories), whose runs would all have run again."""
+    root = Path(root)
+    if not root.is_dir():
         return (f"resume: {root} is not a directory; give an earlier afbench output or sweep "
                 "directory")
+    if not any((root / name).is_file() for name in RESUMABLE_FILES):
+        return (f"resume: {root} holds no afbench experiment (none of "
+                f"{', '.join(RESUMABLE_FILES)} in it); point resume= at the experiment's "
+                "output directory (the folder of the report.md printed at the end of its run, "
+                "e.g. outputs/<date>/<time>-<experiment>-<pid>) or at its sweep folder "
+                "(multirun/<date>/<time>-<name>-<pid>), or drop resume= to start a new "
+                "experiment")
     return None
 
 
@@ -110,7 +130,8 @@ def resume_index(root: Path) -> dict[str, Path]:
     result.json, and a measured window that parses strictly. Failed, skipped, interrupted or
     invalid-log runs are left out, so they run again.
 
-    Raises ConfigError naming ``resume`` when ``root`` is not a directory."""
+    Raises ConfigError naming ``resume`` when ``root`` is not a directory or holds no
+    afbench experiment (:func:`resume_problem`)."""
     root = Path(root)
     problem = resume_problem(root)
     if problem:

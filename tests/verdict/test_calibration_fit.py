@@ -115,3 +115,14 @@ def test_locations_follow_the_kind_through_one_kind_pool_and_combine():
                           {"kind": "b", "host_id": "h", "spread_pct": 6.0, "df": 11,
                            "n_pairs": 12, "baseline_runs": vars(compiled.baseline_runs)})
     assert RunSpread.of(rec).variant_runs == compiled.baseline_runs
+
+
+@pytest.mark.parametrize("field, value", [("n_runs", True), ("n_runs", 2.0), ("n_runs", 0),
+                                          ("step_s", True), ("df", False), ("spread_pct", -1.0)])
+def test_a_run_location_refuses_a_boolean_or_out_of_range_field_by_name(field, value):
+    # n_runs: true in a hand-edited record would otherwise be 1 run (a bool is a Python int)
+    record = {"step_s": 0.25, "n_runs": 24, "spread_pct": 5.0, "df": 11, field: value}
+    with pytest.raises(ValueError, match=f"^run location: {field} must be"):
+        RunLocation.of(record)
+    with pytest.raises(ValueError, match=f"^run location: {field} must be"):
+        RunSpread.of({"spread_pct": 5.0, "df": 11, "n_pairs": 12, "baseline_runs": record})

@@ -141,7 +141,11 @@ def _import_targets(dirs: list[Path]) -> tuple[list, bool, int | None]:
 
 
 def cmd_import(engine: Engine, found: list, missing: bool) -> int:
-    """Record each of ``found`` (:func:`_import_targets`) not recorded yet."""
+    """Record each of ``found`` (:func:`_import_targets`) not recorded yet. A directory whose
+    files do not fit their schema (:func:`afbench.history.records.extract` reads them through
+    :mod:`afbench.store`, the report's validation: a hand-edited calibration value in
+    experiment.json too) is one line naming the file and the key, and is skipped: the other
+    directories are recorded, nothing recorded before is touched, and the exit status is 1."""
     from afbench.history.records import extract, is_recorded, write
 
     new = skipped = failed = 0
@@ -152,7 +156,8 @@ def cmd_import(engine: Engine, found: list, missing: bool) -> int:
         try:
             ok = write(engine, extract(out, source="import"))
         except AfbenchError as exc:
-            print(f"history import: {out.path}: {exc}", file=sys.stderr)
+            print(f"history import: {exc}; {out.path} not recorded (correct or restore that "
+                  "file, then import it again)", file=sys.stderr)
             failed += 1
             continue
         new += ok

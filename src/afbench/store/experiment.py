@@ -31,12 +31,13 @@ class Assets(Record):
 class RunLocationRecord(Record):
     """What a kind of run took when calibrated (:class:`afbench.verdict.RunLocation`): step_s
     (geometric mean of the calibration runs' median step times, s) over n_runs runs, that
-    kind's spread_pct and df."""
+    kind's spread_pct and df. Strict JSON numbers: a string or a boolean (``n_runs: true``,
+    which Python would take as 1) is refused, naming the key."""
 
-    step_s: float = Field(gt=0, allow_inf_nan=False)
-    n_runs: int = Field(ge=1)
-    spread_pct: float = Field(gt=0, allow_inf_nan=False)
-    df: float = Field(gt=0, allow_inf_nan=False)
+    step_s: float = Field(gt=0, allow_inf_nan=False, strict=True)
+    n_runs: int = Field(ge=1, strict=True)
+    spread_pct: float = Field(gt=0, allow_inf_nan=False, strict=True)
+    df: float = Field(gt=0, allow_inf_nan=False, strict=True)
 
 
 class HostCalibration(Record):
@@ -45,15 +46,18 @@ class HostCalibration(Record):
     pair's log ratio, percent), df, n_pairs, n_outlier_pairs, n_experiments pooled, when
     it was last updated (ISO 8601), and what the baseline's / variant's kind of run took then
     (baseline_runs / variant_runs, schema 3; None when not known): a one-round verdict checks
-    its runs against them."""
+    its runs against them. The numbers are strict JSON numbers in range: a hand-edited
+    string, boolean, negative or zero value is an OutputError naming the key, for the report
+    and for ``python -m afbench.history import`` alike."""
 
     kind: str
     host_id: str
-    spread_pct: float = Field(gt=0, allow_inf_nan=False)
-    df: float = Field(ge=1, allow_inf_nan=False)  # afbench.verdict's run_spread_df range
-    n_pairs: int
-    n_outlier_pairs: int = 0
-    n_experiments: int = 1
+    spread_pct: float = Field(gt=0, allow_inf_nan=False, strict=True)
+    # afbench.verdict's run_spread_df range
+    df: float = Field(ge=1, allow_inf_nan=False, strict=True)
+    n_pairs: int = Field(ge=1, strict=True)
+    n_outlier_pairs: int = Field(0, ge=0, strict=True)
+    n_experiments: int = Field(1, ge=1, strict=True)
     updated_at: str | None = None
     baseline_runs: RunLocationRecord | None = None
     variant_runs: RunLocationRecord | None = None

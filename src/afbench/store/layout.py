@@ -112,10 +112,11 @@ class OutDir:
         return EXPERIMENT_FILE.read(path) if path.is_file() else ExperimentRecord()
 
     def run(self, spec: RunSpec) -> RunDir:
-        """The folder of ``spec``: ``runs/<run_id>`` here, so a moved or copied directory reads
-        its own runs; the planned path when the plan's runs lie elsewhere."""
-        local = self.path / RUNS / spec.run_id
-        return RunDir(local if local.is_dir() else Path(spec.run_dir))
+        """The folder of ``spec``: always ``runs/<run_id>`` here, never ``spec.run_dir`` (the
+        absolute path it was planned at), so a moved or copied directory reads only its own
+        runs. A run whose folder is missing here reads as never run (``status()`` and
+        ``result()`` are None), even while the original directory still holds it."""
+        return RunDir(self.path / RUNS / spec.run_id)
 
     def job_overrides(self) -> list[str]:
         """The job's command-line overrides, from Hydra's ``.hydra/overrides.yaml`` (``[]``

@@ -43,7 +43,8 @@ class RunLocation:
     """What one kind of run took on this host when its calibration was measured:
     ``step_s`` the geometric mean of the calibration runs' median step times (seconds) over
     ``n_runs`` runs, ``spread_pct`` / ``df`` that kind's run-to-run spread (``100 * sigma_run``)
-    and its degrees of freedom. Raises ValueError naming a field out of range."""
+    and its degrees of freedom. Raises ValueError naming a field out of range or of the wrong
+    type (a boolean is not a number here: ``n_runs: true`` is not 1 run)."""
 
     step_s: float
     n_runs: int
@@ -53,9 +54,11 @@ class RunLocation:
     def __post_init__(self) -> None:
         for name in ("step_s", "spread_pct", "df"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                    and math.isfinite(value) and value > 0):
                 raise ValueError(f"run location: {name} must be finite and > 0, got {value!r}")
-        if not (isinstance(self.n_runs, int) and self.n_runs >= 1):
+        if not (isinstance(self.n_runs, int) and not isinstance(self.n_runs, bool)
+                and self.n_runs >= 1):
             raise ValueError(f"run location: n_runs must be an integer >= 1, got {self.n_runs!r}")
 
     @classmethod
