@@ -162,3 +162,28 @@ def test_import_skips_a_directory_whose_calibration_was_hand_edited_and_records_
         recorded = set(conn.execute(text("SELECT out_dir FROM experiments")).scalars())
     engine.dispose()
     assert recorded == {str(earlier.resolve()), str(good.resolve())}  # nothing lost, bad left out
+
+
+def test_the_gate_warns_once_when_the_newest_experiments_calibration_is_damaged(
+        tmp_path, caplog):
+    """history check reads the newest experiment's calibration from its experiment.json: a
+    damaged one is named in a warning and not used; a moved directory gives none, silently."""
+    import json
+    import logging
+    import shutil
+
+    from afbench.history.check import _calibration
+    from test_history import FIXTURE_V1
+
+    out = tmp_path / "edited"
+    shutil.copytree(FIXTURE_V1, out)
+    exp = json.loads((out / "experiment.json").read_text())
+    (out / "experiment.json").write_text(json.dumps(
+        {**exp, "calibration": {"kind": "k", "host_id": "h", "spread_pct": -3.0, "df": 23,
+                                "n_pairs": 24}}))
+    with caplog.at_level(logging.WARNING):
+        assert _calibration(str(out)) is None
+        assert _calibration(str(tmp_path / "moved")) is None
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "calibration.spread_pct" in warnings[0]
+    assert str(out / "experiment.json") in warnings[0] and "not used" in warnings[0]

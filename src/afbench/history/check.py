@@ -11,16 +11,20 @@ as contended (``runs.contended``) is set aside there, on either side, and the li
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from sqlalchemy import Engine, select
 
+from afbench.errors import OutputError
 from afbench.history.schema import experiments, records, runs
 from afbench.store import Speed
 from afbench.store import OutDir
 from afbench.verdict import SLOWER, compare_groups
+
+log = logging.getLogger(__name__)
 
 
 def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequence[float]], *,
@@ -57,10 +61,18 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
 
 
 def _calibration(out_dir: str | None) -> dict[str, Any] | None:
-    """The host calibration the newest experiment recorded in its experiment.json, if any."""
+    """The host calibration the newest experiment recorded in its experiment.json, if any. A
+    moved or deleted output directory gives none (the gate runs without it); a damaged one
+    (OutputError: a hand-edited calibration) gives none and one warning naming it."""
+    if not out_dir:
+        return None
     try:
-        return OutDir(Path(out_dir)).experiment().calibration_dict() if out_dir else None
-    except Exception:  # a moved or deleted output directory: the gate runs without it
+        return OutDir(Path(out_dir)).experiment().calibration_dict()
+    except OutputError as exc:
+        if Path(out_dir).is_dir():
+            log.warning("afbench: history check: %s; its host calibration is not used", exc)
+        return None
+    except OSError:
         return None
 
 
