@@ -62,9 +62,13 @@ MISFIT = {
 SLOWER_SINCE = "host 10% slower since (spread 5%)"
 EFFECTS = {"A/A": 0.0, "gain 5%": 5.0, "gain 10%": 10.0, "gain 30%": 30.0, "slower 10%": -10.0}
 CALIBRATION_PAIRS = 12  # an A/A of 12 pairs: MIN_CALIBRATION_PAIRS
-UNCHECKED = False  # --unchecked: calibrated designs without the run-location check
-DESIGNS = ("one round", "one round calibrated", "one round calibrated per kind",
-           "fixed 2 calibrated", "fixed 2 calibrated per kind", "fixed 3", "fixed 5", "fixed 8",
+#: A calibrated design whose name ends in this is run without the run-location check
+#: (--unchecked: afbench before a calibration kept what its runs took).
+UNCHECKED = " unchecked"
+DESIGNS = ("one round", "one round calibrated", "one round calibrated twins",
+           "one round calibrated per kind",
+           "fixed 2 calibrated", "fixed 2 calibrated twins", "fixed 2 calibrated per kind",
+           "fixed 3", "fixed 5", "fixed 8",
            "auto 3..8")
 
 
@@ -139,13 +143,16 @@ def experiment(host: Host, design: str, gain: float):
     cal = {}
     if "calibrated" in design:  # as afbench.history.calibration keeps and combines them
         cal_b = one_kind(run_spread_from_pairs(*host.calibration_pairs(CALIBRATION_PAIRS)))
+        checked = not design.endswith(UNCHECKED)
+        design = design.removesuffix(UNCHECKED)
         if design.endswith("per kind"):  # each kind of run its own A/A, combined
             cal_v = one_kind(run_spread_from_pairs(*host.calibration_pairs(
                 CALIBRATION_PAIRS, True, math.log(1 - gain / 100.0))))
             cal_b = combine(cal_b, cal_v)
-        else:  # one kind's calibration: the variant (the program measured) is not checked
-            cal_b = replace(cal_b, variant_runs=None)
-        if UNCHECKED:  # the calibration as afbench used it before it kept run locations
+        elif not design.endswith("twins"):  # one kind's calibration: the variant (the
+            cal_b = replace(cal_b, variant_runs=None)  # program measured) is not checked
+        # "twins": an A/A of one program (afbench.history.calibration.twins): both checked
+        if not checked:  # the calibration as afbench used it before it kept run locations
             cal_b = replace(cal_b, baseline_runs=None, variant_runs=None)
         cal = {"calibration": cal_b}
     b, v, c = host.pairs(n, gain)
@@ -226,6 +233,39 @@ def found_at_mde_by_kept(model: str, design: str, aa: dict, n_exp: int, window: 
     return total / weight if weight else None
 
 
+def screen_miss(n_max: int = 16, draws: int = 40_000, spread: float = 0.05, seed: int = 7):
+    """The share of 2x-slower runs (5% of runs) that afbench's outlier screen misses among n
+    runs of one side at a run-to-run spread ``spread``: what afbench.verdict.power.SCREEN_MISS
+    holds for the MDE's allowance."""
+    from afbench.verdict.runs import outlier_runs
+    rng = np.random.default_rng(seed)
+    out = {}
+    for n in range(3, n_max + 1):
+        has = miss = 0
+        for _ in range(draws * 3 // n):
+            slow = rng.random(n) < 0.05
+            if not slow.any():
+                continue
+            seen = set(outlier_runs(rng.normal(0, spread, n) + math.log(2) * slow))
+            has += int(slow.sum())
+            miss += sum(int(k not in seen) for k in np.flatnonzero(slow))
+        out[n] = miss / has
+    return out
+
+
+def mde_row(model: str, design: str, n_exp: int, window: int, seed: int) -> str:
+    """The MDE claim alone (the MDE never changes a decision): median MDE under A/A, the share
+    found at it, and per number of deciding pairs (found_at_mde_by_kept)."""
+    aa = cell(model, design, 0.0, n_exp, window, seed)
+    if aa["median_mde"] is None:
+        return f"| {model} | {design} | n/a | n/a | n/a |"
+    found = cell(model, design, aa["median_mde"], n_exp, window, seed + 1)
+    by_kept = (found_at_mde_by_kept(model, design, aa, n_exp, window, seed + 100)
+               if not design.startswith("auto") else None)
+    return (f"| {model} | {design} | {aa['median_mde']:.1f}% | "
+            f"{pct(found['faster_with_interval'])} | {pct(by_kept)} |")
+
+
 def pct(x) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
@@ -244,16 +284,34 @@ def main() -> int:
                          "calibration's run locations (afbench before it kept them)")
     ap.add_argument("--by-kept", action="store_true",
                     help="also check the MDE per number of deciding pairs (a last column)")
+    ap.add_argument("--mde-only", action="store_true",
+                    help="only the MDE claim: median MDE, found at it, and per deciding pairs")
+    ap.add_argument("--screen-miss", action="store_true",
+                    help="print the outlier screen's miss rate per runs per side and exit")
     args = ap.parse_args()
-    global UNCHECKED
-    UNCHECKED = args.unchecked
+    if args.screen_miss:
+        for spread in (0.02, 0.05, 0.15):
+            print(f"spread {spread:.0%}: " + " ".join(
+                f"{n}:{m:.3f}" for n, m in screen_miss(spread=spread).items()), flush=True)
+        return 0
+    if args.unchecked:
+        args.designs = [d + UNCHECKED if "calibrated" in d else d for d in args.designs]
     started = time.time()
     print(f"# verdict_sim: {args.n} experiments per cell, {args.window} measured steps per run")
+    seed = 0
+    if args.mde_only:
+        print("| noise | design | median MDE | found at MDE | found at MDE, by deciding pairs |")
+        print("|---|---|---|---|---|")
+        for model in args.models:
+            for design in args.designs:
+                seed += 1000
+                print(mde_row(model, design, args.n, args.window, seed), flush=True)
+        print(f"# {time.time() - started:.0f} s")
+        return 0
     print("| noise | design | A/A FP (F/S) | A/A coverage | 5% found (plain t) | 10% found "
           "(plain t) | 30% found | slower 10%: SLOWER / NO_GAIN / FASTER | coverage (10% gain) "
           "| median MDE | found at MDE | mean pairs (A/A) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    seed = 0
     for model in args.models:
         for design in args.designs:
             r = {}
