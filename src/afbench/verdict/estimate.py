@@ -256,7 +256,7 @@ def interval_speed(pairs: Pairs, center: float, se: float, critical: float, df: 
     decision = decide(low, high, min_gain_pct)
     n = pairs.d.size
     sd_pair = se * math.sqrt(n)
-    mde = mde_pct(critical, df, se, claim_power(mde_power, n, spread_source == "pairs"))
+    mde = mde_pct(critical, df, se, claim_power(mde_power, n))
     seen = abs(gain_from_log(center))
     for_gain = (pairs_for_mde(sd_pair, seen, level, mde_power)
                 if pairs_hint and decision == "INCONCLUSIVE" and math.isfinite(sd_pair)
