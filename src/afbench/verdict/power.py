@@ -16,7 +16,7 @@ stated power (bench/verdict_sim.py checks it; a plug-in ``se`` would state 80% a
 Runs that were slow for a reason nobody measured (a process that lost half its CPU) are set
 aside by the outlier screen (:func:`afbench.verdict.runs.outlier_runs`), but not all of them: at
 3 runs per side the screen cannot tell a third of them from the rest, and an experiment holding
-one finds almost nothing. The MDE is therefore stated for run-to-run noise that holds up to
+one finds almost nothing (from 3 pairs). The MDE is therefore stated for run-to-run noise that holds up to
 :data:`OUTLIER_RUN_SHARE` of such runs (issue 20's model: 5% of runs 2x slower, unflagged): it
 is computed at the power ``power / (1 - q)`` (:func:`claim_power`), ``q`` the probability that
 the deciding pairs hold an outlier run the screen missed, so that the effect it names is found
@@ -38,8 +38,9 @@ MAX_PAIRS_FOR_MDE = 10_000
 OUTLIER_RUN_SHARE = 0.05
 #: ``SCREEN_MISS[n]``: the share of 2x-slower runs that the outlier screen misses among ``n``
 #: runs of one side at a 5% run-to-run spread, with 5% of runs 2x slower (measured by
-#: ``python bench/verdict_sim.py --screen-miss``; tests/test_verdict_power.py re-measures it
-#: against the screen as it is). Below 3 runs nothing is screened; beyond the table, its last.
+#: ``python bench/verdict_sim.py --screen-miss``; tests/verdict/test_known_truth.py re-measures
+#: it against the screen as it is). Below 3 runs nothing is screened; beyond the table, its
+#: last. The screen misses more at a wider spread (76% at 15%), where a 2x run costs less.
 SCREEN_MISS = (1.0, 1.0, 1.0, 0.31, 0.21, 0.14, 0.09, 0.065, 0.05, 0.04, 0.03, 0.022, 0.02,
                0.016, 0.014, 0.012, 0.01)
 #: :func:`claim_power` never asks for more power than this.
