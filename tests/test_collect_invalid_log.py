@@ -46,3 +46,16 @@ def test_rank_duplicated_log_gives_no_statistics_while_a_valid_one_does(compose_
     for key in ("mean_step_s", "loss", "tokens_per_s", "step_cv_pct"):
         assert bad[key] is None or bad[key] != bad[key], key  # None (or NaN in a float column)
         assert good[key] == good[key] and good[key] is not None, key
+
+
+def test_torchrun_role_prefixes_are_rank_prefixes_in_the_strict_parser():
+    # torchrun's tee prefix is [${role_name}${local_rank}]: ([default0]:), as the torchtitan
+    # console parser already reads it; two ranks' merged lines keep rank 0's, not a duplicate
+    from afbench.analysis.steplog import parse_step_times
+    from afbench.engines.torchtitan.parsers import parse_titan_log
+
+    for prefix in ("[rank{r}]:", "[default{r}]:", "[trainer{r}]:", "[{r}]:"):
+        text = "\n".join(prefix.format(r=r) + _titan(s, 0.28 + r / 10)
+                         for s in range(1, 11) for r in (0, 1))
+        assert parse_step_times(text, 6, 10) == dict.fromkeys(range(6, 11), 0.28), prefix
+        assert {rec["rank"] for rec in parse_titan_log(text)} == {0, 1}, prefix

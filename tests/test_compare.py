@@ -134,3 +134,20 @@ def test_a_set_aside_pair_is_named_with_what_was_measured():
     line = _line("INCONCLUSIVE", speed, Parity(status="N/A"))
     assert "pair 1 set aside: baseline run contended (a-train-r1: CPU pressure 61%)" in line
     assert "every pair was set aside" in line
+
+
+def test_parity_tolerance_is_the_looser_of_the_two_sides_dtypes(compose_cfg, tmp_path):
+    # a bfloat16 variant of a float32 baseline: its losses differ at bfloat16's precision, so
+    # parity judges it at rtol_bfloat16, not the baseline's float32 tolerance
+    from afbench.compare import parity_rtol
+    from afbench.config import validate_config
+    from afbench.config.models import ReportConfig
+    from afbench.plan import make_plan
+
+    report = ReportConfig()
+    same = make_plan(validate_config(compose_cfg("experiment=sft_af_compare")), tmp_path / "a")
+    assert parity_rtol(same, "af_on", report) == report.parity.rtol_float32
+    mixed = make_plan(validate_config(compose_cfg(
+        "experiment=sft_af_compare", "+experiment.variants.af_on.model.dtype=bfloat16")),
+        tmp_path / "b")
+    assert parity_rtol(mixed, "af_on", report) == report.parity.rtol_bfloat16

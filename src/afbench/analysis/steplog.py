@@ -282,8 +282,11 @@ def parse_step_times(
 
 
 #: torchrun's per-rank prefix of a merged log (``--tee`` / ``--log-dir`` redirects, and
-#: ``torch.distributed.elastic``'s console): ``[rank0]:``, ``[rank1]:`` ...
-_RANK_PREFIX_RE = re.compile(r"^\[rank(\d+)\]:")
+#: ``torch.distributed.elastic``'s console): ``[rank0]:``, ``[rank1]:`` ..., and its
+#: ``[${role_name}${local_rank}]:`` form (``[default0]:``, ``[trainer1]:``, or ``[0]:`` from
+#: ``TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[${rank}]:"``), as the torchtitan console parser
+#: reads them (afbench.engines.torchtitan.parsers).
+_RANK_PREFIX_RE = re.compile(r"^\[(?:[A-Za-z_]+)?(\d+)\]:")
 
 
 def _lowest_rank_only(seen: dict[int, list[tuple[int, str, str]]],

@@ -131,14 +131,25 @@ def workload_of(col: Collected) -> str:
 
 
 
+def parity_rtol(plan: Plan, variant: str, report: ReportConfig) -> float:
+    """The parity tolerance of ``variant`` against the baseline: the looser of the two sides'
+    dtypes' (a bfloat16 variant of a float32 baseline is judged at bfloat16's, not float32's)."""
+    def rtol_of(name: str) -> float:
+        spec = next((r for r in plan.runs if r.variant == name and r.phase == plan.verdict_phase),
+                    None)
+        if spec is None:
+            return 0.0
+        return float(getattr(report.parity, f"rtol_{spec.config.model.dtype}"))
+
+    return max(rtol_of(plan.baseline), rtol_of(variant))
+
+
 def comparisons(col: Collected, report: ReportConfig) -> list[Comparison]:
     """One :class:`Comparison` per non-baseline variant, in plan order."""
     plan = col.plan
-    spec = next(r for r in plan.runs if r.variant == plan.baseline and r.phase == plan.verdict_phase)
-    rtol = getattr(report.parity, f"rtol_{spec.config.model.dtype}")
     variants_cfg = col.experiment.variants
     b = side(col, plan.baseline, plan.verdict_phase, workload_of(col))
-    return [compare_pair(col, b, variant, report, rtol,
+    return [compare_pair(col, b, variant, report, parity_rtol(plan, variant, report),
                          aa=variants_cfg.get(variant) == variants_cfg.get(plan.baseline))
             for variant in plan.variants if variant != plan.baseline]
 
