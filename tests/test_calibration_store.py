@@ -187,8 +187,9 @@ def test_a_group_of_processes_is_a_kind_of_its_own(compose_cfg, tmp_path):
 def test_an_aa_plan_checks_both_sides_runs_a_one_kind_variant_only_its_baseline(
         compose_cfg, tmp_path, url):
     """A/A twins (one program) are checked on both sides against their kind's location; a
-    variant of the same kind that differs in what the kind does not name (here the dtype) is
-    the program measured: only the baseline's runs are checked (RunSpread.fit_of)."""
+    variant of the same kind that differs in what the kind does not name (here the learning
+    rate) is the program measured: only the baseline's runs are checked (RunSpread.fit_of).
+    A dtype is part of the kind: a bfloat16 variant is a kind of its own."""
     where = {"step_s": 0.3, "n_runs": 24, "spread_pct": 2.5, "df": 23}
     assert cal.record(EAGER, RunSpread.of({"spread_pct": 2.5, "df": 23, "n_pairs": 24,
                                            "baseline_runs": where, "variant_runs": where}),
@@ -203,7 +204,10 @@ def test_an_aa_plan_checks_both_sides_runs_a_one_kind_variant_only_its_baseline(
     kinds, found = cal.for_plan(aa, url)
     assert kinds["a"] == kinds["a_again"] and cal.twins(aa, "a_again")
     assert found["baseline_runs"] == found["variant_runs"] == where
-    other = plan("+experiment.variants.a_again.model.dtype=bfloat16")
+    other = plan("+experiment.variants.a_again.scheduler.lr=0.001")
     kinds, found = cal.for_plan(other, url)
     assert kinds["a"] == kinds["a_again"] and not cal.twins(other, "a_again")
     assert found["baseline_runs"] == where and found["variant_runs"] is None
+    bf16 = cal.verdict_kinds(plan("+experiment.variants.a_again.model.dtype=bfloat16"))
+    assert bf16["a"] == EAGER and bf16["a_again"].startswith(EAGER + "|p:")
+    assert cal.for_plan(plan("+experiment.variants.a_again.model.dtype=bfloat16"), url)[1] is None

@@ -87,16 +87,38 @@ def run_kind(spec: RunSpec) -> str:
 
 #: Engine settings that do not change the program that runs (how its log is read, where).
 _NOT_PROGRAM = frozenset({"name", "step_pattern", "log_pattern", "dump_folder_name"})
+#: Settings of the model, scheduler and data that the kind names in words, or that do not
+#: change what a step computes (where the files are, the learning rate, the seed): the rest
+#: (dtype, attention kernel, micro-batch, optimizer, KV cache, packing, compile settings...)
+#: names the program when set away from its default.
+_NAMED_OR_NOT_PROGRAM = frozenset({
+    "name", "path", "manifest", "workload", "steps", "seq_len", "global_batch_size", "measure",
+    "seed", "lr", "weight_decay", "max_new_tokens", "batch_size", "num_prompts",
+    "warmup_runs", "measured_runs", "max_samples", "prompts_file"})
+
+
+def _settings(section: Any) -> dict[str, Any]:
+    """A section's program settings set away from their defaults (named ones left out)."""
+    return {k: v for k, v in section.model_dump(exclude_defaults=True).items()
+            if k not in _NAMED_OR_NOT_PROGRAM}
 
 
 def _program(c: Any, env: dict[str, str]) -> str:
     """``|p:<digest>`` of what else names the program a run is: a user command's or an external
-    trainer's settings (two commands are two programs, whose spreads need not agree) and the
-    environment every run gets (``launcher.env``); '' for the builtin loop without one."""
+    trainer's settings (two commands are two programs, whose spreads need not agree), the
+    environment every run gets (``launcher.env``), and the builtin loop's settings away from
+    their defaults (a bfloat16 variant of a float32 run is another program: its spread and step
+    time are its own); '' for the builtin loop at its defaults without an environment."""
     engine = {k: v for k, v in c.engine.model_dump().items() if k not in _NOT_PROGRAM}
-    if not engine and not env:
+    loop = {name: got for name, section in (("model", c.model), ("scheduler", c.scheduler),
+                                            ("data", c.data))
+            if (got := _settings(section))}
+    compile_ = c.optimization.compile.model_dump(exclude_defaults=True)
+    if compile_:
+        loop["compile"] = compile_
+    if not engine and not env and not loop:
         return ""
-    text = json.dumps({"engine": engine, "env": env}, sort_keys=True, default=str)
+    text = json.dumps({"engine": engine, "env": env, **loop}, sort_keys=True, default=str)
     return f"|p:{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
