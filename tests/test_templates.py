@@ -113,3 +113,22 @@ def test_a_single_run_report_shows_its_step_time(tmp_path, fmt):
     text = out.read_text()
     assert "0.0012" in text and "880.0" in text
     assert "0.9000" not in text  # a replaced (contended) run is not the run's step time
+
+
+@pytest.mark.parametrize("calibration, says", [
+    (None, "Without a host calibration, one round gives no verdict"),
+    ({"kind": "cpu|k", "spread_pct": 3.0, "df": 23, "n_pairs": 24},
+     "decided with this host's calibration"),
+])
+def test_the_one_round_caveat_says_whether_a_calibration_decided(tmp_path, calibration, says):
+    side = {"name": "a", "statuses": ["OK"]}
+    speed = {"decision": "INCONCLUSIVE", "design": "one_round", "calibration": calibration}
+    summary = Summary.model_validate({
+        "experiment": "e", "caveat": "one_round",
+        "comparisons": [{"baseline": side, "variant": {**side, "name": "b"}, "phase": "train",
+                         "workload": "sft", "verdict": "INCONCLUSIVE", "verdict_line": "x",
+                         "speed": speed}]})
+    (path,) = render(summary, tmp_path, ReportConfig(formats=["md"]))
+    text = path.read_text()
+    assert says in text
+    assert ("Without a host calibration" in text) == (calibration is None)
