@@ -211,3 +211,31 @@ def test_an_aa_plan_checks_both_sides_runs_a_one_kind_variant_only_its_baseline(
     bf16 = cal.verdict_kinds(plan("+experiment.variants.a_again.model.dtype=bfloat16"))
     assert bf16["a"] == EAGER and bf16["a_again"].startswith(EAGER + "|p:")
     assert cal.for_plan(plan("+experiment.variants.a_again.model.dtype=bfloat16"), url)[1] is None
+
+
+def test_a_one_round_plan_names_the_kind_whose_calibration_is_short(compose_cfg, tmp_path,
+                                                                   url, caplog):
+    """A calibration that cannot decide one round (11 pairs of the compiled kind, after a
+    contended pair was set aside) is named with what it lacks, and what to run."""
+    seed(url, EAGER, 2.5)
+    seed(url, COMPILED, 6.0, n_pairs=11)
+    seed(url, cal.pair_key(EAGER, COMPILED), 4.0, n_pairs=4)
+    plan = one_round_plan(compose_cfg, tmp_path)
+    with caplog.at_level(logging.INFO):
+        kinds, found = cal.for_plan(plan, url)
+    assert found is not None and not RunSpread.of(found).usable_for_one_round
+    assert f"{COMPILED}: 11 pairs, 1 more needed" in caplog.text
+    assert f"{EAGER}: " not in caplog.text.split("cannot decide one round")[1]
+    assert "optimization.autofuse=true" in caplog.text
+    seed(url, COMPILED, 6.0, n_pairs=3)  # 14 pairs now: nothing is short
+    assert cal.shortfall(EAGER, COMPILED, cal.lookup_many(cal.comparison_keys(EAGER, COMPILED),
+                                                          url)) == []
+
+
+def test_a_calibration_short_of_pairs_says_its_pairs_add_up(url, tmp_path, caplog):
+    kinds = {"af_off": EAGER, "af_off_again": EAGER}
+    with caplog.at_level(logging.INFO):
+        cal.learn(NS(comparisons=[comparison("af_off_again", 3.0, n_pairs=11, aa=True)]), kinds,
+                  tmp_path / "out", url)
+    assert "rests on 11 pairs (one round needs 12 pairs and no outlier run: run the same " \
+           "experiment again, its pairs add to these)" in caplog.text

@@ -44,8 +44,8 @@ from typing import Any, Iterable
 
 from afbench.runspec import Plan, RunSpec
 from afbench.switches.registry import switch_names
-from afbench.verdict.calibration import (RunLocation, RunSpread, combined_record,
-                                         location_record, one_kind, pool)
+from afbench.verdict.calibration import (MIN_CALIBRATION_PAIRS, RunLocation, RunSpread,
+                                         combined_record, location_record, one_kind, pool)
 
 log = logging.getLogger(__name__)
 
@@ -298,6 +298,31 @@ def twins(plan: Plan, variant: str) -> bool:
     return bool(b and v) and (b.config, b.env) == (v.config, v.env)
 
 
+def shortfall(baseline_kind: str, variant_kind: str,
+              found: dict[str, dict[str, Any] | None]) -> list[str]:
+    """Why a comparison's calibrations (``found``: :func:`lookup_many` of
+    :func:`comparison_keys`) cannot decide one round, one phrase per kind that is short
+    (``"<kind>: 11 pairs, 1 more needed"``, ``"<kind>: 1 outlier pair"``, ``"<kind>: none"``);
+    empty when one of them can (the comparison's own, or both kinds')."""
+    keys = comparison_keys(baseline_kind, variant_kind)
+    own = found.get(keys[-1]) if len(keys) == 3 else None
+    def fit(c: dict[str, Any] | None) -> bool:
+        return bool(c) and RunSpread.of(c).usable_for_one_round
+
+    if fit(own) or all(fit(found.get(k)) for k in keys[:2]):
+        return []
+    out = []
+    for kind in dict.fromkeys(keys[:2]):
+        c = found.get(kind)
+        if c is None:
+            out.append(f"{kind}: none")
+        elif (n := int(c["n_pairs"])) < MIN_CALIBRATION_PAIRS:
+            out.append(f"{kind}: {n} pairs, {MIN_CALIBRATION_PAIRS - n} more needed")
+        elif c.get("n_outlier_pairs"):
+            out.append(f"{kind}: {c['n_outlier_pairs']} outlier pair(s) seen")
+    return out
+
+
 def for_plan(plan: Plan, url: str | None = None) -> tuple[dict[str, str], dict | None]:
     """The plan's variants' run kinds, and the calibration its verdicts decide one round with:
     for one comparison, :func:`for_comparison`'s; for several, the widest of theirs (one
@@ -322,6 +347,14 @@ def for_plan(plan: Plan, url: str | None = None) -> tuple[dict[str, str], dict |
         log.info("afbench: host calibration for %s: run-to-run spread %.2f%% on %d pairs "
                  "(updated %s)", chosen["kind"], chosen["spread_pct"], chosen["n_pairs"],
                  chosen["updated_at"])
+        short = sorted({line for v in others for line in shortfall(base, kinds[v], read)})
+        if plan.repeats == 1 and short:
+            log.info("afbench: that calibration cannot decide one round (it needs %d pairs and "
+                     "no outlier run, from each kind's calibration or the comparison's own "
+                     "rounds): %s. Run experiment=calibrate_host again for the kind that is "
+                     "short (with its switches, e.g. optimization.autofuse=true; its pairs add "
+                     "to what it has), or use experiment.repeats=5", MIN_CALIBRATION_PAIRS,
+                     "; ".join(short))
     elif plan.repeats == 1 and others:
         missing = sorted({kinds[v] for v, f in zip(others, found) if f is None})
         log.info("afbench: no host calibration for %s: a one-round verdict will be INCONCLUSIVE "
@@ -366,4 +399,9 @@ def learn(summary: Any, kinds: dict[str, str], out_dir: Path, url: str | None = 
             log.info("afbench: host calibration for %s learned %.2f%% on %d pairs from this "
                      "experiment; it now rests on %d pairs%s", key, spread.spread_pct,
                      spread.n_pairs, pooled.n_pairs, "" if pooled.usable_for_one_round
-                     else " (one round needs 12 pairs and no outlier run)")
+                     else f" (one round needs {MIN_CALIBRATION_PAIRS} pairs and no outlier "
+                     "run: run the same experiment again, its pairs add to these)"
+                     if not pooled.n_outlier_pairs else
+                     f" (one round needs {MIN_CALIBRATION_PAIRS} pairs and no outlier run; "
+                     f"{pooled.n_outlier_pairs} pair(s) held one: this host makes outlier "
+                     "runs, so decide with experiment.repeats=5 or auto)")
