@@ -205,3 +205,24 @@ def test_a_calibrated_round_says_how_many_pairs_the_2pct_margin_needs(compose_cf
     assert speed.decision == decision and speed.mde_pct > 2
     n = speed.pairs_for_min_gain
     assert n > 1 and f"roughly {n} pairs (experiment.repeats={n}) for an MDE of 2%" in note(speed)
+
+
+@pytest.mark.parametrize("contention, mean", [("set_aside", 1.0), ("keep", 4.0 / 3)])
+def test_a_sides_mean_step_time_leaves_out_a_contended_run_as_its_verdict_does(
+        compose_cfg, tmp_path, contention, mean):
+    """The speed table's mean step time and tokens/s agree with the verdict: a run measured as
+    contended is left out of them unless report.contention=keep (an unmeasured run, None,
+    stays in)."""
+    from afbench.compare.sides import side
+
+    col = collected(compose_cfg, tmp_path, {})
+    ids = [r.run_id for r in col.plan.runs if r.variant == "af_on" and r.phase == "train"][:3]
+    runs = pd.DataFrame({
+        "run_id": ids, "status": ["OK"] * 3, "log_error": [""] * 3,
+        "mean_step_s": [1.0, 2.0, 1.0], "tokens_per_s": [100.0, 50.0, 100.0],
+        "contended": [False, True, None], "first_step_s": [5.0, 5.0, 5.0]})
+    col = Collected(tmp_path, col.plan, col.experiment, runs, runs.iloc[:0], runs.iloc[:0], {}, {})
+    got = side(col, "af_on", "train", "sft", contention == "set_aside")
+    assert got.mean_step_s == pytest.approx(mean)
+    assert got.tokens_per_s == pytest.approx(100.0 if contention == "set_aside" else 250 / 3)
+    assert got.statuses == ["OK"] * 3 and got.ok

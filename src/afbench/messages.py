@@ -146,7 +146,7 @@ RECORDED: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), key) f
     (r"window of (?P<wall>[\d.]+) s too short to judge \(< (?P<limit>[\d.]+) s\)",
      "cont_reason_short"),
     (r"waited for a CPU (?P<wait>\d+)% of the window > (?P<limit>[\d.]+)%", "cont_reason_wait"),
-    (r"steal (?P<steal>\d+)% > (?P<limit>[\d.]+)%", "cont_reason_steal"),
+    (r"steal (?P<steal>[\d.]+)% > (?P<limit>[\d.]+)%", "cont_reason_steal"),
     (r"CPU pressure (?P<pressure>\d+)% > (?P<limit>[\d.]+)%", "cont_reason_pressure"),
     (r"CPU/wall (?P<cpu_per_wall>[\d.]+) of (?P<threads>\d+) thread\(s\) = (?P<share>\d+)% < "
      r"(?P<limit>[\d.]+)%", "cont_reason_cpu_share"),

@@ -319,7 +319,7 @@ def window_record(start: Sample, end: Sample, *, threads: int | None, scope: str
 REASON_TEXT = {
     "cont_reason_short": "window of {wall:.3f} s too short to judge (< {limit:g} s)",
     "cont_reason_wait": "waited for a CPU {wait:.0f}% of the window > {limit:g}%",
-    "cont_reason_steal": "steal {steal:.0f}% > {limit:g}%",
+    "cont_reason_steal": "steal {steal:.1f}% > {limit:g}%",
     "cont_reason_pressure": "CPU pressure {pressure:.0f}% > {limit:g}%",
     "cont_reason_cpu_share": "CPU/wall {cpu_per_wall:.2f} of {threads} thread(s) = "
                              "{share:.0f}% < {limit:g}%",

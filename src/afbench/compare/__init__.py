@@ -55,7 +55,7 @@ def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rt
                  aa: bool) -> Comparison:
     """One variant against the baseline side ``b`` on the verdict phase."""
     phase, workload = col.plan.verdict_phase, workload_of(col)
-    v = side(col, variant, phase, workload)
+    v = side(col, variant, phase, workload, report.contention == "set_aside")
     interrupted = _interrupted(col, run_ids(col, variant, phase) + run_ids(col, b.name, phase))
     if (v.skipped and b.ok) or (interrupted and "FAILED" not in b.statuses + v.statuses):
         # a run stopped by Ctrl-C (or SIGTERM) is SKIPPED, interrupted: nothing failed
@@ -148,7 +148,8 @@ def comparisons(col: Collected, report: ReportConfig) -> list[Comparison]:
     """One :class:`Comparison` per non-baseline variant, in plan order."""
     plan = col.plan
     variants_cfg = col.experiment.variants
-    b = side(col, plan.baseline, plan.verdict_phase, workload_of(col))
+    b = side(col, plan.baseline, plan.verdict_phase, workload_of(col),
+             report.contention == "set_aside")
     return [compare_pair(col, b, variant, report, parity_rtol(plan, variant, report),
                          aa=variants_cfg.get(variant) == variants_cfg.get(plan.baseline))
             for variant in plan.variants if variant != plan.baseline]

@@ -38,26 +38,32 @@ def with_replaced(col: Collected, ids: list[str]) -> list[str]:
     return out
 
 
-def side(col: Collected, variant: str, phase: str | None, workload: str) -> Side:
+def side(col: Collected, variant: str, phase: str | None, workload: str,
+         set_aside_contended: bool = False) -> Side:
     """``variant``'s numbers on ``phase`` from the runs table: means over its repeats (a mean
     step time only when every run is OK), the worst repeat's step-time CV, the means of the
     ``workload``'s window metrics (:data:`afbench.collect.MEANS`), the first run's inference
     sanity, its memory and efficiency (:func:`memory_of`, :func:`efficiency_of`) and the first
-    recompile caveat of its runs."""
+    recompile caveat of its runs. ``set_aside_contended`` (report.contention=set_aside): the
+    means leave out the runs measured as contended, as the verdict does, while an OK run
+    measured quiet is left (a side's mean step time then agrees with its verdict)."""
     runs = col.runs
     sel = runs[runs.run_id.isin(run_ids(col, variant, phase))]
+    quiet = (sel[sel["contended"].map(lambda c: c is None or c != c or not bool(c))]
+             if "contended" in sel else sel)  # None / NaN: not measured, kept
+    use = quiet if set_aside_contended and (quiet.status == "OK").any() else sel
     statuses = sel.status.tolist()
     errors = [e for e in sel.log_error.tolist() if e]
     sanity = [x for x in sel.get("sanity", pd.Series(dtype=object)).tolist() if isinstance(x, str)]
-    per_repeat = [x for x in sel.mean_step_s.tolist() if x is not None and x == x]
-    cvs = [x for x in sel.get("step_cv_pct", pd.Series(dtype=float)).tolist() if x is not None and x == x]
+    per_repeat = [x for x in use.mean_step_s.tolist() if x is not None and x == x]
+    cvs = [x for x in use.get("step_cv_pct", pd.Series(dtype=float)).tolist() if x is not None and x == x]
     return Side(
         name=variant, statuses=statuses, log_errors=errors, repeats_s=per_repeat,
-        mean_step_s=finite_mean(sel.mean_step_s.tolist()) if (sel.status == "OK").all() else None,
+        mean_step_s=finite_mean(use.mean_step_s.tolist()) if (sel.status == "OK").all() else None,
         # a contended run's rerun finds the kernels it built: its cold first step still counts
         **first_step(runs[runs.run_id.isin(with_replaced(col, sel.run_id.tolist()))]),
-        step_cv_pct=max(cvs) if cvs else None, tokens_per_s=finite_mean(sel.tokens_per_s.tolist()),
-        metrics={k: finite_mean(sel[k].tolist()) for k in MEANS[workload] if k in sel},
+        step_cv_pct=max(cvs) if cvs else None, tokens_per_s=finite_mean(use.tokens_per_s.tolist()),
+        metrics={k: finite_mean(use[k].tolist()) for k in MEANS[workload] if k in use},
         sanity=sanity[0] if sanity else None,
         memory=memory_of(_ok_results(col, sel)), efficiency=efficiency_of(_ok_results(col, sel)),
         recompile=next((x for x in sel.get("recompile", pd.Series(dtype=object)).tolist()
