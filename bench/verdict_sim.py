@@ -44,6 +44,7 @@ MODELS = {  # name: (run-to-run spread, outlier rate, contended rate)
     "spread 5%": (0.05, 0.0, 0.0),
     "spread 15%": (0.15, 0.0, 0.0),
     "spread 5% + outliers": (0.05, 0.05, 0.0),
+    "spread 15% + outliers": (0.15, 0.05, 0.0),
     "spread 5% + contended": (0.05, 0.0, 0.10),
 }
 #: Calibrations that do not fit the experiment (the calibrated designs' risk): name ->

@@ -40,7 +40,8 @@ OUTLIER_RUN_SHARE = 0.05
 #: runs of one side at a 5% run-to-run spread, with 5% of runs 2x slower (measured by
 #: ``python bench/verdict_sim.py --screen-miss``; tests/verdict/test_known_truth.py re-measures
 #: it against the screen as it is). Below 3 runs nothing is screened; beyond the table, its
-#: last. The screen misses more at a wider spread (76% at 15%), where a 2x run costs less.
+#: last. The screen misses more at a wider spread (70-76% at 15%: a 2x run is within its 5
+#: robust SDs there), where the MDE is large against a 2x run: met 79-87% (bench §8).
 SCREEN_MISS = (1.0, 1.0, 1.0, 0.31, 0.21, 0.14, 0.09, 0.065, 0.05, 0.04, 0.03, 0.022, 0.02,
                0.016, 0.014, 0.012, 0.01)
 #: :func:`claim_power` never asks for more power than this.
