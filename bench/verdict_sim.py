@@ -150,9 +150,9 @@ def experiment(host: Host, design: str, gain: float):
             cal_v = one_kind(run_spread_from_pairs(*host.calibration_pairs(
                 CALIBRATION_PAIRS, True, math.log(1 - gain / 100.0))))
             cal_b = combine(cal_b, cal_v)
-        elif not design.endswith("twins"):  # one kind's calibration: the variant (the
-            cal_b = replace(cal_b, variant_runs=None)  # program measured) is not checked
-        # "twins": an A/A of one program (afbench.history.calibration.twins): both checked
+        elif not design.endswith("twins"):  # one kind's calibration, the variant unchecked
+            cal_b = replace(cal_b, variant_runs=None)  # (afbench before 2026-12-03)
+        # "twins": one kind, one program, both sides checked (afbench.verdict.combined_record)
         if not checked:  # the calibration as afbench used it before it kept run locations
             cal_b = replace(cal_b, baseline_runs=None, variant_runs=None)
         cal = {"calibration": cal_b}

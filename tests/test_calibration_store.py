@@ -117,8 +117,8 @@ def test_a_plan_reads_its_calibrations_through_one_connection(compose_cfg, tmp_p
 
 def test_each_estimate_keeps_what_its_runs_took_by_kind(url, tmp_path):
     """The run locations a one-round verdict is checked against (RunSpread.fit_of): a
-    comparison of two kinds keeps both sides'; an A/A one location from both sides' runs;
-    two variants of one kind only the baseline's (the variant is the program measured)."""
+    comparison of two kinds keeps both sides'; one kind (an A/A, or variants that differ in
+    nothing the kind names) one location from both sides' runs."""
     kinds = {"af_off": EAGER, "af_on": COMPILED, "af_off_again": EAGER, "other": EAGER}
     summary = NS(comparisons=[comparison("af_on", 8.0, steps_s=(0.30, 0.25)),
                               comparison("af_off_again", 3.0, aa=True, steps_s=(0.30, 0.27))])
@@ -132,13 +132,13 @@ def test_each_estimate_keeps_what_its_runs_took_by_kind(url, tmp_path):
     assert aa["baseline_runs"]["n_runs"] == 10
     # the spread the location is checked with is the pooled one of the kind
     assert aa["baseline_runs"]["spread_pct"] == pytest.approx(aa["spread_pct"])
-    # a one-kind comparison checks its baseline only
-    assert cal.for_comparison(EAGER, EAGER, url)["variant_runs"] is None
+    # one kind is one program: its location checks both sides
+    assert cal.for_comparison(EAGER, EAGER, url)["variant_runs"] == aa["baseline_runs"]
     cal.learn(NS(comparisons=[comparison("other", 3.0, steps_s=(0.31, 0.20))]), kinds,
               tmp_path / "out2", url)
-    newest = cal.lookup(EAGER, url)
-    assert newest["baseline_runs"]["step_s"] == pytest.approx(0.31)  # the newest estimate's
-    assert newest["variant_runs"] is None
+    newest = cal.lookup(EAGER, url)  # the newest estimate's, from both of its sides
+    assert newest["baseline_runs"]["step_s"] == pytest.approx((0.31 * 0.20) ** 0.5)
+    assert newest["variant_runs"] == newest["baseline_runs"]
 
 
 def test_a_hand_edited_calibration_row_is_a_warning_and_no_calibration(url, caplog):
@@ -184,12 +184,11 @@ def test_a_group_of_processes_is_a_kind_of_its_own(compose_cfg, tmp_path):
     assert one_thread["af_off"] == EAGER + "|thr1"  # a thread count set is a kind of its own
 
 
-def test_an_aa_plan_checks_both_sides_runs_a_one_kind_variant_only_its_baseline(
+def test_a_one_kind_plan_checks_both_sides_runs_and_a_dtype_is_a_kind_of_its_own(
         compose_cfg, tmp_path, url):
-    """A/A twins (one program) are checked on both sides against their kind's location; a
-    variant of the same kind that differs in what the kind does not name (here the learning
-    rate) is the program measured: only the baseline's runs are checked (RunSpread.fit_of).
-    A dtype is part of the kind: a bfloat16 variant is a kind of its own."""
+    """Two variants of one kind are one program (the kind names every setting that changes
+    what a step computes; a learning rate does not): both sides' runs are checked against the
+    kind's location (RunSpread.fit_of). A dtype is part of the kind."""
     where = {"step_s": 0.3, "n_runs": 24, "spread_pct": 2.5, "df": 23}
     assert cal.record(EAGER, RunSpread.of({"spread_pct": 2.5, "df": 23, "n_pairs": 24,
                                            "baseline_runs": where, "variant_runs": where}),
@@ -200,14 +199,10 @@ def test_an_aa_plan_checks_both_sides_runs_a_one_kind_variant_only_its_baseline(
                           "experiment.steps=10", *overrides)
         return make_plan(validate_config(cfg), tmp_path / "out")
 
-    aa = plan()
-    kinds, found = cal.for_plan(aa, url)
-    assert kinds["a"] == kinds["a_again"] and cal.twins(aa, "a_again")
-    assert found["baseline_runs"] == found["variant_runs"] == where
-    other = plan("+experiment.variants.a_again.scheduler.lr=0.001")
-    kinds, found = cal.for_plan(other, url)
-    assert kinds["a"] == kinds["a_again"] and not cal.twins(other, "a_again")
-    assert found["baseline_runs"] == where and found["variant_runs"] is None
+    for one_kind in (plan(), plan("+experiment.variants.a_again.scheduler.lr=0.001")):
+        kinds, found = cal.for_plan(one_kind, url)
+        assert kinds["a"] == kinds["a_again"] == EAGER
+        assert found["baseline_runs"] == found["variant_runs"] == where
     bf16 = cal.verdict_kinds(plan("+experiment.variants.a_again.model.dtype=bfloat16"))
     assert bf16["a"] == EAGER and bf16["a_again"].startswith(EAGER + "|p:")
     assert cal.for_plan(plan("+experiment.variants.a_again.model.dtype=bfloat16"), url)[1] is None

@@ -41,7 +41,10 @@ def test_a_combined_record_names_both_kinds_and_the_older_update():
     assert rec["kind"] == "cpu|k + cpu|k|sw:autofuse" and rec["host_id"] == "h"
     assert rec["updated_at"] == v["updated_at"]
     assert rec["spread_pct"] == pytest.approx(math.sqrt(10.0))
-    assert combined_record(b, dict(b)) == {**b, "variant_runs": None}  # one kind: its own
+    where = {"step_s": 0.3, "n_runs": 24, "spread_pct": 2.0, "df": 23}
+    assert combined_record(b, dict(b)) == {**b, "variant_runs": None}  # no location known
+    one = {**b, "baseline_runs": where}
+    assert combined_record(one, dict(one))["variant_runs"] == where  # one kind: both checked
 
 
 def runs(rng, spread, n, within=0.03, steps=5):

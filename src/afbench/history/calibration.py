@@ -260,7 +260,7 @@ def for_comparison(baseline_kind: str, variant_kind: str, url: str | None = None
     keys = comparison_keys(baseline_kind, variant_kind)
     if found is None:
         found = lookup_many(keys, url)
-    if variant_kind == baseline_kind:  # one kind: its own, the variant unchecked
+    if variant_kind == baseline_kind:  # one kind, one program: its own, both sides checked
         own = found[baseline_kind]
         return combined_record(own, own) if own else None
     b, v = found[baseline_kind], found[variant_kind]
@@ -283,19 +283,6 @@ def verdict_kinds(plan: Plan) -> dict[str, str]:
         if r.phase == plan.verdict_phase and r.variant not in kinds:
             kinds[r.variant] = run_kind(r)
     return kinds
-
-
-def twins(plan: Plan, variant: str) -> bool:
-    """Whether ``variant`` runs the very program of the baseline in the verdict phase (same
-    settings and environment: an A/A), so that a calibration of their kind checks both sides'
-    runs. Two variants of one kind that differ in what the kind does not name are not twins:
-    the variant's step time is what is measured, so only the baseline's runs are checked."""
-    first = {}
-    for r in plan.runs:
-        if r.phase == plan.verdict_phase and r.variant not in first:
-            first[r.variant] = r
-    b, v = first.get(plan.baseline), first.get(variant)
-    return bool(b and v) and (b.config, b.env) == (v.config, v.env)
 
 
 def shortfall(baseline_kind: str, variant_kind: str,
@@ -341,8 +328,6 @@ def for_plan(plan: Plan, url: str | None = None) -> tuple[dict[str, str], dict |
     chosen = None if any(f is None for f in found) else max(found, key=lambda f: f["spread_pct"])
     if chosen and len({kinds[v] for v in others}) > 1:  # its variant's runs are one of several
         chosen = {**chosen, "variant_runs": None}
-    elif chosen and others and all(twins(plan, v) for v in others):
-        chosen = {**chosen, "variant_runs": chosen.get("baseline_runs")}  # an A/A: one program
     if chosen:
         log.info("afbench: host calibration for %s: run-to-run spread %.2f%% on %d pairs "
                  "(updated %s)", chosen["kind"], chosen["spread_pct"], chosen["n_pairs"],
@@ -371,10 +356,9 @@ def learn(summary: Any, kinds: dict[str, str], out_dir: Path, url: str | None = 
     kind's own when both sides are of one kind (``aa`` when the variant is the baseline's
     twin), else the comparison's (:func:`pair_key`). One estimate per key and experiment (the
     comparisons share their baseline runs). Each estimate keeps what its runs took
-    (:class:`afbench.verdict.RunLocation`, from the comparison's ``*_location_s``): both sides
-    for an A/A (one kind: the location rests on both) or a comparison of two kinds, the
-    baseline's only for a comparison of two variants of one kind (the variant is the program
-    being measured, not the kind)."""
+    (:class:`afbench.verdict.RunLocation`, from the comparison's ``*_location_s``): each
+    side's for a comparison of two kinds; for one kind (one program), one location resting on
+    both sides' runs."""
     done: set[str] = set()
     for c in summary.comparisons:
         sp = c.speed
@@ -392,8 +376,8 @@ def learn(summary: Any, kinds: dict[str, str], out_dir: Path, url: str | None = 
                  for t in (sp.baseline_location_s, sp.variant_location_s)]
         spread = RunSpread(spread_pct=sigma, df=df, n_pairs=sp.n_pairs, n_outlier_pairs=outliers,
                            baseline_runs=where[0], variant_runs=where[1])
-        if kv == kb:
-            spread = one_kind(spread) if c.aa else replace(spread, variant_runs=None)
+        if kv == kb:  # one kind, one program: its location rests on both sides' runs
+            spread = one_kind(spread)
         pooled = record(key, spread, str(out_dir), AA if c.aa else RESIDUALS, url)
         if pooled is not None:
             log.info("afbench: host calibration for %s learned %.2f%% on %d pairs from this "

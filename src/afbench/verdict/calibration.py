@@ -94,8 +94,8 @@ class RunSpread:
 
     ``baseline_runs`` / ``variant_runs``: what the baseline's / variant's kind of run took
     when calibrated (:class:`RunLocation`), ``None`` where not known (a calibration recorded
-    before afbench kept them; the variant of a comparison whose two sides are one kind of
-    run, since the variant is what is being measured).
+    before afbench kept them; an experiment's calibration when its variants are of several
+    kinds).
 
     ``usable_for_one_round``: at least :data:`MIN_CALIBRATION_PAIRS` pairs and no outlier.
     """
@@ -235,9 +235,14 @@ def combined_record(baseline: Mapping[str, Any], variant: Mapping[str, Any]) -> 
     """:func:`combine` on two stored calibration records (``spread_pct``, ``df``, ``n_pairs``
     and optional ``n_outlier_pairs``, ``n_experiments``, ``kind``, ``updated_at``, ...): the
     baseline's record with the combined figures, ``kind`` ``"<baseline kind> + <variant
-    kind>"`` and the older ``updated_at``; the baseline's own when both are of one kind."""
-    if baseline.get("kind") == variant.get("kind"):  # the variant is what is measured
-        return {**baseline, "variant_runs": None}
+    kind>"`` and the older ``updated_at``. Both of one kind: the baseline's own, its location
+    checking both sides' runs (one kind is one program: the kind names every setting that
+    changes what a step computes, so two variants of one kind differ in nothing that moves
+    their step time, and an A/A on a host noisier since its calibration read FASTER or SLOWER
+    6.6-9.6% of the time with its variant unchecked, 1.0-3.8% with both checked:
+    bench/verdict_sim.py, "twins")."""
+    if baseline.get("kind") == variant.get("kind"):
+        return {**baseline, "variant_runs": baseline.get("baseline_runs")}
     both = combine(RunSpread.of(baseline), RunSpread.of(variant))
     stamps = [s for s in (baseline.get("updated_at"), variant.get("updated_at")) if s]
     return {**baseline, "kind": f"{baseline.get('kind')} + {variant.get('kind')}",
