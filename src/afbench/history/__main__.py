@@ -134,7 +134,8 @@ def _import_targets(dirs: list[Path]) -> tuple[list, bool, int | None]:
     found = experiment_dirs([d for d in dirs if d.exists()])
     if not found:
         print("history import: no finished experiment (plan.json + summary.json) below "
-              + ", ".join(map(str, dirs)) + "; nothing recorded, no database created",
+              + ", ".join(map(str, dirs)) + "; nothing recorded (the database was not "
+              "opened)",
               file=sys.stderr)
         return [], bool(missing), 1
     return found, bool(missing), None
