@@ -333,3 +333,15 @@ def test_a_placeholder_on_some_steps_leaves_the_other_steps_compared():
              "loss_placeholder": s == 1} for rid in ("a", "b") for s in (1, 2, 3, 4)]
     parity = loss_parity(pd.DataFrame(rows), ["a"], ["b"], 1e-5)
     assert parity.status == "MATCH" and parity.steps_compared == 3
+
+
+@pytest.mark.parametrize("name", ["epoch_counter_steps.log", "absl_glog_steps.log"])
+def test_epoch_counter_and_absl_header_step_lines_become_records(tmp_path, name):
+    # Megatron/PyTorch-script "Epoch [1/3] step: N" and absl "I1203 ... train.py:88] step: N"
+    # lines, with dynamo recompile warnings quoting a step between them (left out)
+    log = Path(__file__).parent / "fixtures" / "logs" / name
+    spec = make_spec(tmp_path, [str(WORKERS / "replay_log.py"), str(log)])
+    result = run_command(spec, Path(spec.run_dir))
+    recs = records(Path(spec.run_dir))
+    assert [r["step"] for r in recs] == list(range(1, 13)) and result.steps_logged == 12
+    assert recs[6] == {"kind": "step", "step": 7, "step_time_s": 0.277, "loss": 2.43}

@@ -167,13 +167,58 @@ def test_a_run_folder_deleted_in_a_copy_is_missing_there_not_read_from_the_origi
     assert runs.loc["fused-train-r2", "status"] == "NOT_RUN"
     assert collect(copy).results["fused-train-r2"] is None
     assert collect(original).runs.set_index("run_id").loc["fused-train-r2", "status"] == "OK"
+    # the copy's summary.json records the run as OK: the re-render refuses rather than
+    # overwrite that verdict with "not run" (and still never reads the original's folder)
+    before = {f: (copy / f).read_bytes() for f in ("summary.json", "report.md")}
     proc = subprocess.run([sys.executable, "-m", "afbench.report", str(copy)],
                           capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{copy}/runs/fused-train-r2: missing, but summary.json records it as run" in proc.stderr
+    assert str(original) not in proc.stderr
+    assert {f: (copy / f).read_bytes() for f in before} == before
+    assert (original / "runs" / "fused-train-r2" / "status.json").is_file()  # untouched
+
+
+def _rerender(out_dir: Path, *args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "afbench.report", str(out_dir), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("lang", [[], ["--lang", "zh"]])
+def test_rerendering_a_copy_missing_a_recorded_run_folder_refuses_and_rewrites_nothing(
+        tmp_path, lang):
+    copy = tmp_path / "v2"
+    shutil.copytree(STORED / "v2", copy)
+    shutil.rmtree(copy / "runs" / "fused-train-r1")
+    shutil.rmtree(copy / "runs" / "broken-train-r2")  # a FAILED run with its result
+    before = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+    proc = _rerender(copy, *lang)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines == [
+        f"afbench.report: error: {copy}/runs/fused-train-r1, {copy}/runs/broken-train-r2: "
+        "missing, but summary.json records them as run; restore the folders (or re-run with "
+        f"resume={copy}) — nothing was rewritten"], proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
+
+
+def test_a_run_the_summary_records_as_never_run_still_rerenders_without_its_folder(tmp_path):
+    # an interrupted experiment: summary.json holds the run as NOT_RUN, its folder absent
+    copy = tmp_path / "v2"
+    shutil.copytree(STORED / "v2", copy)
+    summary = json.loads((copy / "summary.json").read_text())
+    row = next(r for r in summary["runs"] if r["run_id"] == "fused-train-r2")
+    row.update(status="NOT_RUN", exit_code=None)
+    (copy / "summary.json").write_text(json.dumps(summary))
+    shutil.rmtree(copy / "runs" / "fused-train-r2")
+    proc = _rerender(copy)
     assert proc.returncode == 0, proc.stderr
     report = (copy / "report.md").read_text(encoding="utf-8")
-    assert "**fused vs plain: RUN_FAILED**" in report
-    assert "Why there is no number for `fused`: fused-train-r2: not run" in report
-    assert (original / "runs" / "fused-train-r2" / "status.json").is_file()  # untouched
+    assert "fused-train-r2: not run" in report
 
 
 def test_a_damaged_calibration_in_experiment_json_is_one_line_naming_the_key(tmp_path):

@@ -24,17 +24,36 @@ from afbench.analysis.errors import InvalidLog
 VERDICT_FIRST_STEP = 6
 VERDICT_LAST_STEP = 10
 
-#: Lines that are never step lines, whatever they contain: glog-style lines (``W1201
-#: 12:00:00.123456 4242 torch/_dynamo/convert_frame.py:964] ...``, the header of dynamo's
-#: recompile warnings, possibly behind a torchrun ``[rankN]:`` prefix), lines carrying a
-#: dynamo compile id or a progress counter in brackets (``[0/8]``, ``[6/10]``), tqdm bars
-#: (``60%|██████``) and anything naming ``torch._dynamo``.
-NOT_A_STEP_LINE = (
-    r"^(?:\[[^\]]*\]:)?[IWEF]\d{4}\s"
-    r"|\[\s*\d+\s*/\s*\d+\s*\]"
-    r"|\d%\|"
-    r"|torch\._dynamo"
+#: Lines that are never step lines, whatever they contain, each rule with the reason an
+#: error gives when it hides a line that reads like a step line:
+#:
+#: - PyTorch's own glog-style records: the header (``W1201 12:00:00.123456 4242
+#:   torch/_dynamo/convert_frame.py:964] ...``, possibly behind a torchrun ``[rankN]:``
+#:   prefix) names a file under ``torch/`` (dynamo's recompile warnings, PyTorch issue
+#:   150859). A glog/absl header naming the training script's own file (``I1203
+#:   09:00:00.123456 12345 train.py:88] step: 6 ...``, absl logging) is a step line;
+#: - a line that starts (after an optional rank prefix) with a dynamo compile id ``[0/8]``
+#:   (``[frame/recompile]``, ``[0/8_1]``), the tag of TORCH_LOGS records whose header was
+#:   cut. A counter later on the line (``Epoch [1/3] step: 6 ...``, Megatron/MindSpeed and
+#:   many PyTorch scripts) is no compile id;
+#: - tqdm bars (``60%|██████``) and anything naming ``torch._dynamo``.
+_NOT_A_STEP_RULES = (
+    (r"^(?:\[[^\]]*\]:)?\s*[IWEFV]\d{4}\s+[\d:.]+\s+\d+\s+(?:\S*/)?torch/[^\s\]]*:\d+\]",
+     "it is a glog record of a PyTorch file (torch/...), e.g. a dynamo recompile warning"),
+    (r"^(?:\[[^\]]*\]:)?\s*\[\s*\d+\s*/\s*\d+(?:_\d+)?\s*\]",
+     "it starts with a dynamo compile id ([frame/recompile], e.g. [0/8])"),
+    (r"\d%\|", "it holds a tqdm progress bar (N%|)"),
+    (r"torch\._dynamo", "it names torch._dynamo"),
 )
+NOT_A_STEP_LINE = "|".join(rule for rule, _ in _NOT_A_STEP_RULES)
+_NOT_A_STEP_RES = tuple((re.compile(rule), why) for rule, why in _NOT_A_STEP_RULES)
+
+#: The step line itself, without the exclusions (see :data:`DEFAULT_STEP_PATTERN`).
+_STEP_BODY = (
+    r"\bstep:\s*(?P<step>\d+)(?=\s|$)(?:.*?\bloss:\s*(?P<loss>\S+))?"
+    r".*?\belapsed_time_per_step:\s*(?P<value>\S+?)s?(?=\s|$)"
+)
+_STEP_BODY_RE = re.compile(_STEP_BODY)
 
 #: Matches ``step: N`` (N an integer token: ``step: 6.5``, ``step: 6/10`` and ``step=7`` are
 #: not steps) then, anywhere later on the line, ``elapsed_time_per_step: X``; a line matching
@@ -42,11 +61,20 @@ NOT_A_STEP_LINE = (
 #: (minus an optional trailing ``s``) so that a malformed value such as ``nan`` or ``n/a`` is
 #: reported rather than silently skipped. ``\bstep`` does not match inside
 #: ``elapsed_time_per_step`` (``_`` is a word character).
-DEFAULT_STEP_PATTERN = (
-    rf"^(?!.*(?:{NOT_A_STEP_LINE})).*?"
-    r"\bstep:\s*(?P<step>\d+)(?=\s|$)(?:.*?\bloss:\s*(?P<loss>\S+))?"
-    r".*?\belapsed_time_per_step:\s*(?P<value>\S+?)s?(?=\s|$)"
-)
+DEFAULT_STEP_PATTERN = rf"^(?!.*(?:{NOT_A_STEP_LINE})).*?" + _STEP_BODY
+
+
+def excluded_step_line(line: str) -> tuple[int, str] | None:
+    """``(step, reason)`` when ``line`` reads like a default-pattern step line but a rule of
+    :data:`NOT_A_STEP_LINE` keeps it out (the reason names the rule); None otherwise."""
+    body = _STEP_BODY_RE.search(line)
+    if body is None:
+        return None
+    for rule, why in _NOT_A_STEP_RES:
+        if rule.search(line):
+            return int(body.group("step")), why
+    return None
+
 
 # CSI (colours, cursor moves), OSC (titles, hyperlinks), charset selection (``tput sgr0``
 # emits ESC ( B) and two-byte escapes.
@@ -225,7 +253,9 @@ def parse_step_times(
         InvalidLog: a window step is missing or appears more than once, or its value is
             non-numeric, NaN, infinite, zero or negative; the message lists every problem
             with its step and line numbers, and says that several ranks are logging when
-            every window step appears equally often (see :func:`duplicate_step_problems`).
+            every window step appears equally often (see :func:`duplicate_step_problems`);
+            a missing step names each line that reads like its step line but is excluded
+            (:func:`excluded_step_line`), and why.
 
     A merged log whose step lines all carry torchrun's ``[rankN]:`` prefix, with several
     ranks present, is read for the lowest rank only (:func:`_lowest_rank_only`).
@@ -236,9 +266,13 @@ def parse_step_times(
 
     seen: dict[int, list[tuple[int, str, str]]] = {}
     ranks: dict[int, int | None] = {}  # line number -> the torchrun [rankN]: prefix's N
+    excluded: dict[int, list[str]] = {}  # step -> "line N (why)" of step-like lines left out
     for lineno, line in log_lines(text):
         match = compiled.search(line)
         if match is None:
+            hidden = excluded_step_line(line) if pattern == DEFAULT_STEP_PATTERN else None
+            if hidden is not None and first <= hidden[0] <= last:
+                excluded.setdefault(hidden[0], []).append(f"line {lineno} ({hidden[1]})")
             continue
         raw_step, raw_value = match.group("step"), match.group("value")
         if raw_step is None or raw_value is None:
@@ -264,7 +298,10 @@ def parse_step_times(
     for step in window:
         hits = seen.get(step, [])
         if not hits:
-            problems.append(f"step {step} is missing")
+            problems.append(f"step {step} is missing" + (
+                "; " + ", ".join(excluded[step]) + " reads like its step line but is not one "
+                "(if it is your loop's step line, set engine.step_pattern to match it)"
+                if step in excluded else ""))
             continue
         if len(hits) > 1:
             continue

@@ -1,6 +1,9 @@
 """Offline re-render: ``python -m afbench.report <output dir> [--lang en|zh]``.
 
 Re-collects the run directories, rewrites results/, summary.json and the report. Runs nothing.
+Refuses (exit 2, nothing rewritten) when a run folder that summary.json records as run is
+missing (a copy with ``runs/<run_id>/`` deleted): re-collecting would replace its stored
+outcome with "not run".
 The report in the language the directory ran with is report.md / report.html; in another
 language it is written beside them as report.<lang>.md / report.<lang>.html (a sweep:
 sweep_report.<lang>.md, with every job's report re-rendered in that language and linked).
@@ -46,6 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.out_dir / PLAN).is_file():
         print(f"afbench.report: error: {args.out_dir} holds no plan.json; give an afbench output "
               "directory (outputs/<date>/<time>-<experiment>-<pid>)", file=sys.stderr)
+        return 2
+    missing = OutDir(args.out_dir).recorded_runs_missing()
+    if missing:  # re-collecting would overwrite their stored verdicts with "not run"
+        them = "them" if len(missing) > 1 else "it"
+        print(f"afbench.report: error: {', '.join(map(str, missing))}: missing, but "
+              f"summary.json records {them} as run; restore the folder"
+              f"{'s' if len(missing) > 1 else ''} (or re-run with resume={args.out_dir}) "
+              "— nothing was rewritten", file=sys.stderr)
         return 2
     try:  # a hand-edited or damaged experiment.json is one line naming the file and key
         report = OutDir(args.out_dir).experiment().report

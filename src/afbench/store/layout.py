@@ -118,6 +118,26 @@ class OutDir:
         ``result()`` are None), even while the original directory still holds it."""
         return RunDir(self.path / RUNS / spec.run_id)
 
+    def recorded_runs_missing(self) -> list[Path]:
+        """The folders ``runs/<run_id>`` (:meth:`run`) that are missing here although
+        ``summary.json`` records their run as having run (a status other than ``NOT_RUN``:
+        ``OK``, ``FAILED`` with its result, ``SKIPPED``), in the summary's order: re-collecting
+        would turn each stored outcome into "not run". ``[]`` when summary.json or plan.json
+        is absent or unreadable (the re-render reports those), and for runs the summary
+        records as never run (an interrupted experiment)."""
+        from afbench.errors import AfbenchError
+
+        if not (self.summary_path.is_file() and self.plan_path.is_file()):
+            return []
+        try:
+            rows, plan = self.summary().runs, self.plan()
+        except AfbenchError:
+            return []
+        specs = {s.run_id: s for s in [*plan.runs, *(r.replaced for r in plan.reruns)]}
+        return [self.run(specs[row.run_id]).path for row in rows
+                if row.run_id in specs and row.status not in ("", "NOT_RUN")
+                and not self.run(specs[row.run_id]).path.is_dir()]
+
     def job_overrides(self) -> list[str]:
         """The job's command-line overrides, from Hydra's ``.hydra/overrides.yaml`` (``[]``
         when absent)."""
