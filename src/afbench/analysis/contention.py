@@ -52,27 +52,20 @@ from typing import Any
 
 PROC = Path("/proc")
 
-#: Thresholds of :func:`judge`, from bench/contention.py (bench/README.md §7, 2026-12-02):
-#: the command engine's matmul worker (1 BLAS thread, 2 CPUs), nothing planted, beside 1
-#: and 2 busy loops, and with 2 loops of its own, on a host loaded by other work (load 6-12).
-#: A thread of the process waited for a CPU more than this share of the window. A
-#: CPU-bound single-threaded step that waits a share w of its wall time takes 1/(1 - w) of
-#: its CPU time (the bench's wall/CPU followed it: 51% -> 1.90-1.96, 84% -> 5.64-5.78,
-#: 90% -> 8.65-10.19), so 10% allows steps at most ~11% longer than their CPU time; every
-#: run of the bench (load 6-12, nothing planted included) waited 51-91%; on an idle host
-#: (2026-12-03, load 0.6-0.8) 20 quiet runs waited 0.0-1.7% (0.3 s windows) and 0.0-0.1%
-#: (3 s windows): the line sits far from both (bench/README.md §7).
+#: Thresholds of :func:`judge`, from bench/contention.py (bench/README.md §7): its matmul
+#: worker (1 BLAS thread, 2 CPUs) quiet, beside busy loops and with loops of its own.
+#: A thread of the process waited for a CPU more than this share of the window. A CPU-bound
+#: step that waits a share w of its wall time takes 1/(1 - w) of its CPU time (measured:
+#: 51% -> 1.90-1.96, 84% -> 5.64-5.78), so 10% allows steps ~11% longer than their CPU time.
+#: Loaded runs (load 6-12) waited 51-91%; idle-host runs 0.0-1.7% (2026-12-03, 20 runs).
 RUN_QUEUE_WAIT_PCT = 10.0
 #: Without schedstat: the host had a task waiting for a CPU more than this share of the
 #: window (PSI some). System-wide: 96-100% in all 40 bench runs, waits of 51% and 91% alike,
 #: so it decides only where the process's own wait is unknown.
 CPU_PRESSURE_PCT = 50.0
-#: Steal above this share of the CPU time: a hypervisor gave the CPUs to another guest.
-#: Steal adds to a CPU-bound step's time as it is (the guest counts it as running, so it is
-#: not in the run-queue wait): 5% steal is a step ~5% slower, half the 10% wait allows, since
-#: it is another guest's load and not this host's. Measured on this VM: at most 3.1% on a
-#: loaded host (2026-12-02), 0-3.4% on an idle one (2026-12-03, 20 runs), so quiet runs sit
-#: below it; a newcomer's run saw 7% once and was rerun (bench/README.md §7).
+#: Steal above this share of the CPU time: a hypervisor gave the CPUs to another guest. It
+#: adds to a step as it is (not in the run-queue wait): 5% steal, a step ~5% slower. Quiet
+#: runs here saw 0-3.4% (idle host) and at most 3.1% (loaded); one newcomer run 7% (rerun).
 STEAL_PCT = 5.0
 #: A window shorter than this (seconds) is not judged: its shares rest on a few scheduler
 #: slices (CFS hands out 3-24 ms) and utime/stime ticks (10 ms), e.g. a test worker that
