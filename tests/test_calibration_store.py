@@ -234,3 +234,16 @@ def test_a_calibration_short_of_pairs_says_its_pairs_add_up(url, tmp_path, caplo
                   tmp_path / "out", url)
     assert "rests on 11 pairs (one round needs 12 pairs and no outlier run: run the same " \
            "experiment again, its pairs add to these)" in caplog.text
+
+
+def test_a_missing_kind_with_a_digest_is_named_with_the_settings_it_stands_for(
+        compose_cfg, tmp_path, url, caplog):
+    seed(url, EAGER, 2.5)
+    cfg = compose_cfg("experiment=calibrate_host", "backend=cpu", "experiment.repeats=1",
+                      "experiment.steps=10", "+experiment.variants.a_again.model.dtype=bfloat16")
+    plan = make_plan(validate_config(cfg), tmp_path / "out")
+    with caplog.at_level(logging.INFO):
+        kinds, found = cal.for_plan(plan, url)
+    assert found is None
+    assert f"no host calibration for {kinds['a_again']} (model.dtype=bfloat16)" in caplog.text
+    assert "the settings named in brackets" in caplog.text

@@ -103,6 +103,30 @@ def _settings(section: Any) -> dict[str, Any]:
             if k not in _NAMED_OR_NOT_PROGRAM}
 
 
+def _loop_settings(c: Any) -> dict[str, dict[str, Any]]:
+    """The builtin loop's program settings away from their defaults, by section."""
+    loop = {name: got for name, section in (("model", c.model), ("scheduler", c.scheduler),
+                                            ("data", c.data))
+            if (got := _settings(section))}
+    compile_ = c.optimization.compile.model_dump(exclude_defaults=True)
+    if compile_:
+        loop["compile"] = compile_
+    return loop
+
+
+def program_note(spec: RunSpec) -> str:
+    """What a kind's ``|p:`` digest stands for, in override words (``model.dtype=bfloat16``,
+    ``engine settings``, ``launcher.env``); '' when it has none."""
+    c = spec.config
+    words = [f"{'optimization.' if name == 'compile' else ''}{name}.{k}={v}"
+             for name, got in _loop_settings(c).items() for k, v in got.items()]
+    if any(k not in _NOT_PROGRAM for k in c.engine.model_dump()):
+        words.append(f"engine={c.engine.name} settings")
+    if spec.env:
+        words.append("launcher.env")
+    return ", ".join(words)
+
+
 def _program(c: Any, env: dict[str, str]) -> str:
     """``|p:<digest>`` of what else names the program a run is: a user command's or an external
     trainer's settings (two commands are two programs, whose spreads need not agree), the
@@ -110,12 +134,7 @@ def _program(c: Any, env: dict[str, str]) -> str:
     their defaults (a bfloat16 variant of a float32 run is another program: its spread and step
     time are its own); '' for the builtin loop at its defaults without an environment."""
     engine = {k: v for k, v in c.engine.model_dump().items() if k not in _NOT_PROGRAM}
-    loop = {name: got for name, section in (("model", c.model), ("scheduler", c.scheduler),
-                                            ("data", c.data))
-            if (got := _settings(section))}
-    compile_ = c.optimization.compile.model_dump(exclude_defaults=True)
-    if compile_:
-        loop["compile"] = compile_
+    loop = _loop_settings(c)
     if not engine and not env and not loop:
         return ""
     text = json.dumps({"engine": engine, "env": env, **loop}, sort_keys=True, default=str)
@@ -342,11 +361,15 @@ def for_plan(plan: Plan, url: str | None = None) -> tuple[dict[str, str], dict |
                      "; ".join(short))
     elif plan.repeats == 1 and others:
         missing = sorted({kinds[v] for v, f in zip(others, found) if f is None})
+        specs = {kinds[r.variant]: r for r in plan.runs if r.phase == plan.verdict_phase}
+        named = [f"{k} ({note})" if "|p:" in k and (note := program_note(specs[k])) else k
+                 for k in (missing or [base])]
         log.info("afbench: no host calibration for %s: a one-round verdict will be INCONCLUSIVE "
                  "(calibrate each kind once: python -m afbench experiment=calibrate_host with the "
-                 "same model, engine, window and switches, e.g. optimization.autofuse=true; or "
+                 "same model, engine, window, switches and settings, e.g. "
+                 "optimization.autofuse=true or the settings named in brackets; or "
                  "use experiment.repeats=5, which needs none and teaches this comparison its "
-                 "spread)", ", ".join(missing) if missing else base)
+                 "spread)", ", ".join(named))
     return kinds, chosen
 
 
