@@ -133,16 +133,23 @@ def test_status_json_carries_the_same_schema_version_as_the_other_outputs():
     assert status.schema_version == SCHEMA_VERSION
 
 
-def test_a_copied_directory_reads_its_own_runs_while_the_original_still_exists(tmp_path):
-    from afbench.collect import collect
-
+def original_and_copy(tmp_path: Path) -> tuple[Path, Path]:
+    """The stored v1 directory as an ``original`` whose plan names its own run folders (which
+    exist), and a ``copy`` of it (``cp -r``): a copy must read only its own folders."""
     original, copy = tmp_path / "original", tmp_path / "copy"
     shutil.copytree(STORED / "v1", original)
     plan = json.loads((original / "plan.json").read_text())
-    for run in plan["runs"]:  # the plan names the original's run directories, which exist
+    for run in plan["runs"]:
         run["run_dir"] = str(original / "runs" / run["run_id"])
     (original / "plan.json").write_text(json.dumps(plan))
     shutil.copytree(original, copy)
+    return original, copy
+
+
+def test_a_copied_directory_reads_its_own_runs_while_the_original_still_exists(tmp_path):
+    from afbench.collect import collect
+
+    original, copy = original_and_copy(tmp_path)
     result = copy / "runs" / "plain-train-r1" / "result.json"
     result.write_text(json.dumps({**json.loads(result.read_text()), "peak_rss_gib": 3.5}))
     assert collect(copy).results["plain-train-r1"].peak_rss_gib == 3.5
@@ -155,13 +162,7 @@ def test_a_run_folder_deleted_in_a_copy_is_missing_there_not_read_from_the_origi
 
     from afbench.collect import collect
 
-    original, copy = tmp_path / "original", tmp_path / "copy"
-    shutil.copytree(STORED / "v1", original)
-    plan = json.loads((original / "plan.json").read_text())
-    for run in plan["runs"]:  # the plan names the original's run directories, which exist
-        run["run_dir"] = str(original / "runs" / run["run_id"])
-    (original / "plan.json").write_text(json.dumps(plan))
-    shutil.copytree(original, copy)  # cp -r, then the user deletes one run in the copy
+    original, copy = original_and_copy(tmp_path)  # cp -r, then the user deletes one run
     shutil.rmtree(copy / "runs" / "fused-train-r2")
     runs = collect(copy).runs.set_index("run_id")
     assert runs.loc["fused-train-r2", "status"] == "NOT_RUN"
