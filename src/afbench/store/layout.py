@@ -134,9 +134,9 @@ class OutDir:
         except AfbenchError:
             return []
         specs = {s.run_id: s for s in [*plan.runs, *(r.replaced for r in plan.reruns)]}
-        return [self.run(specs[row.run_id]).path for row in rows
-                if row.run_id in specs and row.status not in ("", "NOT_RUN")
-                and not self.run(specs[row.run_id]).path.is_dir()]
+        ran = [self.run(specs[row.run_id]).path for row in rows
+               if row.run_id in specs and row.status not in ("", "NOT_RUN")]
+        return [folder for folder in ran if not folder.is_dir()]
 
     def job_overrides(self) -> list[str]:
         """The job's command-line overrides, from Hydra's ``.hydra/overrides.yaml`` (``[]``
