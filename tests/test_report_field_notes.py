@@ -53,12 +53,40 @@ def test_the_report_says_which_training_steps_the_profiler_labels_are(tmp_path):
     assert "torch.profiler labels" not in zh
 
 
-def test_labels_from_another_schedule_are_named_as_such(tmp_path):
-    # the fixture's window is training steps 3-5 (ProfilerStep#2-#4); the trace has #3-#5
+def test_labels_of_a_users_own_schedule_are_mapped_to_training_steps(tmp_path):
+    # the fixture's window is training steps 3-5 (ProfilerStep#2-#4); the trace was recorded
+    # by a user's own schedule(wait=1, warmup=2, active=3): #3-#5, training steps 4-6
     text = report(with_trace(tmp_path))
     assert ("The trace `runs/plain-profile-r1/profile/trace.json` labels its steps "
-            "ProfilerStep#3–#5, not the profiler window's ProfilerStep#2–#4 (training steps "
-            "3–5): its profiler ran with another schedule") in text
+            "ProfilerStep#3–#5: they are training steps 4–6, recorded by the run's own "
+            "profiler schedule (1 cycle(s) of 3 active step(s), the first after 3 unrecorded "
+            "step(s): skip_first + wait + warmup), not by the profiler window (training steps "
+            "3–5, ProfilerStep#2–#4).") in text
+    assert "训练第 4–6 步" in report(with_trace(tmp_path / "zh"), "zh")
+
+
+def test_labels_of_a_repeating_schedule_are_mapped_cycle_by_cycle(tmp_path):
+    # relabelled as a schedule(wait=2, warmup=0, active=2, repeat=2) cut short records them:
+    # #2-#3 and #6, training steps 3-4 and 7
+    out = with_trace(tmp_path)
+    trace = out / "runs" / "plain-profile-r1" / "profile" / "trace.json"
+    text = trace.read_text()
+    for old, new in (("#3", "#2"), ("#4", "#3"), ("#5", "#6")):
+        text = text.replace(f'"ProfilerStep{old}"', f'"ProfilerStep{new}"')
+    trace.write_text(text)
+    assert ("they are training steps 3–4, 7, recorded by the run's own profiler schedule "
+            "(2 cycle(s) of 2 active step(s), the first after 2 unrecorded step(s)") in report(out)
+
+
+def test_label_stretches_are_the_active_periods_of_the_schedules_cycles():
+    from afbench.analysis.traces import label_stretches, training_steps_of
+
+    # torch's schedule(skip_first=1, wait=1, warmup=1, active=2, repeat=2): counters 3-4, 7-8
+    schedule = {"skip_first": 1, "wait": 1, "warmup": 1, "active": 2, "repeat": 2}
+    labels = [t - 1 for t in training_steps_of(4, schedule)]
+    assert labels == [3, 4, 7, 8]
+    assert label_stretches(labels) == [(3, 4), (7, 8)]
+    assert label_stretches([5]) == [(5, 5)] and label_stretches([]) == []
 
 
 def test_no_trace_no_label_sentence(tmp_path):

@@ -13,7 +13,7 @@ import pandas as pd
 
 from afbench.analysis.contention import judge
 from afbench.analysis.errors import InvalidLog
-from afbench.analysis.kernels import load_kernel_table
+from afbench.analysis.op_table import OpTable, load_op_table
 from afbench.analysis.recompiles import (Recompile, recompile_caveat, recompile_in_records,
                                          recompile_in_window)
 from afbench.analysis.stats import describe, finite_mean
@@ -66,6 +66,9 @@ class Collected:
     kernels: pd.DataFrame
     results: dict[str, RunResult | None] = field(default_factory=dict)
     window_steps: dict[str, list[float]] = field(default_factory=dict)
+    # run_id -> what load_op_table found in a run's profile/ folder that gave no op table
+    # (no file of any format, no kernels in it, or a file that does not parse)
+    op_tables: dict[str, OpTable] = field(default_factory=dict)
 
     def spec(self, run_id: str) -> RunSpec:
         return next(r for r in launched_runs(self.plan) if r.run_id == run_id)
@@ -164,6 +167,7 @@ def collect(out_dir: Path) -> Collected:
     out_dir = Path(out_dir)
     plan, experiment = OutDir(out_dir).plan(), OutDir(out_dir).experiment()
     run_rows, step_rows, kernel_frames, results, window_steps = [], [], [], {}, {}
+    op_tables: dict[str, OpTable] = {}
     replaced_by = {r.replaced.run_id: r.by for r in plan.reruns}
     rerun_of = {r.by: r.replaced.run_id for r in plan.reruns}
     for spec in launched_runs(plan):
@@ -223,10 +227,13 @@ def collect(out_dir: Path) -> Collected:
                 for key in (*MEANS[sched.workload], "tokens_per_s", "step_cv_pct"):
                     row[key] = None
         run_rows.append(row)
-        table = load_kernel_table(run_dir / "profile") if (run_dir / "profile").is_dir() else None
-        if table is not None and len(table):
-            kernel_frames.append(table.assign(run_id=spec.run_id))
+        if (run_dir / "profile").is_dir():
+            found = load_op_table(run_dir / "profile")
+            if found.table is not None:
+                kernel_frames.append(found.table.assign(run_id=spec.run_id))
+            else:
+                op_tables[spec.run_id] = found
     kernels = (pd.concat(kernel_frames, ignore_index=True) if kernel_frames
                else pd.DataFrame(columns=["op_type", "count", "total_us", "ratio_pct", "run_id"]))
     return Collected(out_dir, plan, experiment, pd.DataFrame(run_rows), pd.DataFrame(step_rows),
-                     kernels, results, window_steps)
+                     kernels, results, window_steps, op_tables)

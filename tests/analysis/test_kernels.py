@@ -11,12 +11,12 @@ from afbench.analysis.kernels import (
     KERNEL_COLUMNS,
     build_kernel_table,
     diff_kernel_tables,
-    load_kernel_table,
     read_kernel_details,
     read_kernel_table,
     read_op_statistic,
     top_n,
 )
+from afbench.analysis.op_table import load_kernel_table
 
 
 def table(rows: list[tuple[str, int, float]]) -> pd.DataFrame:

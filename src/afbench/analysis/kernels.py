@@ -36,12 +36,14 @@ KERNEL_COLUMNS = ["op_type", "count", "total_us", "ratio_pct"]
 #: ``trace_view.json``): the distinct kernel names of the op type, sorted, joined by ``"; "``
 #: (``aclnnPowTensorScalar_PowAiCore_Pow``), so a table keyed by op type keeps them.
 KERNEL_NAMES = "kernel_names"
-_NAMES_SEP = "; "
+NAMES_SEP = "; "
 
 KERNEL_TABLE_FILENAME = "kernel_table.csv"
 OP_STATISTIC_FILENAME = "op_statistic.csv"
 KERNEL_DETAILS_FILENAME = "kernel_details.csv"
 TRACE_VIEW_FILENAME = "trace_view.json"  # torch_npu's Chrome trace (afbench.analysis.traces)
+#: Where a profile folder's op table comes from, which file is preferred and why none is
+#: found: :mod:`afbench.analysis.op_table` (also the ``.db`` export's reader).
 
 
 def _column_key(name: object) -> str:
@@ -114,9 +116,9 @@ def build_kernel_table(df: pd.DataFrame) -> pd.DataFrame:
     columns = list(KERNEL_COLUMNS)
     if KERNEL_NAMES in df:
         names: dict[str, set[str]] = {}
-        for op, joined in zip(frame["op_type"], df[KERNEL_NAMES].astype(str)):
-            names.setdefault(op, set()).update(n for n in joined.split(_NAMES_SEP) if n)
-        grouped[KERNEL_NAMES] = [_NAMES_SEP.join(sorted(names[op])) for op in grouped["op_type"]]
+        for op, joined in zip(frame["op_type"], df[KERNEL_NAMES].fillna("").astype(str)):
+            names.setdefault(op, set()).update(n for n in joined.split(NAMES_SEP) if n)
+        grouped[KERNEL_NAMES] = [NAMES_SEP.join(sorted(names[op])) for op in grouped["op_type"]]
         columns.append(KERNEL_NAMES)
     total = float(grouped["total_us"].sum())
     grouped["ratio_pct"] = grouped["total_us"] / total * 100.0 if total > 0 else 0.0
@@ -141,18 +143,25 @@ def read_kernel_details(path: Path | str) -> pd.DataFrame:
     """
     path = Path(path)
     df = _read_csv(path)
-    types = _pick(df, path, "Type")
+    types = _op_types(_pick(df, path, "Type"))
     durations = _numbers(_pick(df, path, "Duration(us)"), path, "Duration(us)")
-    rows = pd.DataFrame({"op_type": _op_types(types), "count": 1, "total_us": durations})
-    if _column_key("Name") in {_column_key(c) for c in df.columns}:
-        rows[KERNEL_NAMES] = _op_types(_pick(df, path, "Name")).to_numpy()
+    names = (_op_types(_pick(df, path, "Name"))
+             if _column_key("Name") in {_column_key(c) for c in df.columns} else None)
+    keys = [op_type_of(t, n)
+            for t, n in zip(types, names if names is not None else [None] * len(types))]
+    rows = pd.DataFrame({"op_type": keys, "count": 1, "total_us": durations.to_numpy()})
+    if names is not None:
+        rows[KERNEL_NAMES] = names.to_numpy()
     return build_kernel_table(rows)
 
 
 #: torch_npu's kernel names of aclnn operators: ``aclnn<API>_<implementation>_<OP Type>``
-#: (``aclnnPowTensorScalar_PowAiCore_Pow`` is a ``Pow``), the Name/Type pairs of
-#: ``kernel_details.csv``.
-_ACLNN_KERNEL = re.compile(r"^aclnn[A-Za-z0-9]+_.+_(?P<type>[A-Za-z][A-Za-z0-9]*)$")
+#: (``aclnnPowTensorScalar_PowAiCore_Pow`` is a ``Pow``) or, for an operator with a single
+#: implementation, ``aclnn<API>_<OP Type>`` (``aclnnAddRmsNorm_AddRmsNorm`` is an
+#: ``AddRmsNorm``): the Name/Type pairs of ``kernel_details.csv``.
+_ACLNN_KERNEL = re.compile(r"^aclnn[A-Za-z0-9]+_(?:.+_)?(?P<type>[A-Za-z][A-Za-z0-9]*)$")
+#: ``Type`` cells that name no type (torch_npu writes ``N/A`` where it has none).
+_NO_TYPE = {"", "n/a", "na", "none", "null", "<unknown>"}
 
 
 def kernel_op_type(name: str, known: dict[str, str] | None = None) -> str:
@@ -165,6 +174,17 @@ def kernel_op_type(name: str, known: dict[str, str] | None = None) -> str:
         return known[name]
     match = _ACLNN_KERNEL.match(name)
     return match.group("type") if match else name
+
+
+def op_type_of(type_cell: object, name: object = None) -> str:
+    """The op type of one launch given its ``Type`` cell and kernel ``Name`` (either may be
+    ``None``): the type, or the name where the type names none (``N/A``, empty), resolved by
+    :func:`kernel_op_type`, so that every format keys a launch alike
+    (``aclnnAddRmsNorm_AddRmsNorm`` with no type is an ``AddRmsNorm``)."""
+    text = "" if type_cell is None or pd.isna(type_cell) else str(type_cell).strip()
+    if text.lower() in _NO_TYPE and name is not None and not pd.isna(name):
+        text = str(name).strip()
+    return kernel_op_type(text) if text else "<unknown>"
 
 
 def kernel_types(profile_dir: Path | str) -> dict[str, str]:
@@ -268,9 +288,9 @@ def read_op_statistic(path: Path | str) -> pd.DataFrame:
     types = _pick(df, path, "OP Type", "op_type", "optype")
     counts = _numbers(_pick(df, path, "Count"), path, "Count")
     totals = _numbers(_pick(df, path, "Total Time(us)"), path, "Total Time(us)")
-    return build_kernel_table(
-        pd.DataFrame({"op_type": _op_types(types), "count": counts, "total_us": totals})
-    )
+    return build_kernel_table(pd.DataFrame(
+        {"op_type": [kernel_op_type(t) for t in _op_types(types)], "count": counts,
+         "total_us": totals}))
 
 
 def read_kernel_table(path: Path | str) -> pd.DataFrame:
@@ -313,51 +333,6 @@ def find_kernel_details(profile_dir: Path | str) -> list[Path]:
     sorted; empty when there is none or the folder does not exist."""
     root = Path(profile_dir)
     return _find_all(root, KERNEL_DETAILS_FILENAME) if root.is_dir() else []
-
-
-def _trace_view_kernels(path: Path) -> pd.DataFrame:
-    """The trace's device kernels keyed by op type like the CSV tables
-    (:func:`kernel_op_type`), each kernel name kept in :data:`KERNEL_NAMES`."""
-    # traces imports this module (build_kernel_table): importing it here avoids the cycle
-    from afbench.analysis.traces import read_trace
-
-    by_name = read_trace(path).kernels
-    known = kernel_types(path.parent)
-    return build_kernel_table(pd.DataFrame({
-        "op_type": [kernel_op_type(n, known) for n in by_name["op_type"]],
-        "count": by_name["count"], "total_us": by_name["total_us"],
-        KERNEL_NAMES: by_name["op_type"]}))
-
-
-def load_kernel_table(profile_dir: Path | str) -> pd.DataFrame | None:
-    """Best kernel table below ``profile_dir``, or ``None`` if it holds no source file.
-
-    Preference: ``kernel_table.csv``, else ``op_statistic.csv``, else ``kernel_details.csv``,
-    else, as the last resort, torch_npu's ``trace_view.json`` (device kernels of its ``Ascend
-    Hardware`` track, :func:`afbench.analysis.traces.read_trace`, keyed by op type as the CSVs
-    are, kernel names kept: :func:`kernel_op_type`); searched recursively, e.g.
-    in ``*_ascend_pt/ASCEND_PROFILER_OUTPUT/``. When several files of the chosen kind exist
-    (one per profiled rank), their tables are summed and ratios recomputed.
-
-    Raises:
-        ValueError: a chosen file is malformed (see the readers).
-    """
-    root = Path(profile_dir)
-    if not root.is_dir():
-        return None
-    readers = (
-        (KERNEL_TABLE_FILENAME, read_kernel_table),
-        (OP_STATISTIC_FILENAME, read_op_statistic),
-        (KERNEL_DETAILS_FILENAME, read_kernel_details),
-        (TRACE_VIEW_FILENAME, _trace_view_kernels),
-    )
-    for filename, reader in readers:
-        paths = _find_all(root, filename)
-        if len(paths) == 1:
-            return reader(paths[0])
-        if paths:
-            return build_kernel_table(pd.concat([reader(p) for p in paths], ignore_index=True))
-    return None
 
 
 def top_n(df: pd.DataFrame, n: int) -> pd.DataFrame:

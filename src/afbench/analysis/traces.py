@@ -258,6 +258,21 @@ def training_steps_of(
             for i in range(n_recorded)]
 
 
+def label_stretches(labels: Sequence[int]) -> list[tuple[int, int]]:
+    """The ``ProfilerStep#N`` labels as stretches of consecutive numbers, ``(first, last)``
+    each, in order: one stretch per active period of a ``torch.profiler.schedule`` cycle
+    (``schedule(wait=1, warmup=2, active=3, repeat=2)`` records #3-#5 and #9-#11). With
+    ``prof.step()`` after every training step, label ``N`` is training step ``N + 1``
+    whatever the schedule (:func:`training_steps_of`)."""
+    out: list[tuple[int, int]] = []
+    for n in sorted(set(labels)):
+        if out and n == out[-1][1] + 1:
+            out[-1] = (out[-1][0], n)
+        else:
+            out.append((n, n))
+    return out
+
+
 #: Chrome traces a profile folder may hold: afbench's own torch.profiler export, torchtitan's
 #: per-rank traces, torch_npu's ``trace_view.json``.
 TRACE_FILENAMES = ("trace.json", "rank*_trace.json", "rank*_trace.json.gz", "trace_view.json")

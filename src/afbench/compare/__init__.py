@@ -12,6 +12,7 @@ import pandas as pd
 
 from afbench.analysis import kernels as K
 from afbench.analysis.fusion import rmsnorm_evidence
+from afbench.analysis.op_table import op_rows
 from afbench.analysis.contention import uniform_slowdown
 from afbench.collect import Collected
 from afbench.config.models import ReportConfig
@@ -27,8 +28,8 @@ from afbench.switches.registry import compiles, requested_not_reported
 
 from afbench.compare.parity import (PLACEHOLDER_LOSS_REASON, generation_parity, loss_parity,
                                     parity_of)
-from afbench.compare.profiling import (kernel_tables, profiler_labels, profiling_pair,
-                                       profiling_reason, step_device_time)
+from afbench.compare.profiling import (kernel_tables, op_table_note, profiler_labels,
+                                       profiling_pair, profiling_reason, step_device_time)
 from afbench.compare.sides import (caveats_of, compile_cost, efficiency_of, failure_reasons,
                                    first_step, memory_change, memory_of, run_ids, side, status_of)
 from afbench.compare.speed import (VerdictPairs, run_contention, sequential_design, speed_of,
@@ -38,7 +39,7 @@ from afbench.compare.speed import (VerdictPairs, run_contention, sequential_desi
 __all__ = [
     "CAVEAT", "PLACEHOLDER_LOSS_REASON", "VerdictPairs", "caveats_of", "compare", "compare_pair",
     "comparisons", "compile_cost", "efficiency_of", "failure_reasons", "first_step",
-    "generation_parity", "kernel_tables", "loss_parity", "memory_change", "memory_of", "parity_of",
+    "generation_parity", "kernel_tables", "loss_parity", "op_table_note", "memory_change", "memory_of", "parity_of",
     "profiler_labels", "profiling_pair", "profiling_reason", "run_contention", "run_ids",
     "sequential_design", "side", "speed_of", "status_of", "step_device_time", "switch_records",
     "verdict_pairs", "workload_of",
@@ -186,6 +187,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
     kernels: dict[str, list[KernelRow]] = {}
     kernel_diffs: dict[str, list[KernelDiffRow]] = {}
     kernel_notes: dict[str, Message] = {}
+    op_table_notes: dict[str, Message] = {}
     fused_evidence: dict[str, FusedEvidence] = {}
     per_step: dict[str, StepDeviceTime] = {}
     if plan.profile_phase is not None:
@@ -193,7 +195,12 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
         # profiler step ids are 0-based (docs/reference.md §1)
         expected = [s - 1 for s in spec.config.optimization.profiler_window.steps]
         tables = kernel_tables(col)
-        kernels = {v: _records(K.top_n(t, report.top_n_kernels)) for v, t in tables.items()}
+        # typed rows (OpRow -> KernelRow by attribute): a reader's extra column stays out
+        kernels = {v: [KernelRow.model_validate(r, from_attributes=True)
+                       for r in op_rows(K.top_n(t, report.top_n_kernels))]
+                   for v, t in tables.items()}
+        op_table_notes = {v: note for v in plan.variants if v not in tables
+                          for note in [op_table_note(col, v)] if note is not None}
         for variant in plan.variants:
             rid = run_ids(col, variant, plan.profile_phase)[0]
             found = step_device_time(col.out_dir, rid) if status_of(col.runs, [rid]) == ["OK"] else None
@@ -230,6 +237,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
         "ranks": {rid: r.ranks for rid, r in results.items() if r.ranks},
         "comparisons": comps, "profiling": profiling, "kernels": kernels,
         "kernel_diffs": kernel_diffs, "kernel_notes": kernel_notes,
+        "op_table_notes": op_table_notes,
         "fused_evidence": fused_evidence,
         "step_device_time": per_step,
         # one round per variant, and something to compare (a single variant has no verdict)

@@ -9,6 +9,7 @@ import pandas as pd
 
 from afbench.analysis import kernels as K
 from afbench.analysis import traces as T
+from afbench.analysis.op_table import OP_TABLE_FILES
 from afbench.analysis.steptrace import ProfilingResult, profiling_status
 from afbench.collect import Collected
 from afbench.messages import Message, say
@@ -26,6 +27,22 @@ def kernel_tables(col: Collected) -> dict[str, pd.DataFrame]:
         if len(sel):
             tables[variant] = sel.drop(columns="run_id").reset_index(drop=True)
     return tables
+
+
+
+def op_table_note(col: Collected, variant: str) -> Message | None:
+    """Why ``variant``'s first profile run, which succeeded, has no op table
+    (:attr:`afbench.collect.Collected.op_tables`), as a catalog message naming its folder or
+    file; ``None`` when the run did not succeed or has one."""
+    rid = run_ids(col, variant, col.plan.profile_phase)[0]
+    found = col.op_tables.get(rid)
+    if found is None or status_of(col.runs, [rid]) != ["OK"]:
+        return None
+    shown = [str(p.relative_to(col.out_dir)) for p in found.files]
+    return say(f"op_table_{found.problem}", profile=f"runs/{rid}/profile",
+               files=", ".join(shown), found=found.detail or say("none"),
+               detail=found.detail.replace(str(found.files[0]) + ": ", "")
+               if found.files else found.detail, formats=", ".join(OP_TABLE_FILES))
 
 
 
@@ -73,8 +90,10 @@ def profiler_labels(col: Collected, run_id: str) -> tuple[list[int], Message | N
     steps from 0, so with ``prof.step()`` after every step the profiler window's training
     steps ``first..last`` carry the labels ``first-1..last-1``
     (:func:`afbench.analysis.traces.training_steps_of` with the window's schedule). Labels
-    that do not fit the window (the run's own profiler had another schedule) get a sentence
-    saying so. ``([], None)`` without a run that succeeded, a trace, or labels in it."""
+    that do not fit the window (the run's own profiler had its own schedule, e.g. a user's
+    ``schedule(wait=1, warmup=2, active=3[, repeat])``) are mapped to the training steps
+    they are (label + 1, per :func:`afbench.analysis.traces.label_stretches`), with that
+    schedule's cycles and active steps. ``([], None)`` without a run that succeeded, a trace, or labels in it."""
     if status_of(col.runs, [run_id]) != ["OK"]:
         return [], None
     profile = col.out_dir / "runs" / run_id / "profile"
@@ -97,8 +116,13 @@ def profiler_labels(col: Collected, run_id: str) -> tuple[list[int], Message | N
     if labels == [t - 1 for t in training]:  # the schedule's steps, labelled one off
         return labels, say("profiler_labels", **{**args, "first_step": training[0],
                                                  "last_step": training[-1]})
+    # the run's own schedule (a user's profiler): label N is still training step N + 1
+    stretches = T.label_stretches(labels)
+    steps = ", ".join(f"{a + 1}–{b + 1}" if b > a else f"{a + 1}" for a, b in stretches)
     return labels, say("profiler_labels_other", expected_first=window.first_step - 1,
-                       expected_last=window.last_step - 1, **args)
+                       expected_last=window.last_step - 1, steps=steps, cycles=len(stretches),
+                       cycle_active=max(b - a + 1 for a, b in stretches), ready=labels[0],
+                       **args)
 
 
 

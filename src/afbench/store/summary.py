@@ -44,12 +44,16 @@ class ProfilingComparison(Record):
 
 
 class KernelRow(Record):
-    """One op type of a normalised kernel table (afbench.analysis.kernels.KERNEL_COLUMNS)."""
+    """One op type of an op table: afbench.analysis.op_table.OpRow as stored (the same
+    fields: tests/test_profile_formats.py checks it), built from an OpRow's attributes, so
+    a column a reader adds never reaches the store. ``kernel_names``: the kernel names
+    behind the type (empty where the format names none; in summaries written before it)."""
 
     op_type: str
     count: int
     total_us: float
     ratio_pct: float
+    kernel_names: list[str] = []
 
 
 class KernelDiffRow(Record):
@@ -195,6 +199,9 @@ class Summary(StoredFile):
     # variant -> afbench.analysis.contention.uniform_slowdown_note of its op diff, when the
     # change is the same ratio across the ops the switch did not touch (a contended run)
     kernel_notes: dict[str, str | Message] = {}
+    # variant -> why its profile run, which succeeded, has no op table (no file of any
+    # format, a file without device kernels, or one that does not parse)
+    op_table_notes: dict[str, Message] = {}
     caveat: str = ""
     headline: list[str] = Field(default_factory=list)
 
