@@ -137,6 +137,16 @@ def test_a_db_without_the_compute_table_names_the_tables_it_needs(tmp_path):
         read_profiler_db(path)
 
 
+def test_a_db_task_without_an_end_is_named_not_summed(tmp_path):
+    source = next((PROFILES / "db" / "af_on").rglob("ascend_pytorch_profiler_0.db"))
+    path = tmp_path / source.name
+    shutil.copy(source, path)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE TASK SET endNs = NULL WHERE globalTaskId = 1")
+    with pytest.raises(ValueError, match=r"'aclnnAddRmsNorm_AddRmsNorm' has a startNs/endNs"):
+        read_profiler_db(path)
+
+
 # ------------------------------------------------------------------- end to end, a sweep
 
 def afbench(cwd: Path, *args: str) -> subprocess.CompletedProcess:

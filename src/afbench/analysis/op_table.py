@@ -83,12 +83,15 @@ def _names(joined: object) -> tuple[str, ...]:
     return tuple(sorted({n for n in joined.split(K.NAMES_SEP) if n}))
 
 
+# summed in SQLite (exact integers): a long profile's millions of tasks never reach Python
 _DB_QUERY = """
-SELECT t.endNs - t.startNs, op_type.value, name.value
+SELECT op_type.value, name.value, COUNT(*), SUM(t.endNs - t.startNs),
+       SUM(typeof(t.startNs) != 'integer' OR typeof(t.endNs) != 'integer')
 FROM COMPUTE_TASK_INFO AS c
 JOIN TASK AS t ON t.globalTaskId = c.globalTaskId
 LEFT JOIN STRING_IDS AS op_type ON op_type.id = c.opType
 LEFT JOIN STRING_IDS AS name ON name.id = c.name
+GROUP BY c.opType, c.name
 """
 
 
@@ -100,13 +103,13 @@ def read_profiler_db(path: Path | str) -> pd.DataFrame:
     opType, ...)`` holds one row per compute task, ``name`` and ``opType`` being ids into
     ``STRING_IDS(id, value)``; ``TASK(startNs, endNs, globalTaskId, ...)`` holds its device
     start and end (ns, local Unix time). Rows are grouped by ``opType`` (an aclnn name
-    resolved like a trace's, :func:`afbench.analysis.kernels.kernel_op_type`), ``count`` =
+    resolved like a trace's, :func:`afbench.analysis.kernels.op_type_of`), ``count`` =
     tasks, ``total_us`` = summed ``endNs - startNs``; the names kept in ``kernel_names``.
     Communication tasks (``COMMUNICATION_TASK_INFO``) are not compute ops and are left out.
 
     Raises:
         ValueError: not an SQLite database, a table or column above missing, or a task
-            whose start or end is not a number.
+            whose start or end is not a whole number of ns.
         OSError: the file cannot be opened.
     """
     path = Path(path)
@@ -118,14 +121,15 @@ def read_profiler_db(path: Path | str) -> pd.DataFrame:
     except sqlite3.DatabaseError as exc:
         raise ValueError(f"{path}: not a torch_npu profiler database "
                          f"(COMPUTE_TASK_INFO, TASK, STRING_IDS): {exc}") from None
-    bad = next((i for i, (dur, _t, _n) in enumerate(found) if not isinstance(dur, int)), None)
+    bad = next((name for _t, name, _n, _s, odd in found if odd), None)
     if bad is not None:
-        raise ValueError(f"{path}: TASK row of compute task {bad + 1} has a startNs/endNs "
-                         f"that is not a whole number of ns")
-    names = ["<unknown>" if n is None else str(n) for _d, _t, n in found]
+        raise ValueError(f"{path}: a TASK row of {bad!r} has a startNs/endNs that is not a "
+                         f"whole number of ns")
+    names = ["<unknown>" if name is None else str(name) for _t, name, _n, _s, _o in found]
     return K.build_kernel_table(pd.DataFrame({
-        "op_type": [K.op_type_of(t, n) for _d, t, n in found],
-        "count": [1] * len(found), "total_us": [ns_to_us(d) for d, _t, _n in found],
+        "op_type": [K.op_type_of(t, n) for (t, *_rest), n in zip(found, names)],
+        "count": [n for _t, _name, n, _s, _o in found],
+        "total_us": [ns_to_us(total) for _t, _name, _n, total, _o in found],
         K.KERNEL_NAMES: names}))
 
 
