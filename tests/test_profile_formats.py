@@ -243,7 +243,8 @@ def test_a_graph_mode_variant_without_an_op_table_says_why_in_the_report(sweep):
                               capture_output=True, text=True, timeout=300)
     assert rerender.returncode == 0, rerender.stderr[-2000:]
     zh = (job / "report.zh.md").read_text(encoding="utf-8")
-    assert "没有算子表, af_on: `runs/af_on-profile-r1/profile` 中没有可读取算子表的文件" in zh
+    assert ("没有算子表, af_on: `runs/af_on-profile-r1/profile` 中没有可读取算子表的文件"
+            in zh)
     assert "其中只有：step_trace_time.csv" in zh
     assert "holds none of the files" not in zh
 

@@ -5,8 +5,10 @@ Formats, searched recursively below the folder (``*_ascend_pt/ASCEND_PROFILER_OU
 this order of preference (the first kind found is read; several files of it, one per
 profiled rank, are summed):
 
-1. ``kernel_table.csv``: afbench's own table (:func:`afbench.analysis.kernels.read_kernel_table`);
-2. ``op_statistic.csv``: torch_npu's per-type statistics (:func:`~afbench.analysis.kernels.read_op_statistic`);
+1. ``kernel_table.csv``: afbench's own table
+   (:func:`afbench.analysis.kernels.read_kernel_table`);
+2. ``op_statistic.csv``: torch_npu's per-type statistics
+   (:func:`~afbench.analysis.kernels.read_op_statistic`);
 3. ``kernel_details.csv``, with or without ``Step Id``: one row per launch
    (:func:`~afbench.analysis.kernels.read_kernel_details`);
 4. ``ascend_pytorch_profiler_<rank>.db``: torch_npu's ``export_type=Db`` export

@@ -39,7 +39,8 @@ from afbench.compare.speed import (VerdictPairs, run_contention, sequential_desi
 __all__ = [
     "CAVEAT", "PLACEHOLDER_LOSS_REASON", "VerdictPairs", "caveats_of", "compare", "compare_pair",
     "comparisons", "compile_cost", "efficiency_of", "failure_reasons", "first_step",
-    "generation_parity", "kernel_tables", "loss_parity", "op_table_note", "memory_change", "memory_of", "parity_of",
+    "generation_parity", "kernel_tables", "loss_parity", "memory_change", "memory_of",
+    "op_table_note", "parity_of",
     "profiler_labels", "profiling_pair", "profiling_reason", "run_contention", "run_ids",
     "sequential_design", "side", "speed_of", "status_of", "step_device_time", "switch_records",
     "verdict_pairs", "workload_of",

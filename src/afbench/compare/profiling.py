@@ -93,7 +93,8 @@ def profiler_labels(col: Collected, run_id: str) -> tuple[list[int], Message | N
     that do not fit the window (the run's own profiler had its own schedule, e.g. a user's
     ``schedule(wait=1, warmup=2, active=3[, repeat])``) are mapped to the training steps
     they are (label + 1, per :func:`afbench.analysis.traces.label_stretches`), with that
-    schedule's cycles and active steps. ``([], None)`` without a run that succeeded, a trace, or labels in it."""
+    schedule's cycles and active steps. ``([], None)`` without a run that succeeded, a
+    trace, or labels in it."""
     if status_of(col.runs, [run_id]) != ["OK"]:
         return [], None
     profile = col.out_dir / "runs" / run_id / "profile"
