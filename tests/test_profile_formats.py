@@ -238,6 +238,8 @@ def test_a_graph_mode_variant_without_an_op_table_says_why_in_the_report(sweep):
             "op table is read from (kernel_table.csv, op_statistic.csv, kernel_details.csv, "
             "ascend_pytorch_profiler_*.db, trace_view.json); it holds: step_trace_time.csv."
             ) in report
+    html = (job / "report.html").read_text(encoding="utf-8")
+    assert "No op table, af_on: <code>runs/af_on-profile-r1/profile</code> holds none" in html
     # the documented re-render command, in the other language
     rerender = subprocess.run([sys.executable, "-m", "afbench.report", str(job), "--lang", "zh"],
                               capture_output=True, text=True, timeout=300)
