@@ -121,6 +121,27 @@ def test_a_trace_without_device_kernels_is_no_kernels(tmp_path):
     assert found.problem == NO_KERNELS and found.files == (out / "trace_view.json",)
 
 
+def test_a_torch_profiler_trace_gives_its_device_kernels_or_says_it_has_none(tmp_path):
+    import gzip
+
+    cpu_only = Path(__file__).parent / "fixtures" / "traces" / (
+        "torch_profiler_wait1_warmup2_active3.json")
+    (tmp_path / "cpu").mkdir()
+    shutil.copy(cpu_only, tmp_path / "cpu" / "trace.json")
+    assert load_op_table(tmp_path / "cpu").problem == NO_KERNELS
+    # torchtitan's per-rank trace of a CUDA run: its kernels, each its own type
+    folder = tmp_path / "cuda" / "iteration_10"
+    folder.mkdir(parents=True)
+    events = {"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_tn", "pid": 0, "tid": 7,
+         "ts": 100 + 10 * i, "dur": 4} for i in range(3)]}
+    with gzip.open(folder / "rank0_trace.json.gz", "wt", encoding="utf-8") as fh:
+        json.dump(events, fh)
+    rows = op_rows(load_op_table(tmp_path / "cuda").table)
+    assert [(r.op_type, r.count, r.total_us) for r in rows] == [
+        ("ampere_sgemm_128x64_tn", 3, 12.0)]
+
+
 def test_a_file_that_does_not_parse_is_unreadable_with_the_readers_message(tmp_path):
     (tmp_path / "ascend_pytorch_profiler_0.db").write_bytes(b"not sqlite at all" * 100)
     found = load_op_table(tmp_path)
@@ -236,7 +257,8 @@ def test_a_graph_mode_variant_without_an_op_table_says_why_in_the_report(sweep):
     report = (job / "report.md").read_text(encoding="utf-8")
     assert ("No op table, af_on: `runs/af_on-profile-r1/profile` holds none of the files an "
             "op table is read from (kernel_table.csv, op_statistic.csv, kernel_details.csv, "
-            "ascend_pytorch_profiler_*.db, trace_view.json); it holds: step_trace_time.csv."
+            "ascend_pytorch_profiler_*.db, trace_view.json, trace.json or rank*_trace.json[.gz]); "
+            "it holds: step_trace_time.csv."
             ) in report
     html = (job / "report.html").read_text(encoding="utf-8")
     assert "No op table, af_on: <code>runs/af_on-profile-r1/profile</code> holds none" in html

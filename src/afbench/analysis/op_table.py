@@ -13,8 +13,10 @@ profiled rank, are summed):
    (:func:`~afbench.analysis.kernels.read_kernel_details`);
 4. ``ascend_pytorch_profiler_<rank>.db``: torch_npu's ``export_type=Db`` export
    (:func:`read_profiler_db`);
-5. ``trace_view.json``: the last resort, the device kernels of its ``Ascend Hardware``
-   track (:func:`afbench.analysis.traces.read_trace`).
+5. ``trace_view.json``: the device kernels of its ``Ascend Hardware`` track
+   (:func:`afbench.analysis.traces.read_trace`);
+6. the last resort, a torch.profiler chrome trace (``trace.json``, torchtitan's
+   ``rank<r>_trace.json[.gz]``): its device kernels (CUDA kernels are their own type).
 
 Every format keys its rows by op type (``kernel_details.csv``'s ``Type``): an aclnn kernel
 name resolves to its type (:func:`afbench.analysis.kernels.kernel_op_type`), so a diff of
@@ -24,6 +26,7 @@ two formats lists each op type once.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,6 +152,9 @@ def _trace_view_kernels(path: Path) -> pd.DataFrame:
         K.KERNEL_NAMES: by_name["op_type"]}))
 
 
+_TORCH_TRACE = re.compile(r"^rank\d+_trace\.json(?:\.gz)?$")
+
+
 def _is_profiler_db(filename: str) -> bool:
     return filename.startswith(PROFILER_DB_PREFIX) and filename.endswith(PROFILER_DB_SUFFIX)
 
@@ -160,6 +166,9 @@ _FORMATS = (
     (lambda f: f == K.KERNEL_DETAILS_FILENAME, K.read_kernel_details, K.KERNEL_DETAILS_FILENAME),
     (_is_profiler_db, read_profiler_db, f"{PROFILER_DB_PREFIX}_*{PROFILER_DB_SUFFIX}"),
     (lambda f: f == K.TRACE_VIEW_FILENAME, _trace_view_kernels, K.TRACE_VIEW_FILENAME),
+    # a torch.profiler chrome trace a command or torchtitan run wrote (its CUDA kernels)
+    (lambda f: f == "trace.json" or _TORCH_TRACE.match(f) is not None, _trace_view_kernels,
+     "trace.json or rank*_trace.json[.gz]"),
 )
 #: The file names a profile folder's op table is read from, in order of preference.
 OP_TABLE_FILES = tuple(shown for _m, _r, shown in _FORMATS)
