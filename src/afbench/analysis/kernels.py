@@ -42,8 +42,8 @@ KERNEL_TABLE_FILENAME = "kernel_table.csv"
 OP_STATISTIC_FILENAME = "op_statistic.csv"
 KERNEL_DETAILS_FILENAME = "kernel_details.csv"
 TRACE_VIEW_FILENAME = "trace_view.json"  # torch_npu's Chrome trace (afbench.analysis.traces)
-#: Where a profile folder's op table comes from, which file is preferred and why none is
-#: found: :mod:`afbench.analysis.op_table` (also the ``.db`` export's reader).
+# which file a profile folder's op table is read from, and why none is found:
+# afbench.analysis.op_table (also the reader of torch_npu's .db export)
 
 
 def _column_key(name: object) -> str:
