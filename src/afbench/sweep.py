@@ -21,6 +21,7 @@ from typing import Any
 
 
 from afbench.errors import OutputError
+from afbench.io import inside
 from afbench.messages import Message, say
 from afbench.pairing import SWEEP_BASELINE, baseline_setting, same_value, split_override
 from afbench.store import (SWEEP_SUMMARY, SWEEP_SUMMARY_FILE, MainEffect, Speed, SweepRow,
@@ -61,15 +62,16 @@ def _job_dirs(sweep_dir: Path) -> list[Path]:
 
 def _report_settings(jobs: list[Path]) -> dict[str, Any]:
     """The ``report`` section the jobs ran with (from their experiment.json), so that an
-    offline re-render keeps the sweep's own baseline, confidence level, language and
-    templates."""
+    offline re-render keeps the sweep's own baseline, confidence level and language; never
+    its ``template_dir`` (templates come from the installed package or from the caller:
+    :func:`afbench.report.render.stored_report`)."""
     for job in jobs:
         try:
             exp = OutDir(job).experiment()
         except OutputError:
             continue
         if exp.config is not None:
-            return exp.config.report.model_dump(mode="json")
+            return exp.config.report.model_dump(mode="json", exclude={"template_dir"})
     return {}
 
 
@@ -125,7 +127,7 @@ MEMORY_FIELDS = ("peak_rss_gib", "peak_memory_allocated_gib", "peak_memory_reser
                  "tflops_per_device", "mfu_pct")
 
 
-def _job_report(job: Path, lang: str) -> str | None:
+def _job_report(job: Path, lang: str, template_dir: str | None = None) -> str | None:
     """The job's HTML report in ``lang``, relative to the sweep folder: ``<job>/report.html``
     in the job's own language, ``<job>/report.<lang>.html`` in another, re-rendered here from
     the job's runs (:func:`afbench.report.render.build_report`, with the job's own report
@@ -139,7 +141,8 @@ def _job_report(job: Path, lang: str) -> str | None:
     if lang != own and (job / "plan.json").is_file():
         settings = _report_settings([job])
         try:
-            build_report(job, ReportConfig.model_validate({**settings, "lang": lang}))
+            build_report(job, ReportConfig.model_validate({**settings, "lang": lang,
+                                                           "template_dir": template_dir}))
         except Exception as exc:  # the sweep page still links the job's own report
             log.warning("afbench: job %s: report in %s failed: %s", job.name, lang, exc)
             name = "report.html"
@@ -147,7 +150,7 @@ def _job_report(job: Path, lang: str) -> str | None:
 
 
 def _combinations(job: Path, setting: dict[str, str], keys: list[str],
-                  lang: str = "en") -> list[_Combination]:
+                  lang: str = "en", template_dir: str | None = None) -> list[_Combination]:
     """One entry per variant of one job (one entry, failed, for a job that never planned),
     from the variant's verdict-phase runs: each run's strict-parse window, its median and
     bursts (:func:`afbench.verdict.runs.run_statistic`), step CV, memory and efficiency;
@@ -169,7 +172,7 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
     runs = col.runs.set_index("run_id")
     phase = col.plan.verdict_phase
     workload = workload_of(col)
-    report = _job_report(job, lang)
+    report = _job_report(job, lang, template_dir)
     paired = col.plan.baseline == SWEEP_BASELINE
     own = [v for v in col.plan.variants if not (paired and v == SWEEP_BASELINE)]
     out = []
@@ -283,10 +286,10 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     and every job's report is re-rendered in it too (``<job>/report.<lang>.html``), linked
     from the page; the jobs' own reports stay.
 
-    ``baseline`` (``"key=value,key=value"``), ``level`` (family-wise confidence), ``lang``
-    and ``template_dir`` default to the ``report`` settings the jobs ran with
-    (``report.sweep_baseline``, ``report.confidence``, ``report.lang``,
-    ``report.template_dir``). Each of the m comparisons gets the Bonferroni level
+    ``baseline`` (``"key=value,key=value"``), ``level`` (family-wise confidence) and ``lang``
+    default to the ``report`` settings the jobs ran with (``report.sweep_baseline``,
+    ``report.confidence``, ``report.lang``); ``template_dir`` (a user's templates, rendered
+    in Jinja2's sandbox) is the caller's only, never one the jobs' files name. Each of the m comparisons gets the Bonferroni level
     ``1 - (1 - level) / m`` (:func:`afbench.verdict.sweep_level`). Combinations are
     ranked by their gain over the baseline combination (the paired estimate the verdict
     gives: for a job paired beside the baseline, against its own baseline runs), largest
@@ -294,7 +297,9 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     come last.
 
     Raises ConfigError naming ``report.sweep_baseline`` when no combination matches it, or
-    ``report.template_dir`` when that is not a folder.
+    ``report.template_dir`` when that is not a folder; OutputError, before writing anything,
+    when a job folder is a symlink out of ``sweep_dir`` or sweep_summary.json is of a newer
+    schema.
     """
     # pandas, scipy and Jinja2 load only once a report is written, not at Hydra start-up
     from afbench.analysis.factorial import UNTRUSTED_CV_PCT
@@ -303,7 +308,8 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     from afbench.report.render import render_sweep
 
     sweep_dir = Path(sweep_dir).resolve()
-    jobs = _job_dirs(sweep_dir)
+    jobs = [inside(job, sweep_dir) for job in _job_dirs(sweep_dir)]  # no job -> /elsewhere
+    SWEEP_SUMMARY_FILE.refuse_newer(sweep_dir / SWEEP_SUMMARY)
     settings = _report_settings(jobs)
     if baseline is None:
         baseline = settings.get("sweep_baseline")
@@ -317,7 +323,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     combos: list[_Combination] = []
     for job, ovs in zip(jobs, all_overrides):
         setting = {k: v for k, v in map(split_override, ovs) if k in keys}
-        combos += _combinations(job, setting, keys, report.lang)
+        combos += _combinations(job, setting, keys, report.lang, report.template_dir)
     # every launch (reruns of contended runs included), and those of the baseline beside a job
     n_runs = sum(c.launched for c in combos)
     n_beside = sum(c.launched for c in combos if c.paired_base)
