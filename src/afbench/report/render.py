@@ -209,8 +209,8 @@ def environment(template_dir: str | None) -> jinja2.Environment:
 def verdict_words(lang: str = "en", template_dir: str | None = None) -> Any:
     """The macros of templates/verdict_words.j2 bound to the labels of ``lang``:
     ``verdict_line(c)``, ``speed_note(speed)``, ``headline(c)``, ``method_sentence(cs)``."""
-    return environment(template_dir).get_template("verdict_words.j2").make_module(
-        {"L": labels(lang)})
+    return _fill_template(environment(template_dir), "verdict_words.j2", {"L": labels(lang)},
+                          module=True)
 
 
 def fill_lines(summary: Summary, report: ReportConfig) -> Summary:
@@ -226,12 +226,15 @@ def fill_lines(summary: Summary, report: ReportConfig) -> Summary:
     return summary
 
 
-def _fill_template(env: jinja2.Environment, name: str, context: dict[str, Any]) -> str:
-    """Template ``name`` rendered with ``context``. Raises ConfigError naming
-    ``report.template_dir`` and the template when a sandboxed (user's) template does what the
-    sandbox refuses or fails to render: one line, not a traceback."""
+def _fill_template(env: jinja2.Environment, name: str, context: dict[str, Any],
+                   module: bool = False) -> Any:
+    """Template ``name`` rendered with ``context`` (``module``: its macros, bound to it).
+    Raises ConfigError naming ``report.template_dir`` and the template when a sandboxed
+    (user's) template does what the sandbox refuses or fails to render: one line, not a
+    traceback."""
     try:
-        return env.get_template(name).render(**context)
+        template = env.get_template(name)
+        return template.make_module(context) if module else template.render(**context)
     except jinja2.TemplateError as exc:
         if not env.sandboxed:
             raise
