@@ -25,7 +25,7 @@ _URL_PASSWORD = re.compile(r"(://[^:/@\s'\"]*:)[^@\s'\"]+@")
 #: ``NAME=value`` (an override, a log line), ``NAME: value`` (YAML), ``"NAME": "value"`` (JSON)
 _ASSIGNED = re.compile(
     r"""(\b(?:[A-Z0-9_]*(?:_TOKEN|_KEY)|[A-Z0-9_]*(?:PASSWORD|SECRET)[A-Z0-9_]*)\b["']?"""
-    r"""[ \t]*[:=][ \t]*)("[^"\n]*"|'[^'\n]*'|[^\s,'"\]}]+)""")
+    r"""[ \t]*[:=][ \t]*)("[^"\n]*"|'[^'\n]*'|[^\s,;'"\])}]+)""")
 
 
 def is_secret_name(name: str) -> bool:
