@@ -289,8 +289,8 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     ``baseline`` (``"key=value,key=value"``), ``level`` (family-wise confidence) and ``lang``
     default to the ``report`` settings the jobs ran with (``report.sweep_baseline``,
     ``report.confidence``, ``report.lang``); ``template_dir`` (a user's templates, rendered
-    in Jinja2's sandbox) is the caller's only, never one the jobs' files name. Each of the m comparisons gets the Bonferroni level
-    ``1 - (1 - level) / m`` (:func:`afbench.verdict.sweep_level`). Combinations are
+    in Jinja2's sandbox) is the caller's only, never one the jobs' files name. Each of the m
+    comparisons gets the Bonferroni level ``1 - (1 - level) / m`` (:func:`afbench.verdict.sweep_level`). Combinations are
     ranked by their gain over the baseline combination (the paired estimate the verdict
     gives: for a job paired beside the baseline, against its own baseline runs), largest
     first, then by the median of their runs' median step times; those without a valid result

@@ -4,11 +4,13 @@ A value is secret when it is the password of a URL (``scheme://user:PASSWORD@hos
 ``history.url``) or the value of an environment variable (``launcher.env``, ``engine.env``)
 whose name ends in ``_TOKEN`` or ``_KEY`` or holds ``PASSWORD`` or ``SECRET``
 (``HF_TOKEN``, ``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD``). Files get :data:`MASK` in its
-place: afbench's JSON files (:func:`masked`, in :meth:`afbench.store.versioning.FileSchema.write`),
-a run's ``config.yaml``, Hydra's ``.hydra/`` copies and ``multirun.yaml``
-(:func:`afbench.cli.mask_hydra_files`) and afbench's log lines (:class:`MaskingFilter`). The run still gets
-the real values: the launcher hands them to the worker in its environment, and the worker
-puts them back into the RunSpec it reads (:func:`unmask_env`).
+place: afbench's JSON files (:func:`masked`, in
+:meth:`afbench.store.versioning.FileSchema.write`), a run's ``config.yaml``, Hydra's ``.hydra/``
+copies and ``multirun.yaml`` (:func:`afbench.cli.mask_hydra_files`) and afbench's log lines
+(:class:`MaskingFilter`, on cli.log's handler). The run still gets the real values: the
+launcher hands them to the worker in its environment, and the worker puts them back into the
+RunSpec it reads (:func:`unmask_env`). A run's own output (stdout.log) is its program's, not
+filtered.
 """
 
 from __future__ import annotations
