@@ -265,3 +265,19 @@ def test_an_environment_name_ending_in_a_newline_is_refused():
 
     with pytest.raises(ValidationError, match="must match"):
         LauncherConfig(env={"HF_HOME\n": "/data"})
+
+
+def test_an_op_name_with_dollar_signs_is_drawn_as_it_is_not_as_mathtext():
+    from afbench.report.plots import report_plots
+    from afbench.report.render import labels
+    from afbench.store import load_summary
+
+    summary = load_summary(json.loads((STORED / "v2" / "summary.json").read_text()))
+    names = ["aten::$\\frac{a}{$", "op_$x^2$_fused", "$$"]
+    for row, name in zip(summary.kernels["plain"], names):
+        row.op_type = name
+    plots = report_plots(summary, None, labels("en"))
+    assert plots["kernels_note"] == labels("en")["no_kernel_plot"]  # no plot failed
+    svg = plots["kernels"]["plain"].svg
+    for name in names:  # each drawn as its own characters (SVG text, fonts not embedded)
+        assert name.replace("&", "&amp;").replace("<", "&lt;") in svg, name
