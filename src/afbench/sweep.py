@@ -26,7 +26,7 @@ from afbench.messages import Message, say
 from afbench.pairing import SWEEP_BASELINE, baseline_setting, same_value, split_override
 from afbench.store import (SWEEP_SUMMARY, SWEEP_SUMMARY_FILE, MainEffect, Speed, SweepRow,
                            SweepSummary)
-from afbench.store import OutDir
+from afbench.store import OutDir, SweepDir
 from afbench.verdict.words import RUN_FAILED, SKIPPED
 
 log = logging.getLogger(__name__)
@@ -290,11 +290,12 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     default to the ``report`` settings the jobs ran with (``report.sweep_baseline``,
     ``report.confidence``, ``report.lang``); ``template_dir`` (a user's templates, rendered
     in Jinja2's sandbox) is the caller's only, never one the jobs' files name. Each of the m
-    comparisons gets the Bonferroni level ``1 - (1 - level) / m`` (:func:`afbench.verdict.sweep_level`). Combinations are
-    ranked by their gain over the baseline combination (the paired estimate the verdict
-    gives: for a job paired beside the baseline, against its own baseline runs), largest
-    first, then by the median of their runs' median step times; those without a valid result
-    come last.
+    comparisons gets the Bonferroni level ``1 - (1 - level) / m``
+    (:func:`afbench.verdict.sweep_level`). Combinations are ranked by their gain over the
+    baseline combination (the paired estimate the verdict gives: for a job paired beside the
+    baseline, against its own baseline runs), largest first, then by the median of their
+    runs' median step times; those without a valid result come last. Combinations the
+    command line asked for that no job folder holds are ``never_ran``.
 
     Raises ConfigError naming ``report.sweep_baseline`` when no combination matches it, or
     ``report.template_dir`` when that is not a folder; OutputError, before writing anything,
@@ -346,6 +347,12 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     ranked = sorted(rows, key=lambda r: (r.verdict in (RUN_FAILED, SKIPPED), r.gain_pct is None,
                                          -(r.gain_pct or 0.0), r.median_step_s is None,
                                          r.median_step_s or 0.0))
+    # what the command line asked for and no job folder holds (a sweep stopped early)
+    ran = [dict(map(split_override, ovs)) for ovs in all_overrides]
+    never_ran = [",".join(f"{k}={v}" for k, v in want.items())
+                 for want in SweepDir(sweep_dir).asked()
+                 if not any(all(same_value(r.get(k, ""), v) for k, v in want.items())
+                            for r in ran)]
     summary = SweepSummary(
         sweep_dir=str(sweep_dir), jobs=len(jobs), swept_keys=keys,
         baseline=base.row.name if base else None, sweep_baseline=baseline, confidence=level,
@@ -353,6 +360,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
         beside=sum(r.beside_baseline for r in rows), runs=n_runs, beside_runs=n_beside,
         main_effects=main_effects(rows, keys, base.row if base else None, level),
         failed=[r.name for r in rows if r.verdict == RUN_FAILED],
+        never_ran=never_ran,
         untrusted=[r.name for r in rows if r.untrusted], cv_threshold_pct=UNTRUSTED_CV_PCT,
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     SWEEP_SUMMARY_FILE.write(sweep_dir / SWEEP_SUMMARY, summary)
@@ -440,10 +448,11 @@ def main_effects(rows: list[SweepRow], keys: list[str], base: SweepRow | None,
 
 def verdict_lines(summary: SweepSummary) -> list[str]:
     """One line per combination, ranked: ``name: VERDICT<note>, gain +x.xx%`` (``n/a``
-    without a gain), ``[untrusted]`` where its runs are."""
+    without a gain), ``[untrusted]`` where its runs are; then ``name: never ran`` per
+    combination asked for that no job folder holds."""
     out = []
     for c in summary.combinations:
         gain = f"{c.gain_pct:+.2f}%" if c.gain_pct is not None else "n/a"
         out.append(f"{c.name}: {c.verdict}{c.note}, gain {gain}"
                    + (" [untrusted]" if c.untrusted else ""))
-    return out
+    return out + [f"{name}: never ran" for name in summary.never_ran]

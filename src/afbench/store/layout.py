@@ -198,6 +198,16 @@ class SweepDir:
         except Exception:
             return {}
 
+    def asked(self) -> list[dict[str, str]]:
+        """Every combination the sweep's command line asked for (swept key -> value), in the
+        order Hydra's basic sweeper runs them (the product of :meth:`swept_values`, the first
+        key slowest); ``[]`` when ``multirun.yaml`` cannot tell."""
+        import itertools
+
+        values = self.swept_values()
+        return [dict(zip(values, combo)) for combo in itertools.product(*values.values())
+                ] if values else []
+
     def jobs(self) -> list[OutDir]:
         """The job folders that hold a finished experiment, in job-number order."""
         found = [OutDir(p) for p in self.path.iterdir() if p.is_dir() and OutDir(p).is_experiment()]
