@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import jinja2
@@ -87,6 +88,11 @@ def test_a_template_folder_given_on_the_command_line_renders_in_the_sandbox(tmp_
     (tpl / "report.md.j2").write_text('{{ "{n.__init__.__globals__}" | fill(n=s) }}\n')
     assert report_main([str(copy), "--template-dir", str(tpl)]) == 2
     assert "SecurityError: fill: field {n.__init__.__globals__}" in capsys.readouterr().err
+    # the labels the installed templates fill their sentences from cannot be changed
+    (tpl / "report.md.j2").write_text('{% set _ = L.update({"v_no_interval": "{x}"}) %}\n')
+    assert report_main([str(copy), "--template-dir", str(tpl)]) == 2
+    assert "SecurityError: access to attribute 'update' of 'dict'" in capsys.readouterr().err
+    assert not marker.exists() and (copy / "report.md").read_bytes() == before
 
 
 def test_a_users_own_templates_still_render_with_the_installed_ones_in_the_sandbox(
@@ -296,3 +302,18 @@ def test_a_partial_sweep_report_names_the_combinations_that_never_ran(tmp_path, 
     assert f"{never}`report.min_gain_pct=4.0`" in (sweep / "sweep_report.md").read_text()
     assert f"{never}<code>report.min_gain_pct=4.0</code>" in \
         (sweep / "sweep_report.html").read_text()
+
+
+def test_the_history_page_renders_stored_text_as_text_not_as_a_template(tmp_path):
+    from test_history import T0, _write_all, planted
+
+    from afbench.history.__main__ import main as history_main
+
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    name = "{{ 7 * 7 }}{% include 'x' %}"  # an experiment name as an imported record holds it
+    _write_all(url, *[planted(name, T0 + timedelta(hours=k), 1.0, k) for k in range(3)])
+    out = tmp_path / "history.html"
+    assert history_main(["--url", url, "report", "-o", str(out)]) == 0
+    for page in (out, out.with_suffix(".md")):
+        text = page.read_text(encoding="utf-8")
+        assert "{{ 7 * 7 }}{% include " in text, page  # as stored: never compiled
