@@ -83,6 +83,14 @@ def test_a_template_folder_given_on_the_command_line_renders_in_the_sandbox(tmp_
         "to attribute '__init__'"), err
     assert not marker.exists()
     assert (copy / "report.md").read_bytes() == before
+    # the same inside a macro the report calls later
+    (tpl / "verdict_words.j2").write_text(
+        "{% macro verdict_line(c) %}" + PLANT.format(marker).replace("self.", "c.") +
+        "{% endmacro %}{% macro headline(c) %}{% endmacro %}")
+    assert report_main([str(copy), "--template-dir", str(tpl)]) == 2
+    assert "verdict_words.j2: SecurityError: access to attribute '__init__' of 'Comparison'" \
+        in capsys.readouterr().err
+    assert not marker.exists()
     # a str.format field that walks past its argument is refused too (it reads os.environ)
     (tpl / "verdict_words.j2").unlink()
     (tpl / "report.md.j2").write_text('{{ "{n.__init__.__globals__}" | fill(n=s) }}\n')

@@ -218,9 +218,17 @@ def fill_lines(summary: Summary, report: ReportConfig) -> Summary:
     lines) in ``report.lang``, from templates/verdict_words.j2: the sentences of a verdict are
     written there and nowhere else. Returns ``summary``, changed in place."""
     module = verdict_words(report.lang, report.template_dir)
-    for c in summary.comparisons:
-        c.verdict_line = str(module.verdict_line(c))
-    summary.headline = [str(module.headline(c)) for c in summary.comparisons]
+    try:
+        for c in summary.comparisons:
+            c.verdict_line = str(module.verdict_line(c))
+        summary.headline = [str(module.headline(c)) for c in summary.comparisons]
+    except jinja2.TemplateError as exc:  # a macro of a user's verdict_words.j2, sandboxed
+        if not report.template_dir:
+            raise
+        from afbench.errors import ConfigError  # only on this error path
+
+        raise ConfigError(f"report.template_dir: verdict_words.j2: {type(exc).__name__}: "
+                          f"{exc}") from None
     summary.headline += [f"{labels(report.lang)['profiling']} {p.variant}: {p.status}"
                          for p in summary.profiling]
     return summary
