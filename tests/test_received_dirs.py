@@ -63,8 +63,12 @@ def test_a_template_folder_named_in_experiment_json_is_never_rendered(
     plant_templates(copy / "tpl", marker)
     store_template_dir(copy, str(copy / "tpl") if where == "absolute" else "tpl")
     monkeypatch.chdir(copy)  # where the relative folder resolves
-    assert report_main([str(copy)]) == 0, capsys.readouterr().err
+    assert report_main([str(copy)]) == 0
     assert not marker.exists()
+    stored = str(copy / "tpl") if where == "absolute" else "tpl"
+    assert capsys.readouterr().err.splitlines() == [
+        f"afbench.report: note: experiment.json names report.template_dir {stored!r}; a "
+        "re-render uses only the templates given with --template-dir"]
     report = (copy / "report.md").read_text(encoding="utf-8")
     assert "fused vs plain" in report and "uid=" not in report  # the installed templates
     assert "uid=" not in (copy / "report.html").read_text(encoding="utf-8")

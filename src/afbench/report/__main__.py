@@ -66,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     try:  # a hand-edited or damaged experiment.json is one line naming the file and key
         report = stored_report(args.out_dir).model_copy(update={
             "template_dir": args.template_dir, **({"lang": args.lang} if args.lang else {})})
+        stored = OutDir(args.out_dir).experiment().report.template_dir
+        if stored and not args.template_dir:  # said, so a missing custom page is no surprise
+            print(f"afbench.report: note: experiment.json names report.template_dir {stored!r}; "
+                  "a re-render uses only the templates given with --template-dir",
+                  file=sys.stderr)
         summary = build_report(args.out_dir, report)
     except AfbenchError as exc:
         print(f"afbench.report: error: {exc}", file=sys.stderr)
