@@ -123,7 +123,9 @@ def test_zh_rerender_uses_the_users_template_folder(sweep, tmp_path):
     from afbench.report.__main__ import main as report_main
 
     english = (copy / "sweep_report.html").read_text(encoding="utf-8")
-    assert report_main([str(copy), "--lang", "zh"]) == 0
+    # the user names the template folder again: a stored report.template_dir is never used
+    tpl = sweep.parent / "tpl"
+    assert report_main([str(copy), "--lang", "zh", "--template-dir", str(tpl)]) == 0
     zh = labels("zh")
     # beside the English page (the jobs ran in English), which stays as it was
     md = (copy / "sweep_report.zh.md").read_text(encoding="utf-8")

@@ -43,7 +43,10 @@ def test_compiled_templates_are_cached_between_invocations_and_an_edit_recompile
     cfg = ReportConfig(template_dir=str(tpl), formats=["md"])
     (path,) = render(Summary(experiment="e"), tmp_path, cfg)
     assert path.read_text() == "first e\n"
-    cached = sorted((tmp_path / "cache" / "jinja").glob("*.cache"))
+    # a user's template compiles in the sandbox, to its own cache: code the plain environment
+    # compiled (calls unchecked) is never loaded into the sandbox
+    assert not list((tmp_path / "cache" / "jinja").glob("*.cache"))
+    cached = sorted((tmp_path / "cache" / "jinja-sandbox").glob("*.cache"))
     assert len(cached) == 1  # the user's template, compiled once and stored
     first = cached[0].read_bytes()
     (tpl / "report.md.j2").write_text("second {{ s.experiment }}\n")  # same name, new source

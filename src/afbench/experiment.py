@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import shutil
 import time
 from datetime import datetime, timezone
@@ -131,7 +132,8 @@ def resume_index(root: Path) -> dict[str, Path]:
     invalid-log runs are left out, so they run again.
 
     Raises ConfigError naming ``resume`` when ``root`` is not a directory or holds no
-    afbench experiment (:func:`resume_problem`)."""
+    afbench experiment (:func:`resume_problem`), or naming the link when a run folder holds
+    a symlink or is one (:func:`_refuse_links`): nothing is read outside ``root``."""
     root = Path(root)
     problem = resume_problem(root)
     if problem:
@@ -139,6 +141,7 @@ def resume_index(root: Path) -> dict[str, Path]:
     index: dict[str, Path] = {}
     for status_path in sorted(root.rglob(f"{RUNS}/*/{STATUS}")):
         run_dir = status_path.parent
+        _refuse_links(run_dir, root)  # before reading any of its files
         try:
             status = STATUS_FILE.read(status_path)
         except OutputError:
@@ -149,6 +152,20 @@ def resume_index(root: Path) -> dict[str, Path]:
                 and (run_dir / RESULT).is_file() and _window_parses(run_dir, digest)):
             index[digest] = run_dir
     return index
+
+
+def _refuse_links(run_dir: Path, root: Path) -> None:
+    """Raises ConfigError naming ``resume`` and the first symlink found in ``run_dir`` (or
+    on its way from ``root``): a reused run is copied into the new output directory, and a
+    link in it would copy (or read) whatever it points to, /etc/passwd or a whole folder."""
+    rel = run_dir.relative_to(root)
+    links = [root / q for q in (*reversed(rel.parents), rel)
+             if q.parts and (root / q).is_symlink()]
+    links = links or sorted(p for p in run_dir.rglob("*") if p.is_symlink())
+    if links:
+        raise ConfigError(f"resume: {links[0]} is a symlink (to {os.readlink(links[0])}); a "
+                          "reused run is copied and a link would bring what it points to: "
+                          f"remove the link from {root}, or drop resume=")
 
 
 def resume_root(resume: Path, job_num: int | None) -> Path | None:
@@ -166,7 +183,8 @@ def resume_root(resume: Path, job_num: int | None) -> Path | None:
 def reuse_run(spec: RunSpec, source: Path) -> RunStatus:
     """Copy a finished run (same config hash) into this experiment instead of running it."""
     run_dir = Path(spec.run_dir)
-    shutil.copytree(source, run_dir, ignore=shutil.ignore_patterns("cache", "tmp"))
+    # links as links (resume_index refused any): never a file from outside ``source``
+    shutil.copytree(source, run_dir, symlinks=True, ignore=shutil.ignore_patterns("cache", "tmp"))
     RUNSPEC_FILE.write(run_dir / RUNSPEC, spec)
     status = STATUS_FILE.read(run_dir / STATUS).model_copy(update={
         "run_id": spec.run_id, "reason": f"resumed from {source}"})
@@ -405,7 +423,7 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     try:
         statuses = execute_plan(plan, resume, out_dir / PLAN)
     finally:
-        summary = build_report(out_dir)
+        summary = build_report(out_dir, conf.report)  # the templates of the config composed now
         log.info("afbench: report %s", out_dir / REPORT_MD)
     for line in summary.headline:
         log.info("%s", line)

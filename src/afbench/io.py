@@ -61,3 +61,20 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 def read_json(path: Path) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def inside(path: Path, root: Path) -> Path:
+    """``path`` (a file or folder about to be written in the directory ``root``) when it still
+    lies in ``root`` with every symlink on its way followed: a received directory whose
+    ``results`` links to another folder must not have afbench write there. (The writes above
+    are safe for a link at the file itself: the rename replaces the link, not its target.)
+
+    Raises OutputError naming ``path`` and where it leads when that is outside ``root``."""
+    from afbench.errors import OutputError
+
+    real, top = Path(path).resolve(), Path(root).resolve()
+    if real != top and top not in real.parents:
+        raise OutputError(f"{path}: a symlink leads it to {real}, outside {top}; afbench "
+                          "writes nothing through links out of the directory it writes: "
+                          "remove the link")
+    return Path(path)

@@ -21,11 +21,12 @@ from typing import Any
 
 
 from afbench.errors import OutputError
+from afbench.io import inside
 from afbench.messages import Message, say
 from afbench.pairing import SWEEP_BASELINE, baseline_setting, same_value, split_override
 from afbench.store import (SWEEP_SUMMARY, SWEEP_SUMMARY_FILE, MainEffect, Speed, SweepRow,
                            SweepSummary)
-from afbench.store import OutDir
+from afbench.store import OutDir, SweepDir
 from afbench.verdict.words import RUN_FAILED, SKIPPED
 
 log = logging.getLogger(__name__)
@@ -61,15 +62,16 @@ def _job_dirs(sweep_dir: Path) -> list[Path]:
 
 def _report_settings(jobs: list[Path]) -> dict[str, Any]:
     """The ``report`` section the jobs ran with (from their experiment.json), so that an
-    offline re-render keeps the sweep's own baseline, confidence level, language and
-    templates."""
+    offline re-render keeps the sweep's own baseline, confidence level and language; never
+    its ``template_dir`` (templates come from the installed package or from the caller:
+    :func:`afbench.report.render.stored_report`)."""
     for job in jobs:
         try:
             exp = OutDir(job).experiment()
         except OutputError:
             continue
         if exp.config is not None:
-            return exp.config.report.model_dump(mode="json")
+            return exp.config.report.model_dump(mode="json", exclude={"template_dir"})
     return {}
 
 
@@ -125,7 +127,7 @@ MEMORY_FIELDS = ("peak_rss_gib", "peak_memory_allocated_gib", "peak_memory_reser
                  "tflops_per_device", "mfu_pct")
 
 
-def _job_report(job: Path, lang: str) -> str | None:
+def _job_report(job: Path, lang: str, template_dir: str | None = None) -> str | None:
     """The job's HTML report in ``lang``, relative to the sweep folder: ``<job>/report.html``
     in the job's own language, ``<job>/report.<lang>.html`` in another, re-rendered here from
     the job's runs (:func:`afbench.report.render.build_report`, with the job's own report
@@ -139,7 +141,8 @@ def _job_report(job: Path, lang: str) -> str | None:
     if lang != own and (job / "plan.json").is_file():
         settings = _report_settings([job])
         try:
-            build_report(job, ReportConfig.model_validate({**settings, "lang": lang}))
+            build_report(job, ReportConfig.model_validate({**settings, "lang": lang,
+                                                           "template_dir": template_dir}))
         except Exception as exc:  # the sweep page still links the job's own report
             log.warning("afbench: job %s: report in %s failed: %s", job.name, lang, exc)
             name = "report.html"
@@ -147,7 +150,7 @@ def _job_report(job: Path, lang: str) -> str | None:
 
 
 def _combinations(job: Path, setting: dict[str, str], keys: list[str],
-                  lang: str = "en") -> list[_Combination]:
+                  lang: str = "en", template_dir: str | None = None) -> list[_Combination]:
     """One entry per variant of one job (one entry, failed, for a job that never planned),
     from the variant's verdict-phase runs: each run's strict-parse window, its median and
     bursts (:func:`afbench.verdict.runs.run_statistic`), step CV, memory and efficiency;
@@ -169,7 +172,7 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
     runs = col.runs.set_index("run_id")
     phase = col.plan.verdict_phase
     workload = workload_of(col)
-    report = _job_report(job, lang)
+    report = _job_report(job, lang, template_dir)
     paired = col.plan.baseline == SWEEP_BASELINE
     own = [v for v in col.plan.variants if not (paired and v == SWEEP_BASELINE)]
     out = []
@@ -283,18 +286,21 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     and every job's report is re-rendered in it too (``<job>/report.<lang>.html``), linked
     from the page; the jobs' own reports stay.
 
-    ``baseline`` (``"key=value,key=value"``), ``level`` (family-wise confidence), ``lang``
-    and ``template_dir`` default to the ``report`` settings the jobs ran with
-    (``report.sweep_baseline``, ``report.confidence``, ``report.lang``,
-    ``report.template_dir``). Each of the m comparisons gets the Bonferroni level
-    ``1 - (1 - level) / m`` (:func:`afbench.verdict.sweep_level`). Combinations are
-    ranked by their gain over the baseline combination (the paired estimate the verdict
-    gives: for a job paired beside the baseline, against its own baseline runs), largest
-    first, then by the median of their runs' median step times; those without a valid result
-    come last.
+    ``baseline`` (``"key=value,key=value"``), ``level`` (family-wise confidence) and ``lang``
+    default to the ``report`` settings the jobs ran with (``report.sweep_baseline``,
+    ``report.confidence``, ``report.lang``); ``template_dir`` (a user's templates, rendered
+    in Jinja2's sandbox) is the caller's only, never one the jobs' files name. Each of the m
+    comparisons gets the Bonferroni level ``1 - (1 - level) / m``
+    (:func:`afbench.verdict.sweep_level`). Combinations are ranked by their gain over the
+    baseline combination (the paired estimate the verdict gives: for a job paired beside the
+    baseline, against its own baseline runs), largest first, then by the median of their
+    runs' median step times; those without a valid result come last. Combinations the
+    command line asked for that no job folder holds are ``never_ran``.
 
     Raises ConfigError naming ``report.sweep_baseline`` when no combination matches it, or
-    ``report.template_dir`` when that is not a folder.
+    ``report.template_dir`` when that is not a folder; OutputError, before writing anything,
+    when a job folder is a symlink out of ``sweep_dir`` or sweep_summary.json is of a newer
+    schema.
     """
     # pandas, scipy and Jinja2 load only once a report is written, not at Hydra start-up
     from afbench.analysis.factorial import UNTRUSTED_CV_PCT
@@ -303,7 +309,8 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     from afbench.report.render import render_sweep
 
     sweep_dir = Path(sweep_dir).resolve()
-    jobs = _job_dirs(sweep_dir)
+    jobs = [inside(job, sweep_dir) for job in _job_dirs(sweep_dir)]  # no job -> /elsewhere
+    SWEEP_SUMMARY_FILE.refuse_newer(sweep_dir / SWEEP_SUMMARY)
     settings = _report_settings(jobs)
     if baseline is None:
         baseline = settings.get("sweep_baseline")
@@ -317,7 +324,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     combos: list[_Combination] = []
     for job, ovs in zip(jobs, all_overrides):
         setting = {k: v for k, v in map(split_override, ovs) if k in keys}
-        combos += _combinations(job, setting, keys, report.lang)
+        combos += _combinations(job, setting, keys, report.lang, report.template_dir)
     # every launch (reruns of contended runs included), and those of the baseline beside a job
     n_runs = sum(c.launched for c in combos)
     n_beside = sum(c.launched for c in combos if c.paired_base)
@@ -340,6 +347,12 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     ranked = sorted(rows, key=lambda r: (r.verdict in (RUN_FAILED, SKIPPED), r.gain_pct is None,
                                          -(r.gain_pct or 0.0), r.median_step_s is None,
                                          r.median_step_s or 0.0))
+    # what the command line asked for and no job folder holds (a sweep stopped early)
+    ran = [dict(map(split_override, ovs)) for ovs in all_overrides]
+    never_ran = [",".join(f"{k}={v}" for k, v in want.items())
+                 for want in SweepDir(sweep_dir).asked()
+                 if not any(all(same_value(r.get(k, ""), v) for k, v in want.items())
+                            for r in ran)]
     summary = SweepSummary(
         sweep_dir=str(sweep_dir), jobs=len(jobs), swept_keys=keys,
         baseline=base.row.name if base else None, sweep_baseline=baseline, confidence=level,
@@ -347,6 +360,7 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
         beside=sum(r.beside_baseline for r in rows), runs=n_runs, beside_runs=n_beside,
         main_effects=main_effects(rows, keys, base.row if base else None, level),
         failed=[r.name for r in rows if r.verdict == RUN_FAILED],
+        never_ran=never_ran,
         untrusted=[r.name for r in rows if r.untrusted], cv_threshold_pct=UNTRUSTED_CV_PCT,
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     SWEEP_SUMMARY_FILE.write(sweep_dir / SWEEP_SUMMARY, summary)
@@ -434,10 +448,11 @@ def main_effects(rows: list[SweepRow], keys: list[str], base: SweepRow | None,
 
 def verdict_lines(summary: SweepSummary) -> list[str]:
     """One line per combination, ranked: ``name: VERDICT<note>, gain +x.xx%`` (``n/a``
-    without a gain), ``[untrusted]`` where its runs are."""
+    without a gain), ``[untrusted]`` where its runs are; then ``name: never ran`` per
+    combination asked for that no job folder holds."""
     out = []
     for c in summary.combinations:
         gain = f"{c.gain_pct:+.2f}%" if c.gain_pct is not None else "n/a"
         out.append(f"{c.name}: {c.verdict}{c.note}, gain {gain}"
                    + (" [untrusted]" if c.untrusted else ""))
-    return out
+    return out + [f"{name}: never ran" for name in summary.never_ran]

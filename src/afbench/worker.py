@@ -14,12 +14,24 @@ import sys
 import traceback
 from pathlib import Path
 
+from afbench.config.secrets import unmask_env
 from afbench.engines.registry import engine_for
 from afbench.errors import ConfigError, RunFailed, RunSkipped
-from afbench.runspec import ERROR_PREFIX, SKIP_PREFIX, SKIPPED_EXIT_CODE
+from afbench.runspec import ERROR_PREFIX, SKIP_PREFIX, SKIPPED_EXIT_CODE, RunSpec
 from afbench.store.names import RESULT
 from afbench.store.result import RESULT_FILE  # not the summary's models: they cost 0.08 s
 from afbench.store.run import RUNSPEC_FILE
+
+
+def with_secrets(spec: RunSpec) -> RunSpec:
+    """``spec`` as read from runspec.json, which holds secrets masked, with each masked
+    ``launcher.env`` / ``engine.env`` value taken from this process's environment, where the
+    launcher put the real one (:func:`afbench.config.secrets.unmask_env`)."""
+    engine = spec.config.engine
+    if getattr(engine, "env", None):
+        engine = engine.model_copy(update={"env": unmask_env(engine.env)})
+    return spec.model_copy(update={"env": unmask_env(spec.env), "config": spec.config.model_copy(
+        update={"engine": engine})})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m afbench.worker <run_dir>/runspec.json", file=sys.stderr)
         return 2
-    spec = RUNSPEC_FILE.read(Path(argv[0]))
+    spec = with_secrets(RUNSPEC_FILE.read(Path(argv[0])))
     rank = int(os.environ.get("RANK", "0"))
     if rank:
         # under torchrun: only rank 0 writes the log the verdict is parsed from

@@ -43,7 +43,7 @@ from afbench.cli.args import (combinations_to_check, free_form_argv, is_multirun
 from afbench.cli.problems import config_problems
 from afbench.cli.recipes import RECIPE_PATH_ENV, recipe_dirs, register, selected_recipes
 from afbench.errors import AfbenchError
-from afbench.store.names import PLAN
+from afbench.store.names import MULTIRUN_YAML, PLAN
 
 # afbench.config (pydantic models, ~0.2 s) and afbench.plan are imported where a composed
 # config is validated: a key Hydra cannot compose (the common typo) is reported without them.
@@ -68,6 +68,22 @@ def _fail(lines: list[str], code: int, exc: BaseException | None = None,
     sys.exit(code)
 
 
+def mask_hydra_files(folder: Path) -> None:
+    """Rewrite Hydra's copies of the config in ``folder`` (``.hydra/config.yaml``,
+    ``hydra.yaml``, ``overrides.yaml``; a sweep folder's ``multirun.yaml``), which Hydra
+    writes before the task starts, with every secret masked
+    (:func:`afbench.config.secrets.mask_text`); a file without one is left as it is, a link
+    is never followed."""
+    from afbench.config.secrets import mask_text
+    from afbench.io import write_text_atomic
+
+    for path in (*sorted((folder / ".hydra").glob("*.yaml")), folder / MULTIRUN_YAML):
+        if path.is_file() and not path.is_symlink():
+            text = path.read_text(encoding="utf-8")
+            if mask_text(text) != text:
+                write_text_atomic(path, mask_text(text))
+
+
 def _task(cfg: DictConfig, checks: list | None = None) -> None:
     """Hydra's task: one job. ``checks``: the preflight already run before the output
     directory existed (single runs), so it is not run twice."""
@@ -80,7 +96,9 @@ def _task(cfg: DictConfig, checks: list | None = None) -> None:
 
     verbose = bool(cfg.get("verbose", False)) or os.environ.get("HYDRA_FULL_ERROR") == "1"
     hydra_cfg = HydraConfig.get()
+    mask_hydra_files(Path(hydra_cfg.runtime.output_dir))  # first: Hydra has just written them
     if hydra_cfg.mode == RunMode.MULTIRUN:
+        mask_hydra_files(Path(hydra_cfg.sweep.dir))
         # A failing job must not end the sweep: its files say it failed (sweep_summary.json).
         job = f"job {hydra_cfg.job.num} ({','.join(hydra_cfg.overrides.task)})"
         try:
@@ -97,7 +115,8 @@ def _task(cfg: DictConfig, checks: list | None = None) -> None:
             # Ctrl-C / SIGTERM stops the whole sweep; the finished jobs still get their report
             log.error("afbench: sweep interrupted in %s; partial results are kept", job)
             try:
-                build_sweep_report(Path(hydra_cfg.sweep.dir))
+                build_sweep_report(Path(hydra_cfg.sweep.dir),
+                                   template_dir=OmegaConf.select(cfg, "report.template_dir"))
             except Exception as exc:  # the jobs' own reports are there in any case
                 log.error("afbench: no sweep report: %s", exc)
             sys.exit(130)

@@ -19,7 +19,7 @@ def env_vars(value: Any) -> dict[str, str]:
         raise ValueError(f"expected a mapping of NAME: value, got {value!r}")
     out = {}
     for name, val in value.items():
-        if not ENV_NAME.match(str(name)):
+        if not ENV_NAME.fullmatch(str(name)):
             raise ValueError(f"environment variable name {name!r} must match [A-Z_][A-Z0-9_]*")
         if isinstance(val, (dict, list)) or val is None:
             raise ValueError(f"{name}: value must be a string or number, got {val!r}")

@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from afbench.config.base import NAME_PATTERN, Section, env_vars
+from afbench.config.secrets import mask_text
 from afbench.config.engines import BuiltinEngine, EngineConfig
 from afbench.config.short import SHORT_MIN_STEPS
 from afbench.config.switch_names import switch_names
@@ -376,7 +377,7 @@ class ExperimentConfig(Section):
         if not v:
             raise ValueError("needs at least one entry")
         for name, overrides in v.items():
-            if not re.match(NAME_PATTERN, name):
+            if not re.fullmatch(NAME_PATTERN, name):  # "$" alone lets "name\n" through
                 raise ValueError(
                     f"name {name!r} must be letters, digits, '_', '.', '-' (no '/' or '..')"
                 )
@@ -439,7 +440,7 @@ class HistoryConfig(Section):
     @field_serializer("url")
     def _hide_password(self, url: str | None) -> str | None:
         # experiment.json keeps the config: never a database password in it
-        return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url) if url else url
+        return mask_text(url) if url else url
 
 
 class AfbenchConfig(RunConfig):

@@ -42,6 +42,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
+from afbench.config.secrets import masked
 from afbench.runspec import Plan, RunSpec
 from afbench.switches.registry import switch_names
 from afbench.verdict.calibration import (MIN_CALIBRATION_PAIRS, RunLocation, RunSpread,
@@ -137,7 +138,9 @@ def _program(c: Any, env: dict[str, str]) -> str:
     loop = _loop_settings(c)
     if not engine and not env and not loop:
         return ""
-    text = json.dumps({"engine": engine, "env": env, **loop}, sort_keys=True, default=str)
+    # secrets as the stored files hold them (masked): a kind read back from a plan.json is the
+    # kind the run had, and a token is no part of the program
+    text = json.dumps(masked({"engine": engine, "env": env, **loop}), sort_keys=True, default=str)
     return f"|p:{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 

@@ -21,6 +21,7 @@ import yaml
 
 from afbench.analysis.steplog import log_lines, read_log
 from afbench.errors import AfbenchError
+from afbench.config.secrets import masked, secret_env
 from afbench.io import write_text_atomic
 from afbench.launch.devices import (
     device_locks,
@@ -54,7 +55,7 @@ def prepare_run_dir(spec: RunSpec) -> Path:
     RUNSPEC_FILE.write(run_dir / RUNSPEC, spec)
     write_text_atomic(
         run_dir / CONFIG_YAML,
-        yaml.safe_dump(spec.config.model_dump(mode="json"), sort_keys=False),
+        yaml.safe_dump(masked(spec.config.model_dump(mode="json")), sort_keys=False),
     )
     return run_dir
 
@@ -152,6 +153,8 @@ def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
         root, _ = find_cann_root(spec.config.backend.cann_root)
         env = npu_worker_env(env, root)
     env.update(spec.env)
+    # runspec.json holds engine.env's secrets masked: the worker takes them from here
+    env.update(secret_env(getattr(spec.config.engine, "env", {})))
     env.update(visible_devices_env(backend, devices))
     return env
 

@@ -7,6 +7,8 @@ outcome with "not run".
 The report in the language the directory ran with is report.md / report.html; in another
 language it is written beside them as report.<lang>.md / report.<lang>.html (a sweep:
 sweep_report.<lang>.md, with every job's report re-rendered in that language and linked).
+Templates are the installed ones, or those of --template-dir (rendered in Jinja2's sandbox):
+a report.template_dir that the directory's experiment.json names is not used.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m afbench.report", description=__doc__)
     parser.add_argument("out_dir", type=Path, help="an afbench output directory (holds plan.json)")
     parser.add_argument("--lang", choices=["en", "zh"], help="report language (default: as run)")
+    parser.add_argument("--template-dir", help="a folder of your own report templates "
+                        "(report.md.j2, sweep.md.j2, ...); default: the installed ones")
     args = parser.parse_args(argv)
     # after argument parsing: --help and usage errors answer without loading pandas
-    from afbench.report.render import build_report, report_name, run_language
+    from afbench.report.render import build_report, report_name, run_language, stored_report
     from afbench.store import PLAN, OutDir
 
     if not args.out_dir.is_dir():
@@ -36,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         from afbench.sweep import build_sweep_report, verdict_lines  # Hydra: sweeps only
 
         try:
-            summary = build_sweep_report(args.out_dir, lang=args.lang)
+            summary = build_sweep_report(args.out_dir, lang=args.lang,
+                                         template_dir=args.template_dir)
         except AfbenchError as exc:
             print(f"afbench.report: error: {exc}", file=sys.stderr)
             return exc.exit_code
@@ -59,9 +64,13 @@ def main(argv: list[str] | None = None) -> int:
               "— nothing was rewritten", file=sys.stderr)
         return 2
     try:  # a hand-edited or damaged experiment.json is one line naming the file and key
-        report = OutDir(args.out_dir).experiment().report
-        if args.lang:
-            report = report.model_copy(update={"lang": args.lang})
+        report = stored_report(args.out_dir).model_copy(update={
+            "template_dir": args.template_dir, **({"lang": args.lang} if args.lang else {})})
+        stored = OutDir(args.out_dir).experiment().report.template_dir
+        if stored and not args.template_dir:  # said, so a missing custom page is no surprise
+            print(f"afbench.report: note: experiment.json names report.template_dir {stored!r}; "
+                  "a re-render uses only the templates given with --template-dir",
+                  file=sys.stderr)
         summary = build_report(args.out_dir, report)
     except AfbenchError as exc:
         print(f"afbench.report: error: {exc}", file=sys.stderr)

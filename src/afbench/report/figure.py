@@ -26,6 +26,9 @@ WIDE_IN = 9.6  # full-width figure, inches (about the page's text column)
 STYLE = {
     "svg.fonttype": "none",
     "svg.hashsalt": "afbench",  # stable ids: re-rendering the same data gives the same file
+    # names from data (an op name '$\frac{a}{$', a sweep value) are drawn as text: never
+    # mathtext, whose parser breaks on them (and would draw '$x$' as an italic x)
+    "text.parse_math": False,
     "font.size": 9.0,
     "axes.edgecolor": "#94a3b8",
     "axes.labelcolor": "#334155",

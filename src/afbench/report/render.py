@@ -1,7 +1,9 @@
 """Render the summary with Jinja2 into report.md and report.html, and write the tables.
 
 Templates: ``report.md.j2`` and ``report.html.j2`` from ``report.template_dir`` when set (a
-user's own), else the shipped ``templates/``. They get ``s`` (the :class:`afbench.store.Summary`;
+user's own, given in the config composed now or on the re-render's command line: never one
+an output directory names), else the shipped ``templates/``; a user's folder renders in
+Jinja2's sandbox (:func:`environment`). They get ``s`` (the :class:`afbench.store.Summary`;
 its attributes, e.g. ``s.comparisons[0].variant.mean_step_s``) and ``L`` (the labels of
 ``report.lang`` from ``templates/labels.yaml``); the HTML template also gets ``plots``
 (:func:`afbench.report.plots.report_plots`: inline SVG figures, or notes).
@@ -11,14 +13,16 @@ from __future__ import annotations
 
 import math
 import os
+import string
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
+import jinja2.sandbox
 
 from afbench import messages
 from afbench.config.models import ReportConfig
-from afbench.io import write_text_atomic
+from afbench.io import inside, write_bytes_atomic, write_text_atomic
 from afbench.errors import OutputError
 from afbench.store import SUMMARY, SUMMARY_FILE, OutDir, Summary, SweepSummary, load_summary
 
@@ -45,6 +49,14 @@ def run_language(out_dir: Path) -> str:
     except OutputError:
         return "en"
     return exp.report.lang or "en"
+
+
+def stored_report(out_dir: Path) -> ReportConfig:
+    """The ``report`` settings an output directory (or a sweep job) ran with, from its
+    experiment.json, with ``template_dir`` cleared: templates come from the installed package
+    and from a folder the user names now, never from a file of a received directory.
+    Raises OutputError naming experiment.json and the key when it does not fit."""
+    return OutDir(Path(out_dir)).experiment().report.model_copy(update={"template_dir": None})
 
 
 def _fmt(value: Any, spec: str = ".4f", none: str = "n/a") -> str:
@@ -107,25 +119,39 @@ def _say(context: Any, message: Any) -> str:
 @jinja2.pass_context
 def _fill(context: Any, template: str, **args: Any) -> str:
     """The ``fill`` filter: ``{{ L.key | fill(n=3) }}`` fills the label's ``{n}`` fields
-    (``str.format`` rules, so ``{gain:+.2f}`` formats a number)."""
+    (``str.format`` rules, so ``{gain:+.2f}`` formats a number). In the sandbox a field may
+    name an argument only (``{n.__init__}`` would reach past it): SecurityError."""
+    if context.environment.sandboxed:
+        _plain_fields(template)
     return messages.fill(template, context["L"], **args)
 
 
-def _bytecode_cache() -> jinja2.BytecodeCache | None:
+def _plain_fields(template: str) -> None:
+    """Raises jinja2's SecurityError when a ``str.format`` field of ``template`` (or of a
+    format spec inside it) is more than a name: an attribute or item of an argument."""
+    for _, field, spec, _ in string.Formatter().parse(template):
+        if field is not None and not (field.isidentifier() or field.isdigit() or field == ""):
+            raise jinja2.exceptions.SecurityError(f"fill: field {{{field}}} is not a plain name")
+        if spec:
+            _plain_fields(spec)
+
+
+def _bytecode_cache(name: str = "jinja") -> jinja2.BytecodeCache | None:
     """Compiled templates kept between invocations: jinja2's FileSystemBytecodeCache (keyed by
     each template's name and source checksum, so an edited or user template recompiles;
     written atomically, so parallel sweep jobs can share it), which saves the two reports'
     compile time, about 0.45 s, on every invocation after the first. In
     ``$AFBENCH_CACHE_DIR/jinja``, else ``$XDG_CACHE_HOME/afbench/jinja``, else
     ``~/.cache/afbench/jinja`` (created with mode 0700); ``None`` (compile every time) when
-    that folder cannot be created or written, or when ``AFBENCH_CACHE_DIR`` is empty."""
+    that folder cannot be created or written, or when ``AFBENCH_CACHE_DIR`` is empty.
+    ``name``: the cache's folder (the sandbox compiles to its own, ``jinja-sandbox``)."""
     root = os.environ.get("AFBENCH_CACHE_DIR")
     if root == "":
         return None
     if root is None:
         root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
                             "afbench")
-    folder = Path(root) / "jinja"
+    folder = Path(root) / name
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError:
@@ -135,7 +161,24 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
     return jinja2.FileSystemBytecodeCache(str(folder))
 
 
+class _Sandbox(jinja2.sandbox.SandboxedEnvironment):
+    """Jinja2's sandbox (no ``_`` attributes, no unsafe callables), with the
+    ImmutableSandboxedEnvironment's rule for every mutable but a list: the shipped
+    verdict_words.j2, which a user's templates import, builds its sentences with
+    ``list.append``; the labels ``L`` and the summary's dicts stay unchangeable."""
+
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        return super().is_safe_attribute(obj, attr, value) and (
+            isinstance(obj, list) or not jinja2.sandbox.modifies_known_mutable(obj, attr))
+
+
 def environment(template_dir: str | None) -> jinja2.Environment:
+    """The Jinja2 environment of the reports: the shipped ``templates/`` only (a plain
+    Environment), or, with ``template_dir`` (a user's folder, searched first), a sandboxed one
+    (:class:`_Sandbox`, compiled into its own bytecode cache): a template there can read what
+    it is given, never call into Python or change it.
+
+    Raises ConfigError naming ``report.template_dir`` when it is not a folder."""
     loaders: list[jinja2.BaseLoader] = []
     if template_dir:
         folder = Path(template_dir)
@@ -147,10 +190,11 @@ def environment(template_dir: str | None) -> jinja2.Environment:
     loaders.append(jinja2.FileSystemLoader(str(TEMPLATES)))
     # Shared parts (``_*.j2``, imported by the HTML templates) escape what they print, so
     # their macros return safe markup; the page templates keep their own autoescape blocks.
-    env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), undefined=jinja2.StrictUndefined,
-                             bytecode_cache=_bytecode_cache(),
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                             autoescape=lambda name: Path(name or "").name.startswith("_"))
+    kind = _Sandbox if template_dir else jinja2.Environment
+    env = kind(loader=jinja2.ChoiceLoader(loaders), undefined=jinja2.StrictUndefined,
+               bytecode_cache=_bytecode_cache("jinja-sandbox" if template_dir else "jinja"),
+               trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+               autoescape=lambda name: Path(name or "").name.startswith("_"))
     env.filters["fmt"] = _fmt
     env.filters["pct"] = _pct
     # a Markdown table cell: no pipe or newline may break the row
@@ -165,8 +209,8 @@ def environment(template_dir: str | None) -> jinja2.Environment:
 def verdict_words(lang: str = "en", template_dir: str | None = None) -> Any:
     """The macros of templates/verdict_words.j2 bound to the labels of ``lang``:
     ``verdict_line(c)``, ``speed_note(speed)``, ``headline(c)``, ``method_sentence(cs)``."""
-    return environment(template_dir).get_template("verdict_words.j2").make_module(
-        {"L": labels(lang)})
+    return _fill_template(environment(template_dir), "verdict_words.j2", {"L": labels(lang)},
+                          module=True)
 
 
 def fill_lines(summary: Summary, report: ReportConfig) -> Summary:
@@ -174,12 +218,37 @@ def fill_lines(summary: Summary, report: ReportConfig) -> Summary:
     lines) in ``report.lang``, from templates/verdict_words.j2: the sentences of a verdict are
     written there and nowhere else. Returns ``summary``, changed in place."""
     module = verdict_words(report.lang, report.template_dir)
-    for c in summary.comparisons:
-        c.verdict_line = str(module.verdict_line(c))
-    summary.headline = [str(module.headline(c)) for c in summary.comparisons]
+    try:
+        for c in summary.comparisons:
+            c.verdict_line = str(module.verdict_line(c))
+        summary.headline = [str(module.headline(c)) for c in summary.comparisons]
+    except jinja2.TemplateError as exc:  # a macro of a user's verdict_words.j2, sandboxed
+        if not report.template_dir:
+            raise
+        from afbench.errors import ConfigError  # only on this error path
+
+        raise ConfigError(f"report.template_dir: verdict_words.j2: {type(exc).__name__}: "
+                          f"{exc}") from None
     summary.headline += [f"{labels(report.lang)['profiling']} {p.variant}: {p.status}"
                          for p in summary.profiling]
     return summary
+
+
+def _fill_template(env: jinja2.Environment, name: str, context: dict[str, Any],
+                   module: bool = False) -> Any:
+    """Template ``name`` rendered with ``context`` (``module``: its macros, bound to it).
+    Raises ConfigError naming ``report.template_dir`` and the template when a sandboxed
+    (user's) template does what the sandbox refuses or fails to render: one line, not a
+    traceback."""
+    try:
+        template = env.get_template(name)
+        return template.make_module(context) if module else template.render(**context)
+    except jinja2.TemplateError as exc:
+        if not env.sandboxed:
+            raise
+        from afbench.errors import ConfigError  # only on this error path
+
+        raise ConfigError(f"report.template_dir: {name}: {type(exc).__name__}: {exc}") from None
 
 
 def render(summary: Summary | dict[str, Any], out_dir: Path, report: ReportConfig,
@@ -207,7 +276,6 @@ def _render(summary: Summary, out_dir: Path, report: ReportConfig,
     L = labels(report.lang)
     written = []
     for fmt in report.formats:
-        template = env.get_template(f"report.{fmt}.j2")
         context: dict[str, Any] = {"s": summary, "L": L}
         if fmt == "html":
             from afbench.report.plots import report_plots  # matplotlib: HTML only
@@ -215,7 +283,7 @@ def _render(summary: Summary, out_dir: Path, report: ReportConfig,
             context["plots"] = report_plots(summary, steps if steps is not None
                                             else _steps_table(out_dir), L)
         path = out_dir / report_name("report", fmt, report.lang, run_lang)
-        write_text_atomic(path, template.render(**context))
+        write_text_atomic(path, _fill_template(env, f"report.{fmt}.j2", context))
         written.append(path)
     return written
 
@@ -248,7 +316,7 @@ def render_sweep(summary: SweepSummary, sweep_dir: Path, report: ReportConfig,
             context["plots"] = sweep_plots(summary, pd.concat(frames, ignore_index=True)
                                            if frames else None, L)
         path = Path(sweep_dir) / report_name("sweep_report", fmt, report.lang, run_lang)
-        write_text_atomic(path, env.get_template(f"sweep.{fmt}.j2").render(**context))
+        write_text_atomic(path, _fill_template(env, f"sweep.{fmt}.j2", context))
         written.append(path)
     return written
 
@@ -258,21 +326,26 @@ def build_report(out_dir: Path, report: ReportConfig | None = None) -> Summary:
     the rendered report; returns the summary. Works offline on any existing (also partial)
     output directory, of any schema version. The report is ``report.md`` / ``report.html``
     in the language the directory ran with, ``report.<lang>.md`` / ``.html`` beside them in
-    another (:func:`report_name`)."""
+    another (:func:`report_name`). ``report`` None: the directory's own settings from its
+    experiment.json, less its ``template_dir`` (a stored folder name is never rendered
+    from: :func:`stored_report`).
+
+    Raises OutputError, before writing anything, when ``results`` leads out of ``out_dir``
+    through a symlink (:func:`afbench.io.inside`) or summary.json is of a newer schema."""
     # the layers below load only when a report is built, not when templates are rendered
     from afbench.collect import collect
     from afbench.compare import compare
 
     out_dir = Path(out_dir).resolve()
     if report is None:
-        exp = OutDir(out_dir).experiment()
-        report = exp.report
+        report = stored_report(out_dir)
+    # before anything is written: a results -> /elsewhere link, a summary of a newer afbench
+    tables = inside(out_dir / "results", out_dir)
+    SUMMARY_FILE.refuse_newer(out_dir / SUMMARY)
     col = collect(out_dir)
-    tables = out_dir / "results"
     tables.mkdir(exist_ok=True)
     for name, df in (("runs", col.runs), ("steps", col.steps), ("kernels", col.kernels)):
-        df.to_parquet(tables / f".{name}.parquet.tmp", index=False)
-        (tables / f".{name}.parquet.tmp").replace(tables / f"{name}.parquet")
+        write_bytes_atomic(tables / f"{name}.parquet", df.to_parquet(index=False))
         write_text_atomic(tables / f"{name}.csv", df.to_csv(index=False))
     # summary.json's verdict lines and headline are in the directory's own language; a
     # re-render in another language changes only its report.<lang>.* files

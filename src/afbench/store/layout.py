@@ -119,7 +119,8 @@ class OutDir:
         return RunDir(self.path / RUNS / spec.run_id)
 
     def recorded_runs_missing(self) -> list[Path]:
-        """The folders ``runs/<run_id>`` (:meth:`run`) that are missing here although
+        """The folders ``runs/<run_id>`` (:meth:`run`) that are missing here, or hold no
+        ``status.json`` (then that file is named), although
         ``summary.json`` records their run as having run (a status other than ``NOT_RUN``:
         ``OK``, ``FAILED`` with its result, ``SKIPPED``), in the summary's order: re-collecting
         would turn each stored outcome into "not run". ``[]`` when summary.json or plan.json
@@ -136,7 +137,8 @@ class OutDir:
         specs = {s.run_id: s for s in [*plan.runs, *(r.replaced for r in plan.reruns)]}
         ran = [self.run(specs[row.run_id]).path for row in rows
                if row.run_id in specs and row.status not in ("", "NOT_RUN")]
-        return [folder for folder in ran if not folder.is_dir()]
+        return [folder / STATUS if folder.is_dir() else folder for folder in ran
+                if not (folder / STATUS).is_file()]
 
     def job_overrides(self) -> list[str]:
         """The job's command-line overrides, from Hydra's ``.hydra/overrides.yaml`` (``[]``
@@ -195,6 +197,16 @@ class SweepDir:
                     for o in parsed if o.is_sweep_override()}
         except Exception:
             return {}
+
+    def asked(self) -> list[dict[str, str]]:
+        """Every combination the sweep's command line asked for (swept key -> value), in the
+        order Hydra's basic sweeper runs them (the product of :meth:`swept_values`, the first
+        key slowest); ``[]`` when ``multirun.yaml`` cannot tell."""
+        import itertools
+
+        values = self.swept_values()
+        return [dict(zip(values, combo)) for combo in itertools.product(*values.values())
+                ] if values else []
 
     def jobs(self) -> list[OutDir]:
         """The job folders that hold a finished experiment, in job-number order."""

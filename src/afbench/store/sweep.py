@@ -125,6 +125,9 @@ class SweepSummary(Record):
     combinations: list[SweepRow] = []
     main_effects: list[MainEffect] = []
     failed: list[str] = []
+    # combinations the command line asked for that no job folder holds (``key=value,...``):
+    # a sweep stopped before its last jobs, or a job folder deleted
+    never_ran: list[str] = []
     untrusted: list[str] = []
     cv_threshold_pct: float = 10.0  # a run's step CV above this marks it untrusted
     generated_at: str = ""

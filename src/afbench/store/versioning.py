@@ -33,6 +33,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from afbench.config.secrets import masked
 from afbench.errors import OutputError
 from afbench.io import write_json_atomic
 from afbench.schema import SCHEMA_VERSION
@@ -144,10 +145,25 @@ class FileSchema(Generic[M]):
             raise OutputError(f"{path}: cannot be read as JSON ({exc})") from exc
         return self.load(data, path)
 
+    def refuse_newer(self, path: Path) -> None:
+        """Before rewriting the file at ``path`` (a re-render's summary): raises OutputError
+        naming it and its version when a newer afbench wrote it (``schema_version`` above this
+        afbench's), which a rewrite would silently turn into an older one. A missing,
+        unreadable or older file passes: the rewrite replaces it."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+            version_of(data, str(path))  # its error: the file, the version, upgrade afbench
+
     def write(self, path: Path, record: M) -> None:
         """Write ``record`` to ``path`` atomically, as JSON of the current version (non-finite
-        floats as null: :func:`afbench.io.write_json_atomic`)."""
+        floats as null: :func:`afbench.io.write_json_atomic`), every secret masked
+        (:func:`afbench.config.secrets.masked`: URL passwords, ``*_TOKEN`` / ``*_KEY`` /
+        ``*PASSWORD*`` / ``*SECRET*`` environment values)."""
         if not isinstance(record, self.model):
             raise TypeError(f"{self.name}: expected {self.model.__name__}, got "
                             f"{type(record).__name__}")
-        write_json_atomic(Path(path), record.model_dump(mode="json"))
+        write_json_atomic(Path(path), masked(record.model_dump(mode="json")))
