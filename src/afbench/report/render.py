@@ -18,7 +18,7 @@ import jinja2
 
 from afbench import messages
 from afbench.config.models import ReportConfig
-from afbench.io import write_text_atomic
+from afbench.io import write_bytes_atomic, write_text_atomic
 from afbench.errors import OutputError
 from afbench.store import SUMMARY, SUMMARY_FILE, OutDir, Summary, SweepSummary, load_summary
 
@@ -271,8 +271,7 @@ def build_report(out_dir: Path, report: ReportConfig | None = None) -> Summary:
     tables = out_dir / "results"
     tables.mkdir(exist_ok=True)
     for name, df in (("runs", col.runs), ("steps", col.steps), ("kernels", col.kernels)):
-        df.to_parquet(tables / f".{name}.parquet.tmp", index=False)
-        (tables / f".{name}.parquet.tmp").replace(tables / f"{name}.parquet")
+        write_bytes_atomic(tables / f"{name}.parquet", df.to_parquet(index=False))
         write_text_atomic(tables / f"{name}.csv", df.to_csv(index=False))
     # summary.json's verdict lines and headline are in the directory's own language; a
     # re-render in another language changes only its report.<lang>.* files
