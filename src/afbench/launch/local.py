@@ -7,19 +7,23 @@ whole process group (inductor's compile workers included) and leaves no orphans.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from contextlib import ExitStack
+from collections import deque
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
 
-from afbench.analysis.steplog import log_lines, read_log
+from afbench.analysis.steplog import iter_log, log_lines
 from afbench.errors import AfbenchError
 from afbench.io import write_text_atomic
 from afbench.launch.devices import (
@@ -29,6 +33,7 @@ from afbench.launch.devices import (
     visible_devices_env,
 )
 from afbench.engines.registry import engine_for
+from afbench.launch.quiet import wait_for_quiet
 from afbench.preflight import find_cann_root
 from afbench.runspec import (ERROR_PREFIX, INTERRUPTED, SKIP_PREFIX, SKIPPED_EXIT_CODE, RunSpec,
                              RunStatus)
@@ -153,6 +158,7 @@ def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
         env = npu_worker_env(env, root)
     env.update(spec.env)
     env.update(visible_devices_env(backend, devices))
+    env[PARENT_PID_ENV] = str(os.getpid())
     return env
 
 
@@ -167,6 +173,33 @@ def worker_argv(spec: RunSpec, python: str, run_dir: Path) -> list[str]:
         return [python, "-m", "torch.distributed.run", "--standalone",
                 f"--nproc_per_node={world}", *worker]
     return [python, *worker]
+
+
+#: the worker's watchdog stops its process group when this process (afbench) is gone
+PARENT_PID_ENV = "AFBENCH_PARENT_PID"
+
+
+@contextmanager
+def hold_interrupts() -> Iterator[None]:
+    """While afbench stops after a Ctrl-C or SIGTERM: a further Ctrl-C or SIGTERM is said
+    (one line) and otherwise ignored, so the stop still writes the run's status, the later
+    runs' SKIPPED records and the report. Handlers are restored afterwards; a no-op outside
+    the main thread (signals are delivered there only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def said(signum: int, _frame: object) -> None:
+        logging.getLogger(__name__).warning(
+            "afbench: already stopping (%s ignored): writing the run's status and the report",
+            signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, said) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
@@ -186,29 +219,30 @@ def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
             continue
 
 
-def _log_lines(log: Path) -> list[str]:
+def _log_lines(log: Path) -> Iterator[str]:
     """The log's lines as a terminal shows them (analysis.steplog.log_lines: a progress bar
-    sharing a line with the worker's own line is cut off, not the line dropped)."""
-    return [line for _, line in log_lines(read_log(log))]
+    sharing a line with the worker's own line is cut off, not the line dropped), read
+    streaming with the line cap of :func:`afbench.analysis.steplog.iter_log`."""
+    return (line for _, line in log_lines(iter_log(log)))
 
 
 def _last_line(log: Path, prefix: str) -> str | None:
+    found = None
     try:
-        lines = _log_lines(log)
+        for line in _log_lines(log):
+            if line.startswith(prefix):
+                found = line[len(prefix):].strip()
     except FileNotFoundError:
         return None
-    for line in reversed(lines):
-        if line.startswith(prefix):
-            return line[len(prefix):].strip()
-    return None
+    return found
 
 
 def _tail(log: Path, n: int = 1) -> str:
     try:
-        lines = _log_lines(log)
+        lines = deque(_log_lines(log), maxlen=n)
     except FileNotFoundError:
         return ""
-    return " | ".join(lines[-n:])[:300]
+    return " | ".join(lines)[:300]
 
 
 def write_skipped(spec: RunSpec, reason: str) -> RunStatus:
@@ -221,7 +255,7 @@ def write_skipped(spec: RunSpec, reason: str) -> RunStatus:
     return status
 
 
-def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
+def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0) -> RunStatus:
     """Run ``spec`` in a fresh process and record its status.
 
     The worker is ``python -m afbench.worker <run_dir>/runspec.json``; stdout and stderr go to
@@ -236,7 +270,8 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
     worker starts until it has ended; a run whose device another afbench run holds waits for
     it (:func:`afbench.launch.devices.device_locks`). ``wall_s`` and the timeout count from
     when the locks are held; the wait is recorded as ``lock_wait_s``. A lock or device
-    problem records FAILED with its reason.
+    problem records FAILED with its reason. With the locks held, a measured run waits up to
+    ``quiet_s`` seconds for a quiet machine (:func:`afbench.launch.quiet.wait_for_quiet`).
     """
     run_dir = prepare_run_dir(spec)
     log_path = run_dir / STDOUT_LOG
@@ -250,13 +285,16 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
         backend, _ = run_devices(spec)
         held = held_devices(backend, env, spec.config.parallel.world_size)
         waited = time.perf_counter()
-        hold.enter_context(device_locks(backend, held, label=f"{spec.run_id} ({run_dir})"))
+        lock_fds: list[int] = []
+        hold.enter_context(device_locks(backend, held, label=f"{spec.run_id} ({run_dir})",
+                                        fds=lock_fds))
         lock_wait_s = round(time.perf_counter() - waited, 3)
+        wait_for_quiet(quiet_s, spec.run_id)
     except AfbenchError as exc:
         return _finish(spec, run_dir, "FAILED", None, str(exc), _now(), time.perf_counter())
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
-            _finish(spec, run_dir, "SKIPPED", None, f"{INTERRUPTED} while waiting for a device lock",
+            _finish(spec, run_dir, "SKIPPED", None, f"{INTERRUPTED} before it started (device lock, quiet machine)",
                     _now(), time.perf_counter())
         else:
             _finish(spec, run_dir, "FAILED", None, f"{type(exc).__name__}: {exc}", _now(),
@@ -269,6 +307,9 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
             worker_argv(spec, python, run_dir),
             cwd=run_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
+            # the worker holds the device locks too: a worker outliving afbench (kill -9)
+            # keeps them until its watchdog (afbench.worker) has stopped its group
+            pass_fds=lock_fds,
         )
         try:
             code = proc.wait(timeout=spec.timeout_s)
@@ -277,9 +318,10 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
             code = proc.returncode
             reason = f"timed out after {spec.timeout_s:g} s (launcher.timeout_s); process group killed"
         except BaseException:
-            _stop_group(proc, spec.kill_grace_s)
-            _finish(spec, run_dir, "SKIPPED", proc.returncode, INTERRUPTED, started, t0,
-                    kernel_cache=kernel_cache)
+            with hold_interrupts():  # a second Ctrl-C still gets the status written
+                _stop_group(proc, spec.kill_grace_s)
+                _finish(spec, run_dir, "SKIPPED", proc.returncode, INTERRUPTED, started, t0,
+                        kernel_cache=kernel_cache)
             raise
         else:
             _stop_group(proc, 0)  # reap anything the worker left behind in its group
