@@ -120,6 +120,9 @@ class Plan(BaseModel):
     # (0 in plans written before it existed); reruns: the runs replaced, in launch order
     rerun_contended: int = 0
     reruns: list[Rerun] = []
+    # experiment.wait_for_quiet_s: the longest wait for a quiet machine before a verdict-phase
+    # run starts (0 in plans written before it existed: they never waited)
+    wait_for_quiet_s: float = 0.0
 
 
 class RunStatus(BaseModel):
