@@ -255,15 +255,20 @@ def test_a_gzip_trace_inflating_over_the_cap_is_refused_naming_it(tmp_path):
     from afbench.analysis.traces import profiler_step_labels, read_trace_events
 
     bomb = tmp_path / "rank0_trace.json.gz"
-    with gzip.open(bomb, "wb", compresslevel=9) as fh:
-        fh.write(b'{"traceEvents": [{"ph": "X", "name": "')
-        for _ in range(16):
+    with gzip.open(bomb, "wb", compresslevel=9) as fh:  # 100 MiB in about 100 KB
+        fh.write(b'{"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 1, "dur": 1}, '
+                 b'{"ph": "X", "name": "')
+        for _ in range(100):
             fh.write(b"A" * (1 << 20))
         fh.write(b'", "ts": 1, "dur": 1}]}')
-    assert bomb.stat().st_size < 100_000
-    with pytest.raises(ValueError, match=f"{bomb}: over 0.00390625 GiB inflated"):
+    assert bomb.stat().st_size < 1 << 20
+    refused = f"{bomb}: over 64 MiB inflated \\(analysis.traces: at most 100x its size"
+    with pytest.raises(ValueError, match=refused):
+        read_trace_events(bomb)
+    with pytest.raises(ValueError, match=refused):
+        profiler_step_labels(bomb)
+    with pytest.raises(ValueError, match=f"{bomb}: over 4 MiB inflated"):
         read_trace_events(bomb, cap=4 << 20)
-    assert profiler_step_labels(bomb) == []  # under the default cap: read in pieces
 
 
 def test_a_trace_is_read_incrementally_with_the_events_the_summary_needs(tmp_path):

@@ -262,7 +262,7 @@ def _parse_value(raw: str, shown: str) -> float | str:
 
 
 def parse_step_times(
-    text: str,
+    text: str | Iterable[str],
     first: int,
     last: int,
     pattern: str = DEFAULT_STEP_PATTERN,
@@ -272,7 +272,8 @@ def parse_step_times(
     """Step times (seconds) of steps ``first..last`` inclusive from a training log.
 
     Args:
-        text: whole log text, read line by line with :func:`log_lines` (ANSI escapes
+        text: whole log text, or its lines (:func:`iter_log`), read line by line with
+            :func:`log_lines` (ANSI escapes
             stripped, carriage-return redraws split, tqdm bars cut off); each line is matched
             with ``re.search``.
         first, last: the measured window, inclusive, ``first <= last``.
@@ -440,11 +441,10 @@ def read_step_times(
         ValueError: bad ``pattern`` or window.
     """
     path = Path(path)
-    try:
-        text = read_log(path)
+    try:  # streaming: memory holds the step records, never the log
+        return parse_step_times(iter_log(path), first, last, pattern, source=str(path))
     except OSError as exc:
         raise InvalidLog(f"{path}: cannot read log: {exc.strerror or exc}") from exc
-    return parse_step_times(text, first, last, pattern, source=str(path))
 
 
 def mean_step_time(times: dict[int, float]) -> float:

@@ -23,9 +23,9 @@ training steps come from the profiler schedule (:func:`training_steps_of`).
 from __future__ import annotations
 
 import gzip
-import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -84,9 +84,17 @@ class _Span:
 
 
 #: A trace is read up to this many bytes (inflated, for ``.gz``); a bigger one is refused
-#: naming the file (a 6 MiB gzip "bomb" inflates to 6 GiB). torch_npu's trace_view.json of
-#: a few profiled steps is tens to hundreds of MB.
+#: naming the file. torch_npu's trace_view.json of a few profiled steps is tens to hundreds
+#: of MB.
 TRACE_MAX_BYTES = 2 << 30
+#: A ``.gz`` trace inflates to at most this many times its size (JSON traces deflate 5-20x;
+#: a 6 MiB gzip "bomb" of one repeated byte inflates 1000x, to 6 GiB), and never less than
+#: :data:`GZIP_MIN_CAP` bytes.
+GZIP_MAX_RATIO = 100
+GZIP_MIN_CAP = 64 << 20
+#: bytes ijson reads at a time: a string token spanning many reads is lexed again from its
+#: start at each one (64 KiB: a 16 MiB name took 3.2 s, 4 MiB reads: 0.3 s)
+_READ = 4 << 20
 #: the keys of an event :func:`summarise_trace` reads; the rest (``args`` of kernels, call
 #: stacks) is dropped as the file is read
 _EVENT_KEYS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "id")
@@ -97,20 +105,29 @@ class _Capped:
     """A binary file object that raises ValueError once more than ``cap`` bytes were read."""
 
     def __init__(self, fh: Any, cap: int, path: Path) -> None:
-        self.fh, self.cap, self.path, self.n = fh, cap, path, 0
+        self.fh, self.path, self.n = fh, path, 0
+        self.gz = path.suffix == ".gz"
+        self.cap = min(cap, max(GZIP_MIN_CAP, GZIP_MAX_RATIO * path.stat().st_size)) \
+            if self.gz else cap
 
     def read(self, size: int = -1) -> bytes:
         data = self.fh.read(1 << 16 if size is None or size < 0 else size)
         self.n += len(data)
         if self.n > self.cap:
-            raise ValueError(f"{self.path}: over {self.cap / 2**30:g} GiB "
-                             f"{'inflated ' if self.path.suffix == '.gz' else ''}"
-                             "(analysis.traces.TRACE_MAX_BYTES): not read")
+            raise ValueError(
+                f"{self.path}: over {self.cap / 2**20:g} MiB "
+                + (f"inflated (analysis.traces: at most {GZIP_MAX_RATIO}x its size, "
+                   f"{TRACE_MAX_BYTES >> 30} GiB)" if self.gz else
+                   f"(analysis.traces.TRACE_MAX_BYTES)") + ": not read")
         return data
 
 
-def _open(path: Path) -> Any:
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+@contextmanager
+def _open(path: Path, cap: int = TRACE_MAX_BYTES) -> Iterator[_Capped]:
+    """``path`` (inflated when ``.gz``) as a binary file object that refuses to read past
+    its cap (:class:`_Capped`)."""
+    with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as raw:
+        yield _Capped(raw, cap, path)
 
 
 def read_trace_events(path: Path | str, cap: int = TRACE_MAX_BYTES) -> list[dict[str, Any]]:
@@ -123,7 +140,8 @@ def read_trace_events(path: Path | str, cap: int = TRACE_MAX_BYTES) -> list[dict
 
     Raises:
         ValueError: not JSON, neither an array nor an object with a ``traceEvents`` list, or
-            over ``cap`` bytes (inflated).
+            over ``cap`` bytes (a ``.gz`` inflated: over :data:`GZIP_MAX_RATIO` times its
+            size, at least :data:`GZIP_MIN_CAP`).
         OSError: the file cannot be opened.
     """
     import ijson  # only where a trace is read
@@ -131,16 +149,15 @@ def read_trace_events(path: Path | str, cap: int = TRACE_MAX_BYTES) -> list[dict
     path = Path(path)
     events: list[dict[str, Any]] = []
     try:
-        with _open(path) as raw:
-            fh = _Capped(raw, cap, path)
-            head = fh.read(1 << 16)
+        with _open(path, cap) as fh:
+            head = fh.read(_READ)
             first = head.lstrip()[:1]
             if first not in (b"[", b"{"):
                 raise ValueError(f"{path}: not a JSON trace: it starts with {first!r}")
             prefix = "item" if first == b"[" else "traceEvents.item"
             stream = _Chain(head, fh)
             found = False
-            for event in ijson.items(stream, prefix, use_float=False):
+            for event in ijson.items(stream, prefix, use_float=False, buf_size=_READ):
                 found = True
                 if isinstance(event, dict) and event.get("ph") in _EVENT_PHASES:
                     slim = {k: event[k] for k in _EVENT_KEYS if k in event}
@@ -174,9 +191,9 @@ def _has_key(path: Path, cap: int) -> bool:
     """Whether the object at the top of the trace has a ``traceEvents`` list."""
     import ijson
 
-    with _open(path) as raw:
+    with _open(path, cap) as fh:
         return any(prefix == "traceEvents" and event == "start_array"
-                   for prefix, event, _ in ijson.parse(_Capped(raw, cap, path)))
+                   for prefix, event, _ in ijson.parse(fh, buf_size=_READ))
 
 
 def _span(event: Mapping[str, Any], source: Path) -> _Span:
@@ -366,8 +383,7 @@ def profiler_step_labels(path: Path | str) -> list[int]:
     labels: set[int] = set()
     tail = ""
     try:
-        with _open(path) as raw:
-            fh = _Capped(raw, TRACE_MAX_BYTES, path)
+        with _open(path) as fh:
             while chunk := fh.read(1 << 20):  # 1 MiB at a time; a label may span two
                 text = tail + chunk.decode("utf-8", errors="replace")
                 labels.update(int(n) for n in _LABEL_IN_TEXT.findall(text))
