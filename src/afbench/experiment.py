@@ -17,7 +17,7 @@ from afbench.history.provenance import provenance
 from afbench.launch.eta import RunTimes
 from afbench.io import (disk_full_line, is_no_space, release_reserve, reserve_space,
                         reserve_used)
-from afbench.launch.local import hold_interrupts, launch_run, write_skipped
+from afbench.launch.local import hold_interrupts, launch_run, skip_unrun, write_skipped
 from afbench.logs import console
 from afbench.plan import add_round, make_plan, skip_reason
 from afbench.preflight import run_preflight
@@ -241,37 +241,12 @@ def adaptive_round(plan: Plan, statuses: dict[str, str], elapsed_s: float) -> Pl
     return add_round(plan, undecided) if undecided else plan
 
 
-def skip_after_disk_full(plan: Plan, line: str) -> int:
-    """Record every run of ``plan`` without a status.json as SKIPPED with the disk-full
-    ``line`` as far as space allows (a run whose folder exists gets only its status); returns
-    how many were recorded."""
-    done = 0
-    for run in plan.runs:
-        run_dir = Path(run.run_dir)
-        if (run_dir / STATUS).is_file():
-            continue
-        try:
-            if (run_dir / RUNSPEC).is_file():
-                STATUS_FILE.write(run_dir / STATUS, RunStatus(
-                    run_id=run.run_id, status="SKIPPED", exit_code=None, reason=line,
-                    config_hash=run.config_hash))
-            elif run_dir.exists():
-                continue  # a folder without its runspec: left as it is
-            else:
-                write_skipped(run, line)
-        except OSError:
-            break
-        done += 1
-    return done
-
-
 def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
                  plan_path: Path | None = None, reserve: Path | None = None) -> dict[str, str]:
     """Run (or skip, or reuse from ``resume``) every RunSpec in order; returns run_id -> status.
 
-    A write that finds the disk full (directly, or freeing the ``reserve`` of
-    :func:`afbench.io.reserve_space`: the run that was ending still got its status) stops
-    the plan: :class:`afbench.errors.DiskFull` is raised before the next run starts.
+    A write that finds the disk full (or freed the ``reserve``, :func:`afbench.io.reserve_space`)
+    raises :class:`afbench.errors.DiskFull` before the next run starts.
 
     With ``repeats="auto"`` the plan grows as it runs: after each round of the verdict phase
     :func:`adaptive_round` decides, logs the interval and appends the next round; the plan is
@@ -302,13 +277,12 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
                 # the live spinner shares the log handler's console, so lines print above it
                 k, n = _count(plan, i)
                 with console.status(f"[{k}/{n}] {run.run_id} running"):
-                    st = launch_run(run, quiet_s=_quiet_s(plan, run))
+                    st = launch_run(run, quiet_s=plan.quiet_s(run))
                 plan, st = rerun_contended(plan, i, st, plan_path)
         except KeyboardInterrupt:  # the launcher recorded this run SKIPPED, INTERRUPTED
             statuses[run.run_id] = "SKIPPED"
             with hold_interrupts():
-                for rest in plan.runs[i:]:
-                    write_skipped(rest, INTERRUPTED)
+                skip_unrun(plan.runs[i:], INTERRUPTED)
             raise
         except OSError as exc:
             if not is_no_space(exc):
@@ -387,15 +361,9 @@ def rerun_contended(plan: Plan, i: int, st: RunStatus,
         k, n = _count(plan, i)
         _progress(k - 1, n, run.run_id, mark)
         with console.status(f"[{k}/{n}] {new_id} running (rerun of {run.run_id})"):
-            st = launch_run(new, quiet_s=_quiet_s(plan, new))
+            st = launch_run(new, quiet_s=plan.quiet_s(new))
         run = new
     return plan, st
-
-
-def _quiet_s(plan: Plan, run: RunSpec) -> float:
-    """How long ``run`` waits for a quiet machine: ``experiment.wait_for_quiet_s`` for a
-    verdict-phase run (its contention decides whether it counts), else 0."""
-    return plan.wait_for_quiet_s if run.phase == plan.verdict_phase else 0.0
 
 
 def _auto_done(plan: Plan) -> bool:
@@ -448,9 +416,8 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
 def _run_planned(conf: AfbenchConfig, out_dir: Path, plan: Plan,
                  resume: dict[str, Path] | None, kinds: object, calibration: object,
                  assets: dict, reserve: Path) -> int:
-    """The part of :func:`run_experiment` that writes: records, runs, report, history. A full
-    disk ends it with one error line (the disk and its free space), the runs not run
-    SKIPPED, the report and history written as far as space allows; exit code 1."""
+    """What :func:`run_experiment` writes: records, runs, report, history. A full disk ends
+    it with one error line, the runs not run SKIPPED, the report written if it fits; 1."""
     from afbench.history.calibration import learn
     from afbench.report import build_report  # pandas, jinja2, matplotlib: not for task=check
 
@@ -466,15 +433,15 @@ def _run_planned(conf: AfbenchConfig, out_dir: Path, plan: Plan,
     try:
         statuses = execute_plan(plan, resume, out_dir / PLAN, reserve)
         full = reserve_used(reserve)  # the last run's own files filled it
-    except KeyboardInterrupt:
+    except DiskFull as exc:
+        full, statuses = str(exc), {}
+    except BaseException:
         with hold_interrupts():  # a second Ctrl-C: the report is still written
             build_report(out_dir)
             log.info("afbench: report %s", out_dir / REPORT_MD)
         raise
-    except DiskFull as exc:
-        full, statuses = str(exc), {}
     if full:
-        skipped = skip_after_disk_full(plan, full)
+        skipped = skip_unrun(plan.runs, full)
         log.error("afbench: error: %s; the experiment stopped (%d later run(s) recorded "
                   "SKIPPED)", full, skipped)
     try:
@@ -482,9 +449,8 @@ def _run_planned(conf: AfbenchConfig, out_dir: Path, plan: Plan,
     except OSError as exc:
         if not is_no_space(exc):
             raise
-        log.error("afbench: error: no report: %s; re-render it once there is space: "
-                  "python -m afbench.report %s", str(exc) if full is None else "disk full",
-                  out_dir)
+        log.error("afbench: error: no report (%s); re-render it once there is space: "
+                  "python -m afbench.report %s", exc, out_dir)
         return 1
     log.info("afbench: report %s", out_dir / REPORT_MD)
     for line in summary.headline:

@@ -149,16 +149,16 @@ def log_lines(text: str | Iterable[str]) -> Iterator[tuple[int, str]]:
                 yield lineno, segment
 
 
-#: A log line longer than this (bytes) is not loaded: :func:`iter_log` names it instead. A
-#: tqdm bar redrawn with ``\r`` for an hour at 10 redraws/s is about 4 MB.
+#: A log line longer than this (bytes) is named, not loaded (:func:`iter_log`); a tqdm bar
+#: redrawn with ``\r`` for an hour at 10 redraws/s is about 4 MB.
 LOG_LINE_CAP = 8 << 20
 
 
 def iter_log(path: Path | str, cap: int = LOG_LINE_CAP) -> Iterator[str]:
     """A log file's physical lines, read streaming, each with its newline (UTF-8, undecodable
     bytes replaced, carriage returns kept for :func:`log_lines`). A line over ``cap`` bytes is
-    read through in 1 MiB pieces, never held, and stands as one line naming it:
-    ``[afbench: line 3 of <path> holds 1073741825 bytes, over the 8 MiB line cap: not read]``.
+    read through in 1 MiB pieces and stands as one line naming it: ``[afbench: line 3 of
+    <path> holds 1073741825 bytes, over the 8 MiB line cap: not read]``.
 
     Raises:
         OSError: the file cannot be read.
@@ -178,10 +178,9 @@ def iter_log(path: Path | str, cap: int = LOG_LINE_CAP) -> Iterator[str]:
 
 
 def read_log(path: Path | str, cap: int = LOG_LINE_CAP) -> str:
-    """A log file's text (UTF-8, undecodable bytes replaced) with its carriage returns kept,
-    for :func:`log_lines` (Python's default newline translation would turn each tqdm redraw
-    into a line of its own and shift every line number); a line over ``cap`` bytes is named,
-    not loaded (:func:`iter_log`).
+    """A log file's text with its carriage returns kept, for :func:`log_lines` (Python's
+    default newline translation would turn each tqdm redraw into a line of its own and shift
+    every line number); UTF-8, a line over ``cap`` bytes named (:func:`iter_log`).
 
     Raises:
         OSError: the file cannot be read.

@@ -255,6 +255,29 @@ def write_skipped(spec: RunSpec, reason: str) -> RunStatus:
     return status
 
 
+def skip_unrun(runs: list[RunSpec], reason: str) -> int:
+    """Record each of ``runs`` that has no status.json as SKIPPED with ``reason`` (a run whose
+    folder holds its runspec gets only its status), as far as the disk allows: the first
+    write that fails ends it. Returns how many were recorded."""
+    done = 0
+    for spec in runs:
+        run_dir = Path(spec.run_dir)
+        try:
+            if (run_dir / STATUS).is_file() or (run_dir.exists()
+                                                and not (run_dir / RUNSPEC).is_file()):
+                continue  # recorded, or a folder not afbench's: left as it is
+            if run_dir.exists():
+                STATUS_FILE.write(run_dir / STATUS, RunStatus(
+                    run_id=spec.run_id, status="SKIPPED", exit_code=SKIPPED_EXIT_CODE,
+                    reason=reason, config_hash=spec.config_hash))
+            else:
+                write_skipped(spec, reason)
+        except OSError:
+            break
+        done += 1
+    return done
+
+
 def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0) -> RunStatus:
     """Run ``spec`` in a fresh process and record its status.
 
