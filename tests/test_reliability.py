@@ -385,3 +385,23 @@ def test_a_run_starts_once_the_load_has_passed(caplog):
     assert found.quiet and answers == [[]]
     assert caplog.records[-1].getMessage().startswith("afbench: quiet after ")
     assert wait_for_quiet(0, "x", probe=lambda: 1 / 0).quiet  # 0: never probes
+
+
+def test_a_measured_run_and_the_rerun_of_a_contended_one_both_wait_for_quiet(tmp_path,
+                                                                            monkeypatch):
+    from afbench import experiment
+    from test_contention_runs import fake_launcher, make_plan
+
+    launch, _ = fake_launcher({"a-train-r1"})
+    waits: dict[str, float] = {}
+
+    def recording(spec, quiet_s=0.0):
+        waits[spec.run_id] = quiet_s
+        return launch(spec)
+
+    monkeypatch.setattr(experiment, "launch_run", recording)
+    plan = make_plan(tmp_path, rerun_contended=1).model_copy(update={"wait_for_quiet_s": 30.0})
+    experiment.execute_plan(plan)
+    assert waits == {"a-train-r1": 30.0, "a-train-r1-rerun1": 30.0, "b-train-r1": 30.0}
+    other = plan.runs[0].model_copy(update={"phase": "profile"})
+    assert plan.quiet_s(other) == 0.0  # a run outside the verdict phase does not wait
