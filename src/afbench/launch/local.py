@@ -348,6 +348,20 @@ def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0
             raise
         else:
             _stop_group(proc, 0)  # reap anything the worker left behind in its group
+    try:  # reading the log: a Ctrl-C here still records the run (it was stopped)
+        state, reason = _outcome(spec, run_dir, code, reason)
+    except KeyboardInterrupt:
+        with hold_interrupts():
+            _finish(spec, run_dir, "SKIPPED", code, INTERRUPTED, started, t0, lock_wait_s,
+                    kernel_cache)
+        raise
+    return _finish(spec, run_dir, state, code, reason, started, t0, lock_wait_s, kernel_cache)
+
+
+def _outcome(spec: RunSpec, run_dir: Path, code: int | None, reason: str) -> tuple[str, str]:
+    """(status, reason) of a worker that ended with exit status ``code`` (``reason``: the
+    launcher's own, e.g. its timeout), from its files (:func:`launch_run`)."""
+    log_path = run_dir / STDOUT_LOG
     if reason:
         state = "FAILED"
     elif code == 0 and (run_dir / RESULT).exists():
@@ -365,7 +379,7 @@ def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0
     else:
         state = "FAILED"
         reason = _last_line(log_path, ERROR_PREFIX) or f"exit status {code}: {_tail(log_path)}"
-    return _finish(spec, run_dir, state, code, reason, started, t0, lock_wait_s, kernel_cache)
+    return state, reason
 
 
 def _finish(spec: RunSpec, run_dir: Path, state: str, code: int | None, reason: str,
