@@ -75,8 +75,8 @@ def wait_for_quiet(bound_s: float, what: str, *, probe: Callable[[], list[str]] 
         return Quiet(True, 0.0, ())
     log.warning("afbench: the machine is busy (a probe %s); %s waits for quiet, at most %g s "
                 "(experiment.wait_for_quiet_s)", "; ".join(reasons), what, bound_s)
-    while time.monotonic() - t0 + poll_s <= bound_s:
-        time.sleep(poll_s)
+    while (left := bound_s - (time.monotonic() - t0)) > 0:
+        time.sleep(min(poll_s, left))
         reasons = probe()
         if not reasons:
             waited = time.monotonic() - t0
