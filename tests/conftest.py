@@ -30,6 +30,19 @@ def private_device_locks(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True, scope="session")
+def no_wait_for_quiet():
+    """experiment.wait_for_quiet_s defaults to 0 in the suite (it runs beside other jobs on
+    shared machines): the tests of waiting (tests/test_reliability.py) set it themselves."""
+    old = os.environ.get("AFBENCH_WAIT_FOR_QUIET_S")
+    os.environ["AFBENCH_WAIT_FOR_QUIET_S"] = "0"
+    yield
+    if old is None:
+        os.environ.pop("AFBENCH_WAIT_FOR_QUIET_S", None)
+    else:
+        os.environ["AFBENCH_WAIT_FOR_QUIET_S"] = old
+
+
+@pytest.fixture(autouse=True, scope="session")
 def private_history(tmp_path_factory):
     """Every experiment records itself in the history database (afbench.history): the suite
     (and the afbench processes it starts) records into its own SQLite file, never the user's."""

@@ -68,7 +68,7 @@ def fake_launcher(contended_runs: set[str], slow: float = 2.0):
     longer) without starting anything."""
     launched: list[str] = []
 
-    def launch(spec: RunSpec) -> RunStatus:
+    def launch(spec: RunSpec, quiet_s: float = 0.0) -> RunStatus:
         run_dir = Path(spec.run_dir)
         run_dir.mkdir(parents=True)  # never reused: fails if the directory exists
         launched.append(spec.run_id)

@@ -19,7 +19,7 @@ def test_disk_full_during_write_keeps_the_old_file_and_no_temp(tmp_path, monkeyp
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", full)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(OSError, match="disk full: no space left for .*report.md"):
         io.write_text_atomic(target, "new report\n" * 1000)
     monkeypatch.setattr(os, "fsync", real_fsync)
     assert target.read_text() == "previous report\n"

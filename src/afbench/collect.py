@@ -17,7 +17,7 @@ from afbench.analysis.op_table import OpTable, load_op_table
 from afbench.analysis.recompiles import (Recompile, recompile_caveat, recompile_in_records,
                                          recompile_in_window)
 from afbench.analysis.stats import describe, finite_mean
-from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, mean_step_time, read_log
+from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, iter_log, mean_step_time
 from afbench.errors import OutputError
 from afbench.store import RESULT_FILE, ExperimentRecord, RunResult, StepRecord
 from afbench.runspec import Plan, RunSpec
@@ -118,7 +118,7 @@ def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> Recom
     w = spec.config.scheduler.measure
     pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
     log = run_dir / STDOUT_LOG
-    text = read_log(log) if log.is_file() else ""
+    text = iter_log(log) if log.is_file() else ""
     return (recompile_in_window(text, w.first_step, w.last_step, pattern)
             or recompile_in_records([r.model_dump() for r in records], w.first_step, w.last_step))
 

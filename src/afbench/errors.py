@@ -43,6 +43,13 @@ class RunSkipped(AfbenchError):
     exit_code = 125
 
 
+class DiskFull(AfbenchError, OSError):
+    """A write found no space left (ENOSPC, EDQUOT) on the disk of an output directory; the
+    message names the file system and its free space (:func:`afbench.io.disk_full_line`)."""
+
+    exit_code = 1
+
+
 class OutputError(AfbenchError):
     """A file of an output directory (result.json, summary.json) does not fit its schema or is
     of a newer schema_version; the message names the file."""

@@ -12,11 +12,13 @@ from pathlib import Path
 
 from afbench.assets.manifest import sha256_file
 from afbench.config.models import AfbenchConfig
-from afbench.errors import ConfigError, OutputError, PreflightError
+from afbench.errors import ConfigError, DiskFull, OutputError, PreflightError
 from afbench.history import record_experiment
 from afbench.history.provenance import provenance
 from afbench.launch.eta import RunTimes
-from afbench.launch.local import launch_run, write_skipped
+from afbench.io import (disk_full_line, is_no_space, release_reserve, reserve_space,
+                        reserve_used)
+from afbench.launch.local import hold_interrupts, launch_run, skip_unrun, write_skipped
 from afbench.logs import console
 from afbench.plan import add_round, make_plan, skip_reason
 from afbench.preflight import run_preflight
@@ -25,6 +27,7 @@ from afbench.store import (EXPERIMENT, EXPERIMENT_FILE, MULTIRUN_YAML, PLAN, PLA
                            REPORT_MD, RESULT, RUNS, RUNSPEC, RUNSPEC_FILE, STATUS, STATUS_FILE,
                            SWEEP_SUMMARY, ExperimentRecord, RunDir, window_problem,
                            window_step_times)
+from afbench.store.owner import claim
 
 log = logging.getLogger(__name__)
 
@@ -257,8 +260,11 @@ def adaptive_round(plan: Plan, statuses: dict[str, str], elapsed_s: float) -> Pl
 
 
 def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
-                 plan_path: Path | None = None) -> dict[str, str]:
+                 plan_path: Path | None = None, reserve: Path | None = None) -> dict[str, str]:
     """Run (or skip, or reuse from ``resume``) every RunSpec in order; returns run_id -> status.
+
+    A write that finds the disk full (or freed the ``reserve``, :func:`afbench.io.reserve_space`)
+    raises :class:`afbench.errors.DiskFull` before the next run starts.
 
     With ``repeats="auto"`` the plan grows as it runs: after each round of the verdict phase
     :func:`adaptive_round` decides, logs the interval and appends the next round; the plan is
@@ -276,6 +282,9 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
     while i < len(plan.runs):
         run = plan.runs[i]
         i += 1
+        full = reserve_used(reserve)
+        if full:  # a write found the disk full (and freed the reserve): no run starts
+            raise DiskFull(full)
         reason = skip_reason(plan, run, statuses)
         try:
             if reason:
@@ -286,13 +295,18 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
                 # the live spinner shares the log handler's console, so lines print above it
                 k, n = _count(plan, i)
                 with console.status(f"[{k}/{n}] {run.run_id} running"):
-                    st = launch_run(run)
+                    st = launch_run(run, quiet_s=plan.quiet_s(run))
                 plan, st = rerun_contended(plan, i, st, plan_path)
         except KeyboardInterrupt:  # the launcher recorded this run SKIPPED, INTERRUPTED
             statuses[run.run_id] = "SKIPPED"
-            for rest in plan.runs[i:]:
-                write_skipped(rest, INTERRUPTED)
+            with hold_interrupts():
+                skip_unrun(plan.runs[i:], INTERRUPTED)
             raise
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            raise DiskFull(str(exc) if isinstance(exc, DiskFull)
+                           else disk_full_line(Path(run.run_dir))) from None
         # a rerun stands in for the run it replaced: the skip rules look runs up by run_id
         statuses[run.run_id] = statuses[plan.runs[i - 1].run_id] = st.status
         _progress(*_count(plan, i), plan.runs[i - 1].run_id, st)
@@ -365,7 +379,7 @@ def rerun_contended(plan: Plan, i: int, st: RunStatus,
         k, n = _count(plan, i)
         _progress(k - 1, n, run.run_id, mark)
         with console.status(f"[{k}/{n}] {new_id} running (rerun of {run.run_id})"):
-            st = launch_run(new)
+            st = launch_run(new, quiet_s=plan.quiet_s(new))
         run = new
     return plan, st
 
@@ -379,9 +393,8 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     """Plan, launch, collect, compare and render into ``out_dir``; returns the exit code
     (0 all runs OK or SKIPPED by a backend, 1 if any run FAILED). ``checks``: the preflight
     the caller already ran for this config (before ``out_dir`` existed); None runs it here."""
-    from afbench.report import build_report  # pandas, jinja2, matplotlib: not for task=check
-
     out_dir = Path(out_dir)
+    claim(out_dir)  # OutputBusy (exit 2) when another afbench owns it
     if (out_dir / PLAN).exists():
         raise ConfigError(f"{out_dir} already holds an experiment; an output directory is never reused")
     plan = make_plan(conf, out_dir, job_num)
@@ -403,7 +416,7 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     else:
         log.info("afbench: preflight: %d checks passed", len(checks))
     assets = input_hashes(conf)
-    from afbench.history.calibration import for_plan, learn  # numpy: not for task=check
+    from afbench.history.calibration import for_plan  # numpy: not for task=check
 
     kinds, calibration = for_plan(plan, conf.history.url) if conf.history.record \
         else (None, None)
@@ -411,6 +424,21 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
         log.info("afbench: history.record=false: no host calibration is read or learnt, so a "
                  "one-round verdict will be INCONCLUSIVE (the history database holds the "
                  "calibration)")
+    reserve = reserve_space(out_dir)  # DiskFull when there is not even that much
+    try:
+        return _run_planned(conf, out_dir, plan, resume, kinds, calibration, assets, reserve)
+    finally:
+        release_reserve(reserve)
+
+
+def _run_planned(conf: AfbenchConfig, out_dir: Path, plan: Plan,
+                 resume: dict[str, Path] | None, kinds: object, calibration: object,
+                 assets: dict, reserve: Path) -> int:
+    """What :func:`run_experiment` writes: records, runs, report, history. A full disk ends
+    it with one error line, the runs not run SKIPPED, the report written if it fits; 1."""
+    from afbench.history.calibration import learn
+    from afbench.report import build_report  # pandas, jinja2, matplotlib: not for task=check
+
     EXPERIMENT_FILE.write(out_dir / EXPERIMENT, ExperimentRecord.model_validate({
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "config": conf, "assets": assets, "calibration": calibration,
@@ -421,14 +449,32 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     PLAN_FILE.write(out_dir / PLAN, plan)
     log.info("afbench: experiment %s: %d runs -> %s", plan.experiment, len(plan.runs), out_dir)
     try:
-        statuses = execute_plan(plan, resume, out_dir / PLAN)
-    finally:
-        summary = build_report(out_dir, conf.report)  # the templates of the config composed now
-        log.info("afbench: report %s", out_dir / REPORT_MD)
+        statuses = execute_plan(plan, resume, out_dir / PLAN, reserve)
+        full = reserve_used(reserve)  # the last run's own files filled it
+    except DiskFull as exc:
+        full, statuses = str(exc), {}
+    except BaseException:
+        with hold_interrupts():  # a second Ctrl-C: the report is still written
+            build_report(out_dir, conf.report)
+            log.info("afbench: report %s", out_dir / REPORT_MD)
+        raise
+    if full:
+        skipped = skip_unrun(plan.runs, full)
+        log.error("afbench: error: %s; the experiment stopped (%d later run(s) recorded "
+                  "SKIPPED)", full, skipped)
+    try:
+        summary = build_report(out_dir, conf.report)
+    except OSError as exc:
+        if not is_no_space(exc):
+            raise
+        log.error("afbench: error: no report (%s); re-render it once there is space: "
+                  "python -m afbench.report %s", exc, out_dir)
+        return 1
+    log.info("afbench: report %s", out_dir / REPORT_MD)
     for line in summary.headline:
         log.info("%s", line)
-    if kinds is not None:
+    if kinds is not None and full is None:
         learn(summary, kinds, out_dir, conf.history.url)
     record_experiment(out_dir, conf.history.url, conf.history.record)  # a warning at worst
     invalid_logs = [r.run_id for r in summary.runs if r.log_error]
-    return 1 if "FAILED" in statuses.values() or invalid_logs else 0
+    return 1 if full or "FAILED" in statuses.values() or invalid_logs else 0

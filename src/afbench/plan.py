@@ -133,6 +133,7 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
         auto=design,
         # report.contention=keep: contended runs decide, so rerunning them buys nothing
         rerun_contended=exp.rerun_contended if cfg.report.contention == "set_aside" else 0,
+        wait_for_quiet_s=exp.wait_for_quiet_s,
     )
 
 

@@ -120,6 +120,15 @@ class Plan(BaseModel):
     # (0 in plans written before it existed); reruns: the runs replaced, in launch order
     rerun_contended: int = 0
     reruns: list[Rerun] = []
+    # experiment.wait_for_quiet_s: the longest wait for a quiet machine before a verdict-phase
+    # run starts (0 in plans written before it existed: they never waited)
+    wait_for_quiet_s: float = 0.0
+
+    def quiet_s(self, run: RunSpec) -> float:
+        """How long ``run`` waits for a quiet machine (afbench.launch.quiet):
+        :attr:`wait_for_quiet_s` for a verdict-phase run (its contention decides whether it
+        counts), else 0."""
+        return self.wait_for_quiet_s if run.phase == self.verdict_phase else 0.0
 
 
 class RunStatus(BaseModel):

@@ -10,7 +10,10 @@ with one ``afbench.worker: error:`` line the launcher puts in the report).
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -34,12 +37,49 @@ def with_secrets(spec: RunSpec) -> RunSpec:
         update={"engine": engine})})
 
 
+#: set by the launcher (afbench.launch.local.PARENT_PID_ENV): afbench's pid
+PARENT_PID_ENV = "AFBENCH_PARENT_PID"
+WATCH_S = 0.5
+
+
+def _session_parent() -> int:
+    """The parent pid of this process session's leader (the worker, or torchrun above the
+    ranks): afbench while it lives."""
+    try:
+        stat = Path(f"/proc/{os.getsid(0)}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return os.getppid()
+
+
+def watch_parent(parent: int, grace_s: float) -> None:
+    """Stop this worker's process group (SIGTERM, SIGKILL after ``grace_s`` seconds) once
+    afbench (``parent``) is gone, e.g. after ``kill -9``: a worker must not run on without the
+    launcher's timeout, holding the devices (it holds their locks until it is gone). Polls
+    every :data:`WATCH_S` seconds in a daemon thread."""
+    def watch() -> None:
+        while _session_parent() == parent:
+            time.sleep(WATCH_S)
+        print("afbench.worker: afbench is gone; stopping this run's processes", flush=True)
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 0.0)):
+            try:
+                os.killpg(os.getpgrp(), sig)
+            except ProcessLookupError:
+                return
+            time.sleep(wait_s)
+
+    threading.Thread(target=watch, name="afbench-parent-watch", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print("usage: python -m afbench.worker <run_dir>/runspec.json", file=sys.stderr)
         return 2
     spec = with_secrets(RUNSPEC_FILE.read(Path(argv[0])))
+    parent = os.environ.get(PARENT_PID_ENV)
+    if parent and parent.isdigit():
+        watch_parent(int(parent), spec.kill_grace_s)
     rank = int(os.environ.get("RANK", "0"))
     if rank:
         # under torchrun: only rank 0 writes the log the verdict is parsed from

@@ -51,11 +51,12 @@ class Recompile:
     text: str
 
 
-def find_recompiles(text: str, pattern: str = DEFAULT_STEP_PATTERN) -> list[Recompile]:
+def find_recompiles(text: str | Iterable[str],
+                    pattern: str = DEFAULT_STEP_PATTERN) -> list[Recompile]:
     """Every recompile warning of a log, in log order, with the step it came after.
 
     Args:
-        text: the whole log (ANSI escapes are stripped).
+        text: the whole log, or its lines (steplog.iter_log); ANSI escapes are stripped.
         pattern: the engine's step-line regex (named group ``step``), used to know which
             step had ended when each warning was printed.
 
@@ -83,7 +84,7 @@ def _in_window(recompiles: Iterable[Recompile], first: int, last: int) -> Recomp
 
 
 def recompile_in_window(
-    text: str, first: int, last: int, pattern: str = DEFAULT_STEP_PATTERN
+    text: str | Iterable[str], first: int, last: int, pattern: str = DEFAULT_STEP_PATTERN
 ) -> Recompile | None:
     """The first recompile of a log that happened during a step of ``first..last``
     (inclusive, 1-based training steps), or ``None``.

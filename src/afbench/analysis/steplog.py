@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from afbench.analysis.errors import InvalidLog
@@ -118,7 +118,7 @@ _BAR_RE = re.compile(
 )
 
 
-def log_lines(text: str) -> Iterator[tuple[int, str]]:
+def log_lines(text: str | Iterable[str]) -> Iterator[tuple[int, str]]:
     """The lines of a log as a terminal shows them, each with its 1-based physical line
     number (counted by newlines, as an editor counts them).
 
@@ -134,24 +134,58 @@ def log_lines(text: str) -> Iterator[tuple[int, str]]:
 
     gives ``step:  3  loss: ...`` once: the metrics line is kept, the bar's own
     ``loss=``/``step=`` postfix is never read. Empty segments are left out.
+
+    ``text`` is the whole log, or its physical lines one by one (:func:`iter_log`: a log read
+    streaming).
     """
-    for lineno, line in enumerate(strip_ansi(text).replace("\r\n", "\n").split("\n"), start=1):
+    if isinstance(text, str):
+        physical: Iterable[str] = strip_ansi(text).replace("\r\n", "\n").split("\n")
+    else:
+        physical = (strip_ansi(line.removesuffix("\n").removesuffix("\r")) for line in text)
+    for lineno, line in enumerate(physical, start=1):
         for segment in line.split("\r"):
             segment = _BAR_RE.sub("", segment, count=1)
             if segment.strip():
                 yield lineno, segment
 
 
-def read_log(path: Path | str) -> str:
-    """A log file's text (UTF-8, undecodable bytes replaced) with its carriage returns kept,
-    for :func:`log_lines` (Python's default newline translation would turn each tqdm redraw
-    into a line of its own and shift every line number).
+#: A log line longer than this (bytes) is named, not loaded (:func:`iter_log`); a tqdm bar
+#: redrawn with ``\r`` for an hour at 10 redraws/s is about 4 MB.
+LOG_LINE_CAP = 8 << 20
+
+
+def iter_log(path: Path | str, cap: int = LOG_LINE_CAP) -> Iterator[str]:
+    """A log file's physical lines, read streaming, each with its newline (UTF-8, undecodable
+    bytes replaced, carriage returns kept for :func:`log_lines`). A line over ``cap`` bytes is
+    read through in 1 MiB pieces and stands as one line naming it: ``[afbench: line 3 of
+    <path> holds 1073741825 bytes, over the 8 MiB line cap: not read]``.
 
     Raises:
         OSError: the file cannot be read.
     """
-    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
-        return fh.read()
+    with open(path, "rb") as fh:
+        lineno = 0
+        while raw := fh.readline(cap + 1):
+            lineno += 1
+            if len(raw) <= cap or raw.endswith(b"\n"):
+                yield raw.decode("utf-8", errors="replace")
+                continue
+            size = len(raw)
+            while not raw.endswith(b"\n") and (raw := fh.readline(1 << 20)):
+                size += len(raw)
+            yield (f"[afbench: line {lineno} of {path} holds {size} bytes, over the "
+                   f"{cap / 2**20:g} MiB line cap: not read]\n")
+
+
+def read_log(path: Path | str, cap: int = LOG_LINE_CAP) -> str:
+    """A log file's text with its carriage returns kept, for :func:`log_lines` (Python's
+    default newline translation would turn each tqdm redraw into a line of its own and shift
+    every line number); UTF-8, a line over ``cap`` bytes named (:func:`iter_log`).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    return "".join(iter_log(path, cap))
 
 
 def step_line(step: int, loss: float, step_time_s: float, **fields: float) -> str:
@@ -227,7 +261,7 @@ def _parse_value(raw: str, shown: str) -> float | str:
 
 
 def parse_step_times(
-    text: str,
+    text: str | Iterable[str],
     first: int,
     last: int,
     pattern: str = DEFAULT_STEP_PATTERN,
@@ -237,7 +271,8 @@ def parse_step_times(
     """Step times (seconds) of steps ``first..last`` inclusive from a training log.
 
     Args:
-        text: whole log text, read line by line with :func:`log_lines` (ANSI escapes
+        text: whole log text, or its lines (:func:`iter_log`), read line by line with
+            :func:`log_lines` (ANSI escapes
             stripped, carriage-return redraws split, tqdm bars cut off); each line is matched
             with ``re.search``.
         first, last: the measured window, inclusive, ``first <= last``.
@@ -405,11 +440,10 @@ def read_step_times(
         ValueError: bad ``pattern`` or window.
     """
     path = Path(path)
-    try:
-        text = read_log(path)
+    try:  # streaming: memory holds the step records, never the log
+        return parse_step_times(iter_log(path), first, last, pattern, source=str(path))
     except OSError as exc:
         raise InvalidLog(f"{path}: cannot read log: {exc.strerror or exc}") from exc
-    return parse_step_times(text, first, last, pattern, source=str(path))
 
 
 def mean_step_time(times: dict[int, float]) -> float:

@@ -23,9 +23,9 @@ training steps come from the profiler schedule (:func:`training_steps_of`).
 from __future__ import annotations
 
 import gzip
-import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -83,28 +83,117 @@ class _Span:
     cat: str
 
 
-def read_trace_events(path: Path | str) -> list[dict[str, Any]]:
+#: A trace is read up to this many bytes (inflated, for ``.gz``); a bigger one is refused
+#: naming the file. torch_npu's trace_view.json of a few profiled steps is tens to hundreds
+#: of MB.
+TRACE_MAX_BYTES = 2 << 30
+#: A ``.gz`` trace inflates to at most this many times its size (JSON traces deflate 5-20x;
+#: a 6 MiB gzip "bomb" of one repeated byte inflates 1000x, to 6 GiB), and never less than
+#: :data:`GZIP_MIN_CAP` bytes.
+GZIP_MAX_RATIO = 100
+GZIP_MIN_CAP = 64 << 20
+#: bytes ijson reads at a time: a string token spanning many reads is lexed again from its
+#: start at each one (64 KiB: a 16 MiB name took 3.2 s, 4 MiB reads: 0.3 s)
+_READ = 4 << 20
+#: the keys of an event :func:`summarise_trace` reads; the rest (``args`` of kernels, call
+#: stacks) is dropped as the file is read
+_EVENT_KEYS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "id")
+_EVENT_PHASES = {"X", "s", "f", "M"}
+
+
+class _Capped:
+    """A binary file object that raises ValueError once more than ``cap`` bytes were read."""
+
+    def __init__(self, fh: Any, cap: int, path: Path) -> None:
+        self.fh, self.path, self.n = fh, path, 0
+        self.gz = path.suffix == ".gz"
+        self.cap = min(cap, max(GZIP_MIN_CAP, GZIP_MAX_RATIO * path.stat().st_size)) \
+            if self.gz else cap
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.fh.read(1 << 16 if size is None or size < 0 else size)
+        self.n += len(data)
+        if self.n > self.cap:
+            raise ValueError(
+                f"{self.path}: over {self.cap / 2**20:g} MiB "
+                + (f"inflated (analysis.traces: at most {GZIP_MAX_RATIO}x its size, "
+                   f"{TRACE_MAX_BYTES >> 30} GiB)" if self.gz else
+                   f"(analysis.traces.TRACE_MAX_BYTES)") + ": not read")
+        return data
+
+
+@contextmanager
+def _open(path: Path, cap: int = TRACE_MAX_BYTES) -> Iterator[_Capped]:
+    """``path`` (inflated when ``.gz``) as a binary file object that refuses to read past
+    its cap (:class:`_Capped`)."""
+    with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as raw:
+        yield _Capped(raw, cap, path)
+
+
+def read_trace_events(path: Path | str, cap: int = TRACE_MAX_BYTES) -> list[dict[str, Any]]:
     """The events of a Chrome-format trace: a JSON array (torch_npu) or an object with
-    ``traceEvents`` (torch.profiler), optionally gzip-compressed (``.gz``). Floats are read
-    as :class:`decimal.Decimal`, so no timestamp is rounded.
+    ``traceEvents`` (torch.profiler), optionally gzip-compressed (``.gz``). Read
+    incrementally (ijson): memory holds the events :func:`summarise_trace` reads (complete,
+    flow and metadata events, their :data:`_EVENT_KEYS` and a metadata event's ``args``),
+    never the file's text. Floats are read as :class:`decimal.Decimal`, so no timestamp is
+    rounded.
 
     Raises:
-        ValueError: not JSON, or neither an array nor an object with a ``traceEvents`` list.
+        ValueError: not JSON, neither an array nor an object with a ``traceEvents`` list, or
+            over ``cap`` bytes (a ``.gz`` inflated: over :data:`GZIP_MAX_RATIO` times its
+            size, at least :data:`GZIP_MIN_CAP`).
         OSError: the file cannot be opened.
     """
+    import ijson  # only where a trace is read
+
     path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        try:
-            data = json.load(fh, parse_float=Decimal)
-        except (json.JSONDecodeError, EOFError, gzip.BadGzipFile) as exc:
-            raise ValueError(f"{path}: not a JSON trace: {exc}") from exc
-    events = data.get("traceEvents") if isinstance(data, dict) else data
-    if not isinstance(events, list):
-        raise ValueError(
-            f"{path}: expected a JSON array of events or an object with 'traceEvents'"
-        )
-    return [e for e in events if isinstance(e, dict)]
+    events: list[dict[str, Any]] = []
+    try:
+        with _open(path, cap) as fh:
+            head = fh.read(_READ)
+            first = head.lstrip()[:1]
+            if first not in (b"[", b"{"):
+                raise ValueError(f"{path}: not a JSON trace: it starts with {first!r}")
+            prefix = "item" if first == b"[" else "traceEvents.item"
+            stream = _Chain(head, fh)
+            found = False
+            for event in ijson.items(stream, prefix, use_float=False, buf_size=_READ):
+                found = True
+                if isinstance(event, dict) and event.get("ph") in _EVENT_PHASES:
+                    slim = {k: event[k] for k in _EVENT_KEYS if k in event}
+                    if event["ph"] == "M" and isinstance(event.get("args"), dict):
+                        slim["args"] = {"name": event["args"].get("name")}
+                    events.append(slim)
+            if not found and first == b"{" and not _has_key(path, cap):
+                raise ValueError(f"{path}: expected a JSON array of events or an object "
+                                 "with 'traceEvents'")
+    except (ijson.JSONError, EOFError, gzip.BadGzipFile) as exc:
+        raise ValueError(f"{path}: not a JSON trace: {exc}") from exc
+    return events
+
+
+class _Chain:
+    """``head`` then the rest of ``fh``, as one binary file object for ijson."""
+
+    def __init__(self, head: bytes, fh: _Capped) -> None:
+        self.head, self.fh = head, fh
+
+    def read(self, size: int = -1) -> bytes:
+        if size == 0:  # ijson's probe of bytes or text
+            return b""
+        if self.head:
+            data, self.head = self.head, b""
+            return data
+        return self.fh.read(size)
+
+
+def _has_key(path: Path, cap: int) -> bool:
+    """Whether the object at the top of the trace has a ``traceEvents`` list."""
+    import ijson
+
+    with _open(path, cap) as fh:
+        return any(prefix == "traceEvents" and event == "start_array"
+                   for prefix, event, _ in ijson.parse(fh, buf_size=_READ))
 
 
 def _span(event: Mapping[str, Any], source: Path) -> _Span:
@@ -306,12 +395,14 @@ def profiler_step_labels(path: Path | str) -> list[int]:
         OSError: the file cannot be read; ValueError: a ``.gz`` file is not gzip.
     """
     path = Path(path)
+    labels: set[int] = set()
+    tail = ""
     try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8", errors="replace") as fh:
-                text = fh.read()
-        else:
-            text = path.read_text(encoding="utf-8", errors="replace")
+        with _open(path) as fh:
+            while chunk := fh.read(1 << 20):  # 1 MiB at a time; a label may span two
+                text = tail + chunk.decode("utf-8", errors="replace")
+                labels.update(int(n) for n in _LABEL_IN_TEXT.findall(text))
+                tail = text[-64:]
     except gzip.BadGzipFile as exc:
         raise ValueError(f"{path}: not gzip: {exc}") from exc
-    return sorted({int(n) for n in _LABEL_IN_TEXT.findall(text)})
+    return sorted(labels)

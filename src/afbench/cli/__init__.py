@@ -198,6 +198,15 @@ def run_single(overrides: list[str], conf_dir: str) -> None:
             _fail([f"{run_dir} already holds an experiment; an output directory is never "
                    "reused"], 2)
         held["checks"] = _preflight_before_output(conf, run_dir)
+        from afbench.store.owner import OutputBusy, claim
+
+        try:  # one owner: a second afbench on this folder is refused before Hydra writes
+            claim(run_dir)
+        except OutputBusy as exc:
+            _fail([str(exc)], exc.exit_code)
+        if (run_dir / PLAN).exists():  # the owner before us finished meanwhile
+            _fail([f"{run_dir} already holds an experiment; an output directory is never "
+                   "reused"], 2)
 
     try:
         hydra_run.run_once(overrides, conf_dir, check,

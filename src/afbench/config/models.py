@@ -7,6 +7,7 @@ behaviour beyond validation; components read them.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -349,6 +350,11 @@ class ExperimentConfig(Section):
     # afbench.analysis.contention.judge) is run again, at most this many times per run, in a
     # new run directory (<run_id>-rerun<k>); the contended one is kept and marked. 0: never.
     rerun_contended: Annotated[int, Field(ge=0, le=5)] = 1
+    # Before a verdict-phase run (and its rerun) starts, wait at most this many seconds for a
+    # quiet machine (afbench.launch.quiet; bench/README.md "Waiting for quiet"); 0: never
+    # wait. Default $AFBENCH_WAIT_FOR_QUIET_S, else 120.
+    wait_for_quiet_s: NonNegativeFloat = Field(
+        default_factory=lambda: float(os.environ.get("AFBENCH_WAIT_FOR_QUIET_S", 120)))
     # A short (or longer) run of any recipe: every phase runs this many steps, with the measured
     # and profiler windows moved to its end (afbench.config.short.short_run); null: as written.
     steps: int | None = None

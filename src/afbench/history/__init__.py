@@ -34,6 +34,8 @@ def record_experiment(out_dir: Path, url: str | None = None, enabled: bool = Tru
         finally:
             engine.dispose()
     except Exception as exc:  # the experiment is done and its directory intact: only warn
+        if getattr(exc, "repeated", False):
+            return False  # a server that did not answer: said once already (open_db)
         log.warning("afbench: history: %s was not recorded: %s", out_dir,
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return False

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import SQLAlchemyError
 
 import afbench.switches.registry  # noqa: F401  (hands the switch names to afbench.config)
 from afbench.errors import AfbenchError
@@ -280,6 +281,12 @@ def main(argv: list[str] | None = None) -> int:
         for r in results:
             print(r.line)
         return 1 if any(r.regression for r in results) else 0
+    except SQLAlchemyError as exc:  # a damaged file: one line, exit 2 (1 is check's REGRESSION)
+        print(f"history {args.command}: {shown(url)} cannot be read: "
+              f"{str(exc.orig if getattr(exc, 'orig', None) else exc).splitlines()[0]}; "
+              "restore it from a copy, or give --url (or $AFBENCH_HISTORY_URL) another "
+              "database", file=sys.stderr)
+        return 2
     finally:
         engine.dispose()
 

@@ -21,13 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, inspect, select, text
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from afbench.errors import AfbenchError
 from afbench.history.schema import HEAD, calibration
 
 ENV_URL = "AFBENCH_HISTORY_URL"
 BUSY_TIMEOUT_S = 30
+#: a database server that does not answer within this (seconds) is given up on, and not
+#: asked again by this process (psycopg's default waits for the system's TCP timeout, ~130 s)
+CONNECT_TIMEOUT_S = 10
+_unanswered: dict[str, str] = {}
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
@@ -35,6 +39,14 @@ class HistoryError(AfbenchError):
     """The history database cannot be opened, upgraded or written (names the URL)."""
 
     exit_code = 2
+
+
+class HistoryUnanswered(HistoryError):
+    """A database server that did not answer; ``repeated``: this process was told before."""
+
+    def __init__(self, message: str, repeated: bool = False) -> None:
+        super().__init__(message)
+        self.repeated = repeated
 
 
 def default_url() -> str:
@@ -144,6 +156,8 @@ def open_db(url: str | None = None, create: bool = True) -> Engine:
     when the SQLite file does not exist or the database holds no afbench history (no
     ``alembic_version``: it is left as it was)."""
     url = resolve_url(url)
+    if url in _unanswered:
+        raise HistoryUnanswered(_unanswered[url], repeated=True)
     try:
         if url.startswith("sqlite"):
             from sqlalchemy.engine import make_url
@@ -157,12 +171,24 @@ def open_db(url: str | None = None, create: bool = True) -> Engine:
                 path.parent.mkdir(parents=True, exist_ok=True)
             engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
         else:
-            engine = create_engine(url, pool_pre_ping=True)
+            server = url.split(":", 1)[0].split("+")[0] in ("postgresql", "mysql", "mariadb")
+            engine = create_engine(url, pool_pre_ping=True, connect_args={
+                "connect_timeout": CONNECT_TIMEOUT_S} if server else {})
         if not create:
             _refuse_foreign(engine, url)
         if url.startswith("sqlite"):
             _sqlite_settings(engine)  # after the check: WAL mode is written into the file
         upgrade(engine)
+    except OperationalError as exc:
+        if url.startswith("sqlite"):
+            raise HistoryError(f"history database {shown(url)}: {str(exc).splitlines()[0]} "
+                               f"(set history.url or ${ENV_URL} to a reachable SQLAlchemy "
+                               "URL)") from exc
+        _unanswered[url] = (f"history database {shown(url)} does not answer "
+                            f"({str(exc.orig or exc).strip().splitlines()[0]}; connect timeout "
+                            f"{CONNECT_TIMEOUT_S} s): nothing is read from or recorded in it "
+                            "by this process; the report is written as usual")
+        raise HistoryUnanswered(_unanswered[url]) from exc
     except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
         raise HistoryError(f"history database {shown(url)}: {str(exc).splitlines()[0]} "
                            f"(set history.url or ${ENV_URL} to a reachable SQLAlchemy URL)"

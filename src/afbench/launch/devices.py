@@ -229,7 +229,8 @@ def _note_holder(fd: int, label: str) -> None:
 
 @contextmanager
 def device_locks(backend: str, devices: Sequence[int | str] = (), *, label: str = "",
-                 folder: Path | None = None) -> Iterator[list[Path]]:
+                 folder: Path | None = None,
+                 fds: list[int] | None = None) -> Iterator[list[Path]]:
     """Hold an exclusive lock on each device for the duration of the ``with`` block.
 
     Blocks until every lock is free, logging one line (with the holder's pid, host and run)
@@ -243,6 +244,8 @@ def device_locks(backend: str, devices: Sequence[int | str] = (), *, label: str 
         devices: physical device entries (:func:`held_devices`); ignored on cpu.
         label: what holds the lock (the run), written into the lock file for waiters' logs.
         folder: the lock folder (default :func:`lock_dir`); created if missing.
+        fds: a list that gets the locked file descriptors, for a worker to inherit (a lock
+            is then held until the last process holding it ends, or the block ends).
 
     Yields:
         The lock files held.
@@ -253,7 +256,7 @@ def device_locks(backend: str, devices: Sequence[int | str] = (), *, label: str 
     """
     folder = lock_dir() if folder is None else Path(folder)
     paths = lock_paths(backend, devices, folder)
-    fds: list[int] = []
+    held: list[int] = []
     try:
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -268,7 +271,7 @@ def device_locks(backend: str, devices: Sequence[int | str] = (), *, label: str 
                     f"device lock {path}: {exc.strerror or exc} (another user's lock?); set "
                     f"{LOCK_DIR_ENV} to a folder every afbench user on this host can "
                     "write") from exc
-            fds.append(fd)
+            held.append(fd)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -279,9 +282,11 @@ def device_locks(backend: str, devices: Sequence[int | str] = (), *, label: str 
                 log.warning("afbench: %s got device lock %s after %.1f s", label or "run",
                             path, time.monotonic() - t0)
             _note_holder(fd, label)
+        if fds is not None:
+            fds.extend(held)
         yield paths
     finally:
-        for fd in reversed(fds):
+        for fd in reversed(held):
             try:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             finally:

@@ -7,19 +7,23 @@ whole process group (inductor's compile workers included) and leaves no orphans.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from contextlib import ExitStack
+from collections import deque
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
 
-from afbench.analysis.steplog import log_lines, read_log
+from afbench.analysis.steplog import iter_log, log_lines
 from afbench.errors import AfbenchError
 from afbench.config.secrets import masked, secret_env
 from afbench.io import write_text_atomic
@@ -30,6 +34,7 @@ from afbench.launch.devices import (
     visible_devices_env,
 )
 from afbench.engines.registry import engine_for
+from afbench.launch.quiet import wait_for_quiet
 from afbench.preflight import find_cann_root
 from afbench.runspec import (ERROR_PREFIX, INTERRUPTED, SKIP_PREFIX, SKIPPED_EXIT_CODE, RunSpec,
                              RunStatus)
@@ -156,6 +161,7 @@ def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
     # runspec.json holds engine.env's secrets masked: the worker takes them from here
     env.update(secret_env(getattr(spec.config.engine, "env", {})))
     env.update(visible_devices_env(backend, devices))
+    env[PARENT_PID_ENV] = str(os.getpid())
     return env
 
 
@@ -170,6 +176,33 @@ def worker_argv(spec: RunSpec, python: str, run_dir: Path) -> list[str]:
         return [python, "-m", "torch.distributed.run", "--standalone",
                 f"--nproc_per_node={world}", *worker]
     return [python, *worker]
+
+
+#: the worker's watchdog stops its process group when this process (afbench) is gone
+PARENT_PID_ENV = "AFBENCH_PARENT_PID"
+
+
+@contextmanager
+def hold_interrupts() -> Iterator[None]:
+    """While afbench stops after a Ctrl-C or SIGTERM: a further Ctrl-C or SIGTERM is said
+    (one line) and otherwise ignored, so the stop still writes the run's status, the later
+    runs' SKIPPED records and the report. Handlers are restored afterwards; a no-op outside
+    the main thread (signals are delivered there only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def said(signum: int, _frame: object) -> None:
+        logging.getLogger(__name__).warning(
+            "afbench: already stopping (%s ignored): writing the run's status and the report",
+            signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, said) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
@@ -189,29 +222,30 @@ def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
             continue
 
 
-def _log_lines(log: Path) -> list[str]:
+def _log_lines(log: Path) -> Iterator[str]:
     """The log's lines as a terminal shows them (analysis.steplog.log_lines: a progress bar
-    sharing a line with the worker's own line is cut off, not the line dropped)."""
-    return [line for _, line in log_lines(read_log(log))]
+    sharing a line with the worker's own line is cut off, not the line dropped), read
+    streaming with the line cap of :func:`afbench.analysis.steplog.iter_log`."""
+    return (line for _, line in log_lines(iter_log(log)))
 
 
 def _last_line(log: Path, prefix: str) -> str | None:
+    found = None
     try:
-        lines = _log_lines(log)
+        for line in _log_lines(log):
+            if line.startswith(prefix):
+                found = line[len(prefix):].strip()
     except FileNotFoundError:
         return None
-    for line in reversed(lines):
-        if line.startswith(prefix):
-            return line[len(prefix):].strip()
-    return None
+    return found
 
 
 def _tail(log: Path, n: int = 1) -> str:
     try:
-        lines = _log_lines(log)
+        lines = deque(_log_lines(log), maxlen=n)
     except FileNotFoundError:
         return ""
-    return " | ".join(lines[-n:])[:300]
+    return " | ".join(lines)[:300]
 
 
 def write_skipped(spec: RunSpec, reason: str) -> RunStatus:
@@ -224,7 +258,30 @@ def write_skipped(spec: RunSpec, reason: str) -> RunStatus:
     return status
 
 
-def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
+def skip_unrun(runs: list[RunSpec], reason: str) -> int:
+    """Record each of ``runs`` that has no status.json as SKIPPED with ``reason`` (a run whose
+    folder holds its runspec gets only its status), as far as the disk allows: the first
+    write that fails ends it. Returns how many were recorded."""
+    done = 0
+    for spec in runs:
+        run_dir = Path(spec.run_dir)
+        try:
+            if (run_dir / STATUS).is_file() or (run_dir.exists()
+                                                and not (run_dir / RUNSPEC).is_file()):
+                continue  # recorded, or a folder not afbench's: left as it is
+            if run_dir.exists():
+                STATUS_FILE.write(run_dir / STATUS, RunStatus(
+                    run_id=spec.run_id, status="SKIPPED", exit_code=SKIPPED_EXIT_CODE,
+                    reason=reason, config_hash=spec.config_hash))
+            else:
+                write_skipped(spec, reason)
+        except OSError:
+            break
+        done += 1
+    return done
+
+
+def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0) -> RunStatus:
     """Run ``spec`` in a fresh process and record its status.
 
     The worker is ``python -m afbench.worker <run_dir>/runspec.json``; stdout and stderr go to
@@ -239,7 +296,8 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
     worker starts until it has ended; a run whose device another afbench run holds waits for
     it (:func:`afbench.launch.devices.device_locks`). ``wall_s`` and the timeout count from
     when the locks are held; the wait is recorded as ``lock_wait_s``. A lock or device
-    problem records FAILED with its reason.
+    problem records FAILED with its reason. With the locks held, a measured run waits up to
+    ``quiet_s`` seconds for a quiet machine (:func:`afbench.launch.quiet.wait_for_quiet`).
     """
     run_dir = prepare_run_dir(spec)
     log_path = run_dir / STDOUT_LOG
@@ -253,13 +311,16 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
         backend, _ = run_devices(spec)
         held = held_devices(backend, env, spec.config.parallel.world_size)
         waited = time.perf_counter()
-        hold.enter_context(device_locks(backend, held, label=f"{spec.run_id} ({run_dir})"))
+        lock_fds: list[int] = []
+        hold.enter_context(device_locks(backend, held, label=f"{spec.run_id} ({run_dir})",
+                                        fds=lock_fds))
         lock_wait_s = round(time.perf_counter() - waited, 3)
+        wait_for_quiet(quiet_s, spec.run_id)
     except AfbenchError as exc:
         return _finish(spec, run_dir, "FAILED", None, str(exc), _now(), time.perf_counter())
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
-            _finish(spec, run_dir, "SKIPPED", None, f"{INTERRUPTED} while waiting for a device lock",
+            _finish(spec, run_dir, "SKIPPED", None, f"{INTERRUPTED} before it started (device lock, quiet machine)",
                     _now(), time.perf_counter())
         else:
             _finish(spec, run_dir, "FAILED", None, f"{type(exc).__name__}: {exc}", _now(),
@@ -272,6 +333,9 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
             worker_argv(spec, python, run_dir),
             cwd=run_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
+            # the worker holds the device locks too: a worker outliving afbench (kill -9)
+            # keeps them until its watchdog (afbench.worker) has stopped its group
+            pass_fds=lock_fds,
         )
         try:
             code = proc.wait(timeout=spec.timeout_s)
@@ -280,12 +344,27 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
             code = proc.returncode
             reason = f"timed out after {spec.timeout_s:g} s (launcher.timeout_s); process group killed"
         except BaseException:
-            _stop_group(proc, spec.kill_grace_s)
-            _finish(spec, run_dir, "SKIPPED", proc.returncode, INTERRUPTED, started, t0,
-                    kernel_cache=kernel_cache)
+            with hold_interrupts():  # a second Ctrl-C still gets the status written
+                _stop_group(proc, spec.kill_grace_s)
+                _finish(spec, run_dir, "SKIPPED", proc.returncode, INTERRUPTED, started, t0,
+                        kernel_cache=kernel_cache)
             raise
         else:
             _stop_group(proc, 0)  # reap anything the worker left behind in its group
+    try:  # reading the log: a Ctrl-C here still records the run (it was stopped)
+        state, reason = _outcome(spec, run_dir, code, reason)
+    except KeyboardInterrupt:
+        with hold_interrupts():
+            _finish(spec, run_dir, "SKIPPED", code, INTERRUPTED, started, t0, lock_wait_s,
+                    kernel_cache)
+        raise
+    return _finish(spec, run_dir, state, code, reason, started, t0, lock_wait_s, kernel_cache)
+
+
+def _outcome(spec: RunSpec, run_dir: Path, code: int | None, reason: str) -> tuple[str, str]:
+    """(status, reason) of a worker that ended with exit status ``code`` (``reason``: the
+    launcher's own, e.g. its timeout), from its files (:func:`launch_run`)."""
+    log_path = run_dir / STDOUT_LOG
     if reason:
         state = "FAILED"
     elif code == 0 and (run_dir / RESULT).exists():
@@ -303,7 +382,7 @@ def launch_run(spec: RunSpec, python: str = sys.executable) -> RunStatus:
     else:
         state = "FAILED"
         reason = _last_line(log_path, ERROR_PREFIX) or f"exit status {code}: {_tail(log_path)}"
-    return _finish(spec, run_dir, state, code, reason, started, t0, lock_wait_s, kernel_cache)
+    return state, reason
 
 
 def _finish(spec: RunSpec, run_dir: Path, state: str, code: int | None, reason: str,
