@@ -27,6 +27,7 @@ import afbench.switches.registry  # noqa: F401  (hands the switch names to afben
 from afbench.errors import AfbenchError
 from afbench.history.db import ENV_URL, open_db, resolve_url, shown
 from afbench.history.schema import experiments, records, runs
+from afbench.verdict import DEFAULT_NIGHT_SPREAD_PCT, MIN_RECORDS
 
 
 def _number(text: str, ok, what: str) -> float:
@@ -116,6 +117,11 @@ def _parser() -> argparse.ArgumentParser:
     chk.add_argument("--contention", choices=("set_aside", "keep"), default="set_aside",
                      help="runs recorded as contended: set_aside (default: they never decide, "
                      "and the line names them) or keep (a machine that is always shared)")
+    chk.add_argument("--night-spread-pct", type=lambda t: _number(
+        t, lambda v: 0 <= v < 100, "a percentage within [0, 100), e.g. 3"), default=DEFAULT_NIGHT_SPREAD_PCT,
+        help=f"night-to-night spread of the host assumed while there are fewer than "
+        f"{MIN_RECORDS} earlier records (default {DEFAULT_NIGHT_SPREAD_PCT:g}; with "
+        f"{MIN_RECORDS} or more the records' own spread is used)")
     return p
 
 
@@ -267,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
 
         results = check(engine, args.experiment, args.variant, window=args.window,
                         confidence=args.confidence, min_gain_pct=args.min_gain_pct,
-                        threshold_pct=args.threshold_pct, contention=args.contention)
+                        threshold_pct=args.threshold_pct, contention=args.contention,
+                        night_spread_pct=args.night_spread_pct)
         if not results:
             with engine.connect() as conn:
                 known = sorted(conn.execute(
