@@ -232,6 +232,8 @@ def check(engine: Engine, experiment: str, variant: str | None = None, *, window
             continue
         aside = f"; {_words(speed, 'set_aside_note')}" if speed.set_aside else ""
         slower = -(speed.gain_pct or 0.0)
+        # the records that count: those with a run not set aside as contended
+        counted = len({k for k, (_, c) in zip(hist_record, hist_runs) if keep or not c})
         regression = is_regression(speed, threshold_pct)
         n_hist = len(hist_runs)
         detail = (f"median step {newest['median_step_s']:.4g} s vs "
@@ -240,7 +242,7 @@ def check(engine: Engine, experiment: str, variant: str | None = None, *, window
                   f"[{speed.ci_low_pct:+.2f}%, {speed.ci_high_pct:+.2f}%] at "
                   f"{confidence:.0%} ({speed.decision}), {len(new_runs)} run(s) vs "
                   f"{n_hist} run(s) of {len(history)} earlier record(s), {speed.method}; "
-                  f"{_gate_note(speed, confidence, len(history), night_spread_pct)}{aside}")
+                  f"{_gate_note(speed, confidence, counted, night_spread_pct)}{aside}")
         if regression:
             line = (f"REGRESSION {label}: {slower:.1f}% slower than its history ({detail}); "
                     f"now {software(newest)}, before {software(history[0])}; "
