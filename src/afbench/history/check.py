@@ -191,8 +191,8 @@ def check(engine: Engine, experiment: str, variant: str | None = None, *, window
     its history (see the module docstring). A regression: the interval of the gain lies wholly
     below 0 (:func:`compare_history`'s decision SLOWER) and the slowdown is at least
     ``threshold_pct`` percent. ``night_spread_pct``: the night-to-night spread assumed while
-    there are fewer than MIN_RECORDS earlier records. ``contention``: ``set_aside`` (runs recorded as contended do
-    not decide) or ``keep``. Empty list when the experiment has no record."""
+    there are fewer than MIN_RECORDS earlier records. ``contention``: ``set_aside`` (runs
+    recorded as contended do not decide) or ``keep``. Empty list when the experiment has no record."""
     if contention not in ("set_aside", "keep"):
         raise ValueError(f"contention must be set_aside or keep, got {contention!r}")
     recs = _records(engine, experiment, variant)
