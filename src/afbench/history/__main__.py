@@ -5,6 +5,7 @@ database of experiments (README "History and regressions").
     list [--experiment E] [--variant V] [--since DATE] [--limit N]
     report [--experiment E] [-o FILE.html]   HTML + Markdown (FILE.md) with trend plots
     check --experiment E [--variant V] [--window N] [--threshold-pct P] [--contention keep]
+          [--night-spread-pct S]
                                         exit 1 on a slowdown the noise cannot explain
                                         (runs recorded as contended never decide)
 
@@ -28,6 +29,7 @@ import afbench.switches.registry  # noqa: F401  (hands the switch names to afben
 from afbench.errors import AfbenchError
 from afbench.history.db import ENV_URL, open_db, resolve_url, shown
 from afbench.history.schema import experiments, records, runs
+from afbench.verdict import DEFAULT_NIGHT_SPREAD_PCT, MIN_RECORDS
 
 
 def _number(text: str, ok, what: str) -> float:
@@ -46,6 +48,10 @@ def _open_unit(text: str) -> float:
 
 def _percent(text: str) -> float:
     return _number(text, lambda v: 0 < v < 100, "a percentage within (0, 100), e.g. 5")
+
+
+def _spread(text: str) -> float:
+    return _number(text, lambda v: 0 <= v < 100, "a percentage within [0, 100), e.g. 3")
 
 
 def _positive_int(text: str) -> int:
@@ -117,6 +123,10 @@ def _parser() -> argparse.ArgumentParser:
     chk.add_argument("--contention", choices=("set_aside", "keep"), default="set_aside",
                      help="runs recorded as contended: set_aside (default: they never decide, "
                      "and the line names them) or keep (a machine that is always shared)")
+    chk.add_argument("--night-spread-pct", type=_spread, default=DEFAULT_NIGHT_SPREAD_PCT,
+                     help=f"night-to-night spread of the host assumed while there are fewer "
+                     f"than {MIN_RECORDS} earlier records (default {DEFAULT_NIGHT_SPREAD_PCT:g}; "
+                     f"with {MIN_RECORDS} or more the records' own spread is used)")
     return p
 
 
@@ -268,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
 
         results = check(engine, args.experiment, args.variant, window=args.window,
                         confidence=args.confidence, min_gain_pct=args.min_gain_pct,
-                        threshold_pct=args.threshold_pct, contention=args.contention)
+                        threshold_pct=args.threshold_pct, contention=args.contention,
+                        night_spread_pct=args.night_spread_pct)
         if not results:
             with engine.connect() as conn:
                 known = sorted(conn.execute(

@@ -3,10 +3,15 @@ than the noise explains? A CI performance gate (exit 1 on a regression, 0 otherw
 
 The newest record of each variant is compared with up to ``window`` earlier records of the
 same experiment and variant, on the same host (``host_id``) and with the same config hash: a
-changed config or machine is a different measurement, not a regression. The statistics are
-one function, :func:`compare_history`: :func:`afbench.verdict.compare_groups`. A run recorded
-as contended (``runs.contended``) is set aside there, on either side, and the line names it
-(``contention="keep"``: every run decides, for a machine that is always shared).
+changed config or machine is a different measurement, not a regression. The record (one
+experiment, e.g. one night) is the unit: the statistics are
+:func:`afbench.verdict.compare_records` (a prediction interval of record means, so the host's
+night-to-night spread is in the noise a slowdown must exceed; with fewer than
+:data:`afbench.verdict.MIN_RECORDS` earlier records, the runs' spread plus an assumed
+night-to-night spread), through :func:`compare_history`. A run recorded as contended
+(``runs.contended``) is set aside there, on either side, and the line names it
+(``contention="keep"``: every run decides, for a machine that is always shared). The line
+states the check's false-alarm rate (labels ``h_gate_*``); bench/history_gate_sim.py measures it.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from afbench.errors import OutputError
 from afbench.history.schema import experiments, records, runs
 from afbench.store import Speed
 from afbench.store import OutDir
-from afbench.verdict import SLOWER, compare_groups
+from afbench.verdict import (DEFAULT_NIGHT_SPREAD_PCT, MIN_RECORDS, SLOWER, compare_groups,
+                             compare_records)
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +37,9 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
                     confidence: float = 0.95, min_gain_pct: float = 2.0,
                     calibration: dict[str, Any] | None = None,
                     history_contended: Sequence[bool | None] | None = None,
-                    newest_contended: Sequence[bool | None] | None = None) -> Speed:
+                    newest_contended: Sequence[bool | None] | None = None,
+                    history_record: Sequence[Any] | None = None,
+                    night_spread_pct: float = DEFAULT_NIGHT_SPREAD_PCT) -> Speed:
     """The gain of ``newest`` (the newest record's runs) over ``history`` (the history window's
     runs), each a list of runs, each a list of measured step times in seconds, by
     :func:`afbench.verdict.compare_groups` (unpaired: Welch's t on log run medians, or the
@@ -40,6 +48,11 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
     (its ``experiment.json``), used when each side has a single run and it is of one kind of run
     (:func:`afbench.history.calibration.of_one_kind`). ``*_contended``: per
     run, whether it was recorded as contended (set aside; see compare_groups).
+    ``history_record``: per history run, the earlier record it belongs to (any key; runs of
+    one record adjacent or not): the record is then the unit
+    (:func:`afbench.verdict.compare_records`, ``night_spread_pct`` assumed while there are
+    fewer than MIN_RECORDS records); None: the runs are judged as independent draws
+    (:func:`afbench.verdict.compare_groups`), right only within one record.
 
     Raises ValueError when a side has no run, or a step time that is not finite and > 0."""
     from afbench.history.calibration import of_one_kind
@@ -51,11 +64,24 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
         # none, or a comparison's (two kinds of run): it does not describe the runs of the one
         # variant the gate compares over time
         calibration = None
-    speed = compare_groups(history, newest, confidence=confidence, min_gain_pct=min_gain_pct,
-                           run_spread_pct=calibration["spread_pct"] if calibration else None,
-                           run_spread_df=calibration["df"] if calibration else None,
-                           history_contended=history_contended,
-                           newest_contended=newest_contended)
+    spread = {"run_spread_pct": calibration["spread_pct"] if calibration else None,
+              "run_spread_df": calibration["df"] if calibration else None}
+    if history_record is None:
+        speed = compare_groups(history, newest, confidence=confidence,
+                               min_gain_pct=min_gain_pct, history_contended=history_contended,
+                               newest_contended=newest_contended, **spread)
+    else:
+        if len(history_record) != len(history):
+            raise ValueError(f"history_record has {len(history_record)} keys for "
+                             f"{len(history)} runs")
+        flags = history_contended or [None] * len(history)
+        keys = list(dict.fromkeys(history_record))
+        recs = [[r for r, k in zip(history, history_record) if k == key] for key in keys]
+        rec_flags = [[f for f, k in zip(flags, history_record) if k == key] for key in keys]
+        speed = compare_records(recs, newest, confidence=confidence, min_gain_pct=min_gain_pct,
+                                night_spread_pct=night_spread_pct,
+                                history_contended=rec_flags, newest_contended=newest_contended,
+                                **spread)
     return Speed.of(speed, calibration=calibration if speed.spread_source == "calibration"
                     else None)
 
@@ -124,6 +150,27 @@ def _words(speed: Speed, macro: str) -> str:
     return str(getattr(verdict_words("en"), macro)(speed))
 
 
+def is_regression(speed: Speed, threshold_pct: float) -> bool:
+    """The gate's rule: the interval lies wholly below 0 (SLOWER) and the slowdown
+    (``-gain_pct``) is at least ``threshold_pct`` percent."""
+    return speed.decision == SLOWER and -(speed.gain_pct or 0.0) >= threshold_pct
+
+
+def _gate_note(speed: Speed, confidence: float, n_records: int,
+               night_spread_pct: float) -> str:
+    """What the check promises (labels ``h_gate_level``) or, with fewer than MIN_RECORDS
+    earlier records, what it assumes (``h_gate_few_records``), in English."""
+    from afbench.report.render import labels
+
+    words = labels("en")
+    if speed.spread_source == "records":
+        alpha = (1 - confidence) / 2
+        return (words["h_gate_level"].replace("{alpha}", f"{alpha * 100:.3g}")
+                .replace("{month}", f"{(1 - (1 - alpha) ** 30) * 100:.0f}"))
+    return (words["h_gate_few_records"].replace("{k}", str(n_records))
+            .replace("{min}", str(MIN_RECORDS)).replace("{night}", f"{night_spread_pct:g}"))
+
+
 def software(rec: dict[str, Any]) -> str:
     """The software a record ran with, short: ``torch 2.13.0, torch_npu ..., git 1a2b3c4``."""
     v = rec.get("versions") or {}
@@ -138,12 +185,14 @@ def software(rec: dict[str, Any]) -> str:
 
 def check(engine: Engine, experiment: str, variant: str | None = None, *, window: int = 10,
           confidence: float = 0.95, min_gain_pct: float = 2.0,
-          threshold_pct: float = 5.0, contention: str = "set_aside") -> list[CheckResult]:
+          threshold_pct: float = 5.0, contention: str = "set_aside",
+          night_spread_pct: float = DEFAULT_NIGHT_SPREAD_PCT) -> list[CheckResult]:
     """Gate the newest record of each variant of ``experiment`` (or of ``variant``) against
     its history (see the module docstring). A regression: the interval of the gain lies wholly
     below 0 (:func:`compare_history`'s decision SLOWER) and the slowdown is at least
-    ``threshold_pct`` percent. ``contention``: ``set_aside`` (runs recorded as contended do
-    not decide) or ``keep``. Empty list when the experiment has no record."""
+    ``threshold_pct`` percent. ``night_spread_pct``: the night-to-night spread assumed while
+    there are fewer than MIN_RECORDS earlier records. ``contention``: ``set_aside`` (runs
+    recorded as contended do not decide) or ``keep``. Empty list when the experiment has no record."""
     if contention not in ("set_aside", "keep"):
         raise ValueError(f"contention must be set_aside or keep, got {contention!r}")
     recs = _records(engine, experiment, variant)
@@ -167,13 +216,15 @@ def check(engine: Engine, experiment: str, variant: str | None = None, *, window
                                        "nothing to compare"))
             continue
         hist_runs = [run for r in history for run in times[r["id"]]]
+        hist_record = [r["id"] for r in history for _ in times[r["id"]]]
         new_runs = times[newest["id"]]
         keep = contention == "keep"
         speed = compare_history([t for t, _ in hist_runs], [t for t, _ in new_runs],
                                 confidence=confidence, min_gain_pct=min_gain_pct,
                                 calibration=_calibration(newest["out_dir"]),
                                 history_contended=None if keep else [c for _, c in hist_runs],
-                                newest_contended=None if keep else [c for _, c in new_runs])
+                                newest_contended=None if keep else [c for _, c in new_runs],
+                                history_record=hist_record, night_spread_pct=night_spread_pct)
         if speed.ci_low_pct is None or speed.ci_high_pct is None:
             results.append(CheckResult(name, False, f"SKIP {label}: no verdict"
                                        f"{_words(speed, 'speed_note')}; {newest['out_dir']}",
@@ -181,14 +232,17 @@ def check(engine: Engine, experiment: str, variant: str | None = None, *, window
             continue
         aside = f"; {_words(speed, 'set_aside_note')}" if speed.set_aside else ""
         slower = -(speed.gain_pct or 0.0)
-        regression = speed.decision == SLOWER and slower >= threshold_pct
+        # the records that count: those with a run not set aside as contended
+        counted = len({k for k, (_, c) in zip(hist_record, hist_runs) if keep or not c})
+        regression = is_regression(speed, threshold_pct)
         n_hist = len(hist_runs)
         detail = (f"median step {newest['median_step_s']:.4g} s vs "
                   f"{history[0]['median_step_s']:.4g} s in the record before; gain against "
                   f"the history {speed.gain_pct:+.2f}% "
                   f"[{speed.ci_low_pct:+.2f}%, {speed.ci_high_pct:+.2f}%] at "
                   f"{confidence:.0%} ({speed.decision}), {len(new_runs)} run(s) vs "
-                  f"{n_hist} run(s) of {len(history)} earlier record(s), {speed.method}{aside}")
+                  f"{n_hist} run(s) of {len(history)} earlier record(s), {speed.method}; "
+                  f"{_gate_note(speed, confidence, counted, night_spread_pct)}{aside}")
         if regression:
             line = (f"REGRESSION {label}: {slower:.1f}% slower than its history ({detail}); "
                     f"now {software(newest)}, before {software(history[0])}; "

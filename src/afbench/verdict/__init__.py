@@ -12,8 +12,10 @@ launcher/worker, and the host's run-to-run spread from a calibration.
 Public API (stable):
 
 * :func:`compare_runs` -> :class:`Speed`: a fixed design (one round or fixed repeats).
-* :func:`compare_groups` -> :class:`Speed`: unpaired, a new result against its history
-  (the history check).
+* :func:`compare_records` -> :class:`Speed`: the history gate, the newest record against
+  earlier records (the record is the unit: a prediction interval of record means).
+* :func:`compare_groups` -> :class:`Speed`: unpaired runs, a new result against a group of
+  runs (the gate's fallback while there are fewer than :data:`MIN_RECORDS` records).
 * :func:`run_sequential` -> :class:`Speed`, and :class:`SequentialTest` (the same design as a
   stepper, for loops that launch several variants per round).
 * :class:`Speed`, :class:`SetAside`, :data:`DECISIONS` (``FASTER``, ``SLOWER``, ``NO_GAIN``,
@@ -31,7 +33,8 @@ from afbench.verdict.calibration import (RunLocation, RunSpread, combine, one_ki
                                          run_spread_from_pairs)
 from afbench.verdict.estimate import (DEFAULT_MIN_GAIN_PCT, FIXED, ONE_ROUND, SEQUENTIAL,
                                       SetAside, Speed, compare_runs, sweep_level)
-from afbench.verdict.groups import compare_groups
+from afbench.verdict.groups import (DEFAULT_NIGHT_SPREAD_PCT, MIN_RECORDS, compare_groups,
+                                    compare_records)
 from afbench.verdict.power import DEFAULT_MDE_POWER, pairs_for_mde
 from afbench.verdict.sequential import Look, SequentialDesign, SequentialTest, run_sequential
 from afbench.verdict.words import (DECISIONS, FASTER, INCONCLUSIVE, NO_GAIN, RUN_FAILED, SKIPPED,
@@ -40,7 +43,8 @@ from afbench.verdict.words import (DECISIONS, FASTER, INCONCLUSIVE, NO_GAIN, RUN
 
 __all__ = [
     "DECISIONS", "DEFAULT_MDE_POWER", "DEFAULT_MIN_GAIN_PCT", "FASTER", "FIXED", "INCONCLUSIVE",
-    "Look", "NO_GAIN", "compare_groups", "ONE_ROUND", "RUN_FAILED", "RunLocation", "RunSpread",
+    "DEFAULT_NIGHT_SPREAD_PCT", "Look", "MIN_RECORDS", "NO_GAIN", "compare_groups",
+    "compare_records", "ONE_ROUND", "RUN_FAILED", "RunLocation", "RunSpread",
     "SEQUENTIAL", "SKIPPED", "SLOWER",
     "SequentialDesign", "SequentialTest", "SetAside", "Speed", "combine", "compare_runs",
     "decide", "gain_pct", "one_kind", "pairs_for_mde", "quick_verdict", "run_sequential",

@@ -1,5 +1,9 @@
 """Unpaired comparison of two groups of runs: a new result against its history.
 
+:func:`compare_records` is the history gate: the **record** (one experiment, one night) is the
+unit, because a night's runs share that night's level of the host; :func:`compare_groups`
+below treats runs as independent and is the gate's fallback while there are too few records.
+
 :func:`compare_runs` pairs runs that ran side by side. A regression gate compares the newest
 record's runs with earlier records' runs that ran hours or days apart: there is no pairing, so
 the unit is the run and the spread is the history's own run-to-run spread (which, unlike an
@@ -39,6 +43,15 @@ NEWEST_SIDE = "newest"
 WELCH = "Welch t of log run medians (newest runs against the history's runs)"
 PREDICTION = "prediction-interval t: the newest run against the history's run-to-run spread"
 CALIBRATED_ONE = "one run on each side with the host calibration's run-to-run spread"
+RECORDS_PI = ("prediction interval of record means: the newest record's mean log run median "
+              "against the earlier records' means and their spread (t, k - 1 df)")
+#: Earlier records the record-level prediction interval needs (k - 1 = 4 df at least): with
+#: fewer, the spread of record means is too uncertain to gate on (t_{0.975,1} = 12.7).
+MIN_RECORDS = 5
+#: Night-to-night spread assumed while there are fewer than :data:`MIN_RECORDS` earlier
+#: records, percent (sd of a record's level, log scale); bench/history_gate_sim.py measures
+#: what it holds when the host's nights move more.
+DEFAULT_NIGHT_SPREAD_PCT = 3.0
 
 
 def compare_groups(history: Sequence[Sequence[float]], newest: Sequence[Sequence[float]], *,
@@ -46,7 +59,8 @@ def compare_groups(history: Sequence[Sequence[float]], newest: Sequence[Sequence
                    run_spread_pct: float | None = None, run_spread_df: float | None = None,
                    mde_power: float = DEFAULT_MDE_POWER,
                    history_contended: Sequence[bool | None] | None = None,
-                   newest_contended: Sequence[bool | None] | None = None) -> Speed:
+                   newest_contended: Sequence[bool | None] | None = None,
+                   night_spread_pct: float | None = None, history_records: int = 1) -> Speed:
     """The gain of ``newest`` over ``history`` (each a list of runs, each a list of measured
     step times in seconds); positive = the newest is faster, as in :func:`compare_runs`.
 
@@ -103,6 +117,9 @@ def compare_groups(history: Sequence[Sequence[float]], newest: Sequence[Sequence
                      ci_high_pct=None, mde_pct=None, n_pairs=0, n_pairs_run=0, method="none",
                      design=HISTORY, set_aside=tuple(aside), no_interval_reason=UNCALIBRATED,
                      **common)
+    if night_spread_pct:
+        se = math.sqrt(se ** 2 + (1 + 1 / history_records) * (night_spread_pct / 100.0) ** 2)
+        method += f"; plus an assumed night-to-night spread of {night_spread_pct:g}%"
     c = t_quantile(0.5 + confidence / 2, df)
     low, high = gain_from_log(d + c * se), gain_from_log(d - c * se)
     decision = decide(low, high, min_gain_pct)
@@ -113,3 +130,96 @@ def compare_groups(history: Sequence[Sequence[float]], newest: Sequence[Sequence
                  method == CALIBRATED_ONE else "runs", run_spread_pct=run_spread_pct,
                  set_aside=tuple(aside), below_min_gain=decision == "FASTER" and high < min_gain_pct,
                  **common)
+
+
+def compare_records(history: Sequence[Sequence[Sequence[float]]],
+                    newest: Sequence[Sequence[float]], *, confidence: float = 0.95,
+                    min_gain_pct: float = DEFAULT_MIN_GAIN_PCT,
+                    night_spread_pct: float = DEFAULT_NIGHT_SPREAD_PCT,
+                    min_records: int = MIN_RECORDS, run_spread_pct: float | None = None,
+                    run_spread_df: float | None = None, mde_power: float = DEFAULT_MDE_POWER,
+                    history_contended: Sequence[Sequence[bool | None]] | None = None,
+                    newest_contended: Sequence[bool | None] | None = None) -> Speed:
+    """The history gate: the gain of the newest record over earlier records of the same
+    program on the same host, with the **record** (one experiment, e.g. one night) as the unit.
+
+    ``history``: the earlier records, each a list of runs, each a list of measured step times
+    in seconds; ``newest``: the newest record's runs. ``history_contended``: per record, per
+    run, whether it was measured as contended; ``newest_contended``: per run. Contended runs
+    are set aside (named by side and 1-based run index over the side's runs, records in the
+    order given); a record left without a run does not count.
+
+    With ``k >= min_records`` earlier records: each record is reduced to its mean log run
+    median ``m_i``; under "no change" the newest record's ``m_0`` is one more draw of the same
+    distribution, whose variance (night-to-night plus run-to-run over the record's runs) the
+    records' own spread ``s`` estimates, so ``d = m_0 - mean(m)``, ``se = s sqrt(1 + 1/k)``,
+    ``k - 1`` df: the prediction interval for one future observation (Hahn & Meeker,
+    *Statistical Intervals*, 1991, ch. 4; Geisser, *Predictive Inference*, 1993). It is
+    exact for normal log levels and records of equal runs. Runs of one night are not
+    independent draws (they share the night's level): treating them as such, as Welch's t on
+    runs does, is pseudo-replication (Hurlbert, Ecol. Monogr. 54, 1984; Kalibera & Jones,
+    ISMM 2013), which failed an unchanged program on 7-18% of nights.
+
+    With fewer earlier records the spread of record means is not known well enough:
+    :func:`compare_groups` on the runs, plus an assumed night-to-night spread
+    ``night_spread_pct`` (0: none), and the method says so. ``run_spread_*``: the host
+    calibration, for one run on each side there.
+
+    Raises:
+        ValueError: settings out of range, no earlier record or no newest run, a contention
+            list of another shape than its runs, or a step time not finite and > 0.
+    """
+    check_settings(confidence, min_gain_pct, run_spread_pct, run_spread_df)
+    if not (math.isfinite(night_spread_pct) and night_spread_pct >= 0):
+        raise ValueError(f"night_spread_pct must be finite and >= 0, got {night_spread_pct}")
+    if min_records < 2:
+        raise ValueError(f"min_records must be >= 2, got {min_records}")
+    if not history or not newest:
+        raise ValueError("compare_records needs an earlier record and a newest run")
+    flags = ([[False] * len(r) for r in history] if history_contended is None
+             else [[bool(c) for c in f] for f in history_contended])
+    if len(flags) != len(history) or any(len(f) != len(r) for f, r in zip(flags, history)):
+        raise ValueError("history_contended must give one flag per run of each record")
+    kept = [r for r, f in zip(history, flags) if r and not all(f)]
+    flat = [run for r in history for run in r]
+    flat_flags = [c for f in flags for c in f]
+    if len(kept) < min_records:
+        return compare_groups(flat, newest, confidence=confidence, min_gain_pct=min_gain_pct,
+                              run_spread_pct=run_spread_pct, run_spread_df=run_spread_df,
+                              mde_power=mde_power, history_contended=flat_flags,
+                              newest_contended=newest_contended,
+                              night_spread_pct=night_spread_pct,
+                              history_records=max(1, len(kept)))
+    new_flags = ([bool(c) for c in newest_contended] if newest_contended is not None
+                 else [False] * len(newest))
+    if len(new_flags) != len(newest):
+        raise ValueError(f"newest_contended has {len(new_flags)} flags for {len(newest)} runs")
+    aside = [SetAside(pair=i + 1, side=side, reason=CONTENDED)
+             for side, fl in ((HISTORY_SIDE, flat_flags), (NEWEST_SIDE, new_flags))
+             for i, c in enumerate(fl) if c]
+    means = []
+    for r, f in zip(history, flags):
+        logs = [math.log(run_statistic(t, "history run").location_s)
+                for t, c in zip(r, f) if not c]
+        if logs:
+            means.append(float(np.mean(logs)))
+    new = [math.log(run_statistic(t, f"newest run {i + 1}").location_s)
+           for i, (t, c) in enumerate(zip(newest, new_flags)) if not c]
+    common = {"level": confidence, "min_gain_pct": min_gain_pct, "mde_power": mde_power,
+              "n_pairs": 0, "n_pairs_run": 0, "design": HISTORY, "set_aside": tuple(aside)}
+    if not new:
+        return Speed(decision=INCONCLUSIVE, gain_pct=None, ci_low_pct=None, ci_high_pct=None,
+                     mde_pct=None, method="none", no_interval_reason=NO_RUNS_LEFT, **common)
+    m = np.array(means)
+    k = m.size
+    d = float(np.mean(new) - m.mean())
+    se = float(m.std(ddof=1)) * math.sqrt(1 + 1 / k)
+    df = float(k - 1)
+    c = t_quantile(0.5 + confidence / 2, df)
+    low, high = gain_from_log(d + c * se), gain_from_log(d - c * se)
+    decision = decide(low, high, min_gain_pct)
+    return Speed(decision=decision, gain_pct=gain_from_log(d), ci_low_pct=low,
+                 ci_high_pct=high, mde_pct=mde_pct(c, df, se, mde_power) if se > 0 else 0.0,
+                 method=RECORDS_PI, df=df, critical_value=c, spread_pct=se * 100.0,
+                 spread_source="records",
+                 below_min_gain=decision == "FASTER" and high < min_gain_pct, **common)
