@@ -72,6 +72,19 @@ def test_faster_typical_runs_with_stalls_are_not_faster():
     assert speed.decision != FASTER and speed.screen in ("changes_answer", "all_runs")
 
 
+def test_two_stalls_in_twenty_runs_are_not_priced_as_a_fixed_cost():
+    """10% faster typically, 2 of 20 variant runs stalled 2x: adding their observed cost to the
+    screened interval alone would still say FASTER (the stall rate seen, 10%, is not known that
+    well); put back, the pairs' own spread carries the stall count's uncertainty."""
+    base = steady(20)
+    var = [0.9 * m for m in steady(20)]
+    var[4] *= 2.0
+    var[14] *= 2.0
+    speed = compare_runs(runs(base), runs(var))
+    assert speed.decision == INCONCLUSIVE and speed.screen == "changes_answer"
+    assert speed.with_outliers_low_pct < 0 < speed.ci_low_pct
+
+
 def test_a_baseline_stall_does_not_stop_a_variant_from_being_faster():
     base = steady(8)
     base[4] *= 2.0  # the baseline's stall costs the baseline: it cannot make the variant faster

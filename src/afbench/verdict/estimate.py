@@ -6,11 +6,11 @@ whose runs were contended (measured, passed in) or that hold an outlier run
 (:func:`afbench.verdict.runs.outlier_runs`) are set aside, each with its reason; the rest decide.
 
 No screen hides a cost (:func:`afbench.verdict.screen.screen_check`): a user pays for every
-run, stalled or not, so a decision on the screened pairs stands only when the cost of the
-outlier runs that count against it, added back, leaves it standing (FASTER: the variant's;
-SLOWER: the baseline's; NO_GAIN: every one). Otherwise the interval of every uncontended pair
-decides when it is FASTER or SLOWER (a variant whose stalls make it slower is SLOWER), else
-INCONCLUSIVE naming the stalls.
+run, stalled or not, so a decision on the screened pairs stands only when putting back the
+outlier runs that count against it leaves it standing (FASTER: the variant's; SLOWER: the
+baseline's; NO_GAIN: every one). Otherwise the interval of every uncontended pair decides when
+it is FASTER or SLOWER (a variant whose stalls make it slower is SLOWER), else INCONCLUSIVE
+naming the stalls.
 Measured: a variant stalling 2x in 20% of its runs was NO_GAIN in 9-59% of experiments and a
 variant 10% faster in typical runs with those stalls FASTER in 95-98% without this rule
 (bench/README.md, "Stalls and stragglers"). A sensitivity analysis in the sense of Kalibera &
