@@ -47,7 +47,7 @@ import numpy as np
 
 import _common as C
 
-from afbench.verdict import (FASTER, SLOWER, SequentialDesign, SequentialTest, compare_runs,
+from afbench.verdict import (AUTO, FASTER, SLOWER, Design, SequentialTest, compare_runs,
                              run_spread_from_pairs)
 from afbench.verdict.calibration import MIN_CALIBRATION_PAIRS
 
@@ -121,7 +121,7 @@ def replay(steps: np.ndarray, run_s: float, gap_s: float, effect: float, n: int,
     calibrated``: one round with a host calibration from an A/A of 12 pairs read at another
     random point of the same trace."""
     t = np.concatenate([[0.0], np.cumsum(steps)])
-    design = SequentialDesign()
+    design = Design(repeats=AUTO)
     n_cal = MIN_CALIBRATION_PAIRS
     need = 2 * max(design.max_pairs + design.max_set_aside, n_cal) * (run_s + gap_s)
     hits = {"one round": 0, "1r calibrated": 0, "repeats 3": 0, "auto": 0}

@@ -21,7 +21,14 @@ runs took, and a calibrated verdict first checks its runs against that (RunSprea
 --unchecked leaves the check out). 'host 10% slower since' is the check's cost: the host's
 spread is as calibrated but every run is 10% slower.
 
+Stalls and stragglers (--stalls; issue 30): 'variant stalls' runs 20% of the variant's runs 2x
+slower (unflagged: nothing measured them), at a typical gain of 0 (its mean time +20%) and of
+10% (mean time +8%): the variant costs more either way, so FASTER and NO_GAIN are wrong answers;
+'compile straggler' makes the first measured step of every variant-kind run 5x (its window
+started while compilation ran), steady states equal: the A/A level and the MDE claim.
+
 Run: python bench/verdict_sim.py [--n 2000] [--window 5]   (80 min on a loaded 2-core machine)
+     python bench/verdict_sim.py --stalls [--n 1000]
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from scipy import stats
 
 from dataclasses import replace
 
-from afbench.verdict import (FASTER, NO_GAIN, SLOWER, SequentialDesign, SequentialTest,
+from afbench.verdict import (AUTO, FASTER, NO_GAIN, SLOWER, Design, SequentialTest,
                              combine, compare_runs, one_kind, run_spread_from_pairs)
 
 MODELS = {  # name: (run-to-run spread, outlier rate, contended rate)
@@ -61,6 +68,11 @@ MISFIT = {
 #: A host that runs every kind 10% slower than when calibrated, its spread unchanged (the
 #: check's cost: the verdict would be right, the check does not let it decide).
 SLOWER_SINCE = "host 10% slower since (spread 5%)"
+#: Issue 30's models: name -> (share of variant-kind runs that stall 2x, unflagged; factor of
+#: the first measured step of every variant-kind run); spread 5%.
+STALL_MODELS = {"variant stalls 20% 2x": (0.2, 1.0), "compile straggler 5x": (0.0, 5.0)}
+STALL_DESIGNS = ("one round calibrated per kind", "fixed 3", "fixed 5", "fixed 8", "fixed 12",
+                 "fixed 20", "auto 3..8")
 EFFECTS = {"A/A": 0.0, "gain 5%": 5.0, "gain 10%": 10.0, "gain 30%": 30.0, "slower 10%": -10.0}
 CALIBRATION_PAIRS = 12  # an A/A of 12 pairs: MIN_CALIBRATION_PAIRS
 #: A calibrated design whose name ends in this is run without the run-location check
@@ -78,18 +90,23 @@ class Host:
 
     def __init__(self, rng: np.random.Generator, spread: float, outliers: float, contended: float,
                  window: int, variant_spread: float | None = None,
-                 calibration_spread: float | None = None, shift: float = 0.0) -> None:
+                 calibration_spread: float | None = None, shift: float = 0.0,
+                 stall: float = 0.0, straggler: float = 1.0) -> None:
         self.rng, self.spread, self.outliers, self.contended = rng, spread, outliers, contended
+        self.stall, self.straggler = stall, straggler  # of variant-kind runs only
         self.window, self.shift = window, shift
         self.variant_spread = spread if variant_spread is None else variant_spread
         self.calibration_spread = spread if calibration_spread is None else calibration_spread
 
-    def run(self, log_mu: float, spread: float | None = None) -> tuple[list[float], bool]:
+    def run(self, log_mu: float, spread: float | None = None,
+            variant_kind: bool = False) -> tuple[list[float], bool]:
         rng = self.rng
         spread = self.spread if spread is None else spread
         u = rng.normal(0.0, spread) if spread else 0.0
         flagged = False
         if self.outliers and rng.random() < self.outliers:
+            u += math.log(2.0)
+        if variant_kind and self.stall and rng.random() < self.stall:
             u += math.log(2.0)
         if self.contended and rng.random() < self.contended:
             u += math.log(rng.uniform(1.5, 2.0))
@@ -98,6 +115,8 @@ class Host:
         e[0] = rng.normal(0, 0.03)
         for j in range(1, self.window):  # AR(1), stationary sd 3%
             e[j] = 0.5 * e[j - 1] + rng.normal(0, 0.03 * math.sqrt(1 - 0.25))
+        if variant_kind:
+            e[0] += math.log(self.straggler)
         return list(np.exp(log_mu + u + e)), flagged
 
     def pairs(self, n: int, gain_pct: float):
@@ -105,7 +124,7 @@ class Host:
         b, v, c = [], [], []
         for _ in range(n):
             (rb, cb), (rv, cv) = (self.run(self.shift),
-                                  self.run(log_v + self.shift, self.variant_spread))
+                                  self.run(log_v + self.shift, self.variant_spread, True))
             b.append(rb), v.append(rv), c.append((cb, cv))
         return b, v, c
 
@@ -118,7 +137,8 @@ class Host:
             spread = self.variant_spread * self.calibration_spread / self.spread
         b, v, c = [], [], []
         for _ in range(n):
-            (rb, cb), (rv, cv) = self.run(log_mu, spread), self.run(log_mu, spread)
+            (rb, cb), (rv, cv) = (self.run(log_mu, spread, variant_kind),
+                                  self.run(log_mu, spread, variant_kind))
             b.append(rb), v.append(rv), c.append((cb, cv))
         return b, v, c
 
@@ -134,7 +154,7 @@ def plain_t(b, v, level=0.95) -> str:
 def experiment(host: Host, design: str, gain: float):
     """One simulated experiment: (speed, plain-t decision or None, pairs run)."""
     if design.startswith("auto"):
-        test = SequentialTest(SequentialDesign())
+        test = SequentialTest(Design(repeats=AUTO))  # the defaults: looks at 3..8 pairs
         while True:
             b, v, c = host.pairs(1, gain)
             look = test.add(b[0], v[0], c[0])
@@ -169,6 +189,9 @@ def covered(speed, gain: float) -> bool | None:
 
 def make_host(model: str, window: int, seed: int) -> Host:
     rng = np.random.default_rng(seed)
+    if model in STALL_MODELS:
+        stall, straggler = STALL_MODELS[model]
+        return Host(rng, 0.05, 0.0, 0.0, window, stall=stall, straggler=straggler)
     if model == SLOWER_SINCE:
         return Host(rng, 0.05, 0.0, 0.0, window, shift=math.log(1.10))
     if model in MISFIT:
@@ -180,9 +203,10 @@ def make_host(model: str, window: int, seed: int) -> Host:
 
 def cell(model: str, design: str, gain: float, n_exp: int, window: int, seed: int):
     host = make_host(model, window, seed)
-    dec, plain, cov, mde, pairs, kept, mdes = [], [], [], [], [], [], []
+    dec, plain, cov, mde, pairs, kept, mdes, speeds = [], [], [], [], [], [], [], []
     for _ in range(n_exp):
         speed, p, n = experiment(host, design, gain)
+        speeds.append(speed)
         dec.append(speed.decision), cov.append(covered(speed, gain)), pairs.append(n)
         kept.append(speed.n_pairs), mdes.append(speed.mde_pct)
         if p is not None:
@@ -195,6 +219,7 @@ def cell(model: str, design: str, gain: float, n_exp: int, window: int, seed: in
             kept_mde.setdefault(speed_n, []).append(m)
     dec = np.array(dec)
     cov_all = cov
+    screens = [s.screen for s in speeds]
     cov = [c for c in cov if c is not None]
     return {
         "faster": float(np.mean(dec == FASTER)), "slower": float(np.mean(dec == SLOWER)),
@@ -208,6 +233,9 @@ def cell(model: str, design: str, gain: float, n_exp: int, window: int, seed: in
                                                  if c is not None])) if cov else None),
         "kept_mde": {k: float(np.median(v)) for k, v in kept_mde.items()},
         "kept": kept, "decisions": list(dec), "mdes": mdes,
+        "inconclusive": float(np.mean(dec == "INCONCLUSIVE")),
+        "screen": {k: screens.count(k) / len(screens) for k in ("holds", "all_runs",
+                                                                 "changes_answer")},
     }
 
 
@@ -271,6 +299,42 @@ def pct(x) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
+def stalls_table(n_exp: int, window: int) -> int:
+    """Issue 30's models at every design the product offers (module docstring)."""
+    started = time.time()
+    print(f"# verdict_sim --stalls: {n_exp} experiments per cell, {window} measured steps per run")
+    print("| noise | design | typical gain (mean time) | FASTER | SLOWER | NO_GAIN | INCONCLUSIVE "
+          "| plain t F/S | screen holds / all runs / changes |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    seed = 30_000
+    for gain in (0.0, 10.0):
+        for design in STALL_DESIGNS:
+            seed += 1
+            r = cell("variant stalls 20% 2x", design, gain, n_exp, window, seed)
+            mean = (1 - gain / 100) * 1.2
+            plain = (f"{pct(r['plain_faster'])} / {pct(r['plain_slower'])}"
+                     if r["plain_faster"] is not None else "n/a")
+            sc = r["screen"]
+            print(f"| variant stalls 20% 2x | {design} | {gain:g}% ({(mean - 1) * 100:+.0f}%) | "
+                  f"{pct(r['faster'])} | {pct(r['slower'])} | {pct(r['no_gain'])} | "
+                  f"{pct(r['inconclusive'])} | {plain} | {pct(sc['holds'])} / "
+                  f"{pct(sc['all_runs'])} / {pct(sc['changes_answer'])} |", flush=True)
+    print()
+    print("| noise | design | A/A FASTER / SLOWER | A/A coverage | median MDE | found at MDE |")
+    print("|---|---|---|---|---|---|")
+    for design in STALL_DESIGNS:
+        seed += 2
+        aa = cell("compile straggler 5x", design, 0.0, n_exp, window, seed)
+        found = (cell("compile straggler 5x", design, aa["median_mde"], n_exp, window, seed + 1)
+                 if aa["median_mde"] is not None else None)
+        print(f"| compile straggler 5x | {design} | {pct(aa['faster'])} / {pct(aa['slower'])} | "
+              f"{pct(aa['coverage'])} | "
+              + (f"{aa['median_mde']:.1f}%" if aa["median_mde"] is not None else "n/a")
+              + f" | {pct(found['faster_with_interval']) if found else 'n/a'} |", flush=True)
+    print(f"# {time.time() - started:.0f} s")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=2000, help="experiments per cell")
@@ -287,6 +351,8 @@ def main() -> int:
                     help="also check the MDE per number of deciding pairs (a last column)")
     ap.add_argument("--mde-only", action="store_true",
                     help="only the MDE claim: median MDE, found at it, and per deciding pairs")
+    ap.add_argument("--stalls", action="store_true",
+                    help="issue 30's stalls and compile straggler at every design, and exit")
     ap.add_argument("--screen-miss", action="store_true",
                     help="print the outlier screen's miss rate per runs per side and exit")
     args = ap.parse_args()
@@ -295,6 +361,8 @@ def main() -> int:
             print(f"spread {spread:.0%}: " + " ".join(
                 f"{n}:{m:.3f}" for n, m in screen_miss(spread=spread).items()), flush=True)
         return 0
+    if args.stalls:
+        return stalls_table(args.n, args.window)
     if args.unchecked:
         args.designs = [d + UNCHECKED if "calibrated" in d else d for d in args.designs]
     started = time.time()

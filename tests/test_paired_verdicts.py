@@ -184,7 +184,7 @@ def test_auto_without_a_recorded_stop_reads_interrupted(compose_cfg, tmp_path):
     assert math.isfinite(auto.mde_pct)
 
 
-def test_bursts_are_counted_per_side_and_kept_in_the_median(compose_cfg, tmp_path):
+def test_bursts_are_counted_per_side_and_left_out_of_the_median(compose_cfg, tmp_path):
     burst = list(SPREAD)
     burst[4] = 4.0  # one step four times as long: a load burst
     col = collected(compose_cfg, tmp_path, {"af_off-train-r1": burst,
@@ -192,6 +192,42 @@ def test_bursts_are_counted_per_side_and_kept_in_the_median(compose_cfg, tmp_pat
     speed = speed_of(col, "af_on", ReportConfig())
     assert (speed.n_bursts_baseline, speed.n_bursts_variant) == (1, 0)
     assert abs(speed.gain_pct) < 5  # the median resists it; a mean would read +27%
+    assert speed.n_leading_baseline == 0  # mid-window: no caveat about the window's start
+
+
+def test_a_window_opened_by_compilation_is_named_and_does_not_decide(compose_cfg, tmp_path):
+    from types import SimpleNamespace
+
+    from afbench.compare.sides import caveats_of
+    from afbench.messages import render
+    from afbench.store import MemoryChange
+
+    steps = rounds(3, [1.0, 1.0, 1.0], [1.0, 1.03, 0.98])
+    for k in (1, 2, 3):  # the variant's first measured step still compiling (5x)
+        steps[f"af_on-train-r{k}"][0] *= 5.0
+    speed = speed_of(collected(compose_cfg, tmp_path, steps, "experiment.repeats=3"), "af_on",
+                     ReportConfig())
+    assert (speed.n_leading_variant, speed.n_leading_baseline) == (3, 0)
+    side = SimpleNamespace  # caveats_of reads a side's name and recompile only
+    msgs = caveats_of(side(name="af_off", recompile=None), side(name="af_on", recompile=None),
+                      MemoryChange(), speed)
+    assert [m.key for m in msgs] == ["caveat_window_early"]
+    assert "window started too early: 3 step(s) of af_on and 0 of af_off" in msgs[0].text
+    assert "统计窗口开始得太早：af_on 有 3 步" in render(msgs[0], labels("zh"))
+
+
+def test_stalls_set_aside_are_named_with_their_interval(compose_cfg, tmp_path):
+    noise = [1.0, 1.02, 0.99, 1.01, 0.98]
+    steps = rounds(5, [1.0, 2.0, 1.0, 1.0, 1.0], noise)  # the variant's 2nd run stalls 2x
+    speed = speed_of(collected(compose_cfg, tmp_path, steps, "experiment.repeats=5"), "af_on",
+                     ReportConfig())
+    assert speed.decision != "NO_GAIN" and speed.screen == "changes_answer"
+    assert (speed.n_outliers_baseline, speed.n_outliers_variant) == (0, 1)
+    en = note(speed)
+    assert "the outlier runs set aside (0 baseline / 1 variant) change the answer" in en
+    assert f"[{speed.with_outliers_low_pct:+.2f}%, " in en
+    zh = str(verdict_words("zh").speed_note(speed))
+    assert "被剔除的离群运行（基线 0 次 / 变体 1 次）会改变结论" in zh
 
 
 @pytest.mark.parametrize("factor, decision", [(0.99, "INCONCLUSIVE"), (0.7, "FASTER")])

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 from scipy import stats
 
-from afbench.verdict import (FASTER, NO_GAIN, SLOWER, SequentialDesign, SequentialTest,
+from afbench.verdict import (AUTO, FASTER, NO_GAIN, SLOWER, Design, SequentialTest,
                              compare_runs, pairs_for_mde, run_sequential)
 from afbench.verdict.power import SCREEN_MISS, claim_power, mde_log
 
@@ -61,10 +61,12 @@ def outlier_host(rng, spread=0.05, share=0.05):
     return run
 
 
-def test_the_mde_is_met_with_unflagged_outlier_runs_and_more_often_without():
+def test_the_mde_is_met_unless_a_variant_run_was_set_aside_as_an_outlier():
     """Three pairs: the effect at the median MDE printed under A/A is found with the stated 80%
-    when 5% of runs are 2x slower and unseen (the allowance), more often on a clean host."""
-    found = {}
+    on a clean host, and on a host where 5% of runs are 2x slower and unseen (the allowance)
+    whenever no variant run was set aside: a variant run set aside is put back before FASTER
+    stands (afbench.verdict.screen), so those experiments find less (a user pays for that run)."""
+    found, put_back = {}, 0.0
     for share in (0.05, 0.0):
         rng = np.random.default_rng(5)
         run = outlier_host(rng, share=share)
@@ -73,9 +75,13 @@ def test_the_mde_is_met_with_unflagged_outlier_runs_and_more_often_without():
         true = -math.log(1 - np.median([m for m in mdes if m is not None]) / 100)
         speeds = [compare_runs([run() for _ in range(3)], [run(-true) for _ in range(3)])
                   for _ in range(1500)]
-        found[share] = np.mean([s.decision == FASTER for s in speeds if s.mde_pct is not None])
-    assert found[0.05] >= 0.80 - 3 * math.sqrt(0.8 * 0.2 / 1500)
-    assert found[0.0] > found[0.05]
+        clean = [s.decision == FASTER for s in speeds
+                 if s.mde_pct is not None and not s.n_outliers_variant]
+        found[share] = np.mean(clean)
+        if share:
+            put_back = np.mean([s.decision == FASTER for s in speeds if s.n_outliers_variant])
+        assert found[share] >= 0.80 - 3 * math.sqrt(0.8 * 0.2 / len(clean)), share
+    assert found[0.0] > found[0.05] > put_back
 
 
 def test_the_screen_misses_what_the_mde_allowance_says_it_misses():
@@ -104,7 +110,7 @@ def test_sequential_stops_at_the_first_look_for_a_large_effect():
 def test_sequential_replaces_a_contended_pair_and_names_it():
     rng = np.random.default_rng(6)
     run = host(rng, spread=0.005, within=0.005)
-    test = SequentialTest(SequentialDesign())
+    test = SequentialTest(Design(repeats=AUTO))
     look = test.add(run(math.log(1.9)), run(math.log(0.7)), contended=(True, False))
     looks = [test.add(run(), run(math.log(0.7))) for _ in range(3)]
     assert not looks[1].stop and looks[2].stop  # the set-aside pair is not a look

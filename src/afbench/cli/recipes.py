@@ -21,15 +21,15 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from afbench.assets.manifest import default_assets_dir
+from afbench.config.models import ExperimentConfig
 from afbench.switches.registry import switch_names
 
 RECIPE_PATH_ENV = "AFBENCH_RECIPE_PATH"
 # every scalar key exists, so `experiment.repeats=3` works without a `+`
-EXPERIMENT_SCALARS = {"repeats": 1, "skip_policy": "per_variant", "verdict_phase": None,
-                      "precision_pct": 1.0, "min_repeats": 3, "max_repeats": 8,
-                      "time_budget_s": None, "order": "counterbalanced", "order_seed": None,
-                      "steps": None, "rerun_contended": 1,
-                      "sweep_pairing": "beside"}
+# (their defaults: the schema's, the design's from afbench.verdict.DEFAULT)
+EXPERIMENT_SCALARS = {key: ExperimentConfig.model_fields[key].default for key in (
+    "repeats", "skip_policy", "verdict_phase", "precision_pct", "min_repeats", "max_repeats",
+    "time_budget_s", "order", "order_seed", "steps", "rerun_contended", "sweep_pairing")}
 
 
 def recipe_dirs() -> list[Path]:

@@ -71,7 +71,7 @@ def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rt
         verdict = verdict_word(speed.decision or INCONCLUSIVE, variant)
     parity = parity_of(col, b, v, phase, workload, rtol)
     memory = memory_change(b, v, report.memory_warn_pct)
-    caveat_msgs = caveats_of(b, v, memory)
+    caveat_msgs = caveats_of(b, v, memory, speed)
     if report.contention == "keep" and speed.ci_low_pct is not None:
         # the measured-contended runs whose pairs decided (not set aside as outliers)
         measured = verdict_pairs(col.plan, variant, col.window_steps, col.results)

@@ -160,11 +160,16 @@ def memory_change(b: Side, v: Side, warn_pct: float) -> MemoryChange:
 
 
 
-def caveats_of(b: Side, v: Side, memory: MemoryChange) -> list[Message]:
+def caveats_of(b: Side, v: Side, memory: MemoryChange,
+               speed: Speed | None = None) -> list[Message]:
     """What the verdict line carries beside the verdict, as catalog messages (their ``text``
-    is the English): a memory rise above ``report.memory_warn_pct``, and each side's
-    recompile inside its measured window."""
+    is the English): a memory rise above ``report.memory_warn_pct``, each side's
+    recompile inside its measured window, and a window that started too early (flagged steps
+    opening the deciding runs' windows, ``speed.n_leading_*``: left out of their medians)."""
     out = []
+    if speed is not None and (speed.n_leading_baseline or speed.n_leading_variant):
+        out.append(say("caveat_window_early", variant=v.name, baseline=b.name,
+                       variant_n=speed.n_leading_variant, baseline_n=speed.n_leading_baseline))
     if memory.warn:
         out.append(say("caveat_memory", measure=memory.measure, delta_pct=memory.delta_pct,
                        delta_gib=memory.delta_gib, baseline=b.name, warn_pct=memory.warn_pct))

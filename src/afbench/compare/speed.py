@@ -15,7 +15,7 @@ from afbench.config.models import ReportConfig
 from afbench.messages import Message, say
 from afbench.store import Speed
 from afbench.runspec import AutoDesign, Plan
-from afbench.verdict import (INCONCLUSIVE, ONE_ROUND, SEQUENTIAL, SequentialDesign, SequentialTest,
+from afbench.verdict import (AUTO, INCONCLUSIVE, ONE_ROUND, SEQUENTIAL, Design, SequentialTest,
                              compare_runs, gain_pct, quick_verdict)
 from afbench.verdict.calibration import RunSpread
 from afbench.verdict.estimate import CALIBRATION_STALE, CALIBRATION_UNFIT
@@ -23,14 +23,14 @@ from afbench.verdict.sequential import INTERRUPTED
 
 
 
-def sequential_design(auto: AutoDesign, with_budget: bool = True) -> SequentialDesign:
-    """The :class:`afbench.verdict.SequentialDesign` of a plan's ``repeats=auto`` settings (the
+def sequential_design(auto: AutoDesign, with_budget: bool = True) -> Design:
+    """The :class:`afbench.verdict.Design` of a plan's ``repeats=auto`` settings (the
     time budget left out with ``with_budget=False``: offline there is no clock to hold it
     against)."""
-    return SequentialDesign(level=auto.level, min_pairs=auto.min_pairs, max_pairs=auto.max_pairs,
-                            precision_pct=auto.precision_pct,
-                            time_budget_s=auto.time_budget_s if with_budget else None,
-                            min_gain_pct=auto.min_gain_pct)
+    return Design(repeats=AUTO, level=auto.level, min_pairs=auto.min_pairs,
+                  max_pairs=auto.max_pairs, precision_pct=auto.precision_pct,
+                  time_budget_s=auto.time_budget_s if with_budget else None,
+                  min_gain_pct=auto.min_gain_pct)
 
 
 

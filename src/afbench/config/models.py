@@ -30,6 +30,7 @@ from afbench.config.secrets import mask_text
 from afbench.config.engines import BuiltinEngine, EngineConfig
 from afbench.config.short import SHORT_MIN_STEPS
 from afbench.config.switch_names import switch_names
+from afbench.verdict.design import DEFAULT as DESIGN  # every design default's one home
 
 #: how a window past the run's end is worded (afbench.config.validate adds the advice that
 #: fits where the steps were set: command line, recipe phase)
@@ -278,10 +279,10 @@ class ReportConfig(Section):
     top_n_kernels: PositiveInt = 15
     parity: ParityConfig = ParityConfig()
     # Confidence level of every gain interval (one round, fixed repeats and repeats=auto).
-    confidence: float = Field(0.95, gt=0.5, lt=1.0)
+    confidence: float = Field(DESIGN.level, gt=0.5, lt=1.0)
     # The smallest gain that matters, percent: NO_GAIN means the whole interval lies within
     # +-this (docs/statistics.md §7).
-    min_gain_pct: float = Field(2.0, gt=0, lt=100)  # a gain of 100% would be zero time
+    min_gain_pct: float = Field(DESIGN.min_gain_pct, gt=0, lt=100)  # 100% would be zero time
     # A variant whose peak memory rises more than this (percent of the baseline's) gets a
     # caveat beside its verdict.
     memory_warn_pct: float = Field(10.0, ge=0)
@@ -323,17 +324,17 @@ class ExperimentConfig(Section):
     phases: dict[str, dict[str, Any]] = {"run": {}}
     # Rounds of every phase (a positive integer), or "auto": the verdict phase adds rounds
     # until the gain's interval is decided (docs/statistics.md §5); other phases run once.
-    repeats: PositiveInt | Literal["auto"] = 1
+    repeats: PositiveInt | Literal["auto"] = DESIGN.repeats
     skip_policy: Literal["reference", "per_variant"] = "per_variant"
     # Phase whose step times give the verdict (null = the first phase without the profiler).
     verdict_phase: str | None = None
     # repeats=auto: stop when the interval's half-width is at most this many percent ...
-    precision_pct: PositiveFloat = 1.0
+    precision_pct: PositiveFloat = DESIGN.precision_pct
     # ... after at least min_repeats and at most max_repeats rounds ...
-    min_repeats: Annotated[int, Field(ge=3)] = 3
-    max_repeats: PositiveInt = 8
+    min_repeats: Annotated[int, Field(ge=3)] = DESIGN.min_pairs
+    max_repeats: PositiveInt = DESIGN.max_pairs
     # ... or when another round would end past this many seconds from the first run (null: none).
-    time_budget_s: PositiveFloat | None = None
+    time_budget_s: PositiveFloat | None = DESIGN.time_budget_s
     # Order of the variants within a round: counterbalanced (r1: base, v1, v2; r2: v2, v1,
     # base; ...), interleaved (base, v1, v2 every round) or random (seeded; r1 starts with the
     # baseline). order_seed: the seed of random (null: one is drawn and recorded in plan.json).

@@ -123,7 +123,10 @@ class Speed(Record):
     run_spread_pct (the host calibration's), set_aside, no_interval_reason (uncalibrated |
     calibration_unfit | calibration_stale | no_pairs_left | one_pair_left | before_first_look),
     below_min_gain, pairs_for_min_gain,
-    stop_reason (repeats=auto), n_steps_* and n_bursts_* (load bursts, counted, never dropped),
+    stop_reason (repeats=auto), n_steps_* and n_bursts_* (steps flagged as bursts: counted, left
+    out of their run's median), n_leading_* (flagged steps opening a window), screen,
+    n_outliers_* and with_outliers_*_pct (the outlier runs set aside and whether they change
+    the answer: afbench.verdict.screen),
     baseline_location_s / variant_location_s (geometric mean of the deciding runs' median step
     times, s; schema 3), calibration_shift_pct (the run farthest from its calibration, percent,
     + = slower; schema 3).
@@ -165,6 +168,13 @@ class Speed(Record):
     baseline_location_s: float | None = None
     variant_location_s: float | None = None
     calibration_shift_pct: float | None = None
+    n_leading_baseline: int = 0  # flagged steps opening a window (it started too early)
+    n_leading_variant: int = 0
+    screen: str | None = None  # holds | all_runs | changes_answer (verdict.screen)
+    n_outliers_baseline: int = 0
+    n_outliers_variant: int = 0
+    with_outliers_low_pct: float | None = None
+    with_outliers_high_pct: float | None = None
     reference_verdict: str | None = None
     reference_gain_pct: float | None = None
     calibration: dict[str, Any] | None = None

@@ -5,6 +5,17 @@ machine moves both alike and cancels in ``d_k = ln(variant median / baseline med
 whose runs were contended (measured, passed in) or that hold an outlier run
 (:func:`afbench.verdict.runs.outlier_runs`) are set aside, each with its reason; the rest decide.
 
+No screen hides a cost (:func:`afbench.verdict.screen.screen_check`): a user pays for every
+run, stalled or not, so a decision on the screened pairs stands only when putting back the
+outlier runs that count against it leaves it standing (FASTER: the variant's; SLOWER: the
+baseline's; NO_GAIN: every one). Otherwise the interval of every uncontended pair decides when
+it is FASTER or SLOWER (a variant whose stalls make it slower is SLOWER), else INCONCLUSIVE
+naming the stalls.
+Measured: a variant stalling 2x in 20% of its runs was NO_GAIN in 9-59% of experiments and a
+variant 10% faster in typical runs with those stalls FASTER in 95-98% without this rule
+(bench/README.md, "Stalls and stragglers"). A sensitivity analysis in the sense of Kalibera &
+Jones (2013, section 7): the estimand is the time of the runs the user would run.
+
 The interval of the mean log ratio, by design:
 
 * **3 or more pairs**: Student's paired t on the pairs' log ratios, ``n - 1`` df (pairs, not
@@ -62,6 +73,7 @@ CALIBRATION_UNFIT = "calibration_unfit"
 #: The runs do not fit their calibration (the host or the workload changed since it).
 CALIBRATION_STALE = "calibration_stale"
 NO_PAIRS_LEFT = "no_pairs_left"
+
 #: Rounds were run but set-aside pairs left one, and no calibration can stand in for its spread.
 ONE_PAIR_LEFT = "one_pair_left"
 #: An unpaired comparison (:func:`afbench.verdict.compare_groups`) with a side whose every run
@@ -128,7 +140,18 @@ class Speed:
             at this spread, what deciding an effect of this size would take; else ``None``.
         stop_reason: why a sequential design stopped (``None`` otherwise).
         n_steps_baseline, n_steps_variant, n_bursts_baseline, n_bursts_variant: measured steps
-            and load bursts (counted, never dropped) over the deciding pairs.
+            and steps flagged as bursts (counted, left out of their run's median) over the
+            deciding pairs.
+        n_leading_baseline, n_leading_variant: flagged steps that opened a deciding run's
+            window (the window started before compilation or warm-up ended).
+        screen: ``None`` when no outlier run was set aside; else ``holds`` (the decision stands
+            with the outlier runs that count against it put back), ``all_runs`` (the interval of
+            every uncontended pair decided: the outlier runs changed the screened answer) or
+            ``changes_answer`` (INCONCLUSIVE: the outlier runs change the answer)
+            (:func:`afbench.verdict.screen.screen_check`).
+        n_outliers_baseline, n_outliers_variant: runs of each side set aside as outlier runs.
+        with_outliers_low_pct, with_outliers_high_pct: the interval with the outlier runs put
+            back that :func:`screen_check` judged (equal to the interval under ``all_runs``).
         baseline_location_s, variant_location_s: geometric mean of the deciding runs' median
             step times, seconds, per side (what a calibration keeps of its runs); ``None``
             without a deciding pair.
@@ -167,6 +190,13 @@ class Speed:
     baseline_location_s: float | None = None
     variant_location_s: float | None = None
     calibration_shift_pct: float | None = None
+    n_leading_baseline: int = 0
+    n_leading_variant: int = 0
+    screen: str | None = None
+    n_outliers_baseline: int = 0
+    n_outliers_variant: int = 0
+    with_outliers_low_pct: float | None = None
+    with_outliers_high_pct: float | None = None
 
     @property
     def half_width_pct(self) -> float | None:
@@ -179,12 +209,34 @@ class Speed:
 @dataclass(frozen=True)
 class Pairs:
     """Pairs after setting aside: ``d`` the deciding log ratios (in round order), ``stats`` their
-    run statistics ``(baseline, variant)``, ``set_aside`` the rest, ``n_run`` all measured."""
+    run statistics ``(baseline, variant)``, ``set_aside`` the rest, ``n_run`` all measured;
+    ``rounds`` the deciding pairs' 0-based rounds, ``all_stats`` every pair's statistics and
+    ``outliers`` per round set aside as holding an outlier run, ``(baseline, variant)`` flags."""
 
     d: np.ndarray
     stats: tuple[tuple[RunStatistic, RunStatistic], ...]
     set_aside: tuple[SetAside, ...]
     n_run: int
+    rounds: tuple[int, ...] = ()
+    all_stats: tuple[tuple[RunStatistic, RunStatistic], ...] = ()
+    outliers: dict[int, tuple[bool, bool]] = field(default_factory=dict)
+
+    def outlier_counts(self) -> tuple[int, int]:
+        """Runs set aside as outliers, ``(baseline, variant)``."""
+        return (sum(b for b, _ in self.outliers.values()),
+                sum(v for _, v in self.outliers.values()))
+
+    def with_back(self, side: str) -> "Pairs":
+        """These pairs with the pairs set aside for an outlier run of ``side`` (``baseline``,
+        ``variant`` or ``both``: any) put back, in round order."""
+        back = {k for k, (b, v) in self.outliers.items()
+                if side == "both" or (b if side == "baseline" else v)}
+        keep = sorted(set(self.rounds) | back)
+        stats = tuple(self.all_stats[k] for k in keep)
+        d = np.array([math.log(v.location_s / b.location_s) for b, v in stats])
+        return replace(self, d=d, stats=stats, rounds=tuple(keep),
+                       set_aside=tuple(a for a in self.set_aside if a.pair - 1 not in back),
+                       outliers={k: f for k, f in self.outliers.items() if k not in back})
 
 
 def check_settings(confidence: float, min_gain_pct: float, run_spread_pct: float | None,
@@ -229,16 +281,19 @@ def pair_up(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence[floa
             detail = contention_detail[k] if contention_detail else ""
             aside[k] = SetAside(pair=k + 1, side=side, reason=CONTENDED, detail=detail)
     clean = [k for k in range(n) if k not in aside]
+    outliers: dict[int, tuple[bool, bool]] = {}
     for which, side in ((0, "baseline"), (1, "variant")):
         logs = [math.log(stats[k][which].location_s) for k in clean]
         for i in outlier_runs(logs):
             k = clean[i]
             prev = aside.get(k)
             aside[k] = SetAside(pair=k + 1, side="both" if prev else side, reason=OUTLIER)
+            outliers[k] = (which == 0 or bool(prev), which == 1)
     keep = [k for k in range(n) if k not in aside]
     d = np.array([math.log(stats[k][1].location_s / stats[k][0].location_s) for k in keep])
     return Pairs(d=d, stats=tuple(stats[k] for k in keep),
-                 set_aside=tuple(aside[k] for k in sorted(aside)), n_run=n)
+                 set_aside=tuple(aside[k] for k in sorted(aside)), n_run=n, rounds=tuple(keep),
+                 all_stats=tuple(stats), outliers=outliers)
 
 
 def gain_from_log(d: float) -> float:
@@ -290,6 +345,8 @@ def _step_counts(pairs: Pairs) -> dict[str, Any]:
             "n_steps_variant": sum(v.n_steps for _, v in pairs.stats),
             "n_bursts_baseline": sum(b.n_bursts for b, _ in pairs.stats),
             "n_bursts_variant": sum(v.n_bursts for _, v in pairs.stats),
+            "n_leading_baseline": sum(b.n_leading for b, _ in pairs.stats),
+            "n_leading_variant": sum(v.n_leading for _, v in pairs.stats),
             "baseline_location_s": where[0], "variant_location_s": where[1]}
 
 
@@ -304,85 +361,6 @@ def no_interval(pairs: Pairs, reason: str, *, level: float, min_gain_pct: float,
                  design=design, set_aside=pairs.set_aside, no_interval_reason=reason,
                  stop_reason=stop_reason, calibration_shift_pct=calibration_shift_pct,
                  **_step_counts(pairs))
-
-
-def compare_runs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence[float]], *,
-                 confidence: float = 0.95, min_gain_pct: float = DEFAULT_MIN_GAIN_PCT,
-                 run_spread_pct: float | None = None, run_spread_df: float | None = None,
-                 contended: Sequence[tuple[bool, bool]] | None = None,
-                 contention_detail: Sequence[Any] | None = None,
-                 mde_power: float = DEFAULT_MDE_POWER, calibration=None) -> Speed:
-    """The verdict of a fixed design (one round, or a fixed number of paired rounds).
-
-    Args:
-        baseline, variant: ``baseline[k]`` / ``variant[k]``: the measured step times (seconds)
-            of the k-th run of each side; pairs by index (the runs of a round ran adjacently).
-        confidence: two-sided level of the interval, ``0 < confidence < 1``.
-        min_gain_pct: the smallest gain that matters, percent, ``0 < min_gain_pct < 100``.
-        run_spread_pct: the host's run-to-run spread (standard deviation of the log run
-            statistic, percent) from a calibration, or ``None`` when not known.
-        run_spread_df: the degrees of freedom the calibration rests on (``None``: treated as
-            known exactly, the normal quantile is used).
-        contended: per pair ``(baseline_contended, variant_contended)``, measured per run
-            (a contended run never decides); ``None``: none known.
-        contention_detail: per pair, what was measured (kept in :class:`SetAside`).
-        mde_power: power at which the MDE is stated.
-        calibration: a :class:`afbench.verdict.calibration.RunSpread` instead of
-            ``run_spread_pct`` / ``run_spread_df``: it also says whether the host was seen to
-            produce outlier runs (then, or below 12 calibration pairs, one round stays
-            INCONCLUSIVE with the reason ``calibration_unfit``) and what its runs took: runs
-            that do not fit that (``RunSpread.fit_of``) give INCONCLUSIVE with the reason
-            ``calibration_stale``.
-
-    Returns:
-        A :class:`Speed` (module docstring for the design of the interval).
-
-    Raises:
-        ValueError: settings out of range, unequal numbers of runs, no runs, or a run with no
-            steps or a step time not finite and > 0.
-    """
-    unfit = False
-    if calibration is not None:
-        run_spread_pct, run_spread_df = calibration.spread_pct, calibration.df
-        unfit = not calibration.usable_for_one_round
-    check_settings(confidence, min_gain_pct, run_spread_pct, run_spread_df)
-    pairs = pair_up(baseline, variant, contended, contention_detail)
-    n = int(pairs.d.size)
-    design = ONE_ROUND if pairs.n_run == 1 else FIXED
-    common = {"level": confidence, "min_gain_pct": min_gain_pct, "mde_power": mde_power,
-              "design": design}
-    if n == 0:
-        return no_interval(pairs, NO_PAIRS_LEFT, **common)
-    center = float(pairs.d.mean())
-    own_var = float(pairs.d.var(ddof=1)) if n >= 2 else 0.0
-    if n >= OWN_SPREAD_MIN_PAIRS or (run_spread_pct is None and n == 2):
-        se, df = math.sqrt(own_var / n), float(n - 1)
-        return interval_speed(pairs, center, se, t_quantile(0.5 + confidence / 2, df), df,
-                              method=PAIRED_T, spread_source="pairs", run_spread_pct=None,
-                              **common)
-    if run_spread_pct is None:
-        return no_interval(pairs, UNCALIBRATED if pairs.n_run == 1 else ONE_PAIR_LEFT, **common)
-    if unfit:
-        return no_interval(pairs, CALIBRATION_UNFIT, **common)
-    fit = calibration.fit_of([b.location_s for b, _ in pairs.stats],
-                             [v.location_s for _, v in pairs.stats]) if calibration else None
-    shift = fit.shift_pct if fit is not None else None
-    if fit is not None and not fit.fits:
-        return no_interval(pairs, CALIBRATION_STALE, calibration_shift_pct=shift, **common)
-    cal_var = 2.0 * (run_spread_pct / 100.0) ** 2  # one pair: two runs' spread
-    cal_df = math.inf if run_spread_df is None else float(run_spread_df)
-    if math.isinf(cal_df):
-        pair_var, df = cal_var, math.inf
-        critical = t_quantile(0.5 + confidence / 2, math.inf)
-    else:
-        df = (n - 1) + cal_df
-        pair_var = ((n - 1) * own_var + cal_df * cal_var) / df
-        critical = t_quantile(0.5 + confidence / 2, df)
-    speed = interval_speed(pairs, center, math.sqrt(pair_var / n), critical, df,
-                           method=CALIBRATED,
-                           spread_source="calibration" if n == 1 else "pairs+calibration",
-                           run_spread_pct=run_spread_pct, **common)
-    return replace(speed, calibration_shift_pct=shift)
 
 
 def sweep_level(level: float, m: int) -> float:

@@ -1,8 +1,12 @@
 """One run reduced to one number, and the runs that must not decide a comparison.
 
 A run's statistic is the **median** of its measured step times (a load burst moves it little;
-a mean moves with it). Steps far outside the run's own spread are flagged as bursts and
-counted, never dropped. Whole runs are set aside, with the reason kept, when they were
+a mean moves with it). Steps far outside the run's own spread are flagged as bursts, counted,
+and left out of that median: a flagged step does not decide the run's statistic (a compile
+straggler, the window's first step still carrying compilation at 5x, kept in the median called
+equal steady states SLOWER in 11-19% of 8-pair experiments; left out, 4-6%: bench/README.md).
+Flagged steps that open the window (:attr:`RunStatistic.n_leading`) say the window started
+before compilation or warm-up ended; the report says so. Whole runs are set aside, with the reason kept, when they were
 contended (measured by the launcher or worker and passed in) or when they are outlier runs:
 far slower than the other runs of the same side (:func:`outlier_runs`).
 
@@ -46,9 +50,11 @@ class RunStatistic:
     Attributes:
         location_s: median of the measured step times, seconds.
         n_steps: measured steps.
-        n_bursts: steps flagged as bursts (they stay in the median's input).
+        n_bursts: steps flagged as bursts (left out of ``location_s``).
         burst_indices: 0-based positions of the flagged steps in the input list.
-        spread_pct: ``100 * 1.4826 * MAD(ln t)``: about the step-time CV in percent.
+        spread_pct: ``100 * 1.4826 * MAD(ln t)`` of all steps: about the step-time CV in percent.
+        n_leading: flagged steps that open the window (indices 0, 1, ... all flagged): the
+            window started while compilation or warm-up still ran.
     """
 
     location_s: float
@@ -56,6 +62,7 @@ class RunStatistic:
     n_bursts: int
     burst_indices: tuple[int, ...]
     spread_pct: float
+    n_leading: int = 0
 
 
 def log_steps(step_times_s: Sequence[float], what: str) -> np.ndarray:
@@ -78,9 +85,11 @@ def robust_sd(values: np.ndarray) -> float:
 
 
 def run_statistic(step_times_s: Sequence[float], what: str = "run") -> RunStatistic:
-    """Median of one run's measured step times, with load bursts flagged.
+    """Median of one run's measured step times, the steps flagged as bursts left out.
 
-    A step is flagged when ``|ln(t / median)| > max(5 * 1.4826 * MAD(ln t), ln 1.25)``.
+    A step is flagged when ``|ln(t / median)| > max(5 * 1.4826 * MAD(ln t), ln 1.25)`` (median
+    and MAD of all steps); at least half the steps are never flagged, so the median of the
+    others always exists.
 
     Raises:
         ValueError: no steps, or a step time that is not finite and > 0 (names ``what``).
@@ -88,10 +97,12 @@ def run_statistic(step_times_s: Sequence[float], what: str = "run") -> RunStatis
     logs = log_steps(step_times_s, what)
     center = float(np.median(logs))
     threshold = max(BURST_ROBUST_Z * robust_sd(logs), BURST_MIN_LOG_DISTANCE)
-    bursts = tuple(int(i) for i in np.flatnonzero(np.abs(logs - center) > threshold))
-    return RunStatistic(location_s=float(math.exp(center)), n_steps=int(logs.size),
-                        n_bursts=len(bursts), burst_indices=bursts,
-                        spread_pct=robust_sd(logs) * 100.0)
+    flagged = np.abs(logs - center) > threshold
+    bursts = tuple(int(i) for i in np.flatnonzero(flagged))
+    leading = int(np.argmin(flagged)) if bursts else 0  # the first unflagged step's index
+    return RunStatistic(location_s=float(math.exp(np.median(logs[~flagged]))),
+                        n_steps=int(logs.size), n_bursts=len(bursts), burst_indices=bursts,
+                        spread_pct=robust_sd(logs) * 100.0, n_leading=leading)
 
 
 def outlier_runs(log_medians: Sequence[float]) -> list[int]:

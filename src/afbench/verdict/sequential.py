@@ -24,11 +24,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from dataclasses import dataclass, field
 
-from afbench.verdict.boundaries import (OBRIEN_FLEMING, SPENDING_FUNCTIONS, stopped_boundary,
-                                        t_boundaries)
-from afbench.verdict.estimate import (DEFAULT_MIN_GAIN_PCT, NO_PAIRS_LEFT, SEQUENTIAL, Speed,
-                                      check_settings, interval_speed, no_interval, pair_up)
-from afbench.verdict.power import DEFAULT_MDE_POWER
+from afbench.verdict.design import AUTO, DEFAULT, Design
+from afbench.verdict.estimate import (NO_PAIRS_LEFT, SEQUENTIAL, Pairs, Speed, interval_speed,
+                                      no_interval, pair_up)
+from afbench.verdict.screen import screen_check
 from afbench.verdict.words import FASTER, NO_GAIN, SLOWER
 
 CONTINUE = "continue"
@@ -43,64 +42,8 @@ RUN_FAILED_STOP = "run_failed"
 STOP_REASONS = (EXCLUDES_ZERO, EQUIVALENT, PRECISION_REACHED, MAX_PAIRS, SET_ASIDE_LIMIT,
                 TIME_BUDGET, INTERRUPTED, RUN_FAILED_STOP)
 
-DEFAULT_MIN_PAIRS = 3
-DEFAULT_MAX_PAIRS = 8
-DEFAULT_PRECISION_PCT = 1.0
-DEFAULT_MAX_SET_ASIDE = 2
-
 SEQUENTIAL_T = ("group-sequential paired t of per-run median log ratios, O'Brien-Fleming alpha "
                 "spending (Lan-DeMets), repeated CI (Jennison-Turnbull)")
-
-
-@dataclass(frozen=True)
-class SequentialDesign:
-    """The stopping rule's settings (module docstring). ``level``: confidence of the repeated
-    intervals; ``min_pairs`` >= 3 (first look); ``max_pairs`` >= ``min_pairs``;
-    ``precision_pct`` > 0 or ``None``; ``time_budget_s`` > 0 or ``None``; ``spending``:
-    ``obrien_fleming`` | ``pocock``; ``max_set_aside`` >= 0.
-
-    Raises:
-        ValueError: on construction, naming the setting out of range.
-    """
-
-    level: float = 0.95
-    min_pairs: int = DEFAULT_MIN_PAIRS
-    max_pairs: int = DEFAULT_MAX_PAIRS
-    precision_pct: float | None = DEFAULT_PRECISION_PCT
-    time_budget_s: float | None = None
-    spending: str = OBRIEN_FLEMING
-    min_gain_pct: float = DEFAULT_MIN_GAIN_PCT
-    mde_power: float = DEFAULT_MDE_POWER
-    max_set_aside: int = DEFAULT_MAX_SET_ASIDE
-
-    def __post_init__(self) -> None:
-        check_settings(self.level, self.min_gain_pct, None, None)
-        if self.min_pairs < 3:
-            raise ValueError(f"min_pairs must be >= 3, got {self.min_pairs}")
-        if self.max_pairs < self.min_pairs:
-            raise ValueError(f"max_pairs ({self.max_pairs}) must be >= min_pairs "
-                             f"({self.min_pairs})")
-        if self.precision_pct is not None and not self.precision_pct > 0:
-            raise ValueError(f"precision_pct must be > 0, got {self.precision_pct}")
-        if self.time_budget_s is not None and not self.time_budget_s > 0:
-            raise ValueError(f"time_budget_s must be > 0, got {self.time_budget_s}")
-        if self.spending not in SPENDING_FUNCTIONS:
-            raise ValueError(f"spending must be one of {SPENDING_FUNCTIONS}, "
-                             f"got {self.spending!r}")
-        if self.max_set_aside < 0:
-            raise ValueError(f"max_set_aside must be >= 0, got {self.max_set_aside}")
-
-    def boundary(self, n_pairs: int, final: bool = False) -> float:
-        """Critical ``|t|`` at the look with ``n_pairs`` deciding pairs; ``final``: the final
-        analysis of a time-budget stop. Raises ValueError outside ``min_pairs..max_pairs``."""
-        alpha = 1.0 - self.level
-        if final:
-            return stopped_boundary(self.min_pairs, self.max_pairs, n_pairs, alpha, self.spending)
-        if not self.min_pairs <= n_pairs <= self.max_pairs:
-            raise ValueError(f"no look at {n_pairs} pairs: the design looks at "
-                             f"{self.min_pairs}..{self.max_pairs}")
-        return t_boundaries(self.min_pairs, self.max_pairs, alpha,
-                            self.spending)[n_pairs - self.min_pairs]
 
 
 @dataclass(frozen=True)
@@ -121,7 +64,7 @@ class Look:
 class SequentialTest:
     """The sequential design as a stepper over pairs (module docstring)."""
 
-    design: SequentialDesign = field(default_factory=SequentialDesign)
+    design: Design = field(default_factory=lambda: Design(repeats=AUTO))
     baseline: list[Sequence[float]] = field(default_factory=list)
     variant: list[Sequence[float]] = field(default_factory=list)
     contended: list[tuple[bool, bool]] = field(default_factory=list)
@@ -156,14 +99,18 @@ class SequentialTest:
             return no_interval(pairs, why, **common)
         n_look = min(n, d.max_pairs)
         c = d.boundary(n_look, final=reason == TIME_BUDGET and n_look < d.max_pairs)
-        se = float(pairs.d.std(ddof=1)) / math.sqrt(n)
         method = SEQUENTIAL_T + f", looks at {d.min_pairs}..{d.max_pairs} pairs"
         if reason == TIME_BUDGET and n_look < d.max_pairs:
             method += (f"; time budget ended it at {n_look} pairs: final analysis spends the "
                        f"error left")
-        return interval_speed(pairs, float(pairs.d.mean()), se, c, float(n - 1), method=method,
-                              spread_source="pairs", run_spread_pct=None,
-                              pairs_hint=reason != CONTINUE, **common)
+
+        def judge(p: Pairs) -> Speed:  # this look's boundary, with outlier runs put back too
+            se = float(p.d.std(ddof=1)) / math.sqrt(p.d.size)
+            return interval_speed(p, float(p.d.mean()), se, c, float(p.d.size - 1),
+                                  method=method, spread_source="pairs", run_spread_pct=None,
+                                  pairs_hint=reason != CONTINUE, **common)
+
+        return screen_check(judge(pairs), pairs, judge)
 
     def look(self, elapsed_s: float | None = None) -> Look:
         """Stop or continue at the pairs added so far (module docstring for the order)."""
@@ -195,7 +142,7 @@ class SequentialTest:
                     n_pairs_run=n_run, message=_progress(self.design, speed, n, n_run, reason))
 
 
-def _progress(design: SequentialDesign, speed: Speed, n: int, n_run: int, reason: str) -> str:
+def _progress(design: Design, speed: Speed, n: int, n_run: int, reason: str) -> str:
     head = f"pair {n}/{design.max_pairs}" + (f" ({n_run - n} set aside)" if n_run > n else "")
     if speed.ci_low_pct is None:
         tail = "continue" if reason == CONTINUE else "stop: " + _STOP_WORDS.get(reason, reason)
@@ -218,26 +165,24 @@ _STOP_WORDS = {
 }
 
 
-def run_sequential(next_pair: Callable[[], tuple], *, confidence: float = 0.95,
-                   min_gain_pct: float = DEFAULT_MIN_GAIN_PCT, min_pairs: int = DEFAULT_MIN_PAIRS,
-                   max_pairs: int = DEFAULT_MAX_PAIRS, run_spread_pct: float | None = None,
-                   precision_pct: float | None = DEFAULT_PRECISION_PCT,
-                   max_set_aside: int = DEFAULT_MAX_SET_ASIDE) -> Speed:
+def run_sequential(next_pair: Callable[[], tuple], *, confidence: float = DEFAULT.level,
+                   min_gain_pct: float = DEFAULT.min_gain_pct,
+                   min_pairs: int = DEFAULT.min_pairs, max_pairs: int = DEFAULT.max_pairs,
+                   precision_pct: float | None = DEFAULT.precision_pct,
+                   max_set_aside: int = DEFAULT.max_set_aside) -> Speed:
     """The sequential design as a loop: ``next_pair()`` returns the next ``(baseline_run,
     variant_run)`` (each a sequence of step times, seconds), or ``(baseline_run, variant_run,
     (baseline_contended, variant_contended))``; it is called until the design stops.
 
-    ``run_spread_pct`` is accepted for the API's sake and recorded; the looks start at 3 pairs,
-    where the pairs' own spread decides (:func:`afbench.verdict.compare_runs`).
+    No calibration is taken: the looks start at 3 pairs, where the pairs' own spread decides.
 
     Raises:
         ValueError: settings out of range, or a run :func:`afbench.verdict.runs.run_statistic`
             rejects.
     """
-    test = SequentialTest(SequentialDesign(level=confidence, min_gain_pct=min_gain_pct,
-                                           min_pairs=min_pairs, max_pairs=max_pairs,
-                                           precision_pct=precision_pct,
-                                           max_set_aside=max_set_aside))
+    test = SequentialTest(Design(repeats=AUTO, level=confidence, min_gain_pct=min_gain_pct,
+                                 min_pairs=min_pairs, max_pairs=max_pairs,
+                                 precision_pct=precision_pct, max_set_aside=max_set_aside))
     while True:
         pair = next_pair()
         look = test.add(pair[0], pair[1], pair[2] if len(pair) > 2 else (False, False))
