@@ -57,6 +57,9 @@ CONTENDED = "contended"
 OUTLIER = "outlier"
 #: Why a comparison has no interval.
 UNCALIBRATED = "uncalibrated"
+#: Contended runs were kept (report.contention=keep) but fell on one side of a pair: the
+#: contention, not the switch, would decide (issue 34: +78.84..+97.17% for a +13% effect).
+ONE_SIDED_CONTENTION = "one_sided_contention"
 #: A calibration too small, or one that saw outlier runs, does not decide one round.
 CALIBRATION_UNFIT = "calibration_unfit"
 #: The runs do not fit their calibration (the host or the workload changed since it).
@@ -203,9 +206,13 @@ def check_settings(confidence: float, min_gain_pct: float, run_spread_pct: float
 
 def pair_up(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence[float]],
             contended: Sequence[tuple[bool, bool]] | None = None,
-            contention_detail: Sequence[Any] | None = None) -> Pairs:
+            contention_detail: Sequence[Any] | None = None,
+            keep_contended: bool = False) -> Pairs:
     """The one pairing rule: pair by index, set aside contended pairs, then pairs holding an
     outlier run (:func:`afbench.verdict.runs.outlier_runs`, over each side's uncontended runs).
+    ``keep_contended`` (report.contention=keep): a pair whose two runs were both contended
+    decides (contention balanced across its sides); one contended on one side only is still
+    set aside (``contended``, its ``side``): contention never decides alone.
 
     Raises:
         ValueError: unequal numbers of runs, no runs, a run without steps or with a step time
@@ -224,7 +231,7 @@ def pair_up(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence[floa
              for k, (b, v) in enumerate(zip(baseline, variant))]
     aside: dict[int, SetAside] = {}
     for k, (cb, cv) in enumerate(flags):
-        if cb or cv:
+        if (cb or cv) and not (keep_contended and cb and cv):
             side = "both" if cb and cv else "baseline" if cb else "variant"
             detail = contention_detail[k] if contention_detail else ""
             aside[k] = SetAside(pair=k + 1, side=side, reason=CONTENDED, detail=detail)
@@ -311,7 +318,8 @@ def compare_runs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence
                  run_spread_pct: float | None = None, run_spread_df: float | None = None,
                  contended: Sequence[tuple[bool, bool]] | None = None,
                  contention_detail: Sequence[Any] | None = None,
-                 mde_power: float = DEFAULT_MDE_POWER, calibration=None) -> Speed:
+                 mde_power: float = DEFAULT_MDE_POWER, calibration=None,
+                 keep_contended: bool = False) -> Speed:
     """The verdict of a fixed design (one round, or a fixed number of paired rounds).
 
     Args:
@@ -333,6 +341,10 @@ def compare_runs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence
             INCONCLUSIVE with the reason ``calibration_unfit``) and what its runs took: runs
             that do not fit that (``RunSpread.fit_of``) give INCONCLUSIVE with the reason
             ``calibration_stale``.
+        keep_contended: report.contention=keep: pairs contended on both sides decide; a pair
+            contended on one side only makes the comparison INCONCLUSIVE with the reason
+            ``one_sided_contention`` (those pairs in ``set_aside``): kept one-sided, the
+            contention would be the effect measured.
 
     Returns:
         A :class:`Speed` (module docstring for the design of the interval).
@@ -346,11 +358,13 @@ def compare_runs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence
         run_spread_pct, run_spread_df = calibration.spread_pct, calibration.df
         unfit = not calibration.usable_for_one_round
     check_settings(confidence, min_gain_pct, run_spread_pct, run_spread_df)
-    pairs = pair_up(baseline, variant, contended, contention_detail)
+    pairs = pair_up(baseline, variant, contended, contention_detail, keep_contended)
     n = int(pairs.d.size)
     design = ONE_ROUND if pairs.n_run == 1 else FIXED
     common = {"level": confidence, "min_gain_pct": min_gain_pct, "mde_power": mde_power,
               "design": design}
+    if keep_contended and any(a.reason == CONTENDED for a in pairs.set_aside):
+        return no_interval(pairs, ONE_SIDED_CONTENTION, **common)
     if n == 0:
         return no_interval(pairs, NO_PAIRS_LEFT, **common)
     center = float(pairs.d.mean())
