@@ -220,14 +220,14 @@ def adaptive_round(plan: Plan, statuses: dict[str, str], elapsed_s: float) -> Pl
             continue
         rounds = {r.repeat for r in verdict_runs if r.variant == variant
                   and r.run_id in statuses}
-        pairs = verdict_pairs(plan, variant, steps, results, plan.auto.set_aside_contended)
+        pairs = verdict_pairs(plan, variant, steps, results)
         if len(pairs.baseline) < len(rounds):
             log.info("afbench: %s vs %s: a run of pair %d did not succeed; no more pairs",
                      variant, plan.baseline, len(rounds))
             stops[variant] = AutoStop(reason=RUN_FAILED_STOP, n_pairs=len(pairs.baseline))
             continue
         test = SequentialTest(design, pairs.baseline, pairs.variant, pairs.contended,
-                              pairs.detail)
+                              pairs.detail, keep_contended=not plan.auto.set_aside_contended)
         look = test.look(elapsed_s)
         log.info("afbench: %s vs %s: %s", variant, plan.baseline, look.message)
         if look.stop and last_planned:
@@ -322,8 +322,9 @@ def rerun_contended(plan: Plan, i: int, st: RunStatus,
     with its reasons. plan.json is rewritten after each rerun. Returns the plan and the
     status of the run now at ``i``."""
     run = original = plan.runs[i - 1]
+    measured = (plan.verdict_phase, plan.profile_phase)  # a profile's op times are measured too
     for k in range(1, plan.rerun_contended + 1):
-        if run.phase != plan.verdict_phase or st.status != "OK":
+        if run.phase not in measured or st.status != "OK":
             break
         contended, reasons = run_contention(run)
         if not contended:
@@ -349,6 +350,11 @@ def rerun_contended(plan: Plan, i: int, st: RunStatus,
         with console.status(f"[{k}/{n}] {new_id} running (rerun of {run.run_id})"):
             st = launch_run(new)
         run = new
+    if run is not original and st.status == "OK":
+        again, reasons = run_contention(run)
+        if again:  # it never decides: the report's runs table names it "contended again"
+            log.warning("afbench: %s (rerun of %s) was contended again (%s): set aside, like "
+                        "the run it replaced", run.run_id, original.run_id, "; ".join(reasons))
     return plan, st
 
 

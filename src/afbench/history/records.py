@@ -116,6 +116,8 @@ def _record_row(out: OutDir, plan: Plan, summary: Summary, variant: str,
     side, comp = _side(summary, variant)
     speed = comp.speed if comp else None
     ok = [r for r in run_rows if r["step_times_s"]]
+    if side is not None and side.runs_used:  # the runs the report's numbers rest on
+        ok = [r for r in ok if r["run_id"] in side.runs_used] or ok
     all_steps = [t for r in ok for t in r["step_times_s"]]
     switches: dict[str, Any] = {}
     if spec is not None:
@@ -139,7 +141,7 @@ def _record_row(out: OutDir, plan: Plan, summary: Summary, variant: str,
         "method": speed.method if speed else None, "kind": speed.kind if speed else None,
         "median_step_s": statistics.median(r["median_step_s"] for r in ok) if ok else None,
         "mean_step_s": statistics.fmean(all_steps) if all_steps else None,
-        "n_steps": len(all_steps), "n_runs_ok": len(ok),
+        "n_steps": len(all_steps), "n_runs_ok": sum(1 for r in run_rows if r["step_times_s"]),
         "peak_memory_gib": _finite(memory.peak_gib) if memory else None,
         "memory_measure": memory.measure if memory else None,
         "tflops_per_device": _finite(eff.tflops_per_device) if eff else None,
