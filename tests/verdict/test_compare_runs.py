@@ -94,6 +94,20 @@ def test_a_sequential_design_keeping_contended_runs_sets_one_sided_pairs_aside()
     assert look.n_pairs == 3
 
 
+def test_history_keeping_contended_runs_decides_only_with_contention_on_both_sides():
+    from afbench.verdict import compare_groups
+
+    hist, new = runs([1.0, 1.01, 0.99, 1.9], jitter=0.01), runs([1.3, 1.31, 1.29], jitter=0.01)
+    one = compare_groups(hist, new, history_contended=[False, False, False, True],
+                         newest_contended=[False] * 3, keep_contended=True)
+    assert (one.decision, one.no_interval_reason) == (INCONCLUSIVE, "one_sided_contention")
+    assert [(a.side, a.pair) for a in one.set_aside] == [("history", 4)]
+    both = compare_groups(hist, new, history_contended=[False, False, False, True],
+                          newest_contended=[True, False, False], keep_contended=True)
+    assert both.ci_low_pct is not None
+    assert not [a for a in both.set_aside if a.reason == "contended"]  # kept, deciding
+
+
 def test_fixed_repeats_are_the_plain_paired_t_on_log_run_medians():
     rng = np.random.default_rng(3)
     base_m = np.exp(rng.normal(0, 0.05, 6))

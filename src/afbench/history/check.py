@@ -31,7 +31,8 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
                     confidence: float = 0.95, min_gain_pct: float = 2.0,
                     calibration: dict[str, Any] | None = None,
                     history_contended: Sequence[bool | None] | None = None,
-                    newest_contended: Sequence[bool | None] | None = None) -> Speed:
+                    newest_contended: Sequence[bool | None] | None = None,
+                    keep_contended: bool = False) -> Speed:
     """The gain of ``newest`` (the newest record's runs) over ``history`` (the history window's
     runs), each a list of runs, each a list of measured step times in seconds, by
     :func:`afbench.verdict.compare_groups` (unpaired: Welch's t on log run medians, or the
@@ -39,7 +40,8 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
     :class:`afbench.store.Speed`. ``calibration``: the newest experiment's host calibration
     (its ``experiment.json``), used when each side has a single run and it is of one kind of run
     (:func:`afbench.history.calibration.of_one_kind`). ``*_contended``: per
-    run, whether it was recorded as contended (set aside; see compare_groups).
+    run, whether it was recorded as contended (set aside; see compare_groups);
+    ``keep_contended``: --contention keep (see compare_groups).
 
     Raises ValueError when a side has no run, or a step time that is not finite and > 0."""
     from afbench.history.calibration import of_one_kind
@@ -55,7 +57,8 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
                            run_spread_pct=calibration["spread_pct"] if calibration else None,
                            run_spread_df=calibration["df"] if calibration else None,
                            history_contended=history_contended,
-                           newest_contended=newest_contended)
+                           newest_contended=newest_contended,
+                           keep_contended=keep_contended)
     return Speed.of(speed, calibration=calibration if speed.spread_source == "calibration"
                     else None)
 
@@ -172,8 +175,8 @@ def check(engine: Engine, experiment: str, variant: str | None = None, *, window
         speed = compare_history([t for t, _ in hist_runs], [t for t, _ in new_runs],
                                 confidence=confidence, min_gain_pct=min_gain_pct,
                                 calibration=_calibration(newest["out_dir"]),
-                                history_contended=None if keep else [c for _, c in hist_runs],
-                                newest_contended=None if keep else [c for _, c in new_runs])
+                                history_contended=[c for _, c in hist_runs],
+                                newest_contended=[c for _, c in new_runs], keep_contended=keep)
         if speed.ci_low_pct is None or speed.ci_high_pct is None:
             results.append(CheckResult(name, False, f"SKIP {label}: no verdict"
                                        f"{_words(speed, 'speed_note')}; {newest['out_dir']}",

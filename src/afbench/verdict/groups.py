@@ -25,7 +25,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from afbench.verdict.estimate import (CONTENDED, DEFAULT_MIN_GAIN_PCT, NO_RUNS_LEFT, OUTLIER,
+from afbench.verdict.estimate import (CONTENDED, DEFAULT_MIN_GAIN_PCT, NO_RUNS_LEFT,
+                                      ONE_SIDED_CONTENTION, OUTLIER,
                                       UNCALIBRATED, SetAside, Speed, check_settings,
                                       gain_from_log)
 from afbench.verdict.power import DEFAULT_MDE_POWER, mde_pct, t_quantile
@@ -46,13 +47,17 @@ def compare_groups(history: Sequence[Sequence[float]], newest: Sequence[Sequence
                    run_spread_pct: float | None = None, run_spread_df: float | None = None,
                    mde_power: float = DEFAULT_MDE_POWER,
                    history_contended: Sequence[bool | None] | None = None,
-                   newest_contended: Sequence[bool | None] | None = None) -> Speed:
+                   newest_contended: Sequence[bool | None] | None = None,
+                   keep_contended: bool = False) -> Speed:
     """The gain of ``newest`` over ``history`` (each a list of runs, each a list of measured
     step times in seconds); positive = the newest is faster, as in :func:`compare_runs`.
 
     ``history_contended`` / ``newest_contended``: per run, whether it was measured as
     contended (None: not measured, kept); a contended run is set aside. A side left without a
-    run gives INCONCLUSIVE with ``no_interval_reason`` ``no_runs_left``.
+    run gives INCONCLUSIVE with ``no_interval_reason`` ``no_runs_left``. ``keep_contended``
+    (``history check --contention keep``): contended runs decide when both sides hold some;
+    contended runs on one side only give INCONCLUSIVE with ``one_sided_contention``, naming
+    them (kept, the contention would be the change measured).
 
     Raises:
         ValueError: settings out of range, a side without runs, a contention list of another
@@ -67,6 +72,17 @@ def compare_groups(history: Sequence[Sequence[float]], newest: Sequence[Sequence
         if given is not None and len(given) != len(runs):
             raise ValueError(f"{side}_contended has {len(given)} flags for {len(runs)} runs")
         flags[side] = [bool(c) for c in given] if given is not None else [False] * len(runs)
+    if keep_contended:
+        one_sided = any(flags[HISTORY_SIDE]) != any(flags[NEWEST_SIDE])
+        if one_sided:
+            return Speed(decision=INCONCLUSIVE, gain_pct=None, ci_low_pct=None,
+                         ci_high_pct=None, level=confidence, mde_pct=None, mde_power=mde_power,
+                         min_gain_pct=min_gain_pct, n_pairs=0, n_pairs_run=0, method="none",
+                         design=HISTORY, no_interval_reason=ONE_SIDED_CONTENTION,
+                         set_aside=tuple(SetAside(pair=i + 1, side=side, reason=CONTENDED)
+                                         for side in (HISTORY_SIDE, NEWEST_SIDE)
+                                         for i, c in enumerate(flags[side]) if c))
+        flags = {side: [False] * len(f) for side, f in flags.items()}
     hist = [math.log(run_statistic(r, f"history run {i + 1}").location_s)
             for i, r in enumerate(history)]
     new = [math.log(run_statistic(r, f"newest run {i + 1}").location_s)
