@@ -261,6 +261,22 @@ def test_a_model_folder_without_weights_fails_in_seconds_naming_the_folder(conf,
     assert "no weight file" in bad.current and bad.line().startswith("[FAIL] model.path:")
 
 
+def test_a_model_folder_without_a_tokenizer_and_an_empty_prompts_file_fail(conf, tmp_path):
+    model = _model_without_weights(tmp_path)
+    (model / "model.safetensors").write_bytes(b"x")
+    assert preflight.check_model(model).ok
+    (model / "tokenizer.json").unlink()
+    c = preflight.check_model(model)
+    assert not c.ok and c.current == f"{model} has no tokenizer file " \
+        "(tokenizer.json / tokenizer.model / vocab.json)"
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("\n")
+    infer = conf.model_copy(update={"scheduler": InferScheduler()})
+    infer = with_section(infer, "data", prompts_file=str(prompts))
+    c = failed(preflight.check_assets(infer), "data.prompts_file")
+    assert c.current == f"{prompts} is empty"
+
+
 def test_a_weight_index_passes_only_when_every_shard_exists(tmp_path):
     import json
 

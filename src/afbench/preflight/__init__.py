@@ -260,6 +260,8 @@ def check_manifest(manifest: str | Path | None) -> Check:
 WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 #: Single-file weights transformers loads without an index.
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+#: Any one of them lets transformers' AutoTokenizer load the folder's tokenizer.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 
 
 def _weights(folder: Path) -> tuple[bool, str]:
@@ -296,6 +298,11 @@ def check_model(path: str | Path, weights: bool = True) -> Check:
                      "set model.path=/abs/path/to/hf_model_folder")
     if not weights:
         return Check("model.path", True, str(path))
+    if not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        return Check("model.path", False, f"{folder} has no tokenizer file "
+                     f"({' / '.join(TOKENIZER_FILES)})", "the model's tokenizer files",
+                     "copy the tokenizer files into the folder, or set model.path to a folder "
+                     "that has them")
     ok, found = _weights(folder)
     if ok:
         return Check("model.path", True, f"{path} (weights {found})")
@@ -319,6 +326,10 @@ def check_data(conf: AfbenchConfig) -> Check:
                      f"set {key}=/abs/path/to/{example}")
     if key == "data.path" and conf.engine.name != "command":
         return check_chat_parquet(path)
+    if key == "data.prompts_file" and not path.read_text(encoding="utf-8",
+                                                         errors="replace").strip():
+        return Check(key, False, f"{path} is empty", "at least one prompt (a JSON line)",
+                     f"write prompts into {path}, or set {key}=null for the data file's")
     return Check(key, True, str(path))
 
 
