@@ -106,3 +106,18 @@ def test_a_contended_profile_run_is_rerun_and_its_comparison_is_not_comparable(t
     assert got.reason.startswith("a profile run was measured as contended")
     assert "b-profile-r1: waited for a CPU 45%" in got.reason
     assert json.loads(got.model_dump_json())["reason_msg"]["key"] == "clauses"
+
+
+def test_a_replaced_contended_run_in_the_time_to_first_step_is_said_beside_it(tmp_path,
+                                                                             monkeypatch):
+    # the contended run's rerun found the kernels it built: its cold first step still counts
+    # (a first compile is one however busy the machine), and the report says so
+    _rounds(tmp_path, monkeypatch, {"a-train-r1"}, n=1, rerun=1)
+    summary = build_report(tmp_path, ReportConfig(formats=["md"]))
+    (c,) = summary.comparisons
+    assert c.baseline.runs_used == ["a-train-r1-rerun1"]
+    assert c.baseline.first_step_set_aside == ["a-train-r1"]
+    md = (tmp_path / "report.md").read_text()
+    assert ("Time to first step of `a` includes a-train-r1, which the verdict set aside: a "
+            "run's first step is a compile however busy") in md
+    assert "Time to first step of `b` includes" not in md

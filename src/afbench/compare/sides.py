@@ -65,6 +65,7 @@ def side(col: Collected, variant: str, phase: str | None, workload: str,
         use, basis = quiet, "quiet"
     else:
         use, basis = sel, "all"
+    first = runs[runs.run_id.isin(with_replaced(col, sel.run_id.tolist()))]
     statuses = sel.status.tolist()
     errors = [e for e in sel.log_error.tolist() if e]
     sanity = [x for x in sel.get("sanity", pd.Series(dtype=object)).tolist() if isinstance(x, str)]
@@ -74,7 +75,7 @@ def side(col: Collected, variant: str, phase: str | None, workload: str,
         name=variant, statuses=statuses, log_errors=errors, repeats_s=per_repeat,
         mean_step_s=finite_mean(use.mean_step_s.tolist()) if (sel.status == "OK").all() else None,
         # a contended run's rerun finds the kernels it built: its cold first step still counts
-        **first_step(runs[runs.run_id.isin(with_replaced(col, sel.run_id.tolist()))]),
+        **first_step(first), first_step_set_aside=first_step_set_aside(first, use),
         step_cv_pct=max(cvs) if cvs else None, tokens_per_s=finite_mean(use.tokens_per_s.tolist()),
         metrics={k: finite_mean(use[k].tolist()) for k in MEANS[workload] if k in use},
         sanity=sanity[0] if sanity else None,
@@ -106,6 +107,16 @@ def first_step(sel: pd.DataFrame) -> dict[str, Any]:
     warm = bool(states) and all(k == "warm" for k in states)
     return {"first_step_s": finite_mean(sel.first_step_s.tolist()),
             "first_step_kernel_cache": "warm" if warm else None}
+
+
+def first_step_set_aside(sel: pd.DataFrame, used: pd.DataFrame) -> list[str]:
+    """The OK runs of ``sel`` that :func:`first_step` rests on (its cold runs where there are
+    any) and that are not among ``used`` (the runs a side's other numbers rest on)."""
+    if "first_step_s" not in sel or "run_id" not in sel:
+        return []
+    cold = sel[sel.kernel_cache == "cold"] if "kernel_cache" in sel else sel.iloc[:0]
+    on = cold if len(cold) else sel
+    return [r for r, st in zip(on.run_id, on.status) if st == "OK" and r not in set(used.run_id)]
 
 
 

@@ -101,6 +101,9 @@ class Side(Record):
     # verdict); "all" every OK run (none quiet, or no verdict: a failed or single side)
     runs_used: list[str] = []
     runs_basis: str | None = None
+    # runs its first_step_s rests on that its other numbers do not (a contended run a rerun
+    # replaced: a first compile is one however busy the machine; the report says so beside it)
+    first_step_set_aside: list[str] = []
 
 
 class SetAsidePair(Record):
