@@ -315,7 +315,8 @@ def run_contention(run: RunSpec) -> tuple[bool | None, list[str]]:
 def rerun_contended(plan: Plan, i: int, st: RunStatus,
                     plan_path: Path | None = None) -> tuple[Plan, RunStatus]:
     """Run ``plan.runs[i - 1]`` (1-based ``i``, just launched with status ``st``) again while
-    it is an OK verdict-phase run whose window was contended (:func:`run_contention`), at
+    it is an OK verdict-phase or profile-phase run whose window was contended
+    (:func:`run_contention`; a rerun contended again is logged as such), at
     most ``plan.rerun_contended`` times. Each rerun gets a new run directory
     ``<run_id>-rerun<k>`` and takes the run's place in ``plan.runs``; the contended run is
     kept, its status.json names the rerun (``replaced_by``) and ``plan.reruns`` records it

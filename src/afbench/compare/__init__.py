@@ -260,9 +260,6 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
 
 
 
-
-
-
 def _parameters(col: Collected) -> list[PhaseParameters]:
     """Per phase: the run parameters of the baseline's run (the variants differ only by their
     overrides, listed beside)."""
