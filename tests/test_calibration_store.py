@@ -67,12 +67,62 @@ def test_a_comparison_fit_for_one_round_is_preferred_to_its_kinds_combined(url):
 def comparison(variant, spread_pct, n_pairs=5, aa=False, steps_s=(0.30, 0.25)):
     speed = NS(spread_source="pairs", n_pairs=n_pairs, spread_pct=spread_pct, set_aside=(),
                baseline_location_s=steps_s[0], variant_location_s=steps_s[1])
-    return NS(baseline=NS(name="af_off"), variant=NS(name=variant), aa=aa, speed=speed)
+    return NS(baseline=NS(name="af_off", runs_used=[f"af_off-train-r{k}" for k in range(1, 6)]),
+              variant=NS(name=variant, runs_used=[f"{variant}-train-r{k}" for k in range(1, 6)]),
+              aa=aa, speed=speed)
+
+
+def summary_of(comparisons, contended=()):
+    """A summary as learn reads it: its comparisons, runs (``contended``: run ids measured
+    as contended) and experiment name."""
+    return NS(comparisons=comparisons, experiment="sft_af_compare",
+              runs=[NS(run_id=r, contended=True) for r in contended])
+
+
+def test_a_comparison_that_decided_with_a_contended_run_teaches_the_calibration_nothing(
+        url, tmp_path, caplog):
+    """issue 34: report.contention=keep lets a pair contended on both sides decide; its runs
+    never enter a calibration, whose one-round verdicts later rest on it."""
+    kinds = {"af_off": EAGER, "af_off_again": EAGER}
+    with caplog.at_level(logging.INFO):
+        cal.learn(summary_of([comparison("af_off_again", 3.0, aa=True)],
+                             contended=["af_off-train-r2", "af_off_again-train-r2"]),
+                  kinds, tmp_path / "out", url)
+    assert cal.lookup(EAGER, url) is None
+    assert "not learned from af_off_again vs af_off: af_off-train-r2, af_off_again-train-r2 " \
+           "measured as contended" in caplog.text
+    cal.learn(summary_of([comparison("af_off_again", 3.0, aa=True)]), kinds,
+              tmp_path / "clean", url)
+    assert cal.lookup(EAGER, url)["n_pairs"] == 5
+
+
+def test_a_calibration_can_be_listed_shown_and_forgotten(url, tmp_path, capsys):
+    from afbench.history.__main__ import main
+
+    kinds = {"af_off": EAGER, "af_on": COMPILED}
+    cal.learn(summary_of([comparison("af_on", 8.0)]), kinds, tmp_path / "out", url)
+    key = cal.pair_key(EAGER, COMPILED)
+    assert main(["--url", url, "calibration", "list"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith(key) and "on 5 pairs from 1 experiment(s), updated " in line
+    assert "cannot decide one round" in line
+    assert main(["--url", url, "calibration", "show", key]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert len(shown) == 2 and "residuals" in shown[1] and "on 5 pairs" in shown[1]
+    assert shown[1].endswith(f"sft_af_compare  {tmp_path / 'out'}")
+    assert main(["--url", url, "calibration", "show", key[:-2]]) == 2
+    assert f"did you mean {key!r}" in capsys.readouterr().err
+    assert main(["--url", url, "calibration", "forget"]) == 2
+    assert "name the KIND" in capsys.readouterr().err
+    assert main(["--url", url, "calibration", "forget", key]) == 0
+    assert f"forgot {key}" in capsys.readouterr().out and cal.lookup(key, url) is None
+    assert main(["--url", url, "calibration", "list"]) == 0
+    assert "none on this host" in capsys.readouterr().out
 
 
 def test_rounds_of_two_kinds_teach_their_comparison_not_the_baselines_kind(url, tmp_path):
     kinds = {"af_off": EAGER, "af_on": COMPILED, "af_off_again": EAGER}
-    summary = NS(comparisons=[comparison("af_on", 8.0), comparison("af_off_again", 3.0, aa=True)])
+    summary = summary_of(comparisons=[comparison("af_on", 8.0), comparison("af_off_again", 3.0, aa=True)])
     cal.learn(summary, kinds, tmp_path / "out", url)
     pair = cal.lookup(cal.pair_key(EAGER, COMPILED), url)
     assert pair["spread_pct"] == pytest.approx(8.0 / 2 ** 0.5) and pair["n_pairs"] == 5
@@ -120,7 +170,7 @@ def test_each_estimate_keeps_what_its_runs_took_by_kind(url, tmp_path):
     comparison of two kinds keeps both sides'; one kind (an A/A, or variants that differ in
     nothing the kind names) one location from both sides' runs."""
     kinds = {"af_off": EAGER, "af_on": COMPILED, "af_off_again": EAGER, "other": EAGER}
-    summary = NS(comparisons=[comparison("af_on", 8.0, steps_s=(0.30, 0.25)),
+    summary = summary_of(comparisons=[comparison("af_on", 8.0, steps_s=(0.30, 0.25)),
                               comparison("af_off_again", 3.0, aa=True, steps_s=(0.30, 0.27))])
     cal.learn(summary, kinds, tmp_path / "out", url)
     pair = cal.lookup(cal.pair_key(EAGER, COMPILED), url)
@@ -134,7 +184,7 @@ def test_each_estimate_keeps_what_its_runs_took_by_kind(url, tmp_path):
     assert aa["baseline_runs"]["spread_pct"] == pytest.approx(aa["spread_pct"])
     # one kind is one program: its location checks both sides
     assert cal.for_comparison(EAGER, EAGER, url)["variant_runs"] == aa["baseline_runs"]
-    cal.learn(NS(comparisons=[comparison("other", 3.0, steps_s=(0.31, 0.20))]), kinds,
+    cal.learn(summary_of(comparisons=[comparison("other", 3.0, steps_s=(0.31, 0.20))]), kinds,
               tmp_path / "out2", url)
     newest = cal.lookup(EAGER, url)  # the newest estimate's, from both of its sides
     assert newest["baseline_runs"]["step_s"] == pytest.approx((0.31 * 0.20) ** 0.5)
@@ -230,7 +280,7 @@ def test_a_one_round_plan_names_the_kind_whose_calibration_is_short(compose_cfg,
 def test_a_calibration_short_of_pairs_says_its_pairs_add_up(url, tmp_path, caplog):
     kinds = {"af_off": EAGER, "af_off_again": EAGER}
     with caplog.at_level(logging.INFO):
-        cal.learn(NS(comparisons=[comparison("af_off_again", 3.0, n_pairs=11, aa=True)]), kinds,
+        cal.learn(summary_of(comparisons=[comparison("af_off_again", 3.0, n_pairs=11, aa=True)]), kinds,
                   tmp_path / "out", url)
     assert "rests on 11 pairs (one round needs 12 pairs and no outlier run: run the same " \
            "experiment again, its pairs add to these)" in caplog.text
@@ -247,3 +297,16 @@ def test_a_missing_kind_with_a_digest_is_named_with_the_settings_it_stands_for(
     assert found is None
     assert f"no host calibration for {kinds['a_again']} (model.dtype=bfloat16)" in caplog.text
     assert "the settings named in brackets" in caplog.text
+
+
+def test_the_console_advice_names_the_calibration_recipe_and_switch_of_the_plan(
+        compose_cfg, tmp_path, url, caplog):
+    """issue 34: the inference recipe was told to run calibrate_host with autofuse=true; the
+    recipe follows the plan's workload and the switch its variant's kind."""
+    plan = make_plan(validate_config(compose_cfg("experiment=infer_rmsnorm_compare",
+                                                 "backend=cpu")), tmp_path / "out")
+    with caplog.at_level(logging.INFO):
+        assert cal.for_plan(plan, url)[1] is None
+    assert "experiment=calibrate_host_infer with the same model" in caplog.text
+    assert "once with optimization.add_rmsnorm=true" in caplog.text
+    assert "autofuse" not in caplog.text

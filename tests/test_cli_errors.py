@@ -216,6 +216,7 @@ def test_unwritable_output_root_fails_preflight_with_exit_3(tmp_path):
 @pytest.mark.parametrize("key, value", [
     ("model.path", "/ckpt/byol/checkpoints/epoch=3-step=1200.ckpt"),  # PyTorch Lightning name
     ("data.path", "/data/wordle/split=b/train-00000-of-00001.parquet"),  # partition folder
+    ("model.path", "/data/模型/qwen3_tiny"),  # issue 34: non-ASCII, Hydra's bare lexer error
 ])
 def test_value_holding_equals_names_the_key_and_shows_the_quoted_form(tmp_path, key, value):
     proc = afbench(tmp_path, f"{key}={value}")
@@ -224,6 +225,7 @@ def test_value_holding_equals_names_the_key_and_shows_the_quoted_form(tmp_path, 
     assert len(lines) == 1 and lines[0].startswith(f"afbench: error: {key}: ")
     assert f"'{key}=\"{value}\"'" in lines[0]
     assert "mismatched input" not in proc.stderr
+    assert "LexerNoViableAltException" not in proc.stderr
     assert not (tmp_path / "outputs").exists()
 
 

@@ -277,25 +277,48 @@ def test_contention_reasons_recorded_in_english_are_the_judges_words():
     assert render("RunFailed: exit 3; see stdout.log", zh) == "RunFailed: exit 3; see stdout.log"
 
 
-def test_with_contention_keep_the_report_names_the_contended_runs_that_decided(tmp_path,
-                                                                             monkeypatch):
-    from afbench.compare import compare_pair, side, workload_of
-
-    # measured contended, but its steps 5% slower only: not an outlier run, so with
-    # report.contention=keep its pair decides, and the report says so
-    launch, _ = fake_launcher({"a-train-r2"}, slow=1.05)
+def _three_rounds(tmp_path, monkeypatch, contended):
+    launch, _ = fake_launcher(contended, slow=1.05)
     monkeypatch.setattr(experiment, "launch_run", launch)
     runs = [spec_for(tmp_path, f"{v}-train-r{k}", v).model_copy(
         update={"repeat": k, "index": 2 * k - (v == "a")}) for k in (1, 2, 3) for v in "ab"]
     plan = make_plan(tmp_path, rerun_contended=0).model_copy(update={"runs": runs, "repeats": 3})
     write_json_atomic(tmp_path / "plan.json", plan.model_dump(mode="json"))
     experiment.execute_plan(plan, plan_path=tmp_path / "plan.json")
-    col = collect(tmp_path)
+    return collect(tmp_path)
+
+
+def test_with_contention_keep_a_pair_contended_on_both_sides_decides_and_is_named(tmp_path,
+                                                                                monkeypatch):
+    from afbench.compare import compare_pair, side, workload_of
+
+    # both runs of round 2 measured contended (5% slower: no outlier): contention balanced
+    # across the pair's sides, so report.contention=keep lets it decide, and says so
+    col = _three_rounds(tmp_path, monkeypatch, {"a-train-r2", "b-train-r2"})
     base = side(col, "a", "train", workload_of(col))
     kept = compare_pair(col, base, "b", ReportConfig(contention="keep"), 1e-3, False)
     (msg,) = [m for m in kept.caveat_msgs if m.key == "caveat_contention_kept"]
-    assert msg.args["runs"] == "a-train-r2" and "report.contention=keep" in msg.text
+    assert msg.args["runs"] == "a-train-r2, b-train-r2" and "report.contention=keep" in msg.text
     assert kept.speed.n_pairs == 3  # it decided with the contended pair
     aside = compare_pair(col, base, "b", ReportConfig(), 1e-3, False)
     assert aside.speed.n_pairs == 2
     assert not [m for m in aside.caveat_msgs if m.key == "caveat_contention_kept"]
+
+
+def test_with_contention_keep_a_run_contended_on_one_side_of_its_pair_never_decides(
+        tmp_path, monkeypatch):
+    from afbench.compare import compare_pair, side, workload_of
+
+    # issue 34: every contended run on the baseline's side read AF_ON_FASTER under keep
+    col = _three_rounds(tmp_path, monkeypatch, {"a-train-r2"})
+    base = side(col, "a", "train", workload_of(col))
+    kept = compare_pair(col, base, "b", ReportConfig(contention="keep"), 1e-3, False)
+    assert kept.verdict == "INCONCLUSIVE" and kept.speed.ci_low_pct is None
+    assert kept.speed.no_interval_reason == "one_sided_contention"
+    (a,) = kept.speed.set_aside
+    assert (a.pair, a.side, a.reason) == (2, "baseline", "contended")
+    assert a.detail[0].args["run"] == "a-train-r2"  # the one-sided run is named
+    # the tables rest on the pairs left, the same runs as the verdict's
+    assert kept.baseline.runs_used == ["a-train-r1", "a-train-r3"]
+    assert kept.variant.runs_used == ["b-train-r1", "b-train-r3"]
+    assert kept.baseline.runs_basis == "verdict"

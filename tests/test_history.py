@@ -25,6 +25,7 @@ from afbench.history.records import Extracted, VariantRows, extract, write
 from afbench.history.schema import HEAD
 from afbench.history.trend import change_points
 from afbench.store import OutDir
+from support.history import copy_experiment
 
 FIXTURE_V1 = Path(__file__).parent / "fixtures" / "results" / "v1"
 T0 = datetime(2026, 11, 1, 8, 0)
@@ -132,6 +133,52 @@ def test_import_records_every_variant_once_and_leaves_the_directory_unchanged(ur
     assert "0 run(s)" in broken and "RUN_FAILED" in broken
 
 
+def test_a_copied_output_directory_is_the_experiment_recorded_once(url, tmp_path, capsys):
+    """issue 34: an experiment is keyed by what identifies it (name, host, start, sweep job),
+    not by where its directory lies: a copy is already recorded."""
+    shutil.copytree(FIXTURE_V1, tmp_path / "a" / "v1")
+    shutil.copytree(FIXTURE_V1, tmp_path / "b" / "v1")
+    assert main(["--url", url, "import", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    assert "1 recorded, 1 already recorded" in capsys.readouterr().out
+    copy_experiment(FIXTURE_V1, tmp_path / "c", "2026-12-03T08:00")  # another experiment
+    assert main(["--url", url, "import", str(tmp_path / "c")]) == 0
+    assert "1 recorded" in capsys.readouterr().out
+
+
+def test_a_resumed_experiment_records_only_the_runs_it_ran(url, tmp_path):
+    """issue 34: a resumed experiment copies its earlier runs (status 'resumed from <run
+    dir>'); recorded again, history check counted them twice."""
+    import json
+
+    first = shutil.copytree(FIXTURE_V1, tmp_path / "first")
+    resumed = copy_experiment(FIXTURE_V1, tmp_path / "resumed", "2026-12-03T08:00")
+    status = resumed / "runs" / "plain-train-r1" / "status.json"
+    reused = f"resumed from {first.resolve() / 'runs' / 'plain-train-r1'}"
+    status.write_text(json.dumps({**json.loads(status.read_text()), "reason": reused}))
+    assert main(["--url", url, "import", str(first)]) == 0
+    assert main(["--url", url, "import", str(resumed)]) == 0
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        counted = conn.execute(text(
+            "SELECT e.out_dir, count(*) FROM runs r JOIN records c ON r.record_id = c.id "
+            "JOIN experiments e ON c.experiment_id = e.id WHERE r.run_id = 'plain-train-r1' "
+            "GROUP BY e.out_dir")).all()
+    engine.dispose()
+    assert counted == [(str(first.resolve()), 1)]
+
+
+def test_importing_a_folder_that_does_not_exist_yet_beside_others_is_a_note(url, tmp_path,
+                                                                           capsys):
+    """issue 34: `history import outputs/ multirun/` as the README writes it exited 1 before
+    the first sweep made multirun/."""
+    outputs = tmp_path / "outputs"
+    shutil.copytree(FIXTURE_V1, outputs / "v1")
+    assert main(["--url", url, "import", str(outputs), str(tmp_path / "multirun")]) == 0
+    out = capsys.readouterr().out
+    assert f"{tmp_path / 'multirun'}: no such directory (yet): skipped" in out
+    assert "1 recorded" in out
+
+
 def test_extract_keeps_per_run_step_times_of_the_measured_window():
     ex = extract(OutDir(FIXTURE_V1))
     plain = next(v for v in ex.variants if v.record["variant"] == "plain")
@@ -165,9 +212,8 @@ def test_parallel_writers_to_one_sqlite_file_all_land(tmp_path):
 
     url = f"sqlite:///{tmp_path / 'h.sqlite'}"
     outs = []
-    for k in range(4):
-        outs.append(tmp_path / f"job{k}")
-        shutil.copytree(FIXTURE_V1, outs[-1])
+    for k in range(4):  # four experiments (each its own start), recorded once each
+        outs.append(copy_experiment(FIXTURE_V1, tmp_path / f"job{k}", f"2026-12-0{k + 1}T08:00"))
     with multiprocessing.get_context("fork").Pool(4) as pool:
         # each job twice, at once: every directory is recorded exactly once
         done = pool.map(_record_copy, [(str(o), url) for o in outs * 2])

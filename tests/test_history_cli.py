@@ -14,6 +14,7 @@ from test_history import T0, planted, url  # noqa: F401 (fixture)
 from afbench.history.__main__ import main
 from afbench.history.db import open_db
 from afbench.history.records import write
+from support.history import copy_experiment
 
 
 def _write_all(url: str, *extracted) -> None:
@@ -147,7 +148,7 @@ def test_import_skips_a_directory_whose_calibration_was_hand_edited_and_records_
     assert main(["--url", url, "import", str(earlier)]) == 0
     good, bad = results / "a_good", results / "b_edited"
     for out, cal in ((good, calibration), (bad, {**calibration, **damage})):
-        shutil.copytree(FIXTURE_V1, out)
+        copy_experiment(FIXTURE_V1, out, "2026-12-02T08:00")
         exp = json.loads((out / "experiment.json").read_text())
         (out / "experiment.json").write_text(json.dumps({**exp, "calibration": cal}))
     capsys.readouterr()

@@ -262,3 +262,41 @@ def test_a_sides_mean_step_time_leaves_out_a_contended_run_as_its_verdict_does(
     assert got.mean_step_s == pytest.approx(mean)
     assert got.tokens_per_s == pytest.approx(100.0 if contention == "set_aside" else 250 / 3)
     assert got.statuses == ["OK"] * 3 and got.ok
+
+
+def test_the_calibration_advice_names_the_recipe_and_switch_of_the_comparison(compose_cfg,
+                                                                              tmp_path):
+    """issue 34: the inference recipe pointed to calibrate_host with autofuse=true; the advice
+    is derived from the comparison's workload (the calibrate_host* recipe whose scheduler it
+    is) and its variant's overrides, for any recipe."""
+    cfg = validate_config(compose_cfg("experiment=infer_rmsnorm_compare"))
+    empty = pd.DataFrame()
+    col = Collected(tmp_path, make_plan(cfg, tmp_path), ExperimentRecord(config=cfg),
+                    empty, empty, empty, {},
+                    {"baseline-infer-r1": SPREAD, "add_rmsnorm-infer-r1": SPREAD})
+    speed = speed_of(col, "add_rmsnorm", ReportConfig())
+    assert speed.no_interval_reason == "uncalibrated"
+    text = note(speed)
+    assert "python -m afbench experiment=calibrate_host_infer with the same model" in text
+    assert "once with optimization.add_rmsnorm=true" in text and "autofuse" not in text
+    cfg = validate_config(compose_cfg("experiment=sft_af_compare"))
+    sft = Collected(tmp_path, make_plan(cfg, tmp_path), ExperimentRecord(config=cfg),
+                    empty, empty, empty, {}, {"af_off-train-r1": SPREAD, "af_on-train-r1": SPREAD})
+    text = note(speed_of(sft, "af_on", ReportConfig()))
+    assert "experiment=calibrate_host with" in text and "optimization.autofuse=true" in text
+
+
+@pytest.mark.parametrize("repeats, one_round_hint", [(1, True), (5, False)])
+def test_only_a_one_round_experiment_is_told_one_round_needs_a_calibration(
+        compose_cfg, tmp_path, repeats, one_round_hint):
+    """issue 34: a 5-round job said "one round also needs a host calibration"."""
+    col = collected(compose_cfg, tmp_path, rounds(repeats, [0.9] * repeats, [1.0] * repeats),
+                    f"experiment.repeats={repeats}")
+    busy = {rid: type("R", (), {"contention": {"scope": "window", "wall_s": 1.0,
+                                               "run_queue_wait_pct": 50.0}})()
+            for rid in col.window_steps if rid.startswith("af_off")}
+    col = Collected(tmp_path, col.plan, col.experiment, col.runs, col.runs, col.runs, busy,
+                    col.window_steps)
+    speed = speed_of(col, "af_on", ReportConfig())
+    assert speed.no_interval_reason == "no_pairs_left"
+    assert ("one round also needs a host calibration" in note(speed)) is one_round_hint

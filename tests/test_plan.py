@@ -170,6 +170,20 @@ def test_reference_skip_rules(af_plan):
     assert skip_reason(af_plan, runs["af_off-profile-r1"], st) is None
 
 
+def test_reference_policy_skips_later_rounds_after_round_1_failed(compose_cfg, tmp_path):
+    """issue 34: skip_policy reference with 5 rounds ran rounds 2-5 after round 1 failed; the
+    reference's rule (a failed run skips every run after it) holds across rounds."""
+    plan = make_plan(validate_config(compose_cfg(
+        "experiment=sft_af_compare", "experiment.skip_policy=reference",
+        "experiment.repeats=3")), tmp_path)
+    runs = {r.run_id: r for r in plan.runs}
+    st = {"af_off-train-r1": "OK", "af_on-train-r1": "FAILED"}
+    for later in ("af_off-train-r2", "af_on-train-r3", "af_off-profile-r1"):
+        assert "did not succeed (skip_policy reference" in skip_reason(plan, runs[later], st)
+    ok = {"af_off-train-r1": "OK", "af_on-train-r1": "OK"}
+    assert skip_reason(plan, runs["af_off-train-r2"], ok) is None
+
+
 def test_per_variant_policy_keeps_other_variants_going(compose_cfg, tmp_path):
     conf = validate_config(compose_cfg("experiment=sft_af_compare",
                                        "experiment.skip_policy=per_variant"))
@@ -194,7 +208,7 @@ def test_a_skip_reason_names_the_rule_of_its_policy_as_the_readme_does(compose_c
     assert "after a failed baseline every variant's later phases are skipped" in base
     ref = reason("reference", {"af_off-train-r1": "OK", "af_on-train-r1": "FAILED"},
                  "af_off-profile-r1")
-    assert "skip_policy reference: a failed run skips every later phase" in ref
+    assert "skip_policy reference: a failed run skips every later run" in ref
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     assert "`per_variant` (the default) skips a variant's later phases when that variant " \
            "failed, and every variant's later phases when the baseline failed" in readme

@@ -216,8 +216,11 @@ def test_html_report_renders_in_chinese(tmp_path):
     html = write_report(tmp_path, summary, steps, lang="zh")
     zh = labels("zh")
     assert '<html lang="zh-CN">' in html
-    for key in ("verdict", "profiling", "runs", "plot_step_time", "axis_step_time", "caveat_text"):
+    for key in ("verdict", "profiling", "runs", "plot_step_time", "axis_step_time"):
         assert str(escape(zh[key])) in html
+    # the caveat names the calibration recipe of the comparison (no switch set: as it is)
+    calibrate = zh["v_calibrate_plain"].replace("{recipe}", "calibrate_host")
+    assert str(escape(zh["caveat_text"].replace("{calibrate}", calibrate))) in html
     assert f"{summary.comparisons[0].speed.gain_pct:+.2f}%" in html
 
 

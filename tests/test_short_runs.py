@@ -50,10 +50,22 @@ def test_inference_steps_are_warmup_and_measured_runs(compose_cfg, tmp_path):
 def test_short_run_leaves_its_input_alone():
     run = {"scheduler": {"workload": "sft", "steps": 12, "measure": {"first_step": 6,
                                                                      "last_step": 10}},
-           "optimization": {"profiler_window": {"first_step": 6, "last_step": 10,
+           "optimization": {"profiler": True,
+                            "profiler_window": {"first_step": 6, "last_step": 10,
                                                 "warmup_steps": 1}}}
     out = short_run(run, 5)
     assert out["scheduler"]["steps"] == 7 and run["scheduler"]["steps"] == 12
+
+
+def test_a_phase_that_does_not_profile_runs_exactly_the_steps_asked(compose_cfg, tmp_path):
+    """issue 34: experiment.steps=6 with a train phase's steps: 20 (window 6-10) silently ran
+    16 steps; only a profiling phase keeps steps after its window."""
+    plan = make_plan(validate_config(compose_cfg(
+        "experiment=sft_af_compare", "experiment.steps=6",
+        "experiment.phases.train.scheduler.steps=20")), tmp_path)
+    by_id = {r.run_id: r.config for r in plan.runs}
+    assert by_id["af_off-train-r1"].scheduler.steps == 6
+    assert by_id["af_off-profile-r1"].scheduler.steps == 8
 
 
 def test_fewer_than_five_steps_is_refused_with_the_reason(compose_cfg):

@@ -241,14 +241,14 @@ def adaptive_round(plan: Plan, statuses: dict[str, str], elapsed_s: float) -> Pl
             continue
         rounds = {r.repeat for r in verdict_runs if r.variant == variant
                   and r.run_id in statuses}
-        pairs = verdict_pairs(plan, variant, steps, results, plan.auto.set_aside_contended)
+        pairs = verdict_pairs(plan, variant, steps, results)
         if len(pairs.baseline) < len(rounds):
             log.info("afbench: %s vs %s: a run of pair %d did not succeed; no more pairs",
                      variant, plan.baseline, len(rounds))
             stops[variant] = AutoStop(reason=RUN_FAILED_STOP, n_pairs=len(pairs.baseline))
             continue
         test = SequentialTest(design, pairs.baseline, pairs.variant, pairs.contended,
-                              pairs.detail)
+                              pairs.detail, keep_contended=not plan.auto.set_aside_contended)
         look = test.look(elapsed_s)
         log.info("afbench: %s vs %s: %s", variant, plan.baseline, look.message)
         if look.stop and last_planned:
@@ -347,15 +347,17 @@ def run_contention(run: RunSpec) -> tuple[bool | None, list[str]]:
 def rerun_contended(plan: Plan, i: int, st: RunStatus,
                     plan_path: Path | None = None) -> tuple[Plan, RunStatus]:
     """Run ``plan.runs[i - 1]`` (1-based ``i``, just launched with status ``st``) again while
-    it is an OK verdict-phase run whose window was contended (:func:`run_contention`), at
+    it is an OK verdict-phase or profile-phase run whose window was contended
+    (:func:`run_contention`; a rerun contended again is logged as such), at
     most ``plan.rerun_contended`` times. Each rerun gets a new run directory
     ``<run_id>-rerun<k>`` and takes the run's place in ``plan.runs``; the contended run is
     kept, its status.json names the rerun (``replaced_by``) and ``plan.reruns`` records it
     with its reasons. plan.json is rewritten after each rerun. Returns the plan and the
     status of the run now at ``i``."""
     run = original = plan.runs[i - 1]
+    measured = (plan.verdict_phase, plan.profile_phase)  # a profile's op times are measured too
     for k in range(1, plan.rerun_contended + 1):
-        if run.phase != plan.verdict_phase or st.status != "OK":
+        if run.phase not in measured or st.status != "OK":
             break
         contended, reasons = run_contention(run)
         if not contended:
@@ -381,6 +383,11 @@ def rerun_contended(plan: Plan, i: int, st: RunStatus,
         with console.status(f"[{k}/{n}] {new_id} running (rerun of {run.run_id})"):
             st = launch_run(new, quiet_s=plan.quiet_s(new))
         run = new
+    if run is not original and st.status == "OK":
+        again, reasons = run_contention(run)
+        if again:  # it never decides: the report's runs table names it "contended again"
+            log.warning("afbench: %s (rerun of %s) was contended again (%s): set aside, like "
+                        "the run it replaced", run.run_id, original.run_id, "; ".join(reasons))
     return plan, st
 
 

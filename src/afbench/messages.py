@@ -134,7 +134,7 @@ RECORDED: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), key) f
     (r"baseline run (?P<run>\S+) did not succeed", "skip_baseline_failed"),
     (r"earlier run (?P<run>\S+) did not succeed", "skip_earlier_failed"),  # older runs
     (r"earlier run (?P<run>\S+) did not succeed \(skip_policy reference: a failed run skips "
-     r"every later phase\)", "skip_earlier_reference"),
+     r"every later (?:phase|run)\)", "skip_earlier_reference"),
     (r"earlier run (?P<run>\S+) of this variant did not succeed \(skip_policy per_variant: a "
      r"failed variant's later phases are skipped\)", "skip_earlier_own_variant"),
     (r"earlier baseline run (?P<run>\S+) did not succeed \(skip_policy per_variant: after a "

@@ -131,8 +131,8 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
         order=exp.order,
         order_seed=seed,
         auto=design,
-        # report.contention=keep: contended runs decide, so rerunning them buys nothing
-        rerun_contended=exp.rerun_contended if cfg.report.contention == "set_aside" else 0,
+        # report.contention=keep too: a run contended on one side of its pair never decides
+        rerun_contended=exp.rerun_contended,
         wait_for_quiet_s=exp.wait_for_quiet_s,
     )
 
@@ -261,8 +261,9 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
     """Why ``run`` must be skipped given the statuses so far (run_id -> OK/FAILED/SKIPPED).
 
     reference: a non-baseline run is skipped when the baseline of its phase and repeat did not
-    succeed; every run of a phase is skipped when any run of an earlier phase did not succeed
-    (the reference quick-start: run 1 fails -> 2-4 skipped; 1 or 2 fails -> 3-4 skipped).
+    succeed; every later run is skipped when any run that ran did not succeed, in a later
+    round of the same phase too (the reference quick-start: run 1 fails -> 2-4 skipped; 1 or
+    2 fails -> 3-4 skipped; a failed round 1 skips rounds 2-5).
     per_variant: a run is skipped when its own variant, or the baseline, failed in an earlier
     phase, or the baseline failed in this phase and repeat; other variants go on. The reason
     names the rule that applied.
@@ -278,14 +279,19 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
     baseline_here = f"{plan.baseline}-{run.phase}-r{run.repeat}"
     if run.variant != plan.baseline and bad(baseline_here):
         return f"baseline run {baseline_here} did not succeed"
+    if plan.skip_policy == "reference":  # any run that ran and failed skips all after it,
+        # across rounds too (a failed round 1 skips rounds 2-5, as runs 2-4 in the reference)
+        failed = next((r.run_id for r in plan.runs if r.run_id != run.run_id
+                       and r.run_id in status and bad(r.run_id)), None)
+        if failed:
+            return (f"earlier run {failed} did not succeed (skip_policy reference: a failed "
+                    f"run skips every later run)")
+        return None
     earlier = plan.phases[: plan.phases.index(run.phase)]
     for other in plan.runs:
         if other.phase not in earlier or not bad(other.run_id):
             continue
         # each reason says which rule of the policy applies (README, experiment.skip_policy)
-        if plan.skip_policy == "reference":
-            return (f"earlier run {other.run_id} did not succeed (skip_policy reference: a "
-                    f"failed run skips every later phase)")
         if other.variant == plan.baseline:
             return (f"earlier baseline run {other.run_id} did not succeed (skip_policy "
                     f"per_variant: after a failed baseline every variant's later phases are "
@@ -295,3 +301,26 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
                     f"per_variant: a failed variant's later phases are skipped)")
     return None
 
+
+def calibration_recipe(workload: str) -> str:
+    """The shipped recipe that calibrates this host for ``workload``'s runs (``sft`` |
+    ``infer``): the ``calibrate_host*`` recipe whose scheduler is that workload's (its
+    ``override /scheduler`` default; none: sft), read from the recipe files, so a new
+    workload's calibration recipe is named without code. ``calibrate_host`` when none fits."""
+    import importlib.resources
+
+    import yaml
+
+    for path in sorted(importlib.resources.files("afbench.recipes").iterdir(),
+                       key=lambda p: p.name):
+        if not (path.name.startswith("calibrate_host") and path.name.endswith(".yaml")):
+            continue
+        try:
+            defaults = yaml.safe_load(path.read_text(encoding="utf-8")).get("defaults") or []
+        except (OSError, yaml.YAMLError, AttributeError):
+            continue
+        scheduler = next((d["override /scheduler"] for d in defaults
+                          if isinstance(d, dict) and "override /scheduler" in d), "sft")
+        if scheduler == workload:
+            return path.name[: -len(".yaml")]
+    return "calibrate_host"

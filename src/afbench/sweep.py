@@ -264,8 +264,8 @@ def _compare_to_baseline(combo: _Combination, base: _Combination | None, level: 
            if base.calibration and combo.calibration else None)
     speed = compare_runs(
         base.run_steps[:n], combo.run_steps[:n], confidence=level,
-        contended=list(zip(base.run_contended[:n], combo.run_contended[:n])) if contention
-        else None,
+        contended=list(zip(base.run_contended[:n], combo.run_contended[:n])),
+        keep_contended=not contention,  # report.contention=keep: balanced contention only
         contention_detail=[[d for d in pair if d]
                            for pair in zip(base.run_detail[:n], combo.run_detail[:n])],
         calibration=RunSpread.of(cal) if cal else None)

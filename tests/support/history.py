@@ -34,3 +34,17 @@ def seed_calibration(url: str, *overrides: str, spread_pct: float = 2.0, n_pairs
         assert cal.record(kind, RunSpread(spread_pct=spread_pct, df=n_pairs - 1,
                                           n_pairs=n_pairs), "tests/conftest.py", cal.AA, url)
     return kinds[plan.baseline]
+
+
+def copy_experiment(src: Path, dst: Path, started: str) -> Path:
+    """A copy of the output directory ``src`` at ``dst`` that is another experiment: its
+    experiment.json ``created_at`` set to ``started`` (ISO). The history keys an experiment by
+    its name, host, start and sweep job, so a plain copy is the same experiment recorded
+    once; tests that build a history from one fixture give each copy its own start."""
+    import json
+    import shutil
+
+    shutil.copytree(src, dst)
+    path = dst / "experiment.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "created_at": started}))
+    return dst

@@ -59,6 +59,55 @@ def test_a_contended_run_never_decides_even_on_a_calibrated_host():
     assert "CPU pressure" in aside.detail
 
 
+@pytest.mark.parametrize("calibration", [None, FIT])
+@pytest.mark.parametrize("n", [1, 3, 5])
+def test_keeping_contended_runs_never_decides_on_contention_one_sided(n, calibration):
+    """issue 34: report.contention=keep with every contended run on the baseline's side (1.9x
+    slower) read AF_ON_FASTER; kept one-sided, the contention was the effect measured."""
+    rng = np.random.default_rng(n)
+    base = runs(np.exp(rng.normal(0, 0.01, n)) * ([1.9] + [1.0] * (n - 1)), jitter=0.01)
+    var = runs(np.exp(rng.normal(0, 0.01, n)), jitter=0.01)
+    one_sided = [(True, False)] + [(False, False)] * (n - 1)
+    speed = compare_runs(base, var, calibration=calibration, contended=one_sided,
+                         keep_contended=True)
+    assert (speed.decision, speed.no_interval_reason) == (INCONCLUSIVE, "one_sided_contention")
+    assert [(a.pair, a.side) for a in speed.set_aside] == [(1, "baseline")]
+
+
+def test_keeping_contended_runs_lets_a_pair_contended_on_both_sides_decide():
+    base, var = runs([1.05, 1.0, 1.01, 0.99], jitter=0.01), runs([0.84, 0.8, 0.82, 0.79], jitter=0.01)
+    both = [(True, True)] + [(False, False)] * 3
+    kept = compare_runs(base, var, contended=both, keep_contended=True)
+    assert kept.decision == FASTER and kept.n_pairs == 4 and not kept.set_aside
+    aside = compare_runs(base, var, contended=both)
+    assert aside.n_pairs == 3 and aside.set_aside[0].side == "both"
+
+
+def test_a_sequential_design_keeping_contended_runs_sets_one_sided_pairs_aside():
+    from afbench.verdict import SequentialTest
+
+    test = SequentialTest(keep_contended=True)
+    for k in range(4):
+        look = test.add([1.9 if k == 0 else 1.0] * 5, [1.0] * 5,
+                        contended=(k == 0, False) if k < 2 else (True, True))
+    assert [(a.pair, a.side) for a in look.speed.set_aside] == [(1, "baseline")]
+    assert look.n_pairs == 3
+
+
+def test_history_keeping_contended_runs_decides_only_with_contention_on_both_sides():
+    from afbench.verdict import compare_groups
+
+    hist, new = runs([1.0, 1.01, 0.99, 1.9], jitter=0.01), runs([1.3, 1.31, 1.29], jitter=0.01)
+    one = compare_groups(hist, new, history_contended=[False, False, False, True],
+                         newest_contended=[False] * 3, keep_contended=True)
+    assert (one.decision, one.no_interval_reason) == (INCONCLUSIVE, "one_sided_contention")
+    assert [(a.side, a.pair) for a in one.set_aside] == [("history", 4)]
+    both = compare_groups(hist, new, history_contended=[False, False, False, True],
+                          newest_contended=[True, False, False], keep_contended=True)
+    assert both.ci_low_pct is not None
+    assert not [a for a in both.set_aside if a.reason == "contended"]  # kept, deciding
+
+
 def test_fixed_repeats_are_the_plain_paired_t_on_log_run_medians():
     rng = np.random.default_rng(3)
     base_m = np.exp(rng.normal(0, 0.05, 6))

@@ -115,7 +115,8 @@ def _brace_hint(key: str, value: str) -> str:
 def override_problems(argv: list[str], overrides: list[str]) -> list[str]:
     """One line per override that Hydra's grammar rejects with a bare parser message or would
     run as something else: a value holding ``=`` (``epoch=3-step=1200.ckpt``), a bare ``{``
-    (``engine.args=[{steps}]``), any other grammar error (Hydra's message with the key), and a
+    (``engine.args=[{steps}]``), an unquoted non-ASCII value (``model.path=/data/模型``), any
+    other grammar error (Hydra's message with the key), and a
     comma value without ``-m``. Empty when every override is fine."""
     parser = OverridesParser.create()
     multirun = is_multirun(argv)
@@ -130,6 +131,11 @@ def override_problems(argv: list[str], overrides: list[str]) -> list[str]:
                 problems.append(_equals_hint(key, value, multirun))
             elif "{" in value and "'{" not in value and '"{' not in value:
                 problems.append(_brace_hint(key, value))
+            elif not value.isascii() and value[:1] not in "'\"[":
+                # Hydra's unquoted values are ASCII only (a path in Chinese, an accent)
+                problems.append(f"{key}: Hydra's override grammar reads only ASCII in an "
+                                f"unquoted value; quote the value for Hydra, inside single "
+                                f"quotes for the shell: '{key}=\"{value}\"'")
             else:
                 problems.append(f"{key}: {' '.join(str(exc).split())}")
             continue

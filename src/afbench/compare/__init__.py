@@ -32,8 +32,8 @@ from afbench.compare.profiling import (kernel_tables, op_table_note, profiler_la
                                        profiling_pair, profiling_reason, step_device_time)
 from afbench.compare.sides import (caveats_of, compile_cost, efficiency_of, failure_reasons,
                                    first_step, memory_change, memory_of, run_ids, side, status_of)
-from afbench.compare.speed import (VerdictPairs, run_contention, sequential_design, speed_of,
-                                   verdict_pairs)
+from afbench.compare.speed import (VerdictPairs, decided_runs, dotted, run_contention,
+                                   sequential_design, speed_of, verdict_pairs)
 
 # the package's API: the comparison and the pieces the sweep, the history and the tests use
 __all__ = [
@@ -69,6 +69,11 @@ def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rt
     else:
         speed = speed_of(col, variant, report)
         verdict = verdict_word(speed.decision or INCONCLUSIVE, variant)
+        # every table beside the verdict rests on the runs of the pairs it decided on
+        used = decided_runs(col, variant, speed)
+        # (no pair decided: the quiet runs, labelled as no verdict, whatever report.contention)
+        b = side(col, b.name, phase, workload, True, used)
+        v = side(col, variant, phase, workload, True, used)
     parity = parity_of(col, b, v, phase, workload, rtol)
     memory = memory_change(b, v, report.memory_warn_pct)
     caveat_msgs = caveats_of(b, v, memory, speed)
@@ -89,6 +94,22 @@ def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rt
         memory=memory,
         caveats=caveats, caveat_msgs=caveat_msgs, aa=aa, reasons=[m.text for m in reasons],
         reason_msgs=reasons)
+
+
+
+def _contended_profile(col: Collected, pc: ProfilingComparison) -> ProfilingComparison:
+    """``pc`` INCOMPARABLE when a profile run it rests on was measured as contended (its
+    op times carry the other jobs' load, as a train run's step times do): the clause
+    ``profiling_contended`` naming each such run and why goes first."""
+    ids = [run_ids(col, n, col.plan.profile_phase)[0] for n in (pc.baseline, pc.variant)]
+    found = [d for d in (run_contention(col.results.get(i), i) for i in ids) if d[0]]
+    if not found:
+        return pc
+    clause = say("profiling_contended", runs=[m.model_dump() for _, m in found if m])
+    items = [clause.model_dump(), *((pc.reason_msg.args.get("items") or [])
+                                    if pc.reason_msg and pc.status != "COMPARABLE" else [])]
+    return pc.model_copy(update={"status": "INCOMPARABLE", "reason": clause.text,
+                                 "reason_msg": say("clauses", items=items)})
 
 
 
@@ -210,7 +231,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
         for variant in plan.variants:
             if variant == base:
                 continue
-            profiling.append(profiling_pair(col, variant, expected))
+            profiling.append(_contended_profile(col, profiling_pair(col, variant, expected)))
             if base in tables and variant in tables:
                 diff = K.diff_kernel_tables(tables[base], tables[variant])
                 kernel_diffs[variant] = _records(diff.head(report.top_n_kernels))
@@ -227,7 +248,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
         "created_at": col.experiment.created_at, "baseline": base,
         "verdict_phase": plan.verdict_phase, "profile_phase": plan.profile_phase,
         "repeats": plan.repeats, "skip_policy": plan.skip_policy,
-        "variants": {name: _dotted(over) for name, over in
+        "variants": {name: dotted(over) for name, over in
                      col.experiment.variants.items()},
         "assets": col.experiment.assets,
         "environment": env.model_dump(include=set(Environment.model_fields),
@@ -245,18 +266,6 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
         "caveat": CAVEAT if plan.repeats == 1 and len(plan.variants) > 1 else "",
         "headline": [],  # worded by the report (templates/verdict_words.j2: fill_lines)
     })
-
-
-
-def _dotted(overrides: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` for display."""
-    out: dict[str, Any] = {}
-    for key, value in overrides.items():
-        if isinstance(value, dict) and value:
-            out.update(_dotted(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 

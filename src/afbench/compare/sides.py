@@ -38,20 +38,34 @@ def with_replaced(col: Collected, ids: list[str]) -> list[str]:
     return out
 
 
+#: Why a side's numbers rest on the runs they do (:attr:`afbench.store.Side.runs_basis`).
+RUNS_BASIS = ("verdict", "quiet", "all")
+
+
 def side(col: Collected, variant: str, phase: str | None, workload: str,
-         set_aside_contended: bool = False) -> Side:
+         set_aside_contended: bool = False, verdict_runs: list[str] | None = None) -> Side:
     """``variant``'s numbers on ``phase`` from the runs table: means over its repeats (a mean
     step time only when every run is OK), the worst repeat's step-time CV, the means of the
     ``workload``'s window metrics (:data:`afbench.collect.MEANS`), the first run's inference
     sanity, its memory and efficiency (:func:`memory_of`, :func:`efficiency_of`) and the first
     recompile caveat of its runs. ``set_aside_contended`` (report.contention=set_aside): the
     means leave out the runs measured as contended, as the verdict does, while an OK run
-    measured quiet is left (a side's mean step time then agrees with its verdict)."""
+    measured quiet is left (a side's mean step time then agrees with its verdict).
+    ``verdict_runs``: the run ids of the pairs the verdict decided on; where any are this
+    side's, every number but the statuses rests on them alone (``runs_basis`` "verdict"), so
+    the tables match the verdict beside them. ``runs_used`` names the runs used."""
     runs = col.runs
     sel = runs[runs.run_id.isin(run_ids(col, variant, phase))]
     quiet = (sel[sel["contended"].map(lambda c: c is None or c != c or not bool(c))]
              if "contended" in sel else sel)  # None / NaN: not measured, kept
-    use = quiet if set_aside_contended and (quiet.status == "OK").any() else sel
+    decided = sel[sel.run_id.isin(verdict_runs or [])]
+    if len(decided):
+        use, basis = decided, "verdict"
+    elif set_aside_contended and (quiet.status == "OK").any():
+        use, basis = quiet, "quiet"
+    else:
+        use, basis = sel, "all"
+    first = runs[runs.run_id.isin(with_replaced(col, sel.run_id.tolist()))]
     statuses = sel.status.tolist()
     errors = [e for e in sel.log_error.tolist() if e]
     sanity = [x for x in sel.get("sanity", pd.Series(dtype=object)).tolist() if isinstance(x, str)]
@@ -61,16 +75,17 @@ def side(col: Collected, variant: str, phase: str | None, workload: str,
         name=variant, statuses=statuses, log_errors=errors, repeats_s=per_repeat,
         mean_step_s=finite_mean(use.mean_step_s.tolist()) if (sel.status == "OK").all() else None,
         # a contended run's rerun finds the kernels it built: its cold first step still counts
-        **first_step(runs[runs.run_id.isin(with_replaced(col, sel.run_id.tolist()))]),
+        **first_step(first), first_step_set_aside=first_step_set_aside(first, use),
         step_cv_pct=max(cvs) if cvs else None, tokens_per_s=finite_mean(use.tokens_per_s.tolist()),
         metrics={k: finite_mean(use[k].tolist()) for k in MEANS[workload] if k in use},
         sanity=sanity[0] if sanity else None,
-        memory=memory_of(_ok_results(col, sel)), efficiency=efficiency_of(_ok_results(col, sel)),
+        memory=memory_of(_ok_results(col, use)), efficiency=efficiency_of(_ok_results(col, use)),
         recompile=next((x for x in sel.get("recompile", pd.Series(dtype=object)).tolist()
                         if isinstance(x, str) and x), None),
         recompile_after_step=next((int(x) for x in sel.get("recompile_after_step",
                                                             pd.Series(dtype=object)).tolist()
                                    if x is not None and x == x), None),
+        runs_used=[r for r, st in zip(use.run_id, use.status) if st == "OK"], runs_basis=basis,
         skipped=bool(statuses) and all(s == "SKIPPED" for s in statuses),
         ok=bool(statuses) and all(s == "OK" for s in statuses) and not errors)
 
@@ -92,6 +107,16 @@ def first_step(sel: pd.DataFrame) -> dict[str, Any]:
     warm = bool(states) and all(k == "warm" for k in states)
     return {"first_step_s": finite_mean(sel.first_step_s.tolist()),
             "first_step_kernel_cache": "warm" if warm else None}
+
+
+def first_step_set_aside(sel: pd.DataFrame, used: pd.DataFrame) -> list[str]:
+    """The OK runs of ``sel`` that :func:`first_step` rests on (its cold runs where there are
+    any) and that are not among ``used`` (the runs a side's other numbers rest on)."""
+    if "first_step_s" not in sel or "run_id" not in sel:
+        return []
+    cold = sel[sel.kernel_cache == "cold"] if "kernel_cache" in sel else sel.iloc[:0]
+    on = cold if len(cold) else sel
+    return [r for r, st in zip(on.run_id, on.status) if st == "OK" and r not in set(used.run_id)]
 
 
 

@@ -62,12 +62,12 @@ class VerdictPairs:
 
 
 def verdict_pairs(plan: Plan, variant: str, steps: dict[str, list[float]],
-                  results: dict[str, Any] | None = None, contention: bool = True
-                  ) -> VerdictPairs:
+                  results: dict[str, Any] | None = None) -> VerdictPairs:
     """The baseline's and ``variant``'s verdict-phase runs paired by round (the runs of one
     round ran adjacently), in round order; a round where either run has no entry in ``steps``
-    (run_id -> step times) is left out. ``results`` (run_id -> result.json) gives contention;
-    ``contention=False`` (report.contention=keep) passes every run as uncontended."""
+    (run_id -> step times) is left out. ``results`` (run_id -> result.json) gives each run's
+    measured contention, whatever report.contention says (the verdict decides what it does
+    with it: ``keep_contended`` of :func:`afbench.verdict.compare_runs`)."""
     by_repeat: dict[int, dict[str, str]] = {}
     for r in plan.runs:
         if r.phase == plan.verdict_phase and r.variant in (plan.baseline, variant):
@@ -77,8 +77,8 @@ def verdict_pairs(plan: Plan, variant: str, steps: dict[str, list[float]],
         ids = by_repeat[repeat]
         b_id, v_id = ids.get(plan.baseline), ids.get(variant)
         if b_id in steps and v_id in steps:
-            (cb, db), (cv, dv) = (run_contention((results or {}).get(i), i) if contention
-                                  else (False, None) for i in (b_id, v_id))
+            (cb, db), (cv, dv) = (run_contention((results or {}).get(i), i)
+                                  for i in (b_id, v_id))
             out.baseline.append(steps[b_id])
             out.variant.append(steps[v_id])
             out.contended.append((cb, cv))
@@ -88,7 +88,20 @@ def verdict_pairs(plan: Plan, variant: str, steps: dict[str, list[float]],
 
 
 
-def _auto_speed(plan: Plan, variant: str, pairs: VerdictPairs) -> Any:
+def decided_runs(col: Collected, variant: str, speed: Speed) -> list[str]:
+    """The run ids (baseline's and ``variant``'s) of the pairs ``speed`` rests on: the
+    verdict-phase pairs it looked at (``n_pairs_run``: a sequential verdict's last look) less
+    those it set aside; ``[]`` when none decided."""
+    if not speed.n_pairs:
+        return []
+    ids = verdict_pairs(col.plan, variant, col.window_steps, col.results).ids
+    aside = {a.pair for a in speed.set_aside}
+    return [i for k, pair in enumerate(ids[:speed.n_pairs_run or len(ids)], 1)
+            if k not in aside for i in pair]
+
+
+
+def _auto_speed(plan: Plan, variant: str, pairs: VerdictPairs, keep: bool) -> Any:
     """The sequential verdict at the loop's last look, replayed from the stored runs and design:
     the recorded stop reason (``interrupted`` when none was recorded). A time-budget stop gets
     the final analysis that spends the error left; before the first look (the loop ended
@@ -100,14 +113,41 @@ def _auto_speed(plan: Plan, variant: str, pairs: VerdictPairs) -> Any:
     n = min(len(pairs.baseline), stop.n_pairs if stop else len(pairs.baseline))
     reason = stop.reason if stop else INTERRUPTED
     test = SequentialTest(design, pairs.baseline[:n], pairs.variant[:n], pairs.contended[:n],
-                          pairs.detail[:n])
+                          pairs.detail[:n], keep_contended=keep)
     speed = test.speed(reason)
     if speed.ci_low_pct is None and speed.n_pairs >= 2:
         fixed = compare_runs(pairs.baseline[:n], pairs.variant[:n], confidence=design.level,
                              min_gain_pct=design.min_gain_pct, contended=pairs.contended[:n],
-                             contention_detail=pairs.detail[:n])
+                             contention_detail=pairs.detail[:n], keep_contended=keep)
         speed = replace(fixed, design=SEQUENTIAL, stop_reason=reason)
     return speed
+
+
+
+def dotted(overrides: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` for display."""
+    out: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if isinstance(value, dict) and value:
+            out.update(dotted(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+
+def calibration_advice(col: Collected, variant: str) -> dict[str, str | None]:
+    """What the report's advice names to calibrate this comparison: the recipe of its
+    workload (:func:`afbench.plan.calibration_recipe`) and the variant's overrides as
+    ``key=value`` (``None``: it sets nothing, its runs are the baseline's kind)."""
+    from afbench.plan import calibration_recipe
+
+    spec = next(r for r in col.plan.runs if r.variant == variant)
+    over = dotted(col.experiment.variants.get(variant) or {})
+    switch = " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}"
+                      for k, v in over.items())
+    return {"calibrate_recipe": calibration_recipe(spec.config.scheduler.workload),
+            "calibrate_switch": switch or None}
 
 
 
@@ -119,18 +159,20 @@ def speed_of(col: Collected, variant: str, report: ReportConfig) -> Speed:
     run's measured contention. One round carries the reference's quick verdict beside it.
     Callers handle failed and skipped sides first (no pair, no Speed)."""
     plan = col.plan
-    pairs = verdict_pairs(plan, variant, col.window_steps, col.results,
-                          contention=report.contention == "set_aside")
+    pairs = verdict_pairs(plan, variant, col.window_steps, col.results)
+    keep = report.contention == "keep"
+    advice = calibration_advice(col, variant)
     if not pairs.baseline:
-        return Speed(level=report.confidence, decision=INCONCLUSIVE, no_interval_reason="no_pairs_left")
+        return Speed(level=report.confidence, decision=INCONCLUSIVE,
+                     no_interval_reason="no_pairs_left", **advice)
     if plan.repeats == "auto" and plan.auto is not None:
-        return Speed.of(_auto_speed(plan, variant, pairs))
+        return Speed.of(_auto_speed(plan, variant, pairs, keep), **advice)
     calibration = col.experiment.calibration_dict()
     speed = compare_runs(pairs.baseline, pairs.variant, confidence=report.confidence,
                          min_gain_pct=report.min_gain_pct, contended=pairs.contended,
-                         contention_detail=pairs.detail,
+                         contention_detail=pairs.detail, keep_contended=keep,
                          calibration=RunSpread.of(calibration) if calibration else None)
-    beside: dict[str, Any] = {}
+    beside: dict[str, Any] = dict(advice)
     if (speed.spread_source and "calibration" in speed.spread_source) or \
             speed.no_interval_reason in (CALIBRATION_STALE, CALIBRATION_UNFIT):
         beside["calibration"] = calibration  # which one decided, or was refused

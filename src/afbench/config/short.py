@@ -3,8 +3,8 @@
 Every phase of the experiment (and the composed config itself) runs ``N`` steps; the measured
 window becomes the last ``max(4, N // 2)`` of them (at least 4 measured steps: the verdict's
 minimum; at least one warm-up step before it, which takes torch.compile's compilation); a phase
-that profiles records that same window. Steps a phase runs after its window (the profile phase
-of ``sft_af_compare`` runs 2) are kept. For inference the steps are generation runs: ``N - w``
+that profiles records that same window and keeps the steps it runs after its window (the profile
+phase of ``sft_af_compare`` runs 2); any other phase runs exactly ``N`` steps. For inference the steps are generation runs: ``N - w``
 warm-up runs and ``w`` measured runs. At ``N = 10`` this is ``sft_af_compare``'s own train
 phase (steps 10, window 6-10). A variant's own overrides still win over it.
 """
@@ -37,7 +37,10 @@ def short_run(run: dict[str, Any], n: int) -> dict[str, Any]:
         sched["warmup_runs"], sched["measured_runs"] = first - 1, last - first + 1
     else:
         window = sched.get("measure") or {}
-        tail = max(0, int(sched.get("steps", 0)) - int(window.get("last_step", 0)))
+        # a profiling phase keeps its steps after the window (its trace is written after
+        # them); any other phase runs exactly n (issue 34: steps: 20 ran 16 at n = 6)
+        tail = max(0, int(sched.get("steps", 0)) - int(window.get("last_step", 0))) \
+            if opt.get("profiler") else 0
         sched["steps"] = n + tail
         sched["measure"] = {**window, "first_step": first, "last_step": last}
     prof = opt.get("profiler_window") or {}

@@ -8,6 +8,9 @@ database of experiments (README "History and regressions").
           [--night-spread-pct S]
                                         exit 1 on a slowdown the noise cannot explain
                                         (runs recorded as contended never decide)
+    calibration list | show KIND | forget KIND
+                                        this host's calibration per kind of run: when,
+                                        on how many pairs, from which experiments
 
 Exit status: 0 done (check: no regression), 1 check found a regression (or import could not
 read a directory), 2 a usage error, an unknown experiment (list, report, check), a report that
@@ -127,29 +130,36 @@ def _parser() -> argparse.ArgumentParser:
                      help=f"night-to-night spread of the host assumed while there are fewer "
                      f"than {MIN_RECORDS} earlier records (default {DEFAULT_NIGHT_SPREAD_PCT:g}; "
                      f"with {MIN_RECORDS} or more the records' own spread is used)")
+    cal = sub.add_parser("calibration", help="this host's calibration: list, show or forget "
+                         "a kind of run")
+    cal.add_argument("action", choices=("list", "show", "forget"))
+    cal.add_argument("kind", nargs="?", help="the kind of run (show, forget; list names them)")
     return p
 
 
 def _import_targets(dirs: list[Path]) -> tuple[list, bool, int | None]:
     """(the finished experiment directories below ``dirs``, whether one of ``dirs`` is
-    missing, the exit status when there is nothing to import: 2 when every one is missing, 1
-    when none holds an experiment), each problem printed; read before any database is opened,
-    so nothing is created for nothing to import."""
+    missing and that fails the import (never: one missing beside others is a note), the exit
+    status when there is nothing to import: 2 when every one is missing, 1 when none holds
+    an experiment), each problem printed; read before any database is opened, so nothing is
+    created for nothing to import."""
     from afbench.store import experiment_dirs
 
     missing = [d for d in dirs if not d.exists()]
-    for d in missing:
-        print(f"history import: {d}: no such directory", file=sys.stderr)
     if len(missing) == len(dirs):
+        for d in missing:
+            print(f"history import: {d}: no such directory", file=sys.stderr)
         return [], True, 2
+    for d in missing:  # `import outputs/ multirun/` before the first sweep made multirun/
+        print(f"history import: {d}: no such directory (yet): skipped")
     found = experiment_dirs([d for d in dirs if d.exists()])
     if not found:
         print("history import: no finished experiment (plan.json + summary.json) below "
               + ", ".join(map(str, dirs)) + "; nothing recorded (the database was not "
               "opened)",
               file=sys.stderr)
-        return [], bool(missing), 1
-    return found, bool(missing), None
+        return [], False, 1
+    return found, False, None
 
 
 def cmd_import(engine: Engine, found: list, missing: bool) -> int:
@@ -251,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "import":
             return cmd_import(engine, found, missing)
+        if args.command == "calibration":
+            from afbench.history.calibration_cli import cmd_calibration
+
+            return cmd_calibration(engine, args.action, args.kind)
         if args.experiment and (problem := _known_experiment(engine, args.experiment)):
             print(f"history {args.command}: {problem} in {shown(url)}", file=sys.stderr)
             return 2

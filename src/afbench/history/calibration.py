@@ -237,9 +237,10 @@ def lookup(kind: str, url: str | None = None) -> dict[str, Any] | None:
 
 
 def record(kind: str, spread: RunSpread, source: str, how: str,
-           url: str | None = None) -> RunSpread | None:
+           url: str | None = None, experiment: str | None = None) -> RunSpread | None:
     """Add one estimate of ``kind``'s spread on this host (``how``: ``aa`` or ``residuals``;
-    ``source``: the output directory; recorded once per source). Returns the pooled
+    ``source``: the output directory, ``experiment`` its name; recorded once per source, each
+    shown by ``python -m afbench.history calibration show KIND``). Returns the pooled
     calibration of ``kind`` now, or None (and warns) when the database cannot be written."""
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -257,7 +258,7 @@ def record(kind: str, spread: RunSpread, source: str, how: str,
                     "n_outlier_pairs": spread.n_outlier_pairs,
                     "baseline_runs": location_record(spread.baseline_runs),
                     "variant_runs": location_record(spread.variant_runs),
-                    "how": how, "source": source,
+                    "how": how, "source": source, "experiment": experiment,
                     "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     entries = entries[-KEEP:]
     pooled = pool(RunSpread.of(e) for e in entries)
@@ -360,22 +361,32 @@ def for_plan(plan: Plan, url: str | None = None) -> tuple[dict[str, str], dict |
         if plan.repeats == 1 and short:
             log.info("afbench: that calibration cannot decide one round (it needs %d pairs and "
                      "no outlier run, from each kind's calibration or the comparison's own "
-                     "rounds): %s. Run experiment=calibrate_host again for the kind that is "
-                     "short (with its switches, e.g. optimization.autofuse=true; its pairs add "
-                     "to what it has), or use experiment.repeats=5", MIN_CALIBRATION_PAIRS,
-                     "; ".join(short))
+                     "rounds): %s. Run experiment=%s again for the kind that is short (%s; its "
+                     "pairs add to what it has), or use experiment.repeats=5",
+                     MIN_CALIBRATION_PAIRS, "; ".join(short), *_advice(plan, kinds.values()))
     elif plan.repeats == 1 and others:
         missing = sorted({kinds[v] for v, f in zip(others, found) if f is None})
         specs = {kinds[r.variant]: r for r in plan.runs if r.phase == plan.verdict_phase}
         named = [f"{k} ({note})" if "|p:" in k and (note := program_note(specs[k])) else k
                  for k in (missing or [base])]
         log.info("afbench: no host calibration for %s: a one-round verdict will be INCONCLUSIVE "
-                 "(calibrate each kind once: python -m afbench experiment=calibrate_host with the "
-                 "same model, engine, window, switches and settings, e.g. "
-                 "optimization.autofuse=true or the settings named in brackets; or "
-                 "use experiment.repeats=5, which needs none and teaches this comparison its "
-                 "spread)", ", ".join(named))
+                 "(calibrate each kind once: python -m afbench experiment=%s with the same "
+                 "model, engine, window, switches and settings (%s, or the settings named in "
+                 "brackets); or use experiment.repeats=5, which needs none and teaches this "
+                 "comparison its spread)", ", ".join(named), *_advice(plan, missing or [base]))
     return kinds, chosen
+
+
+def _advice(plan: Plan, kinds: Iterable[str]) -> tuple[str, str]:
+    """(the calibration recipe of ``plan``'s workload, the switches ``kinds`` turn on as
+    ``optimization.<name>=true``, or "as it is" for kinds without one): derived from the
+    plan and its kinds, so every recipe's advice fits it."""
+    from afbench.plan import calibration_recipe
+
+    on = sorted({f"optimization.{n}=true" for k in kinds
+                 for n in k.partition("|sw:")[2].split("|")[0].split("+") if n})
+    recipe = calibration_recipe(plan.runs[0].config.scheduler.workload if plan.runs else "sft")
+    return recipe, "once as it is and once with " + " ".join(on) if on else "as it is"
 
 
 def learn(summary: Any, kinds: dict[str, str], out_dir: Path, url: str | None = None) -> None:
@@ -386,12 +397,19 @@ def learn(summary: Any, kinds: dict[str, str], out_dir: Path, url: str | None = 
     comparisons share their baseline runs). Each estimate keeps what its runs took
     (:class:`afbench.verdict.RunLocation`, from the comparison's ``*_location_s``): each
     side's for a comparison of two kinds; for one kind (one program), one location resting on
-    both sides' runs."""
+    both sides' runs. A comparison whose deciding runs include one measured as contended
+    (report.contention=keep) teaches nothing: a calibration holds clean runs only."""
     done: set[str] = set()
+    contended = {r.run_id for r in summary.runs if r.contended}
     for c in summary.comparisons:
         sp = c.speed
         kb, kv = kinds.get(c.baseline.name), kinds.get(c.variant.name)
         if kb is None or kv is None:
+            continue
+        if busy := sorted(contended & {*c.baseline.runs_used, *c.variant.runs_used}):
+            log.info("afbench: host calibration not learned from %s vs %s: %s measured as "
+                     "contended (a calibration holds clean runs only)", c.variant.name,
+                     c.baseline.name, ", ".join(busy))
             continue
         key = kb if kv == kb else pair_key(kb, kv)
         if key in done or not (sp.spread_source == "pairs" and (sp.n_pairs or 0) >= 2
@@ -406,7 +424,8 @@ def learn(summary: Any, kinds: dict[str, str], out_dir: Path, url: str | None = 
                            baseline_runs=where[0], variant_runs=where[1])
         if kv == kb:  # one kind, one program: its location rests on both sides' runs
             spread = one_kind(spread)
-        pooled = record(key, spread, str(out_dir), AA if c.aa else RESIDUALS, url)
+        pooled = record(key, spread, str(out_dir), AA if c.aa else RESIDUALS, url,
+                        summary.experiment)
         if pooled is not None:
             log.info("afbench: host calibration for %s learned %.2f%% on %d pairs from this "
                      "experiment; it now rests on %d pairs%s", key, spread.spread_pct,

@@ -39,7 +39,8 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
                     history_contended: Sequence[bool | None] | None = None,
                     newest_contended: Sequence[bool | None] | None = None,
                     history_record: Sequence[Any] | None = None,
-                    night_spread_pct: float = DEFAULT_NIGHT_SPREAD_PCT) -> Speed:
+                    night_spread_pct: float = DEFAULT_NIGHT_SPREAD_PCT,
+                    keep_contended: bool = False) -> Speed:
     """The gain of ``newest`` (the newest record's runs) over ``history`` (the history window's
     runs), each a list of runs, each a list of measured step times in seconds, by
     :func:`afbench.verdict.compare_groups` (unpaired: Welch's t on log run medians, or the
@@ -53,6 +54,7 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
     (:func:`afbench.verdict.compare_records`, ``night_spread_pct`` assumed while there are
     fewer than MIN_RECORDS records); None: the runs are judged as independent draws
     (:func:`afbench.verdict.compare_groups`), right only within one record.
+    ``keep_contended``: --contention keep (see compare_groups).
 
     Raises ValueError when a side has no run, or a step time that is not finite and > 0."""
     from afbench.history.calibration import of_one_kind
@@ -69,7 +71,8 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
     if history_record is None:
         speed = compare_groups(history, newest, confidence=confidence,
                                min_gain_pct=min_gain_pct, history_contended=history_contended,
-                               newest_contended=newest_contended, **spread)
+                               newest_contended=newest_contended,
+                               keep_contended=keep_contended, **spread)
     else:
         if len(history_record) != len(history):
             raise ValueError(f"history_record has {len(history_record)} keys for "
@@ -81,6 +84,7 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
         speed = compare_records(recs, newest, confidence=confidence, min_gain_pct=min_gain_pct,
                                 night_spread_pct=night_spread_pct,
                                 history_contended=rec_flags, newest_contended=newest_contended,
+                                keep_contended=keep_contended,
                                 **spread)
     return Speed.of(speed, calibration=calibration if speed.spread_source == "calibration"
                     else None)
@@ -222,8 +226,8 @@ def check(engine: Engine, experiment: str, variant: str | None = None, *, window
         speed = compare_history([t for t, _ in hist_runs], [t for t, _ in new_runs],
                                 confidence=confidence, min_gain_pct=min_gain_pct,
                                 calibration=_calibration(newest["out_dir"]),
-                                history_contended=None if keep else [c for _, c in hist_runs],
-                                newest_contended=None if keep else [c for _, c in new_runs],
+                                history_contended=[c for _, c in hist_runs],
+                                newest_contended=[c for _, c in new_runs], keep_contended=keep,
                                 history_record=hist_record, night_spread_pct=night_spread_pct)
         if speed.ci_low_pct is None or speed.ci_high_pct is None:
             results.append(CheckResult(name, False, f"SKIP {label}: no verdict"

@@ -226,3 +226,20 @@ def read_calibration(engine: Engine, host_id: str, run_kind: str) -> dict[str, A
         row = conn.execute(select(calibration).where(calibration.c.host_id == host_id,
                                                      calibration.c.run_kind == run_kind)).first()
     return dict(row._mapping) if row else None
+
+
+def calibration_rows(engine: Engine, host_id: str | None = None) -> list[dict[str, Any]]:
+    """Every stored calibration (of ``host_id`` only when given), ordered by host and kind:
+    the rows of :func:`read_calibration` with ``host_id`` and ``run_kind``."""
+    q = select(calibration).order_by(calibration.c.host_id, calibration.c.run_kind)
+    if host_id is not None:
+        q = q.where(calibration.c.host_id == host_id)
+    with engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(q)]
+
+
+def forget_calibration(engine: Engine, host_id: str, run_kind: str) -> bool:
+    """Delete the calibration of ``run_kind`` on ``host_id``; False when there was none."""
+    with engine.begin() as conn:
+        return conn.execute(calibration.delete().where(
+            calibration.c.host_id == host_id, calibration.c.run_kind == run_kind)).rowcount > 0

@@ -87,7 +87,8 @@ def _run_rows(out: OutDir, plan: Plan, variant: str) -> tuple[list[dict[str, Any
         measured = getattr(result, "contention", None)
         contention = measured.model_dump(mode="json") if measured is not None else None
         stat = run_statistic(times) if times else None
-        rows.append({"run_id": spec.run_id, "repeat": spec.repeat, "status": status,
+        reused = (st.reason if st else "").partition(RESUMED)[2] or None
+        rows.append({"resumed_from": reused, "run_id": spec.run_id, "repeat": spec.repeat, "status": status,
                      "median_step_s": stat.location_s if stat else None,
                      "mean_step_s": statistics.fmean(times) if times else None,
                      "n_steps": len(times) if times else 0, "step_times_s": times,
@@ -116,6 +117,8 @@ def _record_row(out: OutDir, plan: Plan, summary: Summary, variant: str,
     side, comp = _side(summary, variant)
     speed = comp.speed if comp else None
     ok = [r for r in run_rows if r["step_times_s"]]
+    if side is not None and side.runs_used:  # the runs the report's numbers rest on
+        ok = [r for r in ok if r["run_id"] in side.runs_used] or ok
     all_steps = [t for r in ok for t in r["step_times_s"]]
     switches: dict[str, Any] = {}
     if spec is not None:
@@ -139,7 +142,7 @@ def _record_row(out: OutDir, plan: Plan, summary: Summary, variant: str,
         "method": speed.method if speed else None, "kind": speed.kind if speed else None,
         "median_step_s": statistics.median(r["median_step_s"] for r in ok) if ok else None,
         "mean_step_s": statistics.fmean(all_steps) if all_steps else None,
-        "n_steps": len(all_steps), "n_runs_ok": len(ok),
+        "n_steps": len(all_steps), "n_runs_ok": sum(1 for r in run_rows if r["step_times_s"]),
         "peak_memory_gib": _finite(memory.peak_gib) if memory else None,
         "memory_measure": memory.measure if memory else None,
         "tflops_per_device": _finite(eff.tflops_per_device) if eff else None,
@@ -202,21 +205,53 @@ def is_recorded(engine: Engine, out_dir: Path) -> bool:
             experiments.c.out_dir == str(Path(out_dir).resolve()))).first() is not None
 
 
+#: The status.json reason of a run a resumed experiment copied (afbench.experiment.reuse_run).
+RESUMED = "resumed from "
+
+
+def _same_experiment(ex: Extracted) -> Any:
+    """The ``experiments`` rows ``ex`` is recorded as already: the same output directory, or
+    one of the same experiment, host, start time and sweep job (a copy of the directory: its
+    experiment.json is the same experiment's)."""
+    e = ex.experiment
+    job = experiments.c.job == e["job"] if e.get("job") is not None else experiments.c.job.is_(None)
+    same = ((experiments.c.experiment == e["experiment"])
+            & (experiments.c.host_id == e.get("host_id")) & job
+            & (experiments.c.created_at == e["created_at"]))
+    return select(experiments.c.id).where((experiments.c.out_dir == e["out_dir"]) | same)
+
+
+def _recorded_elsewhere(conn: Any, rows: list[dict[str, Any]]) -> set[str]:
+    """The run ids of ``rows`` a resumed experiment copied from an experiment recorded
+    already (its status.json ``resumed from <run dir>``): that record holds them."""
+    roots = {r["run_id"]: str(Path(r["resumed_from"]).parent.parent)
+             for r in rows if r.get("resumed_from")}
+    if not roots:
+        return set()
+    known = set(conn.execute(select(experiments.c.out_dir).where(
+        experiments.c.out_dir.in_(set(roots.values())))).scalars())
+    return {rid for rid, root in roots.items() if root in known}
+
+
 def write(engine: Engine, ex: Extracted) -> bool:
-    """Insert ``ex`` in one transaction; False (and nothing written) when its ``out_dir`` is
-    recorded already, also when another process recorded it at the same moment."""
+    """Insert ``ex`` in one transaction; False (and nothing written) when it is recorded
+    already (:func:`_same_experiment`: its ``out_dir``, or a copy of it elsewhere), also when
+    another process recorded it at the same moment. A run a resumed experiment copied from a
+    recorded one is left out of its ``runs`` rows: the history counts each run once."""
     try:
         with engine.begin() as conn:
-            if conn.execute(select(experiments.c.id).where(
-                    experiments.c.out_dir == ex.experiment["out_dir"])).first() is not None:
+            if conn.execute(_same_experiment(ex)).first() is not None:
                 return False
             exp_id = conn.execute(experiments.insert().values(**ex.experiment)
                                   ).inserted_primary_key[0]
             for v in ex.variants:
                 rec_id = conn.execute(records.insert().values(experiment_id=exp_id, **v.record)
                                       ).inserted_primary_key[0]
-                if v.runs:
-                    conn.execute(runs.insert(), [{"record_id": rec_id, **r} for r in v.runs])
+                copied = _recorded_elsewhere(conn, v.runs)
+                rows = [{k: x for k, x in r.items() if k != "resumed_from"}
+                        for r in v.runs if r["run_id"] not in copied]
+                if rows:
+                    conn.execute(runs.insert(), [{"record_id": rec_id, **r} for r in rows])
     except IntegrityError:  # the unique out_dir: a concurrent writer got there first
         return False
     return True

@@ -15,6 +15,7 @@ lists with a timeout.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import platform
 import re
@@ -255,14 +256,60 @@ def check_manifest(manifest: str | Path | None) -> Check:
     return Check("model.manifest", True, f"all files listed in {manifest} match")
 
 
-def check_model(path: str | Path) -> Check:
-    """``model.path`` is an HF-format folder (has ``config.json``)."""
-    config = Path(path) / "config.json"
-    if config.is_file():
+#: Weight index files of an HF folder (``weight_map``: tensor -> shard file).
+WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+#: Single-file weights transformers loads without an index.
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+#: Any one of them lets transformers' AutoTokenizer load the folder's tokenizer.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+
+
+def _weights(folder: Path) -> tuple[bool, str]:
+    """(whether ``folder`` holds weights transformers can load, what was found): a
+    :data:`WEIGHT_FILES` file, or a :data:`WEIGHT_INDEXES` index whose every shard exists."""
+    for name in WEIGHT_FILES:
+        if (folder / name).is_file():
+            return True, f"{folder / name}"
+    for name in WEIGHT_INDEXES:
+        index = folder / name
+        if not index.is_file():
+            continue
+        try:
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            return False, f"{index} unreadable ({type(exc).__name__}: no weight_map)"
+        missing = [f for f in shards if not (folder / f).is_file()]
+        if missing or not shards:
+            return False, (f"{index} names {len(shards)} shard(s), {len(missing)} missing: "
+                           + ", ".join(str(folder / f) for f in missing[:3]))
+        return True, f"{index} ({len(shards)} shards)"
+    return False, f"{folder} has no weight file ({' / '.join(WEIGHT_FILES + WEIGHT_INDEXES)})"
+
+
+def check_model(path: str | Path, weights: bool = True) -> Check:
+    """``model.path`` is an HF-format folder: ``config.json`` and, when the engine loads the
+    weights itself (``weights``), loadable weights (:func:`_weights`): a folder without them
+    would fail every run after its start-up."""
+    folder = Path(path)
+    config = folder / "config.json"
+    if not config.is_file():
+        return Check("model.path", False, f"{config} not found",
+                     "an HF-format model folder with config.json",
+                     "set model.path=/abs/path/to/hf_model_folder")
+    if not weights:
         return Check("model.path", True, str(path))
-    return Check("model.path", False, f"{config} not found",
-                 "an HF-format model folder with config.json",
-                 "set model.path=/abs/path/to/hf_model_folder")
+    if not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        return Check("model.path", False, f"{folder} has no tokenizer file "
+                     f"({' / '.join(TOKENIZER_FILES)})", "the model's tokenizer files",
+                     "copy the tokenizer files into the folder, or set model.path to a folder "
+                     "that has them")
+    ok, found = _weights(folder)
+    if ok:
+        return Check("model.path", True, f"{path} (weights {found})")
+    return Check("model.path", False, found,
+                 "weights: model.safetensors, pytorch_model.bin, or an index whose shards all "
+                 "exist", "copy the weight files into the folder (or rebuild the assets: python "
+                 "-m afbench.assets build), or set model.path to a folder that has them")
 
 
 def check_data(conf: AfbenchConfig) -> Check:
@@ -279,6 +326,10 @@ def check_data(conf: AfbenchConfig) -> Check:
                      f"set {key}=/abs/path/to/{example}")
     if key == "data.path" and conf.engine.name != "command":
         return check_chat_parquet(path)
+    if key == "data.prompts_file" and not path.read_text(encoding="utf-8",
+                                                         errors="replace").strip():
+        return Check(key, False, f"{path} is empty", "at least one prompt (a JSON line)",
+                     f"write prompts into {path}, or set {key}=null for the data file's")
     return Check(key, True, str(path))
 
 
@@ -295,16 +346,55 @@ def check_chat_parquet(path: Path) -> Check:
                      f"a chat parquet file with {required} columns",
                      "set data.path=/abs/path/to/file.parquet (e.g. willcb/V3-wordle's "
                      "data/train-00000-of-00001.parquet)")
-    if not any(set(cols) <= names for cols in CHAT_COLUMNS):
+    cols = next((c for c in CHAT_COLUMNS if set(c) <= names), None)
+    if cols is None:
         return Check("data.path", False, f"{path} has columns {sorted(names)}",
                      f"{required} columns (lists of {{role, content}})",
                      "convert the file to the chat schema, or set data.path to one that has it")
-    return Check("data.path", True, str(path))
+    rows = _usable_rows(path, cols)
+    if rows == 0:
+        return Check("data.path", False, f"{path} has no row with a conversation in "
+                     f"{' + '.join(cols)} (every run would stop at loading it)",
+                     "at least one non-empty conversation",
+                     "set data.path to a chat parquet file with rows (e.g. willcb/V3-wordle's "
+                     "data/train-00000-of-00001.parquet)")
+    return Check("data.path", True, f"{path}" + (f" ({rows} rows)" if rows else ""))
+
+
+#: A data file up to this size has its chat columns read to count usable rows (a larger one:
+#: its row count from the footer only, so the check stays within seconds).
+USABLE_ROWS_MAX_BYTES = 256 * 2 ** 20
+
+
+def _usable_rows(path: Path, cols: tuple[str, ...]) -> int | None:
+    """Rows of ``path`` whose chat ``cols`` hold a non-empty list (as
+    :func:`afbench.engines.data.load_conversations` keeps them); 0 from the footer alone for
+    a file without rows; ``None`` for a larger file with rows (not read)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    if pq.ParquetFile(path).metadata.num_rows == 0:
+        return 0
+    if path.stat().st_size > USABLE_ROWS_MAX_BYTES:
+        return None
+    table = pq.read_table(path, columns=list(cols))
+    usable = None
+    for c in cols:
+        column = table.column(c)
+        has = pc.fill_null(pc.greater(pc.list_value_length(column), 0), False) \
+            if hasattr(column.type, "value_type") else pc.is_valid(column)
+        usable = has if usable is None else pc.or_(usable, has)
+    return int(pc.sum(usable).as_py() or 0)
 
 
 def check_assets(conf: AfbenchConfig) -> list[Check]:
-    """Manifest integrity, model folder and data file."""
-    return [check_manifest(conf.model.manifest), check_model(conf.model.path), check_data(conf)]
+    """Manifest integrity, model folder (with its weights where afbench's engine loads them:
+    builtin, torchtitan with ``hf_assets``) and data file."""
+    engine = conf.engine
+    weights = engine.name == "builtin" or (engine.name == "torchtitan"
+                                           and getattr(engine, "hf_assets", False))
+    return [check_manifest(conf.model.manifest), check_model(conf.model.path, weights),
+            check_data(conf)]
 
 
 # --- CANN (npu only): afbench.preflight.cann ---------------------------------------------------

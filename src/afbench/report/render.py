@@ -93,7 +93,8 @@ def _contention(row: Any, L: dict[str, str]) -> str:
     contended = get("contended")
     text = ", ".join(parts) or "n/a"
     if contended is not None:
-        text += f": {L['contended'] if contended else L['not_contended']}"
+        again = contended and get("rerun_of")  # a rerun of a contended run, contended too
+        text += f": {L['contended_again' if again else 'contended'] if contended else L['not_contended']}"
     if get("contention_scope") == "run":
         text += f" ({L['cont_whole_run']})"
     if get("replaced_by"):

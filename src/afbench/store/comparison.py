@@ -95,6 +95,15 @@ class Side(Record):
     recompile: str | None = None
     # the step after which that run recompiled (the caveat's number), else None
     recompile_after_step: int | None = None
+    # the runs its step times, tokens/s, window metrics, memory and TFLOPs/MFU rest on, and
+    # why those (afbench.compare.sides.RUNS_BASIS): "verdict" the runs of the pairs its
+    # verdict decided on; "quiet" no pair decided, its runs not measured as contended (not a
+    # verdict); "all" every OK run (none quiet, or no verdict: a failed or single side)
+    runs_used: list[str] = []
+    runs_basis: str | None = None
+    # runs its first_step_s rests on that its other numbers do not (a contended run a rerun
+    # replaced: a first compile is one however busy the machine; the report says so beside it)
+    first_step_set_aside: list[str] = []
 
 
 class SetAsidePair(Record):
@@ -157,6 +166,10 @@ class Speed(Record):
     run_spread_pct: float | None = None
     set_aside: list[SetAsidePair] = []
     no_interval_reason: str | None = None
+    # what the advice names to calibrate this comparison (afbench.compare.speed
+    # .calibration_advice): the recipe of its workload, the variant's overrides (None: none)
+    calibrate_recipe: str | None = None
+    calibrate_switch: str | None = None
     below_min_gain: bool = False
     pairs_for_min_gain: int | None = None
     pairs_for_gain: int | None = None  # pairs to decide an effect of the size seen (undecided)

@@ -68,6 +68,9 @@ CONTENDED = "contended"
 OUTLIER = "outlier"
 #: Why a comparison has no interval.
 UNCALIBRATED = "uncalibrated"
+#: Contended runs were kept (report.contention=keep) but fell on one side of a pair: the
+#: contention, not the switch, would decide (issue 34: +78.84..+97.17% for a +13% effect).
+ONE_SIDED_CONTENTION = "one_sided_contention"
 #: A calibration too small, or one that saw outlier runs, does not decide one round.
 CALIBRATION_UNFIT = "calibration_unfit"
 #: The runs do not fit their calibration (the host or the workload changed since it).
@@ -255,9 +258,13 @@ def check_settings(confidence: float, min_gain_pct: float, run_spread_pct: float
 
 def pair_up(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence[float]],
             contended: Sequence[tuple[bool, bool]] | None = None,
-            contention_detail: Sequence[Any] | None = None) -> Pairs:
+            contention_detail: Sequence[Any] | None = None,
+            keep_contended: bool = False) -> Pairs:
     """The one pairing rule: pair by index, set aside contended pairs, then pairs holding an
     outlier run (:func:`afbench.verdict.runs.outlier_runs`, over each side's uncontended runs).
+    ``keep_contended`` (report.contention=keep): a pair whose two runs were both contended
+    decides (contention balanced across its sides); one contended on one side only is still
+    set aside (``contended``, its ``side``): contention never decides alone.
 
     Raises:
         ValueError: unequal numbers of runs, no runs, a run without steps or with a step time
@@ -276,7 +283,7 @@ def pair_up(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence[floa
              for k, (b, v) in enumerate(zip(baseline, variant))]
     aside: dict[int, SetAside] = {}
     for k, (cb, cv) in enumerate(flags):
-        if cb or cv:
+        if (cb or cv) and not (keep_contended and cb and cv):
             side = "both" if cb and cv else "baseline" if cb else "variant"
             detail = contention_detail[k] if contention_detail else ""
             aside[k] = SetAside(pair=k + 1, side=side, reason=CONTENDED, detail=detail)

@@ -13,7 +13,8 @@ from typing import Any
 
 from afbench.verdict.calibration import RunSpread
 from afbench.verdict.estimate import (CALIBRATED, CALIBRATION_STALE, CALIBRATION_UNFIT,
-                                      FIXED, NO_PAIRS_LEFT, ONE_PAIR_LEFT,
+                                      CONTENDED, FIXED, NO_PAIRS_LEFT, ONE_PAIR_LEFT,
+                                      ONE_SIDED_CONTENTION,
                                       ONE_ROUND, OWN_SPREAD_MIN_PAIRS, PAIRED_T, UNCALIBRATED,
                                       Pairs, Speed, check_settings, interval_speed, no_interval,
                                       pair_up)
@@ -27,7 +28,7 @@ def compare_runs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence
                  contended: Sequence[tuple[bool, bool]] | None = None,
                  contention_detail: Sequence[Any] | None = None,
                  mde_power: float = DEFAULT_MDE_POWER, calibration: RunSpread | None = None,
-                 run_spread_pct: None = None) -> Speed:
+                 keep_contended: bool = False, run_spread_pct: None = None) -> Speed:
     """The verdict of a fixed design (one round, or a fixed number of paired rounds).
 
     Args:
@@ -47,6 +48,10 @@ def compare_runs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence
             round stays INCONCLUSIVE with the reason ``calibration_unfit``) and what its runs
             took: runs that do not fit that (``RunSpread.fit_of``) give INCONCLUSIVE with the
             reason ``calibration_stale``. ``None``: no calibration.
+        keep_contended: report.contention=keep: pairs contended on both sides decide; a pair
+            contended on one side only makes the comparison INCONCLUSIVE with the reason
+            ``one_sided_contention`` (those pairs in ``set_aside``): kept one-sided, the
+            contention would be the effect measured.
         run_spread_pct: refused: a bare spread, without its degrees of freedom and fit check,
             called an A/A different in 8.1% of one-round experiments on a host that fits its
             calibration (with the RunSpread: 0.8%; bench/README.md).
@@ -69,9 +74,11 @@ def compare_runs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence
     check_settings(confidence, min_gain_pct,
                    calibration.spread_pct if calibration else None,
                    calibration.df if calibration else None)
-    pairs = pair_up(baseline, variant, contended, contention_detail)
+    pairs = pair_up(baseline, variant, contended, contention_detail, keep_contended)
     common = {"level": confidence, "min_gain_pct": min_gain_pct, "mde_power": mde_power,
               "design": ONE_ROUND if pairs.n_run == 1 else FIXED}
+    if keep_contended and any(a.reason == CONTENDED for a in pairs.set_aside):
+        return no_interval(pairs, ONE_SIDED_CONTENTION, **common)
 
     def judge(p: Pairs) -> Speed:
         return fixed_speed(p, calibration, common)

@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from afbench.verdict.estimate import (CONTENDED, DEFAULT_MIN_GAIN_PCT, NO_RUNS_LEFT, OUTLIER,
+from afbench.verdict.estimate import (CONTENDED, DEFAULT_MIN_GAIN_PCT, NO_RUNS_LEFT,
+                                      ONE_SIDED_CONTENTION, OUTLIER,
                                       UNCALIBRATED, SetAside, Speed, check_settings,
                                       gain_from_log)
 from afbench.verdict.power import DEFAULT_MDE_POWER, mde_pct, t_quantile
@@ -60,13 +62,17 @@ def compare_groups(history: Sequence[Sequence[float]], newest: Sequence[Sequence
                    mde_power: float = DEFAULT_MDE_POWER,
                    history_contended: Sequence[bool | None] | None = None,
                    newest_contended: Sequence[bool | None] | None = None,
-                   night_spread_pct: float | None = None, history_records: int = 1) -> Speed:
+                   night_spread_pct: float | None = None, history_records: int = 1,
+                   keep_contended: bool = False) -> Speed:
     """The gain of ``newest`` over ``history`` (each a list of runs, each a list of measured
     step times in seconds); positive = the newest is faster, as in :func:`compare_runs`.
 
     ``history_contended`` / ``newest_contended``: per run, whether it was measured as
     contended (None: not measured, kept); a contended run is set aside. A side left without a
-    run gives INCONCLUSIVE with ``no_interval_reason`` ``no_runs_left``.
+    run gives INCONCLUSIVE with ``no_interval_reason`` ``no_runs_left``. ``keep_contended``
+    (``history check --contention keep``): contended runs decide when both sides hold some;
+    contended runs on one side only give INCONCLUSIVE with ``one_sided_contention``, naming
+    them (kept, the contention would be the change measured).
 
     Raises:
         ValueError: settings out of range, a side without runs, a contention list of another
@@ -81,6 +87,12 @@ def compare_groups(history: Sequence[Sequence[float]], newest: Sequence[Sequence
         if given is not None and len(given) != len(runs):
             raise ValueError(f"{side}_contended has {len(given)} flags for {len(runs)} runs")
         flags[side] = [bool(c) for c in given] if given is not None else [False] * len(runs)
+    if keep_contended:
+        one_sided = _one_sided(flags[HISTORY_SIDE], flags[NEWEST_SIDE], level=confidence,
+                               min_gain_pct=min_gain_pct, mde_power=mde_power)
+        if one_sided is not None:
+            return one_sided
+        flags = {side: [False] * len(f) for side, f in flags.items()}
     hist = [math.log(run_statistic(r, f"history run {i + 1}").location_s)
             for i, r in enumerate(history)]
     new = [math.log(run_statistic(r, f"newest run {i + 1}").location_s)
@@ -132,6 +144,20 @@ def compare_groups(history: Sequence[Sequence[float]], newest: Sequence[Sequence
                  **common)
 
 
+def _one_sided(history: Sequence[bool], newest: Sequence[bool], **common: Any) -> Speed | None:
+    """``keep_contended``'s rule: contended runs on one side only give INCONCLUSIVE with
+    ``one_sided_contention``, naming them (kept, the contention would be the change measured);
+    None when both sides or neither hold one (then they decide)."""
+    if any(history) == any(newest):
+        return None
+    return Speed(decision=INCONCLUSIVE, gain_pct=None, ci_low_pct=None, ci_high_pct=None,
+                 mde_pct=None, n_pairs=0, n_pairs_run=0, method="none", design=HISTORY,
+                 no_interval_reason=ONE_SIDED_CONTENTION,
+                 set_aside=tuple(SetAside(pair=i + 1, side=side, reason=CONTENDED)
+                                 for side, fl in ((HISTORY_SIDE, history), (NEWEST_SIDE, newest))
+                                 for i, c in enumerate(fl) if c), **common)
+
+
 def compare_records(history: Sequence[Sequence[Sequence[float]]],
                     newest: Sequence[Sequence[float]], *, confidence: float = 0.95,
                     min_gain_pct: float = DEFAULT_MIN_GAIN_PCT,
@@ -139,7 +165,8 @@ def compare_records(history: Sequence[Sequence[Sequence[float]]],
                     min_records: int = MIN_RECORDS, run_spread_pct: float | None = None,
                     run_spread_df: float | None = None, mde_power: float = DEFAULT_MDE_POWER,
                     history_contended: Sequence[Sequence[bool | None]] | None = None,
-                    newest_contended: Sequence[bool | None] | None = None) -> Speed:
+                    newest_contended: Sequence[bool | None] | None = None,
+                    keep_contended: bool = False) -> Speed:
     """The history gate: the gain of the newest record over earlier records of the same
     program on the same host, with the **record** (one experiment, e.g. one night) as the unit.
 
@@ -163,7 +190,8 @@ def compare_records(history: Sequence[Sequence[Sequence[float]]],
     With fewer earlier records the spread of record means is not known well enough:
     :func:`compare_groups` on the runs, plus an assumed night-to-night spread
     ``night_spread_pct`` (0: none), and the method says so. ``run_spread_*``: the host
-    calibration, for one run on each side there.
+    calibration, for one run on each side there. ``keep_contended``: as in
+    :func:`compare_groups` (contended runs decide only when both sides hold some).
 
     Raises:
         ValueError: settings out of range, no earlier record or no newest run, a contention
@@ -180,9 +208,16 @@ def compare_records(history: Sequence[Sequence[Sequence[float]]],
              else [[bool(c) for c in f] for f in history_contended])
     if len(flags) != len(history) or any(len(f) != len(r) for f, r in zip(flags, history)):
         raise ValueError("history_contended must give one flag per run of each record")
-    kept = [r for r, f in zip(history, flags) if r and not all(f)]
     flat = [run for r in history for run in r]
     flat_flags = [c for f in flags for c in f]
+    if keep_contended:
+        one_sided = _one_sided(flat_flags, [bool(c) for c in newest_contended or ()],
+                               level=confidence, min_gain_pct=min_gain_pct, mde_power=mde_power)
+        if one_sided is not None:
+            return one_sided
+        flags = [[False] * len(r) for r in history]
+        flat_flags, newest_contended = [False] * len(flat), None
+    kept = [r for r, f in zip(history, flags) if r and not all(f)]
     if len(kept) < min_records:
         return compare_groups(flat, newest, confidence=confidence, min_gain_pct=min_gain_pct,
                               run_spread_pct=run_spread_pct, run_spread_df=run_spread_df,

@@ -69,6 +69,9 @@ class SequentialTest:
     variant: list[Sequence[float]] = field(default_factory=list)
     contended: list[tuple[bool, bool]] = field(default_factory=list)
     detail: list[Any] = field(default_factory=list)
+    # report.contention=keep: a pair contended on both sides decides; one contended on one
+    # side is set aside as in set_aside (the loop replaces it), never deciding
+    keep_contended: bool = False
 
     def add(self, baseline_run: Sequence[float], variant_run: Sequence[float],
             contended: tuple[bool, bool] = (False, False), detail: Any = "",
@@ -89,7 +92,8 @@ class SequentialTest:
         """The verdict at the current pairs: the repeated interval at this look's boundary (the
         final analysis for ``time_budget``), or no interval before ``min_pairs``."""
         d = self.design
-        pairs = pair_up(self.baseline, self.variant, self.contended, self.detail)
+        pairs = pair_up(self.baseline, self.variant, self.contended, self.detail,
+                        self.keep_contended)
         n = int(pairs.d.size)
         stop = None if reason == CONTINUE else reason
         common = {"level": d.level, "min_gain_pct": d.min_gain_pct, "mde_power": d.mde_power,
