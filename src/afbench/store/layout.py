@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, read_step_times
 from afbench.runspec import Plan, RunSpec, RunStatus
@@ -193,6 +193,18 @@ class SweepDir:
             parsed = OverridesParser.create().parse_overrides(list(task))
             return {o.key_or_group.lstrip("+~"): list(o.sweep_string_iterator())
                     for o in parsed if o.is_sweep_override()}
+        except Exception:
+            return {}
+
+    def sweep_report_settings(self) -> dict[str, Any]:
+        """The ``report`` section of the sweep's own config in ``multirun.yaml`` (what the
+        command line gave, before a job set its per-comparison level:
+        :func:`afbench.pairing.at_sweep_level`); ``{}`` when it cannot tell."""
+        try:
+            import yaml
+
+            data = yaml.safe_load((self.path / MULTIRUN_YAML).read_text(encoding="utf-8"))
+            return dict(data.get("report") or {})
         except Exception:
             return {}
 
