@@ -19,7 +19,10 @@ Per cell: A/A (every combination the same program): the share of sweeps in which
 effect's interval excludes 0 (FASTER or SLOWER; family-wise, must be <= 5%). With a real 10%
 gain of the first key (every combination with it on runs 10% faster): the share of sweeps that
 call that key FASTER (power), the share whose interval for it holds the true 10% (coverage), and
-the share in which another key (no effect) is called (family-wise error of the null keys).
+the share in which another key (no effect) is called (family-wise error of the null keys); and
+the share of main effects without an interval (every cell dropped: one round whose runs no
+longer fit the host calibration, afbench.verdict's ``calibration_stale``). One round (``--rounds
+1``) decides with a host calibration of 15 A/A pairs taken on the steady host before the sweep.
 ``--order random`` runs the jobs in a random order instead of Hydra's (what randomising would buy).
 
 Run: python bench/sweep_effects_sim.py [--n 1000]   (about 6 min on a quiet 2-core machine)
@@ -35,7 +38,8 @@ import time
 
 import numpy as np
 
-from afbench.verdict import FASTER, SLOWER, compare_runs, sweep_level
+from afbench.verdict import (FASTER, SLOWER, compare_runs, one_kind, run_spread_from_pairs,
+                             sweep_level)
 from afbench.verdict.effects import PairedGain, factorial_contrasts, main_effects
 from sweep_pairing_sim import run, timeline
 
@@ -55,6 +59,10 @@ def sweep(rng: np.random.Generator, state: str, n_keys: int, rounds: int, gain_p
     state_at = iter(timeline(rng, state, slots))
     log_gain = math.log(1 - gain_pct / 100.0)
     level = sweep_level(0.95, len(combos) - 1)
+    # one round decides only with a host calibration: 15 A/A pairs on this host beforehand
+    cal = one_kind(run_spread_from_pairs([run(rng, 0.0, 0.0) for _ in range(15)],
+                                         [run(rng, 0.0, 0.0) for _ in range(15)])) \
+        if rounds == 1 else None
     settings, gains = [], []
     for values in combos:
         log_own = log_gain if values[0] == "true" else 0.0
@@ -69,9 +77,16 @@ def sweep(rng: np.random.Generator, state: str, n_keys: int, rounds: int, gain_p
             x = run(rng, 0.0 if first_base else log_own, next(state_at))
             y = run(rng, log_own if first_base else 0.0, next(state_at))
             (b.append(x), v.append(y)) if first_base else (v.append(x), b.append(y))
-        gains.append(PairedGain.of(",".join(values), compare_runs(b, v, confidence=level)))
-    contrasts = factorial_contrasts(settings, gains, keys, settings[0])
-    return main_effects([c for _, _, c, _ in contrasts], confidence=0.95)
+        speed = compare_runs(b, v, confidence=level, calibration=cal)
+        gains.append(PairedGain.of(",".join(values), speed))
+    contrasts = [c for _, _, c, _ in factorial_contrasts(settings, gains, keys, settings[0])]
+    done = iter(main_effects([c for c in contrasts if c is not None], confidence=0.95))
+    return [next(done) if c is not None else None for c in contrasts]
+
+
+def called(effect) -> bool:
+    """Whether a main effect was called (its interval excludes 0); ``None``: no interval."""
+    return effect is not None and effect.decision in (FASTER, SLOWER)
 
 
 def main() -> int:
@@ -79,15 +94,16 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=1000, help="sweeps per cell")
     ap.add_argument("--rounds", type=int, nargs="+", default=[3, 5])
     ap.add_argument("--order", choices=("hydra", "random"), default="hydra")
+    ap.add_argument("--states", nargs="+", default=list(STATES), choices=STATES)
     args = ap.parse_args()
     started = time.time()
     print(f"# sweep_effects_sim: {args.n} sweeps per cell, jobs in {args.order} order, "
           "beside pairing, main effects Holm-adjusted at family-wise 95%")
     print("| machine | sweep | rounds | A/A: any main effect called | 10% key: called FASTER "
-          "| its interval holds 10% | another key called |")
-    print("|---|---|---|---|---|---|---|")
+          "| its interval holds 10% | another key called | effects without an interval |")
+    print("|---|---|---|---|---|---|---|---|")
     seed = 100
-    for state in STATES:
+    for state in args.states:
         for n_keys in (2, 3):
             for rounds in args.rounds:
                 seed += 1
@@ -95,15 +111,16 @@ def main() -> int:
                 aa = [sweep(rng, state, n_keys, rounds, 0.0, args.order) for _ in range(args.n)]
                 real = [sweep(rng, state, n_keys, rounds, TRUE_GAIN_PCT, args.order)
                         for _ in range(args.n)]
-                any_aa = np.mean([any(e.decision in (FASTER, SLOWER) for e in s) for s in aa])
-                power = np.mean([s[0].decision == FASTER for s in real])
-                cover = np.mean([s[0].ci_low_pct <= TRUE_GAIN_PCT <= s[0].ci_high_pct
-                                 for s in real])
-                other = np.mean([any(e.decision in (FASTER, SLOWER) for e in s[1:])
-                                 for s in real])
+                any_aa = np.mean([any(called(e) for e in s) for s in aa])
+                power = np.mean([s[0] is not None and s[0].decision == FASTER for s in real])
+                with_interval = [s[0] for s in real if s[0] is not None]
+                cover = np.mean([e.ci_low_pct <= TRUE_GAIN_PCT <= e.ci_high_pct
+                                 for e in with_interval]) if with_interval else math.nan
+                other = np.mean([any(called(e) for e in s[1:]) for s in real])
+                missing = np.mean([e is None for s in aa + real for e in s])
                 print(f"| {state} | {'x'.join(['2'] * n_keys)} | {rounds} | {100 * any_aa:.1f}% "
-                      f"| {100 * power:.1f}% | {100 * cover:.1f}% | {100 * other:.1f}% |",
-                      flush=True)
+                      f"| {100 * power:.1f}% | {100 * cover:.1f}% | {100 * other:.1f}% "
+                      f"| {100 * missing:.1f}% |", flush=True)
     print(f"# {time.time() - started:.0f} s")
     return 0
 
