@@ -38,8 +38,8 @@ def timeline(rng: np.random.Generator, state: str, n: int) -> np.ndarray:
     """The machine's log level at each of ``n`` run slots."""
     if state == "steady":
         return np.zeros(n)
-    if state == "drift 1%/run":
-        return np.log1p(0.01 * np.arange(n))
+    if state.startswith("drift"):  # "drift <x>%/run"
+        return np.log1p(float(state.split()[1].rstrip("%/run")) / 100.0 * np.arange(n))
     if state == "load step":
         level = np.zeros(n)
         level[rng.integers(1, n):] = math.log(1.15)

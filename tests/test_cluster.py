@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from afbench.store import load_sweep_summary
+
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None,
     reason="hydra-submitit-launcher is not installed (pip install -e '.[cluster]')")
@@ -77,11 +79,12 @@ def test_submitit_sweep_report_is_complete(autofuse_sweep):
     summary = json.loads((sweep / "sweep_summary.json").read_text())
     assert summary["jobs"] == 2 and summary["swept_keys"] == ["optimization.autofuse"]
     assert summary["baseline"] == "optimization.autofuse=False" and summary["failed"] == []
-    verdicts = {c["name"]: c["verdict"] for c in summary["combinations"]}
+    rows = load_sweep_summary(summary).combinations
+    verdicts = {c.name: c.verdict for c in rows}
     assert verdicts["optimization.autofuse=False"] == "BASELINE"
     # equal planted times, one round each: the step-level interval holds 0
     assert verdicts["optimization.autofuse=True"] in ("NO_GAIN", "INCONCLUSIVE")
-    assert all(c["mean_step_s"] == pytest.approx(0.1) for c in summary["combinations"])
+    assert all(c.mean_step_s == pytest.approx(0.1) for c in rows)
     report = (sweep / "sweep_report.md").read_text()
     for name in verdicts:
         assert f"`{name}`" in report
@@ -108,7 +111,8 @@ def failing_sweep(tmp_path_factory):
 def test_a_failed_submitit_job_is_reported_and_the_others_kept(failing_sweep):
     _, sweep = failing_sweep
     summary = json.loads((sweep / "sweep_summary.json").read_text())
-    verdicts = {c["name"].rsplit("/", 1)[-1]: c["verdict"] for c in summary["combinations"]}
+    verdicts = {c.name.rsplit("/", 1)[-1]: c.verdict
+                for c in load_sweep_summary(summary).combinations}
     assert verdicts == {"good.py": "BASELINE", "crash.py": "RUN_FAILED"}
     assert len(summary["failed"]) == 1
 

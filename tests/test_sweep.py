@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from afbench.store import read_summary
+from afbench.store import SweepRow, load_sweep_summary, read_summary
 from afbench.runspec import INTERRUPTED
 from support.history import seed_calibration
 
@@ -69,12 +69,14 @@ def summary(sweep: Path) -> dict:
     return json.loads((sweep / "sweep_summary.json").read_text())
 
 
-def by_name(sweep: Path) -> dict[str, dict]:
-    return {c["name"]: c for c in summary(sweep)["combinations"]}
+def by_name(sweep: Path) -> dict[str, SweepRow]:
+    """The sweep's rows by name, read through the store (its verdict is the row's ``speed``)."""
+    rows = load_sweep_summary(summary(sweep)).combinations
+    return {c.name: c for c in rows}
 
 
 def job_of(sweep: Path, name: str) -> Path:
-    return sweep / by_name(sweep)[name]["job"]
+    return sweep / by_name(sweep)[name].job
 
 
 def run_status(job: Path, run_id: str = "baseline-run-r1") -> dict:
@@ -136,64 +138,98 @@ def test_sweep_exits_0_and_writes_the_sweep_report(grid):
         p.name for p in sweep.iterdir()}
     s = summary(sweep)
     assert s["jobs"] == 4 and s["swept_keys"] == [AF, RMS] and s["failed"] == []
-    assert all(len(c["per_repeat_s"]) == 3 and c["ok"] for c in s["combinations"])
+    assert all(len(c.side.repeats_s) == 3 and c.ok for c in by_name(sweep).values())
 
 
 def test_combinations_are_ranked_by_their_gain_largest_first(grid):
     _, sweep = grid
-    ranked = summary(sweep)["combinations"]
-    assert [c["name"] for c in ranked] == [combo(True, False), combo(True, True),
-                                           combo(False, False), combo(False, True)]
-    gains = [c["gain_pct"] for c in ranked]
+    ranked = list(by_name(sweep).values())
+    assert [c.name for c in ranked] == [combo(True, False), combo(True, True),
+                                        combo(False, False), combo(False, True)]
+    gains = [c.gain_pct for c in ranked]
     assert gains == sorted(gains, reverse=True) and gains[2] == 0.0  # the baseline: 0
     # planted effects far above the noise: the step times fall in the same order
-    means = [c["mean_step_s"] for c in ranked]
+    means = [c.mean_step_s for c in ranked]
     assert means == sorted(means)
     assert means[2] == pytest.approx(0.1, rel=0.05)
     # the same order, with the same rank numbers, in both rendered reports
     md = (sweep / "sweep_report.md").read_text()
     html = (sweep / "sweep_report.html").read_text()
     for rank, c in enumerate(ranked, 1):
-        assert f"| {rank} | `{c['name']}` |" in md
-        assert re.search(rf'<tr class="[^"]*" id="job-{c["job"]}"><td>{rank}</td>'
-                         rf'<td class="text"><code>{re.escape(c["name"])}</code></td>', html)
+        assert f"| {rank} | `{c.name}` |" in md
+        assert re.search(rf'<tr class="[^"]*" id="job-{c.job}"><td>{rank}</td>'
+                         rf'<td class="text"><code>{re.escape(c.name)}</code></td>', html)
 
 
 def test_baseline_is_the_all_off_combination(grid):
     _, sweep = grid
     assert summary(sweep)["baseline"] == combo(False, False)
     base = by_name(sweep)[combo(False, False)]
-    assert base["verdict"] == "BASELINE" and base["gain_pct"] == 0.0
+    assert base.verdict == "BASELINE" and base.gain_pct == 0.0 and base.speed is None
 
 
 def test_planted_slowdown_is_slower_with_an_interval_below_zero(grid):
     _, sweep = grid
     slow = by_name(sweep)[combo(False, True)]
-    assert slow["verdict"] == "SLOWER"
-    assert slow["ci_low"] < slow["gain_pct"] < slow["ci_high"] < 0
-    assert slow["gain_pct"] == pytest.approx(-20, abs=3)
-    assert slow["n_pairs"] == 3 and slow["speed"]["design"] == "fixed"
+    assert slow.verdict == "SLOWER"
+    assert slow.ci_low < slow.gain_pct < slow.ci_high < 0
+    assert slow.gain_pct == pytest.approx(-20, abs=3)
+    assert slow.n_pairs == 3 and slow.speed.design == "fixed"
 
 
 def test_planted_speedup_is_faster_with_an_interval_above_zero(grid):
     _, sweep = grid
     c = by_name(sweep)
     fast, both = c[combo(True, False)], c[combo(True, True)]
-    assert fast["verdict"] == "FASTER" and 0 < fast["ci_low"] < fast["gain_pct"] < fast["ci_high"]
-    assert fast["gain_pct"] == pytest.approx(30, abs=3)
-    assert both["verdict"] == "FASTER" and both["ci_low"] > 0  # 0.7 x 1.2 = 0.84
-    assert both["gain_pct"] == pytest.approx(16, abs=3)
+    assert fast.verdict == "FASTER" and 0 < fast.ci_low < fast.gain_pct < fast.ci_high
+    assert fast.gain_pct == pytest.approx(30, abs=3)
+    assert both.verdict == "FASTER" and both.ci_low > 0  # 0.7 x 1.2 = 0.84
+    assert both.gain_pct == pytest.approx(16, abs=3)
 
 
 def test_main_effects_name_both_keys_with_the_planted_sizes(grid):
     _, sweep = grid
-    effects = {(e["key"], e["reference"], e["value"]): e for e in summary(sweep)["main_effects"]}
+    s = load_sweep_summary(summary(sweep))
+    effects = {(e.key, e.reference, e.value): e for e in s.main_effects}
     assert set(effects) == {(AF, "False", "True"), (RMS, "False", "True")}
     af, rms = effects[(AF, "False", "True")], effects[(RMS, "False", "True")]
-    assert af["effect_pct"] == pytest.approx(30, abs=3) and af["cells"] == 2  # x0.7
-    assert rms["effect_pct"] == pytest.approx(-20, abs=3) and rms["cells"] == 2  # x1.2
-    # two cells: min to max, at the sign test's own coverage (50%), said as such
-    assert af["ci_low"] <= af["effect_pct"] <= af["ci_high"] and af["coverage"] == 0.5
+    assert af.effect_pct == pytest.approx(30, abs=3) and af.cells == 2  # x0.7
+    assert rms.effect_pct == pytest.approx(-20, abs=3) and rms.cells == 2  # x1.2
+    # paired contrasts, Holm over the two: both called, each at the level Holm tested it at
+    assert (af.decision, rms.decision) == ("FASTER", "SLOWER") and af.family == 2
+    assert 0 < af.ci_low < af.effect_pct < af.ci_high and rms.ci_high < 0
+    assert sorted([af.level, rms.level]) == pytest.approx([0.95, 0.975])
+    assert af.p_holm <= 0.05 and rms.p_holm <= 0.05
+    # each rests on the three combinations' pairs beside their own baseline runs
+    rows = by_name(sweep)
+    assert {p.combination for p in af.pairs} == {combo(True, False), combo(True, True),
+                                                 combo(False, True)}
+    assert all(p.beside and p.n_pairs == 3 and p.job == rows[p.combination].job
+               for p in af.pairs)
+    md = (sweep / "sweep_report.md").read_text()
+    assert f"| `{AF}` | False | True | {af.effect_pct:+.2f}% | [{af.ci_low:+.2f}%, " in md
+    assert "9 pairs in jobs" in md
+
+
+def test_each_row_is_its_jobs_own_comparison_as_its_report_made_it(grid):
+    """A row stores its job's summary.json comparison as it is: the verdict, gain, interval
+    and level (the job decided at the sweep's per-comparison level) and the side's numbers,
+    memory included; the job's report prints the same interval."""
+    _, sweep = grid
+    s = load_sweep_summary(summary(sweep))
+    assert s.level == pytest.approx(1 - 0.05 / 3)
+    for row in s.combinations:
+        job = read_summary(sweep / row.job / "summary.json")
+        if row.verdict == "BASELINE":
+            assert not job.comparisons and row.speed is None
+            continue
+        comp = only(job.comparisons)
+        assert row.from_job and row.beside_baseline
+        assert row.speed == comp.speed and row.side == comp.variant
+        assert comp.verdict.endswith(row.verdict) and comp.speed.level == pytest.approx(s.level)
+        assert row.memory == comp.variant.memory and row.mean_step_s == comp.variant.mean_step_s
+        report = (sweep / row.job / "report.md").read_text()
+        assert f"[{row.ci_low:+.2f}%, {row.ci_high:+.2f}%]" in report
 
 
 def test_sweep_summary_is_strict_json(grid):
@@ -270,10 +306,10 @@ def test_the_sweep_report_marks_the_failed_combination_run_failed(failed_then_re
     s = summary(old)
     assert s["failed"] == [combo(False, True)]
     bad = by_name(old)[combo(False, True)]
-    assert bad["verdict"] == "RUN_FAILED" and bad["gain_pct"] is None
-    assert any("command exited with status 4" in r for r in bad["reasons"]), bad["reasons"]
+    assert bad.verdict == "RUN_FAILED" and bad.gain_pct is None
+    assert any("command exited with status 4" in r for r in bad.reasons), bad.reasons
     assert s["combinations"][-1]["name"] == combo(False, True)  # no result: ranked last
-    assert {c["name"]: c["verdict"] for c in s["combinations"]} == {
+    assert {n: c.verdict for n, c in by_name(old).items()} == {
         combo(False, False): "BASELINE", combo(True, False): "FASTER",
         combo(True, True): "FASTER", combo(False, True): "RUN_FAILED"}
     md = (old / "sweep_report.md").read_text()
@@ -305,7 +341,7 @@ def test_resumed_sweep_report_is_complete(failed_then_resumed):
     new = failed_then_resumed["new"]
     s = summary(new)
     assert s["failed"] == [] and len(s["combinations"]) == 4
-    assert all(c["ok"] and c["mean_step_s"] for c in s["combinations"])
+    assert all(c.ok and c.mean_step_s for c in by_name(new).values())
     for job in "0123":
         job_summary = json.loads((new / job / "summary.json").read_text())
         assert [run["status"] for run in job_summary["runs"]] == ["OK"]
@@ -315,12 +351,12 @@ def test_sweep_baseline_picks_another_baseline(failed_then_resumed):
     new = failed_then_resumed["new"]
     s = summary(new)
     assert s["baseline"] == combo(True, False)
-    verdicts = {c["name"]: c["verdict"] for c in s["combinations"]}
+    verdicts = {n: c.verdict for n, c in by_name(new).items()}
     assert verdicts == {combo(True, False): "BASELINE", combo(True, True): "SLOWER",
                         combo(False, False): "SLOWER", combo(False, True): "SLOWER"}
     # one round each, decided with the host calibration: all slower than the fastest
-    assert all(c["gain_pct"] < -10 and c["speed"]["spread_source"] == "calibration"
-               for c in s["combinations"] if c["verdict"] == "SLOWER")
+    assert all(c.gain_pct < -10 and c.speed.spread_source == "calibration"
+               for c in by_name(new).values() if c.verdict == "SLOWER")
 
 
 def test_offline_rerender_keeps_the_sweeps_own_baseline(failed_then_resumed, tmp_path):
@@ -400,8 +436,7 @@ def test_interrupted_sweep_stops_promptly_and_keeps_finished_runs(interrupted_th
     st = run_status(r["old"] / "1")
     assert st["status"] == "SKIPPED" and st["reason"] == INTERRUPTED  # stopped, not failed
     # the partial sweep report covers what ran: job 0 OK, job 1 interrupted
-    summary = json.loads((r["old"] / "sweep_summary.json").read_text())
-    verdicts = sorted(c["verdict"] for c in summary["combinations"])
+    verdicts = sorted(c.verdict for c in by_name(r["old"]).values())
     assert verdicts == ["BASELINE", "SKIPPED"]  # interrupted: stopped, not RUN_FAILED
 
 
@@ -421,7 +456,7 @@ def test_resume_after_an_interrupt_runs_only_what_did_not_finish(interrupted_the
     assert file_stamps(r["old"]) == r["stamps"]
     s = summary(r["new"])
     assert s["failed"] == [] and s["baseline"] == f"{AF}=False"
-    assert by_name(r["new"])[f"{AF}=True"]["verdict"] == "FASTER"
+    assert by_name(r["new"])[f"{AF}=True"].verdict == "FASTER"
 
 
 def test_sigterm_to_the_orchestrator_stops_the_worker_and_records_the_run(tmp_path):
@@ -479,7 +514,7 @@ def test_aa_identical_variants_give_no_gain_with_an_interval_around_zero(aa_swee
     # the sweep report compares the same two variants the same way
     again = by_name(sweep)["preflight.min_free_gib=0 [a_again]"]
     # 3 pairs at the Bonferroni level: the interval holds 0 (too wide for NO_GAIN at 2%)
-    assert again["verdict"] in ("NO_GAIN", "INCONCLUSIVE") and again["ci_low"] < 0 < again["ci_high"]
+    assert again.verdict in ("NO_GAIN", "INCONCLUSIVE") and again.ci_low < 0 < again.ci_high
     assert summary(sweep)["baseline"] == "preflight.min_free_gib=0 [a]"
 
 
@@ -490,9 +525,9 @@ def test_a_job_stopped_by_its_preflight_is_run_failed_in_the_sweep_report(aa_swe
     s = summary(sweep)
     assert s["jobs"] == 2 and s["failed"] == ["preflight.min_free_gib=1000000"]
     bad = by_name(sweep)["preflight.min_free_gib=1000000"]
-    assert bad["verdict"] == "RUN_FAILED" and "no plan.json" in bad["reasons"][0]
-    assert "[FAIL] free disk" in bad["reasons"][0]  # the preflight's own line, from the job log
-    assert s["combinations"][-1]["name"] == bad["name"]
+    assert bad.verdict == "RUN_FAILED" and "no plan.json" in bad.reasons[0]
+    assert "[FAIL] free disk" in bad.reasons[0]  # the preflight's own line, from the job log
+    assert s["combinations"][-1]["name"] == bad.name
 
 
 def test_sft_aa_noise_recipe_plans_two_identical_builtin_variants(compose_cfg, tmp_path):

@@ -54,6 +54,22 @@ def test_baseline_setting_follows_report_sweep_baseline_in_hydras_spelling():
 # ------------------------------------------------------------------ the job's config
 
 
+def test_every_job_of_a_sweep_decides_at_the_sweeps_per_comparison_level(tmp_path):
+    sweep = sweep_folder(tmp_path, ["optimization.autofuse=false,true",
+                                    "optimization.rmsnorm=false,true"])
+    cfg = job_cfg()
+    cfg.report.confidence = 0.9
+    paired, _ = beside_baseline(cfg, sweep, ["optimization.autofuse=True",
+                                             "optimization.rmsnorm=False"], set())
+    # 4 combinations, 3 comparisons with the baseline one: Bonferroni 1 - 0.1 / 3
+    assert paired.report.confidence == pytest.approx(1 - 0.1 / 3)
+    # the baseline combination's own job too (its recipe's variants are compared in it)
+    own, why = beside_baseline(cfg, sweep, ["optimization.autofuse=False",
+                                            "optimization.rmsnorm=False"], set())
+    assert why is None and own.report.confidence == pytest.approx(1 - 0.1 / 3)
+    assert cfg.report.confidence == 0.9  # the composed config is not changed
+
+
 def test_a_job_that_is_not_the_baseline_runs_the_baseline_combination_beside_its_own(tmp_path):
     sweep = sweep_folder(tmp_path, ["optimization.autofuse=false,true", "engine=command"])
     cfg, why = beside_baseline(job_cfg(), sweep, ["optimization.autofuse=True", "engine=command"],
@@ -129,7 +145,7 @@ def test_paired_jobs_run_the_baseline_combination_beside_their_own(drifting):
         f"{v}-r{k} autofuse=false,add_rmsnorm=false"
         for v in ("baseline", SWEEP_BASELINE, COMBINATION) for k in (1, 2, 3)])
     row = by_name(sweep)[f"{NORM}=True"]
-    assert row["beside_baseline"] is True and row["n_pairs"] == 3
+    assert row.beside_baseline is True and row.n_pairs == 3
     summary = json.loads((sweep / "sweep_summary.json").read_text())
     assert summary["beside"] == 1 and summary["comparisons"] == 1
     # what the pairing cost: 3 runs of job 0, 3 + 3 of job 1
@@ -143,14 +159,14 @@ def test_drift_between_jobs_reads_as_a_slowdown_only_when_jobs_are_compared_apar
     # separate: the job ran after the baseline job, 3 runs later: about 14% "slower" with a
     # tight interval although the switch does nothing (the hazard beside pairing removes)
     separate = by_name(drifting["separate"][0])[f"{NORM}=True"]
-    assert separate["beside_baseline"] is False
-    assert separate["verdict"] == "SLOWER" and separate["gain_pct"] < -10
+    assert separate.beside_baseline is False and not separate.from_job
+    assert separate.verdict == "SLOWER" and separate.gain_pct < -10
     assert "(experiment.sweep_pairing=separate, or jobs" in (
         drifting["separate"][0] / "sweep_report.md").read_text()
     # beside: each pair is adjacent and counterbalanced; no winner and no loser
     beside = by_name(drifting["beside"][0])[f"{NORM}=True"]
-    assert beside["verdict"] not in ("FASTER", "SLOWER"), beside
-    assert beside["ci_low"] < 0 < beside["ci_high"]
+    assert beside.verdict not in ("FASTER", "SLOWER"), beside
+    assert beside.ci_low < 0 < beside.ci_high and beside.from_job
 
 
 def test_a_paired_jobs_report_and_history_name_each_variants_own_combination(drifting):
@@ -158,7 +174,7 @@ def test_a_paired_jobs_report_and_history_name_each_variants_own_combination(dri
     from afbench.store import OutDir
 
     sweep, _ = drifting["beside"]
-    job = sweep / by_name(sweep)[f"{NORM}=True"]["job"]
+    job = sweep / by_name(sweep)[f"{NORM}=True"].job
     plan = json.loads((job / "plan.json").read_text())
     assert plan["baseline"] == SWEEP_BASELINE
     # the history keeps one series per combination: the baseline runs beside the job are the

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from afbench.analysis.factorial import main_effect, outlier_runs, sign_test_interval
+from afbench.analysis.factorial import outlier_runs
 from afbench.errors import OutputError
 from afbench.report.render import labels
-from afbench.store import load_sweep_summary
+from afbench.store import load_sweep_summary, read_summary
 from test_report_html import _chromium
 from test_sweep import AF, COMMAND, RMS, afbench, combo, sweep_dir
 
@@ -109,7 +109,8 @@ def test_gains_use_the_paired_statistics_at_the_bonferroni_level(sweep):
     assert s.comparisons == 3 and s.level == pytest.approx(1 - 0.05 / 3)
     fast = rows(sweep)[combo(True, False)]
     assert fast.verdict == "FASTER" and fast.n_pairs == 3 and 0 < fast.ci_low < fast.ci_high
-    assert fast.gain_pct == pytest.approx(30, abs=3) and "paired t" in fast.method
+    assert fast.gain_pct == pytest.approx(30, abs=3) and "paired t" in fast.speed.method
+    assert fast.level == pytest.approx(s.level)  # its job decided at the per-comparison level
     assert rows(sweep)[combo(False, False)].verdict == "BASELINE"
 
 
@@ -187,23 +188,6 @@ def test_outlier_runs_flag_a_loaded_repeat_but_not_ordinary_spread():
         outlier_runs([0.1, 0.0, 0.1])
 
 
-def test_sign_test_interval_reports_its_exact_coverage():
-    low, high, cover = sign_test_interval([5, 1, 4, 2, 3], 0.9)
-    assert (low, high) == (1, 5) and cover == pytest.approx(1 - 2 / 32)
-    low, high, cover = sign_test_interval(range(1, 21), 0.95)
-    assert (low, high) == (6, 15) and cover >= 0.95  # k = 6 for n = 20 (binomial tables)
-    assert sign_test_interval([1.0], 0.95) is None
-
-
-def test_a_main_effect_is_a_median_one_outlying_cell_cannot_move():
-    import math
-
-    cells = [math.log(0.7)] * 4 + [math.log(0.7 * 4)]
-    effect = main_effect(cells, 0.9)
-    assert effect.effect_pct == pytest.approx(30) and effect.n_cells == 5
-    assert effect.ci_low_pct < effect.effect_pct <= effect.ci_high_pct
-
-
 def test_a_sweep_summary_of_the_flat_rows_before_the_typed_one_still_loads():
     old = {"schema_version": 1, "sweep_dir": "/x", "jobs": 2, "swept_keys": [AF],
            "baseline": f"{AF}=False", "sweep_baseline": None, "confidence": 0.95,
@@ -218,6 +202,10 @@ def test_a_sweep_summary_of_the_flat_rows_before_the_typed_one_still_loads():
            "failed": []}
     s = load_sweep_summary(old)
     assert s.combinations[0].gain_pct == 30.0 and s.combinations[0].median_step_s is None
+    # its flat verdict became the row's Speed, its flat numbers the row's Side
+    row = s.combinations[0]
+    assert (row.verdict, row.speed.decision, row.status) == ("FASTER", "FASTER", None)
+    assert row.side.repeats_s == [0.07] and row.mean_step_s == 0.07 and row.ok
     # the untyped summary's "combinations" is the cell count; its mean-based estimate is gone
     assert s.main_effects[0].effect_pct == 15.0 and s.main_effects[0].cells == 1
     assert "mean_gain_pct" not in s.main_effects[0].model_dump()
@@ -235,3 +223,38 @@ def test_the_one_round_caveat_says_a_short_sweep_needs_its_own_calibration():
     for lang in ("en", "zh"):
         caveat = labels(lang)["one_round_caveat"]
         assert "experiment=calibrate_host" in caveat and "experiment.steps=N" in caveat
+
+
+# --- a sweep directory of schema version 3 (tests/fixtures/sweeps/v3) -----------------------
+
+V3 = Path(__file__).parent / "fixtures" / "sweeps" / "v3"
+
+
+def test_a_version_3_sweep_summary_loads_its_flat_rows_as_speed_and_side():
+    raw = json.loads((V3 / "sweep_summary.json").read_text())
+    assert raw["schema_version"] == 3
+    s = load_sweep_summary(raw)
+    for flat, row in zip(raw["combinations"], s.combinations):
+        assert row.verdict == flat["verdict"] and row.gain_pct == flat["gain_pct"]
+        assert (row.ci_low, row.ci_high) == (flat["ci_low"], flat["ci_high"])
+        assert row.side.mean_step_s == flat["mean_step_s"]
+        assert row.side.repeats_s == flat["per_repeat_s"]
+        assert row.side.memory.source == flat["memory_source"]
+    assert s.combinations[1].status == "BASELINE" and s.combinations[1].speed is None
+    assert s.main_effects[0].level == raw["main_effects"][0]["coverage"]
+
+
+def test_a_version_3_sweep_directory_re_renders_with_its_jobs_own_verdicts(tmp_path):
+    from afbench.report.__main__ import main as report_main
+
+    sweep = shutil.copytree(V3, tmp_path / "sweep")
+    assert report_main([str(sweep)]) == 0
+    s = load_sweep_summary(json.loads((sweep / "sweep_summary.json").read_text()))
+    assert s.schema_version > 3
+    fast = rows(sweep)[f"{AF}=True"]
+    job = read_summary(sweep / fast.job / "summary.json")
+    assert fast.from_job and fast.speed == job.comparisons[0].speed
+    effect = s.main_effects[0]  # one key, one cell: the row's own paired gain and interval
+    assert effect.effect_pct == pytest.approx(fast.gain_pct)
+    assert (effect.ci_low, effect.ci_high) == pytest.approx((fast.ci_low, fast.ci_high))
+    assert "level (Holm)" in (sweep / "sweep_report.md").read_text()

@@ -92,6 +92,28 @@ def _under_a_list(cfg: DictConfig, key: str) -> bool:
     return False
 
 
+def at_sweep_level(cfg: DictConfig, swept: dict[str, list[str]]) -> DictConfig:
+    """The job's config deciding at the sweep's per-comparison level: ``report.confidence`` set
+    to :func:`afbench.verdict.sweep_level` of the sweep's own level (the same key in the sweep's
+    ``multirun.yaml``, which this sets in no job) for ``m`` comparisons, the combinations
+    (product of the swept values' counts, times the recipe's variants) less the baseline
+    combination. Each job's report then judges its comparisons at the level its sweep row
+    shows them, so that a row and its job's report are one verdict (the sweep stores the job's
+    as it is: :mod:`afbench.sweep`). ``cfg`` unchanged when the swept values are unknown."""
+    from afbench.verdict.estimate import sweep_level  # no scipy: a sweep job's start-up
+
+    n = 1
+    for values in swept.values():
+        n *= max(len(values), 1)
+    n *= max(len(cfg.experiment.variants), 1)
+    level = OmegaConf.select(cfg, "report.confidence", default=None)
+    if n < 2 or level is None:
+        return cfg
+    out = cfg.copy()
+    out.report.confidence = sweep_level(float(level), n - 1)
+    return out
+
+
 def beside_baseline(cfg: DictConfig, sweep_dir: Path, job_overrides: list[str],
                     groups: set[str]) -> tuple[DictConfig, str | None]:
     """The config of a sweep job with the baseline combination added beside its own, and why
@@ -105,11 +127,14 @@ def beside_baseline(cfg: DictConfig, sweep_dir: Path, job_overrides: list[str],
     ``{sweep_baseline: its overrides + the baseline values, <own>: its overrides + its own
     values of the swept keys that differ}`` (own named
     :data:`COMBINATION` when the recipe called it ``baseline``) and ``experiment.baseline =
-    sweep_baseline``; the values are typed as Hydra types them (``False``, ``0.1``)."""
+    sweep_baseline``; the values are typed as Hydra types them (``False``, ``0.1``). Every
+    job whose sweep's values are known decides at the sweep's per-comparison level
+    (:func:`at_sweep_level`), paired or not."""
+    swept = SweepDir(Path(sweep_dir)).swept_values()
+    cfg = at_sweep_level(cfg, swept)
     exp = cfg.experiment
     if exp.get("sweep_pairing", "beside") != "beside":
         return cfg, None
-    swept = SweepDir(Path(sweep_dir)).swept_values()
     if not swept:
         return cfg, f"the sweep folder {sweep_dir} has no multirun.yaml to read the swept values from"
     own = dict(split_override(o) for o in job_overrides if "=" in o)

@@ -24,9 +24,9 @@ from afbench.errors import OutputError
 from afbench.io import inside
 from afbench.messages import Message, say
 from afbench.pairing import SWEEP_BASELINE, baseline_setting, same_value, split_override
-from afbench.store import (SWEEP_SUMMARY, SWEEP_SUMMARY_FILE, MainEffect, Speed, SweepRow,
-                           SweepSummary)
-from afbench.store import OutDir, SweepDir
+from afbench.store import (SWEEP_SUMMARY, SWEEP_SUMMARY_FILE, Comparison, EffectPair, MainEffect,
+                           OutDir, Speed, SweepDir, SweepRow, SweepSummary)
+from afbench.store.sweep import BASELINE
 from afbench.verdict.words import RUN_FAILED, SKIPPED
 
 log = logging.getLogger(__name__)
@@ -103,15 +103,17 @@ def job_failure_reason(job: Path) -> Message:
 
 @dataclass
 class _Combination:
-    """A sweep row while it is built, with what the statistics and the plots need but the
-    summary does not keep: each OK run's measured step times and the per-step table."""
+    """A sweep row while it is built, with what the summary does not keep: its OK runs by
+    round (repeat: step times, contention, its reasons), the per-step table, and its job's
+    own comparison of it (summary.json's)."""
 
     row: SweepRow
-    run_steps: list[list[float]] = field(default_factory=list)
-    run_contended: list[bool] = field(default_factory=list)  # measured, per OK run
-    run_detail: list[dict | None] = field(default_factory=list)  # run_reason messages (JSON)
+    rounds: dict[int, tuple[list[float], bool, dict | None]] = field(default_factory=dict)
     steps: Any = None  # pandas DataFrame of the verdict-phase steps, or None
     calibration: dict[str, Any] | None = None  # the job's experiment.json calibration
+    min_gain_pct: float | None = None  # the job's report.min_gain_pct
+    own: Comparison | None = None  # the job's comparison of this variant with its baseline
+    plan_baseline: str = ""  # the job's plan baseline variant
     # experiment.sweep_pairing=beside: the baseline combination's runs in this job
     # (variant sweep_baseline; not a row of its own) and, on the job's own row, those runs
     paired_base: bool = False
@@ -120,11 +122,7 @@ class _Combination:
 
     @property
     def has_result(self) -> bool:
-        return self.row.ok and bool(self.run_steps)
-
-
-MEMORY_FIELDS = ("peak_rss_gib", "peak_memory_allocated_gib", "peak_memory_reserved_gib",
-                 "tflops_per_device", "mfu_pct")
+        return self.row.ok and bool(self.rounds)
 
 
 def _job_report(job: Path, lang: str, template_dir: str | None = None) -> str | None:
@@ -149,15 +147,31 @@ def _job_report(job: Path, lang: str, template_dir: str | None = None) -> str | 
     return f"{job.name}/{name}" if (job / name).is_file() else None
 
 
+def _own_comparisons(job: Path, col: Any) -> list[Comparison]:
+    """The job's comparisons as its report made them: its summary.json's (read through the
+    store, any version); where the job has none (stopped before its report), the same
+    :func:`afbench.compare.comparisons` of its runs with its own report settings."""
+    from afbench.compare import comparisons
+
+    out = OutDir(job)
+    if out.summary_path.is_file():
+        try:
+            return out.summary().comparisons
+        except OutputError as exc:
+            log.warning("afbench: job %s: %s; its runs are compared again", job.name, exc)
+    return comparisons(col, col.experiment.report)
+
+
 def _combinations(job: Path, setting: dict[str, str], keys: list[str],
                   lang: str = "en", template_dir: str | None = None) -> list[_Combination]:
-    """One entry per variant of one job (one entry, failed, for a job that never planned),
-    from the variant's verdict-phase runs: each run's strict-parse window, its median and
-    bursts (:func:`afbench.verdict.runs.run_statistic`), step CV, memory and efficiency;
-    each links the job's report in ``lang`` (:func:`_job_report`)."""
+    """One entry per variant of one job (one entry, failed, for a job that never planned):
+    its side and its comparison with the job's baseline as the job's report has them
+    (:func:`_own_comparisons`), and the runs that side counts (report.contention=set_aside
+    leaves the contended ones out, as the report does), each reduced to its median and bursts
+    (:func:`afbench.verdict.runs.run_statistic`); each links the job's report in ``lang``
+    (:func:`_job_report`)."""
     # collect/compare pull in pandas and the config models: only the report needs them
     from afbench.analysis.factorial import UNTRUSTED_CV_PCT, outlier_runs
-    from afbench.analysis.stats import finite_mean
     from afbench.collect import collect
     from afbench.compare import run_contention, run_ids, side, workload_of
     from afbench.verdict.runs import run_statistic
@@ -167,7 +181,7 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
         why = job_failure_reason(job)
         return [_Combination(SweepRow(name=name, job=job.name, setting=setting,
                                       reasons=[why.text], reason_msgs=[why],
-                                      is_plan_baseline=True))]
+                                      is_plan_baseline=True, status=RUN_FAILED))]
     col = collect(job)
     runs = col.runs.set_index("run_id")
     phase = col.plan.verdict_phase
@@ -175,22 +189,26 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
     report = _job_report(job, lang, template_dir)
     paired = col.plan.baseline == SWEEP_BASELINE
     own = [v for v in col.plan.variants if not (paired and v == SWEEP_BASELINE)]
+    set_aside = col.experiment.report.contention == "set_aside"
+    comps = {c.variant.name: c for c in _own_comparisons(job, col)}
     out = []
     for variant in col.plan.variants:
         ids = run_ids(col, variant, phase)
-        v = side(col, variant, phase, workload)
+        comp = comps.get(variant)
+        of_base = next(iter(comps.values())).baseline if comps else None
+        v = comp.variant if comp else of_base if variant == col.plan.baseline and of_base \
+            else side(col, variant, phase, workload, set_aside)
         sel = runs.loc[ids]
         row = SweepRow(
             name=name + (f" [{variant}]" if len(own) > 1 else ""), job=job.name,
             # a paired job's own variant stands for the job's one combination
-            variant="" if paired else variant, setting=setting, ok=v.ok, statuses=v.statuses,
-            per_repeat_s=v.repeats_s, mean_step_s=finite_mean(v.repeats_s),
-            tokens_per_s=v.tokens_per_s if v.ok else None, step_cv_pct=v.step_cv_pct,
+            variant="" if paired else variant, setting=setting, side=v,
             # every run's note, resumed ones included, without the run id
             reasons=[r for r in sel.reason.tolist() + sel.log_error.tolist() if r],
-            is_plan_baseline=variant == col.plan.baseline,
-            report=report)
+            is_plan_baseline=variant == col.plan.baseline, report=report)
         combo = _Combination(row, calibration=col.experiment.calibration_dict(),
+                             min_gain_pct=col.experiment.report.min_gain_pct, own=comp,
+                             plan_baseline=col.plan.baseline,
                              paired_base=paired and variant == SWEEP_BASELINE,
                              launched=sum(r.variant == variant for r in col.plan.runs)
                              + sum(r.replaced.variant == variant for r in col.plan.reruns))
@@ -202,13 +220,14 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
             steps = col.window_steps.get(rid)
             if sel.at[rid, "status"] != "OK" or sel.at[rid, "log_error"] or not steps:
                 continue
-            stat = run_statistic(steps, rid)
             contended, detail = run_contention(col.results.get(rid), rid)
-            combo.run_steps.append(steps)
-            combo.run_contended.append(contended)
-            combo.run_detail.append(detail.model_dump() if detail else None)
             if contended:
                 row.contended_runs.append(rid)
+            combo.rounds[col.spec(rid).repeat] = (
+                steps, contended, detail.model_dump() if detail else None)
+            if contended and set_aside:
+                continue  # the side and the verdict leave it out: so do the row's medians
+            stat = run_statistic(steps, rid)
             medians.append((rid, stat.location_s))
             row.n_bursts += stat.n_bursts
             row.n_steps += stat.n_steps
@@ -218,14 +237,8 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
         row.outlier_runs = [medians[i][0] for i in outlier_runs(row.run_medians_s)]
         # contended runs make a combination untrusted unless the jobs keep them
         # (report.contention=keep): then they are shown, not held against it
-        set_aside = col.experiment.report.contention == "set_aside"
         row.untrusted = bool(row.outlier_runs) or (set_aside and bool(row.contended_runs)) or (
-            row.step_cv_pct is not None and row.step_cv_pct > UNTRUSTED_CV_PCT)
-        for key in MEMORY_FIELDS:
-            setattr(row, key, finite_mean(getattr(col.results.get(rid), key, None) for rid in ids))
-        row.memory_source = next((getattr(col.results.get(rid), "memory_source", None)
-                                  for rid in ids if getattr(col.results.get(rid), "memory_source",
-                                                            None)), None)
+            v.step_cv_pct is not None and v.step_cv_pct > UNTRUSTED_CV_PCT)
         if not col.steps.empty and {"run_id", "step", "step_time_s"} <= set(col.steps):
             frame = col.steps[col.steps.run_id.isin(ids)]
             combo.steps = frame.assign(combination=row.name) if len(frame) else None
@@ -238,42 +251,48 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
     return out
 
 
-def _compare_to_baseline(combo: _Combination, base: _Combination | None, level: float,
-                         contention: bool = True) -> None:
-    """Fill ``combo.row``'s verdict against the baseline combination with
-    :func:`afbench.verdict.compare_runs`: runs paired by repeat index, each run's measured
-    contention, and a host calibration for one round: a job paired beside the baseline decides
-    with its own experiment's (both kinds of run); a separate job, with the baseline job's and
-    its own combined (:func:`afbench.verdict.combine`), none when either job had none."""
-    # numpy here, scipy inside (0.8 s): a sweep's jobs never pay for them
-    from afbench.verdict import compare_runs
-    from afbench.verdict.calibration import RunSpread, combined_record
-
+def _verdict(combo: _Combination, base: _Combination | None, level: float,
+             contention: bool = True) -> None:
+    """Fill ``combo.row``'s verdict against the baseline combination: the job's own comparison
+    as it is (``from_job``) where the job compared it with the baseline combination's runs (a
+    job paired beside the baseline, a variant of the baseline job); else
+    :func:`afbench.verdict.compare_runs` of the baseline job's runs and this job's, paired by
+    round (a round missing on either side is left out), with each run's contention, the job's
+    ``report.min_gain_pct``, and both jobs' host calibrations combined (none if either lacks)."""
     row = combo.row
-    row.level = level
-    if row.statuses and all(s == "SKIPPED" for s in row.statuses):
-        row.verdict = SKIPPED
+    own = combo.own
+    in_job = combo.beside is not None or (
+        base is not None and base.row.job == row.job and base.row.variant == combo.plan_baseline)
+    if own is not None and in_job:
+        row.speed, row.from_job = own.speed, True
+        if own.verdict in (RUN_FAILED, SKIPPED):
+            row.status = own.verdict
+        return
+    if row.side is not None and row.side.skipped:
+        row.status = SKIPPED
         return
     if base is None or not base.has_result or not combo.has_result:
-        row.verdict = RUN_FAILED
+        row.status = RUN_FAILED
         if combo.has_result and base is not None:
             row.reasons = [*row.reasons, f"no baseline result: {base.row.name} has none"]
         return
-    n = min(len(base.run_steps), len(combo.run_steps))
-    cal = (combined_record(base.calibration, combo.calibration)  # one job's: its own
+    # numpy here, scipy inside (0.8 s): a sweep's jobs never pay for them
+    from afbench.verdict import DEFAULT_MIN_GAIN_PCT, compare_runs
+    from afbench.verdict.calibration import RunSpread, combined_record
+
+    rounds = sorted(set(base.rounds) & set(combo.rounds))
+    b, v = [base.rounds[r] for r in rounds], [combo.rounds[r] for r in rounds]
+    cal = (combined_record(base.calibration, combo.calibration)
            if base.calibration and combo.calibration else None)
     speed = compare_runs(
-        base.run_steps[:n], combo.run_steps[:n], confidence=level,
-        contended=list(zip(base.run_contended[:n], combo.run_contended[:n])),
+        [x[0] for x in b], [x[0] for x in v], confidence=level,
+        min_gain_pct=combo.min_gain_pct or DEFAULT_MIN_GAIN_PCT,
+        contended=[(x[1], y[1]) for x, y in zip(b, v)],
         keep_contended=not contention,  # report.contention=keep: balanced contention only
-        contention_detail=[[d for d in pair if d]
-                           for pair in zip(base.run_detail[:n], combo.run_detail[:n])],
+        contention_detail=[[d for d in (x[2], y[2]) if d] for x, y in zip(b, v)],
         calibration=RunSpread.of(cal) if cal else None)
     row.speed = Speed.of(speed, calibration=cal if speed.spread_source and
                          "calibration" in speed.spread_source else None)
-    row.verdict, row.gain_pct, row.method = speed.decision, speed.gain_pct, speed.method
-    row.ci_low, row.ci_high = speed.ci_low_pct, speed.ci_high_pct
-    row.n_pairs, row.mde_pct = speed.n_pairs, speed.mde_pct
 
 
 def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
@@ -314,8 +333,9 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     settings = _report_settings(jobs)
     if baseline is None:
         baseline = settings.get("sweep_baseline")
-    if level is None:
-        level = float(settings.get("confidence", 0.95))
+    if level is None:  # the sweep's own: its jobs decide at the per-comparison level
+        level = float(SweepDir(sweep_dir).sweep_report_settings().get(
+            "confidence", settings.get("confidence", 0.95)))
     report = ReportConfig.model_validate({
         **{k: v for k, v in settings.items() if k in ("lang", "formats", "template_dir")},
         **({"lang": lang} if lang else {}), **({"template_dir": template_dir} if template_dir else {})})
@@ -335,12 +355,10 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     per_comparison = sweep_level(level, m)
     for c in combos:
         if c is base:
-            c.row.level = per_comparison
-            if c.has_result:
-                c.row.verdict, c.row.gain_pct = "BASELINE", 0.0
+            c.row.status = BASELINE if c.has_result else c.row.status or RUN_FAILED
             continue
-        _compare_to_baseline(c, c.beside or base, per_comparison,
-                             settings.get("contention", "set_aside") == "set_aside")
+        _verdict(c, c.beside or base, per_comparison,
+                 settings.get("contention", "set_aside") == "set_aside")
     rows = [c.row for c in combos]
     # by the paired gain (each row's estimate against the baseline runs it was judged on: a
     # beside-paired job's own, which drift between jobs does not move), then step time
@@ -358,7 +376,8 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
         baseline=base.row.name if base else None, sweep_baseline=baseline, confidence=level,
         level=per_comparison, comparisons=len(combos) - 1 if combos else 0, combinations=ranked,
         beside=sum(r.beside_baseline for r in rows), runs=n_runs, beside_runs=n_beside,
-        main_effects=main_effects(rows, keys, base.row if base else None, level),
+        main_effects=main_effects(rows, keys, base.row if base else None, level,
+                                  settings.get("min_gain_pct")),
         failed=[r.name for r in rows if r.verdict == RUN_FAILED],
         never_ran=never_ran,
         untrusted=[r.name for r in rows if r.untrusted], cv_threshold_pct=UNTRUSTED_CV_PCT,
@@ -396,53 +415,43 @@ def _pick_baseline(combos: list[_Combination], keys: list[str],
 
 
 def main_effects(rows: list[SweepRow], keys: list[str], base: SweepRow | None,
-                 level: float) -> list[MainEffect]:
+                 level: float, min_gain_pct: float | None = None) -> list[MainEffect]:
     """Per swept key and each value other than the baseline combination's (the reference):
-    the median, over the cells of the other keys (and variants), of
-    ``ln(median step with the value / median step with the reference)``, as a gain in
-    percent, with a sign-test interval (:func:`afbench.analysis.factorial.main_effect`).
-    Each side is a median of run medians and the effect a median over cells, so one loaded
-    run cannot carry a whole switch's effect; a cell with a side without a result is
-    dropped and counted."""
-    from afbench.analysis.factorial import MAIN_EFFECT_METHOD, main_effect  # numpy, on demand
+    the factorial contrast of the rows' paired gains against the baseline combination (each
+    row's ``speed``: for a job paired beside the baseline, its own time-paired pairs), the
+    family Holm-adjusted at ``level`` (:mod:`afbench.verdict.effects`), with the rows it rests
+    on. A cell whose row has no interval (no result, one pair without a calibration) is
+    dropped and counted; a value without a cell has no effect."""
+    from afbench.verdict import DEFAULT_MIN_GAIN_PCT  # numpy, scipy on demand
+    from afbench.verdict.effects import PairedGain, factorial_contrasts
+    from afbench.verdict.effects import main_effects as holm_effects
 
     if base is None:
         return []
+    def cell(r: SweepRow) -> dict[str, str]:  # a recipe's variants are cells of their own
+        return {**r.setting, "\0variant": r.variant if r.name.endswith(f" [{r.variant}]") else ""}
+
+    cells = [cell(r) for r in rows]
+    gains = [PairedGain.of(r.name, r.speed) if r.status is None else None for r in rows]
+    found = factorial_contrasts(cells, gains, keys, cell(base))
+    done = holm_effects([c for _, _, c, _ in found if c is not None], level,
+                        min_gain_pct or DEFAULT_MIN_GAIN_PCT)
+    by_name = {r.name: r for r in rows}
     out = []
-    for key in keys:
-        reference = base.setting.get(key, "")
-        others = [k for k in keys if k != key]
-
-        def others_of(r: SweepRow) -> tuple:
-            return tuple(r.setting.get(k, "") for k in others)
-
-        def same_cell(r: SweepRow, ref: SweepRow) -> bool:
-            # a job that never planned has no variant name: it stands for any of its job's
-            return others_of(r) == others_of(ref) and (
-                r.variant == ref.variant or not r.variant or not ref.variant)
-
-        refs = [r for r in rows if same_value(r.setting.get(key, ""), reference)]
-        values = dict.fromkeys(r.setting.get(key, "") for r in rows)
-        for value in values:
-            if same_value(value, reference):
-                continue
-            ratios, dropped = [], 0
-            for r in rows:
-                ref = next((x for x in refs if same_cell(r, x)), None)
-                if r.setting.get(key, "") != value or ref is None:
-                    continue
-                if r.median_step_s and ref.median_step_s:
-                    ratios.append(math.log(r.median_step_s / ref.median_step_s))
-                else:
-                    dropped += 1
-            effect = MainEffect(key=key, value=value, reference=reference, cells=len(ratios),
-                                dropped=dropped, method=MAIN_EFFECT_METHOD)
-            if ratios:
-                e = main_effect(ratios, level)
-                effect.effect_pct, effect.ci_low, effect.ci_high = (e.effect_pct, e.ci_low_pct,
-                                                                    e.ci_high_pct)
-                effect.coverage = e.coverage
-            out.append(effect)
+    for key, value, contrast, dropped in found:
+        effect = MainEffect(key=key, value=value, reference=base.setting.get(key, ""),
+                            dropped=dropped, cells=0)
+        if contrast is not None:
+            e = done.pop(0)
+            effect = effect.model_copy(update=dict(
+                effect_pct=e.gain_pct, ci_low=e.ci_low_pct, ci_high=e.ci_high_pct,
+                level=e.level, decision=e.decision, p_value=e.p_value, p_holm=e.p_holm,
+                df=e.df if math.isfinite(e.df) else None, family=e.family, method=e.method,
+                cells=len({g.name for w, g in e.terms if w > 0}),
+                pairs=[EffectPair(combination=g.name, job=by_name[g.name].job, weight=w,
+                                  n_pairs=g.n_pairs, beside=by_name[g.name].beside_baseline
+                                  or by_name[g.name].from_job) for w, g in e.terms]))
+        out.append(effect)
     return out
 
 

@@ -45,8 +45,8 @@ _EXPORTS = {
                 "StepDeviceRow", "StepDeviceTime", "PieceCount", "FusedCount", "FusedEvidence",
                 "RunRow", "PhaseParameters", "Summary", "SUMMARY_FILE", "load_summary",
                 "read_summary"),
-    "sweep": ("SweepRow", "MainEffect", "SweepSummary", "SWEEP_SUMMARY_FILE", "load_sweep_summary",
-              "read_sweep_summary"),
+    "sweep": ("SweepRow", "EffectPair", "MainEffect", "SweepSummary", "SWEEP_SUMMARY_FILE",
+              "load_sweep_summary", "read_sweep_summary"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_HOME)

@@ -119,4 +119,4 @@ class ExperimentRecord(StoredFile):
 #: calibration and provenance came in version 1, both optional); version 3 adds the
 #: calibration's run locations (optional).
 EXPERIMENT_FILE = FileSchema(EXPERIMENT, ExperimentRecord,
-                             steps=(same_shape, same_shape, same_shape))
+                             steps=(same_shape, same_shape, same_shape, same_shape))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, read_step_times
 from afbench.runspec import Plan, RunSpec, RunStatus
@@ -207,6 +207,18 @@ class SweepDir:
         values = self.swept_values()
         return [dict(zip(values, combo)) for combo in itertools.product(*values.values())
                 ] if values else []
+
+    def sweep_report_settings(self) -> dict[str, Any]:
+        """The ``report`` section of the sweep's own config in ``multirun.yaml`` (what the
+        command line gave, before a job set its per-comparison level:
+        :func:`afbench.pairing.at_sweep_level`); ``{}`` when it cannot tell."""
+        try:
+            import yaml
+
+            data = yaml.safe_load((self.path / MULTIRUN_YAML).read_text(encoding="utf-8"))
+            return dict(data.get("report") or {})
+        except Exception:
+            return {}
 
     def jobs(self) -> list[OutDir]:
         """The job folders that hold a finished experiment, in job-number order."""

@@ -251,7 +251,7 @@ def summary_v0_to_v1(data: dict[str, Any]) -> dict[str, Any]:
 
 #: summary.json: version 0 -> 1 splits the comparisons into sides; 1 -> 2 the same shape;
 #: 2 -> 3 the same shape (the verdict's run locations and calibration shift are new, optional).
-SUMMARY_FILE = FileSchema(SUMMARY, Summary, steps=(summary_v0_to_v1, same_shape, same_shape))
+SUMMARY_FILE = FileSchema(SUMMARY, Summary, steps=(summary_v0_to_v1, same_shape, same_shape, same_shape))
 
 
 def load_summary(data: dict[str, Any] | Summary, where: str | None = None) -> Summary:

@@ -21,6 +21,10 @@ Versions of the directory:
   records (``memory``, ``efficiency``); sweep_summary.json drops the untyped sweep summary's
   keys on the way up (:func:`afbench.store.sweep.sweep_v1_to_v2`). Still open
   (:class:`OpenRecord`): metrics.jsonl lines (an engine may add its own per-step keys).
+- 3: the verdict keeps its run locations (``baseline_location_s``, ``calibration_shift_pct``).
+- 4: a sweep_summary.json row holds its job's verdict and side as one ``speed`` and one
+  ``side`` record, no flat copies; a main effect is a Holm-adjusted paired contrast
+  (:func:`afbench.store.sweep.sweep_v3_to_v4`).
 """
 
 from __future__ import annotations
