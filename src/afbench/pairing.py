@@ -109,16 +109,18 @@ def beside_baseline(cfg: DictConfig, sweep_dir: Path, job_overrides: list[str],
     exp = cfg.experiment
     if exp.get("sweep_pairing", "beside") != "beside":
         return cfg, None
-    swept = SweepDir(Path(sweep_dir)).swept_values()
-    if not swept:
-        return cfg, f"the sweep folder {sweep_dir} has no multirun.yaml to read the swept values from"
+    swept = SweepDir(Path(sweep_dir)).sweep_plan()
+    if swept is None:
+        return cfg, (f"the sweep folder {sweep_dir} has no multirun.yaml of Hydra's basic "
+                     "sweeper to read the swept values from")
     own = dict(split_override(o) for o in job_overrides if "=" in o)
     base = baseline_setting(swept, OmegaConf.select(cfg, "report.sweep_baseline"))
     differ = {k: v for k, v in base.items() if not same_value(own.get(k, v), v)}
     if not differ:
         return cfg, None  # this job is the baseline combination
-    if len(exp.variants) != 1:
-        return cfg, (f"the recipe has {len(exp.variants)} variants, compared within the job; "
+    n_variants = len(exp.get("variants") or {})
+    if n_variants != 1:
+        return cfg, (f"the recipe has {n_variants} variants, compared within the job; "
                      "across jobs it is compared with the baseline job's runs")
     unpairable = [k for k in differ if k in groups or k.split(".")[0] in ("experiment", "hydra")]
     if unpairable:

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from afbench.config.base import NAME_PATTERN, Section, env_vars
+from afbench.config.base import NAME_PATTERN, LocalPath, Section, env_vars
 from afbench.config.engines import BuiltinEngine, EngineConfig
 from afbench.config.short import SHORT_MIN_STEPS
 from afbench.config.switch_names import switch_names
@@ -38,10 +38,11 @@ class ModelConfig(Section):
     """An HF-format model folder (``config.json``, ``*.safetensors``, tokenizer files)."""
 
     name: str
-    path: str = Field(description="Folder with config.json, *.safetensors, tokenizer.json")
+    path: LocalPath = Field(description="Folder with config.json, *.safetensors, tokenizer.json")
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     attn_implementation: Literal["sdpa", "eager"] = "sdpa"
-    manifest: str | None = Field(None, description="sha256sum-format manifest checked before runs")
+    manifest: LocalPath | None = Field(
+        None, description="sha256sum-format manifest checked before runs")
 
 
 #: the column sets a chat parquet file may have (docs/reference.md §6, willcb/V3-wordle): read
@@ -53,12 +54,12 @@ class DataConfig(Section):
     """A chat parquet file: rows with ``messages`` or ``prompt`` + ``completion`` lists."""
 
     name: str
-    path: str
+    path: LocalPath
     packing: bool = True
     max_samples: PositiveInt | None = None
     # Inference: prompts come from the first user turn of each conversation, or from this
     # JSONL file of {"prompt": ...} / {"messages": [...]} rows.
-    prompts_file: str | None = None
+    prompts_file: LocalPath | None = None
 
 
 class ParallelConfig(Section):
@@ -272,7 +273,7 @@ class ParityConfig(Section):
 class ReportConfig(Section):
     lang: Literal["en", "zh"] = "en"
     formats: list[Literal["md", "html"]] = ["md", "html"]
-    template_dir: str | None = None
+    template_dir: LocalPath | None = None
     top_n_kernels: PositiveInt = 15
     parity: ParityConfig = ParityConfig()
     # Confidence level of every gain interval (one round, fixed repeats and repeats=auto).
