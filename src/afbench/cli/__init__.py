@@ -93,6 +93,13 @@ def _job(cfg: DictConfig, checks: list | None) -> None:
     verbose = bool(cfg.get("verbose", False)) or os.environ.get("HYDRA_FULL_ERROR") == "1"
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode == RunMode.MULTIRUN:
+        if os.environ.get("SUBMITIT_EXECUTOR") == "slurm" and os.environ.get("SLURM_PROCID",
+                                                                             "0") != "0":
+            # a job of several nodes (hydra.launcher.nodes) runs this on every node; the first
+            # runs the experiment, its torchrun agents reach the others (srun, parallel.nnodes)
+            log.info("afbench: SLURM task %s idle: task 0 runs the experiment",
+                     os.environ["SLURM_PROCID"])
+            return
         # A failing job must not end the sweep: its files say it failed (sweep_summary.json).
         job = f"job {hydra_cfg.job.num} ({','.join(hydra_cfg.overrides.task)})"
         try:

@@ -63,9 +63,23 @@ class DataConfig(Section):
 
 
 class ParallelConfig(Section):
+    # every rank of the run, over all its nodes
     world_size: PositiveInt = 1
     tp_size: PositiveInt = 1
+    # one node's device ids (each node runs world_size / nnodes ranks on the same ids)
     devices: list[NonNegativeInt] | None = None
+    # Nodes of one run (afbench.engines.rendezvous): > 1 starts one torchrun agent per node
+    # with srun over the SLURM allocation, all joining one rendezvous.
+    nnodes: PositiveInt = 1
+    rdzv_backend: str = "c10d"
+    # host:port of the rendezvous (null: this host, a free port); its id (null: the run's)
+    rdzv_endpoint: str | None = None
+    rdzv_id: str | None = None
+
+    @property
+    def per_node(self) -> int:
+        """Ranks (processes, devices) on each node."""
+        return self.world_size // self.nnodes
 
     @field_validator("devices")
     @classmethod
@@ -76,10 +90,15 @@ class ParallelConfig(Section):
 
     @model_validator(mode="after")
     def _fits(self) -> "ParallelConfig":
-        if self.devices is not None and len(self.devices) != self.world_size:
+        if self.world_size % self.nnodes:
+            raise ValueError(f"world_size {self.world_size} over nnodes {self.nnodes}: give "
+                             "every node the same number of ranks (world_size a multiple of "
+                             "nnodes)")
+        if self.devices is not None and len(self.devices) != self.per_node:
+            per = f" per node ({self.nnodes} nodes)" if self.nnodes > 1 else ""
             raise ValueError(
-                f"{len(self.devices)} devices {self.devices} for world_size {self.world_size}: "
-                "give one device id per process"
+                f"{len(self.devices)} devices {self.devices} for world_size {self.world_size}"
+                f"{per}: give one device id per process{per}"
             )
         return self
 
