@@ -80,8 +80,11 @@ def test_a_relative_path_of_the_config_means_the_start_directorys_file(compose_c
     from afbench.config import validate_config
 
     monkeypatch.chdir(tmp_path)
-    conf = validate_config(compose_cfg("data.path=data/wordle/train.parquet"))
+    conf = validate_config(compose_cfg("data.path=data/wordle/train.parquet",
+                                       "engine=torchtitan", "model.path=models/qwen"))
     assert conf.data.path == str(tmp_path / "data" / "wordle" / "train.parquet")
+    # torchtitan's checkpoint.initial_load_path must be absolute: it is
+    assert conf.model.path == str(tmp_path / "models" / "qwen")
 
 
 @pytest.mark.e2e
@@ -96,7 +99,8 @@ def test_a_recipe_held_sweep_with_a_list_sweep_under_chdir_runs_every_job(tmp_pa
         "hydra:\n  sweeper:\n    params:\n      optimization.autofuse: false,true\n")
     data = tmp_path / "data" / "wordle" / "train.parquet"
     data.parent.mkdir(parents=True)
-    shutil.copy(next(Path(importlib.resources.files("afbench.assets")).rglob("*.parquet")), data)
+    shutil.copy(Path(__file__).parents[1] / "assets" / "wordle_sample" / "data" /
+                "train-00000-of-00001.parquet", data)
     (tmp_path / "locks").mkdir()
     env = {**os.environ, "AFBENCH_RECIPE_PATH": str(tmp_path / "recipes"),
            "AFBENCH_LOCK_DIR": str(tmp_path / "locks"),

@@ -111,7 +111,7 @@ class TorchtitanRunner:
     torchrun: bool = False  # it starts torchrun itself, one rank per device
 
     def check(self, rc: RunConfig) -> None:
-        """SFT only, an absolute ``model.path`` with ``hf_assets``, a profiler window the
+        """SFT only, a model torchtitan's Qwen3 can build, a profiler window the
         flavor can record (:func:`afbench.engines.torchtitan.cmdline.check_config`)."""
         assert isinstance(rc.engine, TorchtitanEngine)
         titan_cmdline.check_config(rc, rc.engine)

@@ -69,9 +69,9 @@ def check_config(cfg: RunConfig, engine: TorchtitanEngine) -> None:
     window) are in their ``titan_args`` (:mod:`afbench.switches.registry`).
 
     Raises:
-        ConfigError: ``scheduler.workload`` is not sft; ``model.path`` is not absolute while
-            ``hf_assets`` is on (torchtitan requires an absolute
-            ``checkpoint.initial_load_path``); under afbench's config function
+        ConfigError: ``scheduler.workload`` is not sft (``model.path`` is absolute already,
+            as torchtitan's ``checkpoint.initial_load_path`` must be:
+            :data:`afbench.config.base.LocalPath`); under afbench's config function
             (``engine.module`` = ``afbench.engines.torchtitan.qwen3``), a ``model.path`` whose
             config.json torchtitan's Qwen3 cannot build
             (:func:`afbench.engines.torchtitan.hf_model.qwen3_dims`; a folder without
@@ -81,10 +81,6 @@ def check_config(cfg: RunConfig, engine: TorchtitanEngine) -> None:
         raise ConfigError(
             f"scheduler.workload: engine=torchtitan runs SFT only, got "
             f"{cfg.scheduler.workload!r}; use scheduler=sft, or engine=builtin for inference")
-    if engine.hf_assets and not os.path.isabs(cfg.model.path):
-        raise ConfigError(
-            f"model.path: {cfg.model.path!r} is relative; engine=torchtitan loads it as "
-            "checkpoint.initial_load_path, which torchtitan requires to be absolute")
     if engine.module == AFBENCH_TITAN_MODULE and (Path(cfg.model.path) / "config.json").exists():
         qwen3_dims(cfg.model.path)
 
