@@ -41,7 +41,9 @@ SLURM_BIN = Path(__file__).parent / "support" / "slurm_bin"
 WORKER = Path(__file__).parent / "fault_workers" / "switch_timed.py"
 # what a real run of a documented sweep keeps out: the keys that need devices, weights or data
 # this machine lacks (everything else, the launcher and the swept keys first, is kept)
+# (a run over several nodes runs for real in tests/test_multinode.py)
 HARDWARE_KEYS = ("backend", "model", "data", "parallel.devices", "parallel.world_size",
+                 "parallel.nnodes",
                  "launcher.device_pool", "scheduler.seq_len", "scheduler.kv_cache", "engine")
 CHEAP = ["engine=command", f"engine.executable={sys.executable}", f"engine.args=['{WORKER}']",
          "experiment.steps=5", "experiment.repeats=1", "report.contention=keep",
@@ -264,6 +266,11 @@ def test_a_documented_sweep_runs_its_jobs_with_its_launcher(cmd, tmp_path):
     assert (sweep / "sweep_report.md").is_file() and "Traceback" not in out
     if "hydra/launcher=submitit_slurm" in args:  # the jobs went through sbatch
         assert list((tmp_path / "slurm").glob("*.state"))
+    nodes = cmd.value("hydra.launcher.nodes")
+    if nodes and int(nodes) > 1:  # every job's other node's task stood by for task 0
+        idle = [p for p in sweep.glob(".submitit/*/*_1_log.err")
+                if "idle: task 0 runs the experiment" in p.read_text()]
+        assert len(idle) == expected, list(sweep.glob(".submitit/*/*"))
 
 
 @pytest.mark.parametrize("cmd", ways("history"))
