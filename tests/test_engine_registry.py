@@ -40,6 +40,8 @@ def test_every_engine_schema_has_an_entry():
     (["parallel.world_size=2", "scheduler.micro_batch_size=4", "scheduler.global_batch_size=4"],
      "scheduler.global_batch_size 4 is not divisible by micro_batch_size x world_size = 8"),
     (["engine=command", "engine.executable=bin/train"], "engine.executable"),
+    (["engine=command", "engine.executable=/bin/true", "parallel.world_size=2",
+      "parallel.nnodes=2"], "parallel.nnodes"),
     (["engine=command", "engine.executable=/bin/true",
       "engine.step_pattern='step: (?P<step>[0-9]+)'"], "engine.step_pattern"),
     (["engine=torchtitan", "scheduler=infer"], "scheduler.workload"),

@@ -93,8 +93,13 @@ class CommandRunner:
     def check(self, rc: RunConfig) -> None:
         """``engine.executable`` an absolute path to an executable file, every ``{placeholder}``
         of ``engine.args`` a known one, ``engine.step_pattern`` a regex with groups ``step``
-        and ``value``."""
+        and ``value``; one node (the command starts its own processes)."""
         assert isinstance(rc.engine, CommandEngine)
+        if rc.parallel.nnodes > 1:
+            raise ConfigError(f"parallel.nnodes: {rc.parallel.nnodes} nodes are started by the "
+                              "builtin and torchtitan engines; engine=command runs your command "
+                              "once, on this node: set parallel.nnodes=1 and let it start its "
+                              "nodes")
         command.check_executable(rc.engine)
         command.check_placeholders(rc.engine)
         command.step_regex(rc.engine)
