@@ -130,20 +130,22 @@ def beside_baseline(cfg: DictConfig, sweep_dir: Path, job_overrides: list[str],
     sweep_baseline``; the values are typed as Hydra types them (``False``, ``0.1``). Every
     job whose sweep's values are known decides at the sweep's per-comparison level
     (:func:`at_sweep_level`), paired or not."""
-    swept = SweepDir(Path(sweep_dir)).swept_values()
-    cfg = at_sweep_level(cfg, swept)
+    swept = SweepDir(Path(sweep_dir)).sweep_plan()
+    cfg = at_sweep_level(cfg, swept or {})
     exp = cfg.experiment
     if exp.get("sweep_pairing", "beside") != "beside":
         return cfg, None
-    if not swept:
-        return cfg, f"the sweep folder {sweep_dir} has no multirun.yaml to read the swept values from"
+    if swept is None:
+        return cfg, (f"the sweep folder {sweep_dir} has no multirun.yaml of Hydra's basic "
+                     "sweeper to read the swept values from")
     own = dict(split_override(o) for o in job_overrides if "=" in o)
     base = baseline_setting(swept, OmegaConf.select(cfg, "report.sweep_baseline"))
     differ = {k: v for k, v in base.items() if not same_value(own.get(k, v), v)}
     if not differ:
         return cfg, None  # this job is the baseline combination
-    if len(exp.variants) != 1:
-        return cfg, (f"the recipe has {len(exp.variants)} variants, compared within the job; "
+    n_variants = len(exp.get("variants") or {})
+    if n_variants != 1:
+        return cfg, (f"the recipe has {n_variants} variants, compared within the job; "
                      "across jobs it is compared with the baseline job's runs")
     unpairable = [k for k in differ if k in groups or k.split(".")[0] in ("experiment", "hydra")]
     if unpairable:

@@ -85,8 +85,20 @@ def mask_hydra_files(folder: Path) -> None:
 
 
 def _task(cfg: DictConfig, checks: list | None = None) -> None:
-    """Hydra's task: one job. ``checks``: the preflight already run before the output
-    directory existed (single runs), so it is not run twice."""
+    """Hydra's task: one job, run from the directory afbench was started in, so that the
+    config's relative paths (``data.path``, ``model.path``, ``engine.executable``, ...) mean
+    the same under ``hydra.job.chdir=True`` as without it (Hydra's ``get_original_cwd``;
+    afbench writes only to the job's output directory, which is absolute). ``checks``: the
+    preflight already run before the output directory existed (single runs)."""
+    job_dir = os.getcwd()
+    os.chdir(HydraConfig.get().runtime.cwd)
+    try:
+        _job(cfg, checks)
+    finally:
+        os.chdir(job_dir)
+
+
+def _job(cfg: DictConfig, checks: list | None) -> None:
     # the launcher, preflight, the console and the sweep report: not needed for a config error
     from afbench.config import validate_config
     from afbench.experiment import preflight, run_experiment
@@ -99,6 +111,13 @@ def _task(cfg: DictConfig, checks: list | None = None) -> None:
     mask_hydra_files(Path(hydra_cfg.runtime.output_dir))  # first: Hydra has just written them
     if hydra_cfg.mode == RunMode.MULTIRUN:
         mask_hydra_files(Path(hydra_cfg.sweep.dir))
+        if os.environ.get("SUBMITIT_EXECUTOR") == "slurm" and os.environ.get("SLURM_PROCID",
+                                                                             "0") != "0":
+            # a job of several nodes (hydra.launcher.nodes) runs this on every node; the first
+            # runs the experiment, its torchrun agents reach the others (srun, parallel.nnodes)
+            log.info("afbench: SLURM task %s idle: task 0 runs the experiment",
+                     os.environ["SLURM_PROCID"])
+            return
         # A failing job must not end the sweep: its files say it failed (sweep_summary.json).
         job = f"job {hydra_cfg.job.num} ({','.join(hydra_cfg.overrides.task)})"
         try:
@@ -240,7 +259,9 @@ def _check_sweep(argv: list[str], overrides: list[str], conf_dir: str) -> None:
     from afbench.preflight import check_output_root
     from afbench.pairing import same_value, split_override
 
-    hydra_args = [a for a in argv if "=" in a and a.lstrip("+~").startswith("hydra.")
+    # Hydra's own settings as typed, the chosen launcher and sweeper (hydra/launcher=...)
+    # before the keys they bring (hydra.launcher.partition=...)
+    hydra_args = [a for a in argv if "=" in a and a.lstrip("+~").startswith(("hydra.", "hydra/"))
                   and not a.replace(" ", "").lower().startswith("hydra.mode")]
     GlobalHydra.instance().clear()
     try:
@@ -250,6 +271,9 @@ def _check_sweep(argv: list[str], overrides: list[str], conf_dir: str) -> None:
         sweep_dir = Path(str(cfg.hydra.sweep.dir))
         wanted = OmegaConf.select(cfg, "report.sweep_baseline")
         resume = OmegaConf.select(cfg, "resume")
+    except (HydraException, OmegaConfBaseException) as exc:
+        _fail([f"{' '.join(hydra_args)}: {' '.join(str(exc).split())}"
+               + (" (pip install hydra-submitit-launcher)" if "submitit" in str(exc) else "")], 2)
     finally:
         GlobalHydra.instance().clear()
     if resume:  # as a single run checks it: before the sweep folder is made

@@ -5,8 +5,8 @@ the sweep ends, and gives the sweep its exit status. conf/config.yaml registers 
 
 from __future__ import annotations
 
-import itertools
 import logging
+import math
 import sys
 import time
 from pathlib import Path
@@ -15,23 +15,18 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from afbench.store import SWEEP_SUMMARY, SWEEP_SUMMARY_FILE
+from afbench.store import SWEEP_SUMMARY, SWEEP_SUMMARY_FILE, basic_sweep
 from afbench.sweep import build_sweep_report, verdict_lines
 
 log = logging.getLogger("afbench.sweep")
 
 
-def _count_jobs(task_overrides: list[str]) -> int | None:
-    """Number of jobs a basic sweep of these overrides makes (None if not computable)."""
-    try:
-        # Hydra's parser, 0.2 s: only the sweep's first job needs it, for the ETA
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
-        parsed = OverridesParser.create().parse_overrides(task_overrides)
-        sizes = [len(list(o.sweep_iterator())) if o.is_sweep_override() else 1 for o in parsed]
-        return int(list(itertools.accumulate(sizes, lambda a, b: a * b))[-1]) if sizes else 1
-    except Exception:  # a sweeper with its own syntax: no ETA, nothing else changes
-        return None
+def _count_jobs(hydra: Any) -> int | None:
+    """Number of jobs the sweep makes: the product of the swept value lists Hydra's basic
+    sweeper expands (:func:`afbench.store.basic_sweep`: a recipe's ``hydra.sweeper.params``
+    too); None for another sweeper (no ETA then, nothing else changes)."""
+    swept = basic_sweep(hydra)
+    return None if swept is None else math.prod(len(v) for v in swept.values())
 
 
 class SweepCallback(Callback):
@@ -48,7 +43,7 @@ class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.t0 = time.perf_counter()
         self.multirun = True
-        self.total = _count_jobs(list(config.hydra.overrides.task))
+        self.total = _count_jobs(config.hydra)
         log.info("afbench: sweep of %s jobs -> %s", self.total or "?", config.hydra.sweep.dir)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
@@ -57,6 +52,8 @@ class SweepCallback(Callback):
         self.done += 1
         elapsed = time.perf_counter() - self.t0
         eta = ""
+        if self.total and self.done > self.total:  # the count was wrong: no count, no ETA
+            self.total = None
         if self.total:
             left = (elapsed / self.done) * (self.total - self.done)
             eta = f", ETA {left / 60:.1f} min"

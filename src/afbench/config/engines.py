@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from afbench.config.base import Section, env_vars
+from afbench.config.base import LocalPath, Section, env_vars
 
 
 class BuiltinEngine(Section):
@@ -99,7 +99,7 @@ class TorchtitanEngine(Section):
     train_script: str | None = None
     # Working directory of the process (null: the run directory). The reference runs its
     # script from the torchtitan-npu checkout.
-    workdir: str | None = None
+    workdir: LocalPath | None = None
     # Data options placed last (null: the reference's chat-parquet options for torchtitan_npu;
     # none for torchtitan, whose config function names the data). ``{data_path}`` is replaced.
     data_args: list[str] | None = None

@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from afbench.config.base import NAME_PATTERN, Section, env_vars
+from afbench.config.base import NAME_PATTERN, LocalPath, Section, env_vars
 from afbench.config.secrets import mask_text
 from afbench.config.engines import BuiltinEngine, EngineConfig
 from afbench.config.short import SHORT_MIN_STEPS
@@ -41,10 +41,11 @@ class ModelConfig(Section):
     """An HF-format model folder (``config.json``, ``*.safetensors``, tokenizer files)."""
 
     name: str
-    path: str = Field(description="Folder with config.json, *.safetensors, tokenizer.json")
+    path: LocalPath = Field(description="Folder with config.json, *.safetensors, tokenizer.json")
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     attn_implementation: Literal["sdpa", "eager"] = "sdpa"
-    manifest: str | None = Field(None, description="sha256sum-format manifest checked before runs")
+    manifest: LocalPath | None = Field(
+        None, description="sha256sum-format manifest checked before runs")
 
 
 #: the column sets a chat parquet file may have (docs/reference.md §6, willcb/V3-wordle): read
@@ -56,18 +57,32 @@ class DataConfig(Section):
     """A chat parquet file: rows with ``messages`` or ``prompt`` + ``completion`` lists."""
 
     name: str
-    path: str
+    path: LocalPath
     packing: bool = True
     max_samples: PositiveInt | None = None
     # Inference: prompts come from the first user turn of each conversation, or from this
     # JSONL file of {"prompt": ...} / {"messages": [...]} rows.
-    prompts_file: str | None = None
+    prompts_file: LocalPath | None = None
 
 
 class ParallelConfig(Section):
+    # every rank of the run, over all its nodes
     world_size: PositiveInt = 1
     tp_size: PositiveInt = 1
+    # one node's device ids (each node runs world_size / nnodes ranks on the same ids)
     devices: list[NonNegativeInt] | None = None
+    # Nodes of one run (afbench.engines.rendezvous): > 1 starts one torchrun agent per node
+    # with srun over the SLURM allocation, all joining one rendezvous.
+    nnodes: PositiveInt = 1
+    rdzv_backend: str = "c10d"
+    # host:port of the rendezvous (null: this host, a free port); its id (null: the run's)
+    rdzv_endpoint: str | None = None
+    rdzv_id: str | None = None
+
+    @property
+    def per_node(self) -> int:
+        """Ranks (processes, devices) on each node."""
+        return self.world_size // self.nnodes
 
     @field_validator("devices")
     @classmethod
@@ -78,10 +93,15 @@ class ParallelConfig(Section):
 
     @model_validator(mode="after")
     def _fits(self) -> "ParallelConfig":
-        if self.devices is not None and len(self.devices) != self.world_size:
+        if self.world_size % self.nnodes:
+            raise ValueError(f"world_size {self.world_size} over nnodes {self.nnodes}: give "
+                             "every node the same number of ranks (world_size a multiple of "
+                             "nnodes)")
+        if self.devices is not None and len(self.devices) != self.per_node:
+            per = f" per node ({self.nnodes} nodes)" if self.nnodes > 1 else ""
             raise ValueError(
-                f"{len(self.devices)} devices {self.devices} for world_size {self.world_size}: "
-                "give one device id per process"
+                f"{len(self.devices)} devices {self.devices} for world_size {self.world_size}"
+                f"{per}: give one device id per process{per}"
             )
         return self
 
@@ -275,7 +295,7 @@ class ParityConfig(Section):
 class ReportConfig(Section):
     lang: Literal["en", "zh"] = "en"
     formats: list[Literal["md", "html"]] = ["md", "html"]
-    template_dir: str | None = None
+    template_dir: LocalPath | None = None
     top_n_kernels: PositiveInt = 15
     parity: ParityConfig = ParityConfig()
     # Confidence level of every gain interval (one round, fixed repeats and repeats=auto).

@@ -93,8 +93,13 @@ class CommandRunner:
     def check(self, rc: RunConfig) -> None:
         """``engine.executable`` an absolute path to an executable file, every ``{placeholder}``
         of ``engine.args`` a known one, ``engine.step_pattern`` a regex with groups ``step``
-        and ``value``."""
+        and ``value``; one node (the command starts its own processes)."""
         assert isinstance(rc.engine, CommandEngine)
+        if rc.parallel.nnodes > 1:
+            raise ConfigError(f"parallel.nnodes: {rc.parallel.nnodes} nodes are started by the "
+                              "builtin and torchtitan engines; engine=command runs your command "
+                              "once, on this node: set parallel.nnodes=1 and let it start its "
+                              "nodes")
         command.check_executable(rc.engine)
         command.check_placeholders(rc.engine)
         command.step_regex(rc.engine)
@@ -111,7 +116,7 @@ class TorchtitanRunner:
     torchrun: bool = False  # it starts torchrun itself, one rank per device
 
     def check(self, rc: RunConfig) -> None:
-        """SFT only, an absolute ``model.path`` with ``hf_assets``, a profiler window the
+        """SFT only, a model torchtitan's Qwen3 can build, a profiler window the
         flavor can record (:func:`afbench.engines.torchtitan.cmdline.check_config`)."""
         assert isinstance(rc.engine, TorchtitanEngine)
         titan_cmdline.check_config(rc, rc.engine)

@@ -94,7 +94,7 @@ def assign_devices(parallel: ParallelConfig, backend_name: str, job_num: int | N
     if pool is None:
         return None
     pool = list(pool)
-    world = parallel.world_size
+    world = parallel.per_node  # one node's share: every node uses the same ids
     if len(set(pool)) != len(pool):
         raise ConfigError(f"launcher.device_pool: ids must be distinct, got {pool}")
     if world > len(pool):

@@ -34,6 +34,7 @@ from afbench.launch.devices import (
     visible_devices_env,
 )
 from afbench.engines.registry import engine_for
+from afbench.engines.rendezvous import node_launch, torchrun_args
 from afbench.launch.quiet import wait_for_quiet
 from afbench.preflight import find_cann_root
 from afbench.runspec import (ERROR_PREFIX, INTERRUPTED, SKIP_PREFIX, SKIPPED_EXIT_CODE, RunSpec,
@@ -168,13 +169,14 @@ def worker_env(spec: RunSpec, run_dir: Path) -> dict[str, str]:
 def worker_argv(spec: RunSpec, python: str, run_dir: Path) -> list[str]:
     """``python -m afbench.worker <runspec>``; for an engine whose worker is one process per
     rank (``Engine.torchrun``: the builtin one) and world_size > 1 the same under torchrun
-    (``python -m torch.distributed.run --standalone``: a free local rendezvous port, one
-    process per rank)."""
+    (``python -m torch.distributed.run``, one process per rank: ``--standalone`` on one node;
+    with ``parallel.nnodes`` > 1 one agent per node by ``srun``, all joining one rendezvous:
+    :mod:`afbench.engines.rendezvous`)."""
     worker = ["-m", "afbench.worker", str(run_dir / RUNSPEC)]
-    world = spec.config.parallel.world_size
-    if world > 1 and engine_for(spec.config).torchrun:
-        return [python, "-m", "torch.distributed.run", "--standalone",
-                f"--nproc_per_node={world}", *worker]
+    parallel = spec.config.parallel
+    if parallel.world_size > 1 and engine_for(spec.config).torchrun:
+        return [*node_launch(parallel), python, "-m", "torch.distributed.run",
+                *torchrun_args(parallel, spec.run_id), *worker]
     return [python, *worker]
 
 
@@ -309,7 +311,7 @@ def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0
         env = worker_env(spec, run_dir)
         kernel_cache = kernel_cache_state(env)
         backend, _ = run_devices(spec)
-        held = held_devices(backend, env, spec.config.parallel.world_size)
+        held = held_devices(backend, env, spec.config.parallel.per_node)
         waited = time.perf_counter()
         lock_fds: list[int] = []
         hold.enter_context(device_locks(backend, held, label=f"{spec.run_id} ({run_dir})",

@@ -428,7 +428,7 @@ def run_preflight(conf: AfbenchConfig, output_root: Path, *, min_free_gib: float
     checks = [check_platform(resolved), check_python(), *check_packages(),
               check_backend(requested, resolved, count, problem)]
     if not problem:  # the device ids mean nothing without a usable backend
-        checks.append(check_devices(resolved, conf.parallel.devices, conf.parallel.world_size,
+        checks.append(check_devices(resolved, conf.parallel.devices, conf.parallel.per_node,
                                     count))
     checks.append(check_output_root(Path(output_root)))
     checks.append(check_disk(Path(output_root), min_free))

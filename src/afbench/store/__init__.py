@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "layout": ("OutDir", "RunDir", "SweepDir", "window_step_times", "window_problem",
-               "experiment_dirs", "PLAN",
+               "experiment_dirs", "basic_sweep", "PLAN",
                "EXPERIMENT", "SUMMARY", "REPORT_MD", "REPORT_HTML", "RUNS", "RUNSPEC", "STATUS",
                "RESULT", "STDOUT_LOG", "METRICS", "SWEEP_SUMMARY", "MULTIRUN_YAML",
                "HYDRA_OVERRIDES", "CONFIG_YAML"),

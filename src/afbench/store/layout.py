@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from afbench.store.summary import Summary
 
 __all__ = ["OutDir", "RunDir", "SweepDir", "window_step_times", "window_problem",
-           "experiment_dirs", "PLAN",
+           "experiment_dirs", "basic_sweep", "PLAN",
            "EXPERIMENT", "SUMMARY", "REPORT_MD", "REPORT_HTML", "RUNS", "RUNSPEC", "STATUS",
            "RESULT", "STDOUT_LOG", "METRICS", "SWEEP_SUMMARY", "MULTIRUN_YAML",
            "HYDRA_OVERRIDES", "CONFIG_YAML"]
@@ -182,21 +182,23 @@ class SweepDir:
         return list(self.swept_values())
 
     def swept_values(self) -> dict[str, list[str]]:
-        """Swept key (without ``+``) -> its values as Hydra hands them to the jobs, in
-        command-line order, from ``multirun.yaml`` (written by Hydra's basic sweeper before the
-        first job starts) with Hydra's override parser; ``{}`` when it cannot tell (no
-        ``multirun.yaml``, or a sweeper syntax Hydra's parser lacks)."""
+        """Swept key (without ``+``) -> its values as Hydra hands them to the jobs, in the
+        sweeper's order (:meth:`sweep_plan`); ``{}`` when nothing is swept or it cannot
+        tell."""
+        return self.sweep_plan() or {}
+
+    def sweep_plan(self) -> dict[str, list[str]] | None:
+        """:func:`basic_sweep` of the sweep's ``multirun.yaml`` (written by Hydra's basic
+        sweeper before the first job starts): a recipe's ``hydra.sweeper.params`` and the
+        command line's sweeps; None when it cannot tell (no ``multirun.yaml``, or another
+        sweeper)."""
         try:
             import yaml
-            from hydra.core.override_parser.overrides_parser import OverridesParser
 
             data = yaml.safe_load((self.path / MULTIRUN_YAML).read_text(encoding="utf-8"))
-            task = data["hydra"]["overrides"]["task"]
-            parsed = OverridesParser.create().parse_overrides(list(task))
-            return {o.key_or_group.lstrip("+~"): list(o.sweep_string_iterator())
-                    for o in parsed if o.is_sweep_override()}
+            return basic_sweep(data["hydra"])
         except Exception:
-            return {}
+            return None
 
     def asked(self) -> list[dict[str, str]]:
         """Every combination the sweep's command line asked for (swept key -> value), in the
@@ -226,6 +228,38 @@ class SweepDir:
         return sorted(found, key=lambda o: (not o.path.name.isdigit(),
                                             int(o.path.name) if o.path.name.isdigit() else 0,
                                             o.path.name))
+
+
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+
+def basic_sweep(hydra: Any) -> dict[str, list[str]] | None:
+    """Swept key (without ``+``/``~``) -> its values, as Hydra's basic sweeper expands them
+    (hydra-core 1.3 ``BasicSweeper.sweep``): ``hydra.sweeper.params`` (what a recipe holds)
+    first, then the command line's ``hydra.overrides.task``, where a key given in both takes
+    the command line's value (swept or not) in the params' place. The jobs are the product of the value lists, so
+    the job count is the product of their lengths (1 with nothing swept).
+
+    ``hydra``: the ``hydra`` node of a sweep's config (``multirun.yaml``'s, or the config a
+    callback gets), a mapping. None when another sweeper runs the jobs (its job list is its
+    own) or a value is one Hydra's override parser rejects.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    sweeper = hydra.get("sweeper") or {}
+    if sweeper.get("_target_", BASIC_SWEEPER) != BASIC_SWEEPER:
+        return None
+    params = [f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()]
+    try:
+        parsed = OverridesParser.create().parse_overrides(
+            [*params, *list(hydra.get("overrides", {}).get("task") or [])])
+    except Exception:
+        return None
+    keyed: dict[str, list[str] | None] = {}
+    for o in parsed:
+        key = o.key_or_group.lstrip("+~")
+        keyed[key] = list(o.sweep_string_iterator()) if o.is_sweep_override() else None
+    return {k: v for k, v in keyed.items() if v is not None}
 
 
 def window_step_times(spec: RunSpec, run_dir: Path) -> dict[int, float]:

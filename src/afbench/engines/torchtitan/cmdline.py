@@ -15,6 +15,7 @@ from afbench.backends.resolve import VISIBLE_DEVICES_ENV, resolve_backend
 from afbench.config.engines import AFBENCH_TITAN_MODULE, TorchtitanEngine
 from afbench.config.models import RunConfig
 from afbench.engines.torchtitan.hf_model import qwen3_dims
+from afbench.engines.rendezvous import node_launch, torchrun_args
 from afbench.errors import ConfigError
 from afbench.switches.registry import titan_switch_args
 
@@ -68,9 +69,9 @@ def check_config(cfg: RunConfig, engine: TorchtitanEngine) -> None:
     window) are in their ``titan_args`` (:mod:`afbench.switches.registry`).
 
     Raises:
-        ConfigError: ``scheduler.workload`` is not sft; ``model.path`` is not absolute while
-            ``hf_assets`` is on (torchtitan requires an absolute
-            ``checkpoint.initial_load_path``); under afbench's config function
+        ConfigError: ``scheduler.workload`` is not sft (``model.path`` is absolute already,
+            as torchtitan's ``checkpoint.initial_load_path`` must be:
+            :data:`afbench.config.base.LocalPath`); under afbench's config function
             (``engine.module`` = ``afbench.engines.torchtitan.qwen3``), a ``model.path`` whose
             config.json torchtitan's Qwen3 cannot build
             (:func:`afbench.engines.torchtitan.hf_model.qwen3_dims`; a folder without
@@ -80,10 +81,6 @@ def check_config(cfg: RunConfig, engine: TorchtitanEngine) -> None:
         raise ConfigError(
             f"scheduler.workload: engine=torchtitan runs SFT only, got "
             f"{cfg.scheduler.workload!r}; use scheduler=sft, or engine=builtin for inference")
-    if engine.hf_assets and not os.path.isabs(cfg.model.path):
-        raise ConfigError(
-            f"model.path: {cfg.model.path!r} is relative; engine=torchtitan loads it as "
-            "checkpoint.initial_load_path, which torchtitan requires to be absolute")
     if engine.module == AFBENCH_TITAN_MODULE and (Path(cfg.model.path) / "config.json").exists():
         qwen3_dims(cfg.model.path)
 
@@ -148,6 +145,10 @@ def build_command(
             --rdzv_endpoint=localhost:0 --local-ranks-filter 0 --role rank --tee 3
             --log-dir <run_dir>/<dump>/torchrun -m <entry> --module M --config C <trainer args>
 
+    With ``parallel.nnodes`` > 1: ``srun ... <python> -m torch.distributed.run --nnodes=N
+    --nproc_per_node=<world_size/N> --rdzv_backend=... --rdzv_endpoint=... --rdzv_id=...``
+    (:mod:`afbench.engines.rendezvous`), the rest the same.
+
     ``python -m torch.distributed.run`` is torchrun (torch's ``torchrun`` console script runs
     ``torch.distributed.run:main``) on the interpreter given, which is the one checked for
     torchtitan. The torchrun options are those of the flavors' ``run_train.sh``: port 0 picks a
@@ -185,16 +186,22 @@ def build_command(
             and VISIBLE_DEVICES_ENV[backend] not in os.environ):
         env[VISIBLE_DEVICES_ENV[backend]] = ",".join(str(d) for d in devices)
     if engine.train_script:
+        if cfg.parallel.nnodes > 1:
+            raise ConfigError("engine.train_script starts torchrun on one node; a run over "
+                              f"parallel.nnodes={cfg.parallel.nnodes} nodes needs the direct "
+                              "launch (engine.train_script=null)")
         env.update(NGPU=str(world_size), MODULE=engine.module, CONFIG=engine.config, LOG_RANK="0")
         if engine.entry:
             env["TRAIN_FILE"] = engine.entry
         return ["bash", engine.train_script, *flags], env
     env.update(LAUNCH_ENV[engine.flavor])
     dump = Path(spec.run_dir) / engine.dump_folder_name
+    # several nodes: srun starts one agent per node, all joining one rendezvous
+    rendezvous = (torchrun_args(cfg.parallel, spec.run_id) if cfg.parallel.nnodes > 1 else
+                  [f"--nproc_per_node={world_size}", "--rdzv_backend", "c10d",
+                   "--rdzv_endpoint=localhost:0"])
     argv = [
-        python, "-m", "torch.distributed.run",
-        f"--nproc_per_node={world_size}",
-        "--rdzv_backend", "c10d", "--rdzv_endpoint=localhost:0",
+        *node_launch(cfg.parallel), python, "-m", "torch.distributed.run", *rendezvous,
         "--local-ranks-filter", "0", "--role", "rank", "--tee", "3",
         "--log-dir", str(dump / "torchrun"),
         "-m", engine.entry_module,
