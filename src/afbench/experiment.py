@@ -361,7 +361,7 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     """Plan, launch, collect, compare and render into ``out_dir``; returns the exit code
     (0 all runs OK or SKIPPED by a backend, 1 if any run FAILED). ``checks``: the preflight
     the caller already ran for this config (before ``out_dir`` existed); None runs it here."""
-    from afbench.report import build_report  # pandas, jinja2, matplotlib: not for task=check
+    from afbench.report import build_report, console_lines  # pandas, jinja2, matplotlib: not for task=check
 
     out_dir = Path(out_dir)
     if (out_dir / PLAN).exists():
@@ -407,7 +407,7 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     finally:
         summary = build_report(out_dir)
         log.info("afbench: report %s", out_dir / REPORT_MD)
-    for line in summary.headline:
+    for line in console_lines(summary, conf.report.lang, conf.verbose):
         log.info("%s", line)
     if kinds is not None:
         learn(summary, kinds, out_dir, conf.history.url)

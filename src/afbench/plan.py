@@ -281,7 +281,7 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
     for other in plan.runs:
         if other.phase not in earlier or not bad(other.run_id):
             continue
-        # each reason says which rule of the policy applies (README, experiment.skip_policy)
+        # each reason says which rule of the policy applies (docs/configuration.md, experiment.skip_policy)
         if plan.skip_policy == "reference":
             return (f"earlier run {other.run_id} did not succeed (skip_policy reference: a "
                     f"failed run skips every later phase)")

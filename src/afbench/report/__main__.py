@@ -23,9 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m afbench.report", description=__doc__)
     parser.add_argument("out_dir", type=Path, help="an afbench output directory (holds plan.json)")
     parser.add_argument("--lang", choices=["en", "zh"], help="report language (default: as run)")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="print each verdict's Why under its headline")
     args = parser.parse_args(argv)
     # after argument parsing: --help and usage errors answer without loading pandas
-    from afbench.report.render import build_report, report_name, run_language
+    from afbench.report.render import build_report, console_lines, report_name, run_language
     from afbench.store import PLAN, OutDir
 
     if not args.out_dir.is_dir():
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         from afbench.report.render import fill_lines
 
         summary = fill_lines(summary.model_copy(deep=True), report)
-    for line in summary.headline:
+    for line in console_lines(summary, report.lang or "en", args.verbose):
         print(line)
     name = report_name("report", "md", report.lang or "en", run_language(args.out_dir))
     print(f"afbench.report: wrote {args.out_dir / name}")

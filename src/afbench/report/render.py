@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from afbench import messages
+from afbench.compare.glance import flags as glance_flags
 from afbench.config.models import ReportConfig
 from afbench.io import write_text_atomic
 from afbench.errors import OutputError
@@ -159,6 +160,7 @@ def environment(template_dir: str | None) -> jinja2.Environment:
     env.filters["contention"] = _contention
     env.filters["say"] = _say
     env.filters["fill"] = _fill
+    env.filters["flags"] = glance_flags  # the headline's flags, chosen in Python
     return env
 
 
@@ -176,10 +178,26 @@ def fill_lines(summary: Summary, report: ReportConfig) -> Summary:
     module = verdict_words(report.lang, report.template_dir)
     for c in summary.comparisons:
         c.verdict_line = str(module.verdict_line(c))
-    summary.headline = [str(module.headline(c)) for c in summary.comparisons]
+    summary.headline = [str(module.headline(c, glance_flags(c))) for c in summary.comparisons]
     summary.headline += [f"{labels(report.lang)['profiling']} {p.variant}: {p.status}"
                          for p in summary.profiling]
     return summary
+
+
+def console_lines(summary: Summary, lang: str = "en", verbose: bool = False) -> list[str]:
+    """The lines the console ends with: the summary's headline (one line a comparison, at most
+    about 120 characters, then the profiling statuses); with ``verbose`` (``--verbose``, the
+    config key ``verbose=true``) each comparison's "Why" (templates/verdict_words.j2 ``why``:
+    interval and MDE, rounds set aside and why, what more rounds would decide, the
+    reference's quick verdict, caveats, a failed run's reason) indented under its headline."""
+    module = verdict_words(lang) if verbose else None
+    why = labels(lang)["why"]
+    out = []
+    for i, line in enumerate(summary.headline):
+        out.append(line)
+        if module is not None and i < len(summary.comparisons):
+            out.append(f"  {why}: {module.why(summary.comparisons[i])}")
+    return out
 
 
 def render(summary: Summary | dict[str, Any], out_dir: Path, report: ReportConfig,
