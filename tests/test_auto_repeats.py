@@ -48,7 +48,7 @@ def afbench(cwd: Path, *args: str, timeout: float = 300) -> subprocess.Completed
 @pytest.fixture(scope="module")
 def auto_run(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("auto")
-    proc = afbench(cwd, "experiment.repeats=auto", "experiment.max_repeats=5")
+    proc = afbench(cwd, "experiment.repeats=auto", "experiment.max_repeats=5", "verbose=true")
     out = next(p.parent for p in (cwd / "outputs").glob("*/*/plan.json"))
     return proc, out
 
@@ -88,9 +88,12 @@ def test_progress_shows_the_interval_after_each_pair_and_the_verdict_states_its_
     proc, _ = auto_run
     assert "slow vs a: pair 3/5: gain -" in proc.stderr and "(95% repeated CI)" in proc.stderr
     assert "stop: interval excludes 0 (SLOWER)" in proc.stderr
-    verdict = [l for l in proc.stderr.splitlines() if l.startswith("slow vs a: SLOW_SLOWER")]
-    assert verdict and "95% CI [" in verdict[0] and "MDE " in verdict[0]
-    assert "stopped: interval excludes 0" in verdict[0]
+    lines = proc.stderr.splitlines()
+    at = [i for i, l in enumerate(lines) if l.startswith("slow vs a  SLOWER  -")]
+    assert at and len(lines[at[0]]) <= 120, lines  # the headline: one short line
+    why = lines[at[0] + 1]  # --verbose puts the reasons under it
+    assert why.startswith("  Why: ") and "95% CI [" in why and "MDE " in why
+    assert "stopped: interval excludes 0" in why
 
 
 def test_the_offline_rerender_reproduces_the_auto_verdicts(auto_run, tmp_path):
@@ -147,7 +150,8 @@ def test_sft_aa_noise_with_auto_repeats_ends_with_an_interval_and_mde(tmp_path):
         pytest.skip(f"the machine loaded {len(one_sided)} pair(s) on one side only")
     assert c.verdict in ("NO_GAIN", "INCONCLUSIVE", "A_AGAIN_FASTER", "A_AGAIN_SLOWER")
     assert c.speed.ci_low_pct is not None and c.speed.mde_pct is not None
-    assert "MDE" in summary.headline[0] and "pairs" in summary.headline[0]
+    assert "3 rounds" in summary.headline[0] and "%, " in summary.headline[0]  # the interval
+    assert "MDE" in (out / "report.md").read_text()  # its reasons: under "Why"
     assert "a_again vs a: pair 3/3: gain" in proc.stderr
 
 

@@ -69,7 +69,7 @@ def test_the_pinned_hydra_version_is_installed_and_its_internals_exist():
 
 
 def test_the_readmes_regression_gate_recipe_passes_its_check_from_the_repository_root():
-    # README "History and regressions" runs experiment=matmul_gate from examples/recipes
+    # docs/history.md runs experiment=matmul_gate from examples/recipes
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "AFBENCH_RECIPE_PATH": str(root / "examples" / "recipes"),
            "PWD": str(root)}

@@ -275,7 +275,9 @@ def test_ctrl_c_exits_130_kills_the_run_and_reports_the_rest_skipped(tmp_path):
     comp = read_summary(out / "summary.json").comparisons[0]
     assert comp.verdict == "SKIPPED" and comp.speed.stop_reason == "interrupted"
     # and the verdict line says why it stopped
-    assert "good vs hang: SKIPPED (stopped: interrupted)" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "**good vs hang  SKIPPED  stopped: interrupted**" in report
+    assert "- Why: SKIPPED (stopped: interrupted)" in report
     assert_no_orphans(str(tmp_path))
 
 

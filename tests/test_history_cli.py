@@ -80,7 +80,7 @@ def test_a_database_of_a_newer_afbench_is_named_not_a_traceback(tmp_path, capsys
 
 def test_a_report_of_three_records_says_change_points_were_not_looked_for(url, tmp_path,
                                                                           capsys):
-    # the README's gate: two equal records, then one 30% slower; PELT needs 4 records to look
+    # the docs/history.md's gate: two equal records, then one 30% slower; PELT needs 4 records to look
     _write_all(url, *(planted("gate", T0 + timedelta(hours=k), 1.3 if k == 2 else 1.0, k)
                       for k in range(3)))
     out = tmp_path / "h.html"

@@ -209,7 +209,7 @@ def test_a_skip_reason_names_the_rule_of_its_policy_as_the_readme_does(compose_c
     ref = reason("reference", {"af_off-train-r1": "OK", "af_on-train-r1": "FAILED"},
                  "af_off-profile-r1")
     assert "skip_policy reference: a failed run skips every later run" in ref
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    readme = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text()
     assert "`per_variant` (the default) skips a variant's later phases when that variant " \
            "failed, and every variant's later phases when the baseline failed" in readme
 

@@ -133,7 +133,8 @@ def test_html_report_carries_verdicts_and_key_numbers(tmp_path):
     summary, steps = synthetic()
     html = write_report(tmp_path, summary, steps)
     for c in summary.comparisons:
-        assert f"{c.variant.name} vs {c.baseline.name}: <b>{c.verdict_line}</b>" in html
+        assert f"Why: {c.verdict_line}" in html
+        assert f"<b>{c.variant.name} vs {c.baseline.name}  " in html  # the headline
         assert f"{c.speed.gain_pct:+.2f}%" in html
         assert f"{c.variant.mean_step_s:.4f}" in html
     assert f"{summary.comparisons[0].baseline.mean_step_s:.4f}" in html
@@ -289,7 +290,8 @@ def test_browser_page_text_carries_the_key_numbers(browser_page):
     assert "</html>" in dom, proc.stderr[-2000:]
     text = re.sub(r"<[^>]+>", "", dom)
     for c in summary.comparisons:
-        assert f"{c.variant.name} vs {c.baseline.name}: {c.verdict_line}" in text
+        assert f"Why: {c.verdict_line}" in text
+        assert f"{c.variant.name} vs {c.baseline.name}  " in text
         assert f"{c.speed.gain_pct:+.2f}%" in text
     assert dom.count("<svg") == 3 + len(summary.kernels)
 

@@ -78,7 +78,8 @@ def test_memory_caveat_only_above_memory_warn_pct(tmp_path):
     assert fused.verdict_line.endswith(
         "; caveat: peak memory (rss) +10.1% (+0.126 GiB) over plain, above "
         "report.memory_warn_pct 10%")
-    assert f"**fused vs plain: {fused.verdict_line}**" in report
+    assert f"- Why: {fused.verdict_line}" in report
+    assert "**fused vs plain  " in report and "memory +10% ⚠**" in report  # the headline's flag
     assert "caveat" not in copy.verdict_line
     raised, _ = rebuild(planted(tmp_path / "raised"), memory_warn_pct=12.5)
     assert not comparison(raised, "fused").memory.warn

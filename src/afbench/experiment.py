@@ -444,7 +444,7 @@ def _run_planned(conf: AfbenchConfig, out_dir: Path, plan: Plan,
     """What :func:`run_experiment` writes: records, runs, report, history. A full disk ends
     it with one error line, the runs not run SKIPPED, the report written if it fits; 1."""
     from afbench.history.calibration import learn
-    from afbench.report import build_report  # pandas, jinja2, matplotlib: not for task=check
+    from afbench.report import build_report, console_lines  # pandas, jinja2, matplotlib: not for task=check
 
     EXPERIMENT_FILE.write(out_dir / EXPERIMENT, ExperimentRecord.model_validate({
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -478,7 +478,7 @@ def _run_planned(conf: AfbenchConfig, out_dir: Path, plan: Plan,
                   "python -m afbench.report %s", exc, out_dir)
         return 1
     log.info("afbench: report %s", out_dir / REPORT_MD)
-    for line in summary.headline:
+    for line in console_lines(summary, conf.report.lang, conf.verbose, conf.report.template_dir):
         log.info("%s", line)
     if kinds is not None and full is None:
         learn(summary, kinds, out_dir, conf.history.url)

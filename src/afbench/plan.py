@@ -291,7 +291,7 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
     for other in plan.runs:
         if other.phase not in earlier or not bad(other.run_id):
             continue
-        # each reason says which rule of the policy applies (README, experiment.skip_policy)
+        # each reason says which rule of the policy applies (docs/configuration.md, experiment.skip_policy)
         if other.variant == plan.baseline:
             return (f"earlier baseline run {other.run_id} did not succeed (skip_policy "
                     f"per_variant: after a failed baseline every variant's later phases are "

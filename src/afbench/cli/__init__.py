@@ -347,6 +347,9 @@ def main() -> None:
     # Ctrl-C must reach us even when started from a shell that ignores SIGINT for background jobs
     signal.signal(signal.SIGINT, signal.default_int_handler)
     argv = free_form_argv(sys.argv[1:])
+    # afbench's own flag, not Hydra's: the config key verbose=true (each verdict's Why on the
+    # console under its headline, and the traceback of an error)
+    argv = [("verbose=true" if a == "--verbose" else a) for a in argv]
     if "--version" in argv:
         print(_version())
         return

@@ -1,6 +1,6 @@
 """The history of experiments: every finished experiment and sweep job in one SQL database
 (SQLAlchemy; SQLite by default, PostgreSQL for a team), and ``python -m afbench.history
-import | list | report | check`` over it (README "History and regressions").
+import | list | report | check`` over it (docs/history.md).
 
 :func:`record_experiment` is the one call the experiment makes when it ends. A database that
 cannot be reached, or a directory that cannot be read, is a warning: the experiment's result

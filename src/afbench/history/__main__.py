@@ -1,5 +1,5 @@
 """``python -m afbench.history [--url URL] import | list | report | check``: the history
-database of experiments (README "History and regressions").
+database of experiments (docs/history.md).
 
     import DIR...                       record output / sweep directories (idempotent)
     list [--experiment E] [--variant V] [--since DATE] [--limit N]

@@ -27,9 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lang", choices=["en", "zh"], help="report language (default: as run)")
     parser.add_argument("--template-dir", help="a folder of your own report templates "
                         "(report.md.j2, sweep.md.j2, ...); default: the installed ones")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="print each verdict's Why under its headline")
     args = parser.parse_args(argv)
     # after argument parsing: --help and usage errors answer without loading pandas
-    from afbench.report.render import build_report, report_name, run_language, stored_report
+    from afbench.report.render import build_report, console_lines, report_name, run_language,
+                                       stored_report
     from afbench.store import PLAN, OutDir
 
     if not args.out_dir.is_dir():
@@ -79,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         from afbench.report.render import fill_lines
 
         summary = fill_lines(summary.model_copy(deep=True), report)
-    for line in summary.headline:
+    for line in console_lines(summary, report.lang or "en", args.verbose):
         print(line)
     name = report_name("report", "md", report.lang or "en", run_language(args.out_dir))
     print(f"afbench.report: wrote {args.out_dir / name}")

@@ -21,6 +21,7 @@ import jinja2
 import jinja2.sandbox
 
 from afbench import messages
+from afbench.compare.glance import flags as glance_flags
 from afbench.config.models import ReportConfig
 from afbench.io import inside, write_bytes_atomic, write_text_atomic
 from afbench.errors import OutputError
@@ -204,6 +205,7 @@ def environment(template_dir: str | None) -> jinja2.Environment:
     env.filters["contention"] = _contention
     env.filters["say"] = _say
     env.filters["fill"] = _fill
+    env.filters["flags"] = glance_flags  # the headline's flags, chosen in Python
     return env
 
 
@@ -222,7 +224,8 @@ def fill_lines(summary: Summary, report: ReportConfig) -> Summary:
     try:
         for c in summary.comparisons:
             c.verdict_line = str(module.verdict_line(c))
-        summary.headline = [str(module.headline(c)) for c in summary.comparisons]
+        summary.headline = [str(module.headline(c, glance_flags(c)))
+                            for c in summary.comparisons]
     except jinja2.TemplateError as exc:  # a macro of a user's verdict_words.j2, sandboxed
         if not report.template_dir:
             raise
@@ -250,6 +253,24 @@ def _fill_template(env: jinja2.Environment, name: str, context: dict[str, Any],
         from afbench.errors import ConfigError  # only on this error path
 
         raise ConfigError(f"report.template_dir: {name}: {type(exc).__name__}: {exc}") from None
+
+
+def console_lines(summary: Summary, lang: str = "en", verbose: bool = False,
+                  template_dir: str | None = None) -> list[str]:
+    """The lines the console ends with: the summary's headline (one line a comparison, at most
+    about 120 characters, then the profiling statuses); with ``verbose`` (``--verbose``, the
+    config key ``verbose=true``) each comparison's "Why" (templates/verdict_words.j2 ``why``:
+    interval and MDE, rounds set aside and why, what more rounds would decide, the
+    reference's quick verdict, caveats, a failed run's reason) indented under its headline;
+    ``template_dir``: a user's verdict_words.j2, as :func:`fill_lines` uses it."""
+    module = verdict_words(lang, template_dir) if verbose else None
+    why = labels(lang)["why"]
+    out = []
+    for i, line in enumerate(summary.headline):
+        out.append(line)
+        if module is not None and i < len(summary.comparisons):
+            out.append(f"  {why}: {module.why(summary.comparisons[i])}")
+    return out
 
 
 def render(summary: Summary | dict[str, Any], out_dir: Path, report: ReportConfig,
