@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="print each verdict's Why under its headline")
     args = parser.parse_args(argv)
     # after argument parsing: --help and usage errors answer without loading pandas
-    from afbench.report.render import build_report, console_lines, report_name, run_language,
-                                       stored_report
+    from afbench.report.render import (build_report, console_lines, report_name, run_language,
+                                       stored_report)
     from afbench.store import PLAN, OutDir
 
     if not args.out_dir.is_dir():
