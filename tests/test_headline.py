@@ -85,3 +85,27 @@ def test_console_prints_the_why_only_when_verbose():
     lines = console_lines(summary, verbose=True)
     assert lines[0] == summary.headline[0] and lines[1].startswith("  Why: INCONCLUSIVE (")
     assert lines[2] == "profiling af_on: COMPARABLE"
+
+
+def test_the_sweep_log_line_has_the_headline_shape_in_the_report_language(tmp_path):
+    """The sweep's console lines come from the same template as the headline (not an English
+    f-string), in the language asked for, on a stored sweep re-rendered offline."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "sweeps" / "v3", sweep)
+    out = {}
+    for lang in ("en", "zh"):
+        proc = subprocess.run([sys.executable, "-m", "afbench.report", str(sweep), "--lang", lang],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        out[lang] = proc.stdout.splitlines()
+    on = "optimization.autofuse=True vs optimization.autofuse=False  FASTER  +"
+    line = next(l for l in out["en"] if l.startswith(on))
+    assert len(line) <= 120 and "] " in line and line.endswith("2 rounds"), line
+    assert "optimization.autofuse=False  BASELINE" in out["en"]
+    zh = next(l for l in out["zh"] if l.startswith(on))
+    assert zh.endswith("2 轮"), zh

@@ -65,7 +65,7 @@ def test_a_template_folder_named_in_experiment_json_is_never_rendered(
     monkeypatch.chdir(copy)  # where the relative folder resolves
     assert report_main([str(copy)]) == 0
     assert not marker.exists()
-    stored = str(copy / "tpl") if where == "absolute" else "tpl"
+    stored = str(copy / "tpl")  # a relative folder is named as it resolves (config LocalPath)
     assert capsys.readouterr().err.splitlines() == [
         f"afbench.report: note: experiment.json names report.template_dir {stored!r}; a "
         "re-render uses only the templates given with --template-dir"]

@@ -455,13 +455,16 @@ def main_effects(rows: list[SweepRow], keys: list[str], base: SweepRow | None,
     return out
 
 
-def verdict_lines(summary: SweepSummary) -> list[str]:
-    """One line per combination, ranked: ``name: VERDICT<note>, gain +x.xx%`` (``n/a``
-    without a gain), ``[untrusted]`` where its runs are; then ``name: never ran`` per
-    combination asked for that no job folder holds."""
-    out = []
-    for c in summary.combinations:
-        gain = f"{c.gain_pct:+.2f}%" if c.gain_pct is not None else "n/a"
-        out.append(f"{c.name}: {c.verdict}{c.note}, gain {gain}"
-                   + (" [untrusted]" if c.untrusted else ""))
-    return out + [f"{name}: never ran" for name in summary.never_ran]
+def verdict_lines(summary: SweepSummary, lang: str = "en",
+                  template_dir: str | None = None) -> list[str]:
+    """One line per combination, ranked, in the shape of an experiment's headline
+    (templates/verdict_words.j2 ``sweep_headline``: ``name vs baseline  VERDICT  +x.x%
+    [lo, hi]  N rounds``, the interval at the sweep's per-comparison level, ``untrusted ⚠``
+    where its runs are), in ``lang``; then ``name: never ran`` per combination asked for that
+    no job folder holds."""
+    from afbench.report.render import labels, verdict_words  # jinja2: the report's own words
+
+    words = verdict_words(lang, template_dir)
+    never = labels(lang)["h_never_ran"]
+    return ([str(words.sweep_headline(c, summary.baseline)) for c in summary.combinations]
+            + [never.format(name=name) for name in summary.never_ran])

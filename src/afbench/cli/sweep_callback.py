@@ -72,7 +72,8 @@ class SweepCallback(Callback):
             log.error("afbench: sweep report failed: %s", exc)
             raise SystemExit(1) from None
         log.info("afbench: sweep report %s", sweep_dir / "sweep_report.md")
-        for line in verdict_lines(summary):
+        for line in verdict_lines(summary, report.get("lang") or "en",
+                                  report.get("template_dir")):
             log.info("  %s", line)
         failed = failed_jobs(sweep_dir)
         if failed:  # the sweep's exit status, whatever launcher ran the jobs

@@ -48,9 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         except AfbenchError as exc:
             print(f"afbench.report: error: {exc}", file=sys.stderr)
             return exc.exit_code
-        for line in verdict_lines(summary):
-            print(line)
         jobs_lang = run_language(next(args.out_dir.glob(f"*/{PLAN}")).parent)
+        for line in verdict_lines(summary, args.lang or jobs_lang, args.template_dir):
+            print(line)
         name = report_name("sweep_report", "md", args.lang or jobs_lang, jobs_lang)
         print(f"afbench.report: wrote {args.out_dir / name}")
         return 0
