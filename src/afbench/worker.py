@@ -42,14 +42,22 @@ PARENT_PID_ENV = "AFBENCH_PARENT_PID"
 WATCH_S = 0.5
 
 
-def _session_parent() -> int:
-    """The parent pid of this process session's leader (the worker, or torchrun above the
-    ranks): afbench while it lives."""
-    try:
-        stat = Path(f"/proc/{os.getsid(0)}/stat").read_text()
-        return int(stat.rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return os.getppid()
+def _descends_from(pid: int) -> bool:
+    """Whether ``pid`` (afbench) is an ancestor of this process, read up the ``/proc/<p>/stat``
+    parent chain: the worker's parent, or torchrun's above a rank (torch's elastic agent
+    starts each rank in a session of its own, so the session leader says nothing). Once
+    afbench is gone the chain is reparented to init (or a subreaper) and holds it no more."""
+    p = os.getppid()
+    for _ in range(64):  # deeper than any launcher nests
+        if p == pid:
+            return True
+        if p <= 1:
+            return False
+        try:
+            p = int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return os.getppid() == pid
+    return False
 
 
 def watch_parent(parent: int, grace_s: float) -> None:
@@ -58,7 +66,7 @@ def watch_parent(parent: int, grace_s: float) -> None:
     launcher's timeout, holding the devices (it holds their locks until it is gone). Polls
     every :data:`WATCH_S` seconds in a daemon thread."""
     def watch() -> None:
-        while _session_parent() == parent:
+        while _descends_from(parent):
             time.sleep(WATCH_S)
         print("afbench.worker: afbench is gone; stopping this run's processes", flush=True)
         for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 0.0)):
