@@ -65,7 +65,7 @@ def test_graph_mode_is_skipped_on_cpu_and_the_rest_reports(tmp_path):
     assert status["status"] == "SKIPPED" and status["exit_code"] == 125
     assert "npugraph_ex (graph mode) is not available on backend cpu" in status["reason"]
     assert read_summary(out / "summary.json").comparisons[0].verdict == "SKIPPED"
-    assert "npugraph_ex vs eager: SKIPPED" in (out / "report.md").read_text()
+    assert "**npugraph_ex vs eager  SKIPPED" in (out / "report.md").read_text()
     assert json.loads((out / "runs" / "eager-infer-r1" / "status.json").read_text())["status"] == "OK"
 
 

@@ -93,7 +93,8 @@ def test_report_has_real_verdict_and_comparable_profile(af_compare_run):
     assert prof.profiler_steps == [2, 3, 4]
     assert {p.phase for p in prof.phases} >= {"Computing", "Free", "Stage"}
     report = (out / "report.md").read_text()
-    assert f"af_on vs af_off: {comp.verdict}" in report
+    assert f"**af_on vs af_off  {comp.speed.decision or comp.verdict}" in report  # the headline
+    assert f"- Why: {comp.verdict}" in report  # its reasons under it
     assert "COMPARABLE" in report
     assert "| OP Type | Count | Total(us) | Ratio(%) |" in report
     assert (out / "report.html").read_text().count("<table>") >= 3
@@ -145,5 +146,5 @@ def test_offline_rerender_reproduces_verdict(af_compare_run, tmp_path):
     assert "结论" in (out / "report.zh.md").read_text() and (out / "report.zh.html").is_file()
     assert "report.zh.md" in proc.stdout
     # the console's verdict line speaks --lang too (it was English); summary.json stays as is
-    assert "af_on vs af_off" in proc.stdout and ("配对" in proc.stdout or "无区间" in proc.stdout)
+    assert "af_on vs af_off" in proc.stdout and ("轮" in proc.stdout or "无区间" in proc.stdout)
     assert (out / "report.md").read_text() == english
