@@ -90,7 +90,7 @@ def test_resume_of_a_folder_holding_no_afbench_experiment_exits_2_and_writes_not
 
 def test_resume_index_refuses_a_folder_holding_no_afbench_experiment(tmp_path):
     from afbench.errors import ConfigError
-    from afbench.experiment import resume_index
+    from afbench.store.resume import resume_index
 
     with pytest.raises(ConfigError, match=f"^resume: {tmp_path} holds no afbench experiment"):
         resume_index(tmp_path)

@@ -18,6 +18,7 @@ from afbench.collect import collect
 from afbench.config.models import ReportConfig, RunConfig
 from afbench.engines.command import run_command
 from afbench.io import write_json_atomic
+from afbench.store.resume import resume_index
 from afbench.report.render import render
 from afbench.store import RunRow, Summary
 from afbench.runspec import Plan, RunSpec, RunStatus
@@ -120,7 +121,7 @@ def test_a_contended_verdict_run_is_run_again_in_a_new_directory_and_the_old_one
     assert old["replaced_by"] == "a-train-r1-rerun1" and "contended" in old["reason"]
     assert statuses["a-train-r1-rerun1"] == statuses["b-train-r1"] == "OK"
     # resume never copies the contended run
-    index = experiment.resume_index(out)
+    index = resume_index(out)
     assert index["a-train-r1".ljust(64, "0")[:64]].name == "a-train-r1-rerun1"
 
 

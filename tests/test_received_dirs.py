@@ -201,7 +201,7 @@ def test_a_sweep_job_linked_out_of_the_sweep_folder_is_refused(tmp_path, capsys)
 @pytest.mark.parametrize("link", ["file", "folder", "run"])
 def test_resume_refuses_a_run_holding_a_link_naming_it(tmp_path, link):
     from afbench.errors import ConfigError
-    from afbench.experiment import resume_index
+    from afbench.store.resume import resume_index
 
     copy = received(tmp_path)
     run = copy / "runs" / "plain-train-r1"

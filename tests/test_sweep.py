@@ -373,7 +373,7 @@ def test_offline_rerender_keeps_the_sweeps_own_baseline(failed_then_resumed, tmp
 
 
 def test_resume_index_leaves_out_a_run_whose_log_is_invalid(failed_then_resumed, tmp_path):
-    from afbench.experiment import resume_index
+    from afbench.store.resume import resume_index
 
     old = shutil.copytree(failed_then_resumed["old"], tmp_path / "old")
     ok_hashes = {run_status(old / j)["config_hash"] for j in "023"}
@@ -385,7 +385,7 @@ def test_resume_index_leaves_out_a_run_whose_log_is_invalid(failed_then_resumed,
 
 def test_resume_from_a_missing_directory_is_a_config_error(tmp_path):
     from afbench.errors import ConfigError
-    from afbench.experiment import resume_index
+    from afbench.store.resume import resume_index
 
     with pytest.raises(ConfigError, match="^resume: "):
         resume_index(tmp_path / "nowhere")
@@ -545,7 +545,7 @@ def test_sft_aa_noise_recipe_plans_two_identical_builtin_variants(compose_cfg, t
 def test_a_resumed_sweep_job_reuses_runs_of_its_own_job_only(tmp_path):
     # a sweep paired beside the baseline: every job's sweep_baseline runs share one config
     # hash, so job 2 must not reuse job 1's baseline run (it ran minutes away from job 2's)
-    from afbench.experiment import resume_root
+    from afbench.store.resume import resume_root
 
     old = tmp_path / "multirun" / "sweep"
     (old / "1").mkdir(parents=True)

@@ -202,7 +202,7 @@ def run_single(overrides: list[str], conf_dir: str) -> None:
         except AfbenchError as exc:  # every bad value, variant and phase: one line each
             _fail(str(exc).splitlines(), exc.exit_code, exc, _verbose())
         if conf.resume:
-            from afbench.experiment import resume_problem
+            from afbench.store.resume import resume_problem
 
             problem = resume_problem(Path(conf.resume))
             if problem:  # before Hydra makes the output directory: nothing is left behind
@@ -277,7 +277,7 @@ def _check_sweep(argv: list[str], overrides: list[str], conf_dir: str) -> None:
     finally:
         GlobalHydra.instance().clear()
     if resume:  # as a single run checks it: before the sweep folder is made
-        from afbench.experiment import resume_problem
+        from afbench.store.resume import resume_problem
 
         swept_resume = sweep_values(overrides).get("resume", ([str(resume)], ""))[0]
         problems = [p for p in (resume_problem(Path(r)) for r in swept_resume) if p]

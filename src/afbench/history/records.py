@@ -205,7 +205,7 @@ def is_recorded(engine: Engine, out_dir: Path) -> bool:
             experiments.c.out_dir == str(Path(out_dir).resolve()))).first() is not None
 
 
-#: The status.json reason of a run a resumed experiment copied (afbench.experiment.reuse_run).
+#: The status.json reason of a run a resumed experiment copied (afbench.store.resume.reuse_run).
 RESUMED = "resumed from "
 
 
