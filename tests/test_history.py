@@ -250,6 +250,24 @@ def test_check_exits_0_without_a_slowdown(url, capsys):
     assert len(lines) == 2 and all(line.startswith("OK gate/") for line in lines)
 
 
+def test_check_fails_a_newest_record_whose_runs_failed_and_passes_one_a_backend_skipped(
+        url, capsys):
+    """A switch that crashes every run must not pass the gate as "nothing measured"."""
+    newest = planted("gate", T0 + timedelta(hours=1), 1.0, 2)
+    for v in newest.variants:
+        for r in v.runs:
+            r.update(status="FAILED" if v.record["variant"] == "fused" else "SKIPPED",
+                     step_times_s=None, median_step_s=None, mean_step_s=None)
+    _write_all(url, planted("gate", T0, 1.0, 1), newest)
+    assert main(["--url", url, "check", "--experiment", "gate"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    fused = next(line for line in lines if "gate/fused" in line)
+    assert fused.startswith("FAILED gate/fused: the newest record (/planted/gate/2) has no "
+                            "measured run: 3 run(s) failed (fused-train-r1, fused-train-r2, "
+                            "fused-train-r3)"), fused
+    assert next(line for line in lines if "gate/base" in line).startswith("SKIP gate/base:")
+
+
 def test_check_compares_only_the_same_host_and_names_an_unknown_experiment(url, capsys):
     _write_all(url, planted("gate", T0, 1.0, 1, host="other"),
                planted("gate", T0 + timedelta(hours=1), 1.3, 2))

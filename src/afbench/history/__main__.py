@@ -12,8 +12,8 @@ database of experiments (docs/history.md).
                                         this host's calibration per kind of run: when,
                                         on how many pairs, from which experiments
 
-Exit status: 0 done (check: no regression), 1 check found a regression (or import could not
-read a directory), 2 a usage error, an unknown experiment (list, report, check), a report that
+Exit status: 0 done (check: no regression), 1 check found a regression or a newest record
+whose runs failed (or import could not read a directory), 2 a usage error, an unknown experiment (list, report, check), a report that
 cannot be written, or a database that cannot be opened. Never imports torch.
 """
 
@@ -110,7 +110,8 @@ def _parser() -> argparse.ArgumentParser:
                          "than its history beyond the noise",
                          description="Compare the newest record of each variant with its "
                          "earlier records (same host, same config). Exit 0: no regression (or "
-                         "nothing to compare; the line says so), 1: a regression, 2: no record "
+                         "nothing to compare; the line says so), 1: a regression, or a newest "
+                         "record whose runs failed, 2: no record "
                          "of the experiment or variant.")
     chk.add_argument("--experiment", required=True, help="the experiment (experiment.name)")
     chk.add_argument("--variant", help="only this variant (default: each of them)")

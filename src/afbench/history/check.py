@@ -130,6 +130,14 @@ def _records(engine: Engine, experiment: str, variant: str | None) -> list[dict[
         return [dict(r._mapping) for r in conn.execute(q)]
 
 
+def _failed_runs(engine: Engine, record_id: int) -> list[str]:
+    """The run ids of record ``record_id`` whose status is FAILED (repeat order)."""
+    q = (select(runs.c.run_id).where(runs.c.record_id == record_id)
+         .where(runs.c.status == "FAILED").order_by(runs.c.repeat))
+    with engine.connect() as conn:
+        return [r for (r,) in conn.execute(q)]
+
+
 def _step_times(engine: Engine, record_ids: list[int]
                 ) -> dict[int, list[tuple[list[float], bool | None]]]:
     """record id -> its OK runs' measured step times and contention flag (repeat order)."""
@@ -211,8 +219,14 @@ def check(engine: Engine, experiment: str, variant: str | None = None, *, window
         history = [r for r in history if times[r["id"]]]
         label = f"{experiment}/{name}"
         if not times[newest["id"]]:
-            results.append(CheckResult(name, False, f"SKIP {label}: the newest record "
-                                       f"({newest['out_dir']}) has no measured run"))
+            failed = _failed_runs(engine, newest["id"])
+            # a switch that breaks the run (crash, hang, invalid log) fails the gate; runs a
+            # backend skipped (graph mode on CPU) measured nothing to judge
+            results.append(CheckResult(name, bool(failed), (
+                f"FAILED {label}: the newest record ({newest['out_dir']}) has no measured run: "
+                f"{len(failed)} run(s) failed ({', '.join(failed[:3])}); see its report")
+                if failed else f"SKIP {label}: the newest record ({newest['out_dir']}) has no "
+                "measured run"))
             continue
         if not history:
             results.append(CheckResult(name, False, f"OK {label}: no earlier record with "
