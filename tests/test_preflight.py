@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import stat
 import subprocess
 from collections import namedtuple
 from pathlib import Path
@@ -14,7 +12,6 @@ import pytest
 from afbench import preflight
 from afbench.config import validate_config
 from afbench.config.models import InferScheduler
-from afbench.errors import PreflightError
 from afbench.preflight import (
     CANN_COMPONENTS,
     Check,

@@ -27,7 +27,6 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +117,7 @@ class _Capped:
                 f"{self.path}: over {self.cap / 2**20:g} MiB "
                 + (f"inflated (analysis.traces: at most {GZIP_MAX_RATIO}x its size, "
                    f"{TRACE_MAX_BYTES >> 30} GiB)" if self.gz else
-                   f"(analysis.traces.TRACE_MAX_BYTES)") + ": not read")
+                   "(analysis.traces.TRACE_MAX_BYTES)") + ": not read")
         return data
 
 

@@ -76,7 +76,7 @@ def format_validation_error(
             if tag is not None and path[-1] in known:
                 # a key of another member of the union (engine.env with engine=builtin)
                 also = (" (engine=command; for every run's environment, whatever the engine: "
-                        f"launcher.env.<NAME>=...)" if path[-1] == "env" else "")
+                        "launcher.env.<NAME>=...)" if path[-1] == "env" else "")
                 lines.append(f"{key}: {loc[0]}={tag} has no key {path[-1]!r}; another "
                              f"{loc[0]} has it{also}")
                 continue

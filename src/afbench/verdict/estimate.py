@@ -49,8 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from afbench.verdict.power import (DEFAULT_MDE_POWER, claim_power, mde_pct, pairs_for_mde,
-                                   t_quantile)
+from afbench.verdict.power import (claim_power, mde_pct, pairs_for_mde)
 from afbench.verdict.runs import RunStatistic, outlier_runs, run_statistic
 from afbench.verdict.words import INCONCLUSIVE, decide
 
