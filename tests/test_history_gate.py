@@ -1,6 +1,6 @@
 """The history gate with the record as the unit (issue 30): ``history check`` on nightly
 series written to SQLite, whose night levels move; the rates themselves are measured in
-bench/history_gate_sim.py (bench/README.md §12)."""
+bench/history_gate_sim.py (bench/README.md §13)."""
 
 from __future__ import annotations
 

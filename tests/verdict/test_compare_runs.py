@@ -49,6 +49,17 @@ def test_an_unfit_calibration_does_not_decide_one_round(calibration):
     assert (speed.decision, speed.no_interval_reason) == (INCONCLUSIVE, "calibration_unfit")
 
 
+def test_two_pairs_decide_on_their_own_spread_whether_or_not_an_unfit_calibration_exists():
+    # a sweep job whose outlier run left two pairs: an unfit calibration (8 pairs) in the
+    # history must not turn the pairs' own paired t (1 df) into calibration_unfit
+    base, var = runs([1.0, 1.01]), runs([1.2, 1.21])
+    alone = compare_runs(base, var)
+    unfit = compare_runs(base, var, calibration=RunSpread(spread_pct=5.0, df=7, n_pairs=8))
+    assert alone.decision == SLOWER and alone.spread_source == "pairs"
+    assert (unfit.decision, unfit.ci_low_pct, unfit.ci_high_pct) == (
+        alone.decision, alone.ci_low_pct, alone.ci_high_pct)
+
+
 def test_a_contended_run_never_decides_even_on_a_calibrated_host():
     # the baseline shared the CPU: 1.9x slower, measured as contended
     speed = compare_runs(runs([1.9]), runs([1.0]), calibration=FIT, contended=[(True, False)],

@@ -13,7 +13,7 @@ median step time. A host's level wanders from night to night, each night like th
 (autocorrelated): PELT's least-squares cost assumes independent values and reads such wander
 as new levels (with lag-1 differences as its noise scale, 75% of 30-record series whose night
 level is AR(1) with coefficient 0.8 showed a change where there was none; bench/README.md
-§12). So the series is first
+§13). So the series is first
 decorrelated as Chakar, Lebarbier, Levy-Leduc & Robin (2017, "A robust approach for
 estimating change-points in the mean of an AR(1) process", Bernoulli 23:1408-1447) do
 (:func:`decorrelate`): the AR(1) coefficient ``rho`` from robust scales of lag-1 and lag-2

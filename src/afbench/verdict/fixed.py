@@ -95,7 +95,10 @@ def fixed_speed(pairs: Pairs, calibration: RunSpread | None, common: dict[str, A
         return no_interval(pairs, NO_PAIRS_LEFT, **common)
     center = float(pairs.d.mean())
     own_var = float(pairs.d.var(ddof=1)) if n >= 2 else 0.0
-    if n >= OWN_SPREAD_MIN_PAIRS or (calibration is None and n == 2):
+    # two pairs decide on their own spread (1 df) where no usable calibration could add to it:
+    # a calibration too small to decide one round must not leave them undecided
+    unusable = calibration is None or not calibration.usable_for_one_round
+    if n >= OWN_SPREAD_MIN_PAIRS or (unusable and n == 2):
         se, df = math.sqrt(own_var / n), float(n - 1)
         return interval_speed(pairs, center, se, t_quantile(0.5 + confidence / 2, df), df,
                               method=PAIRED_T, spread_source="pairs", run_spread_pct=None,
