@@ -73,3 +73,14 @@ def test_compiled_runs_after_the_first_are_predicted_from_the_warm_ones(compose_
     assert times.eta_line(rest) == (
         f"ETA {(compiled * 44.0 + (len(rest) - compiled) * 14.0) / 60:.1f} min "
         f"for {len(rest)} more run(s)")
+
+
+def test_a_command_variant_with_a_switch_is_not_counted_as_compiled(compose_cfg, tmp_path):
+    """engine=command passes the switches to the user's program; no compile note, no bound."""
+    runs = make_plan(validate_config(compose_cfg(
+        "experiment=sft_af_compare", "experiment.repeats=1", "engine=command",
+        "engine.executable=/bin/true")), tmp_path).runs
+    times = RunTimes()
+    times.add(runs[0], finished(runs[0], wall_s=14.0, step_s=0.5, kernel_cache="warm"))
+    line = times.eta_line(runs[1:])
+    assert line == f"ETA {(9.5 + 4.5 + 9.5 + 5.5 + 9.5 + 5.5) / 60:.1f} min for 3 more run(s)"

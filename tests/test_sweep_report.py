@@ -222,7 +222,7 @@ def test_the_one_round_caveat_says_a_short_sweep_needs_its_own_calibration():
     # uncalibrated (the calibration is kept per window): the caveat must say so
     for lang in ("en", "zh"):
         caveat = labels(lang)["one_round_caveat"]
-        assert "experiment=calibrate_host" in caveat and "experiment.steps=N" in caveat
+        assert "experiment={recipe}" in caveat and "experiment.steps=N" in caveat
 
 
 # --- a sweep directory of schema version 3 (tests/fixtures/sweeps/v3) -----------------------
@@ -258,3 +258,25 @@ def test_a_version_3_sweep_directory_re_renders_with_its_jobs_own_verdicts(tmp_p
     assert effect.effect_pct == pytest.approx(fast.gain_pct)
     assert (effect.ci_low, effect.ci_high) == pytest.approx((fast.ci_low, fast.ci_high))
     assert "level (Holm)" in (sweep / "sweep_report.md").read_text()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_one_round_caveat_names_the_calibration_recipe_of_the_sweeps_workload(tmp_path,
+                                                                                   lang):
+    """An inference sweep is calibrated with calibrate_host_infer, not the training recipe
+    (the recipe its rows' verdicts name, as an experiment's advice does)."""
+    from afbench.config.models import ReportConfig
+    from afbench.report.render import render_sweep
+
+    stored = Path(__file__).parent / "fixtures" / "sweeps" / "v3" / "sweep_summary.json"
+    s = load_sweep_summary(json.loads(stored.read_text()))
+    rows = [r.model_copy(update={"run_medians_s": r.run_medians_s[:1], "speed": r.speed
+                                 and r.speed.model_copy(
+                                     update={"calibrate_recipe": "calibrate_host_infer"})})
+            for r in s.combinations]
+    render_sweep(s.model_copy(update={"combinations": rows}), tmp_path,
+                 ReportConfig(formats=["md", "html"], lang=lang), run_lang=lang)
+    for name in ("sweep_report.md", "sweep_report.html"):
+        text = (tmp_path / name).read_text(encoding="utf-8")
+        assert "python -m afbench experiment=calibrate_host_infer" in text, name
+        assert "{recipe}" not in text

@@ -31,7 +31,8 @@ class RunTimes:
         """The kind of a finished run (``st``: warm as it started), or of a run to come (warm
         when it is compiled and an earlier compiled run shared its kernels)."""
         o = run.config.optimization
-        compiled = bool(o.autofuse or o.npugraph_ex)
+        # a command's switches are arguments of its own: afbench cannot tell that it compiles
+        compiled = bool(o.autofuse or o.npugraph_ex) and run.config.engine.name != "command"
         warm = (st.kernel_cache == "warm") if st is not None else (compiled and self.shared)
         return compiled, bool(o.profiler), warm
 
