@@ -109,3 +109,28 @@ def test_the_sweep_log_line_has_the_headline_shape_in_the_report_language(tmp_pa
     assert "optimization.autofuse=False  BASELINE" in out["en"]
     zh = next(l for l in out["zh"] if l.startswith(on))
     assert zh.endswith("2 轮"), zh
+
+
+def test_verbose_on_the_report_cli_and_the_main_cli(tmp_path):
+    """The two documented forms: ``python -m afbench.report DIR --verbose`` prints the Why under
+    each headline of a stored directory; ``python -m afbench ... --verbose`` is verbose=true."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "v2"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "results" / "v2", out)
+    for flag in ([], ["--verbose"]):
+        proc = subprocess.run([sys.executable, "-m", "afbench.report", str(out), *flag],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        lines = proc.stdout.splitlines()
+        head = lines.index(next(l for l in lines if l.startswith("fused vs plain  FASTER")))
+        assert lines[head + 1].startswith("  Why: FUSED_FASTER (") == bool(flag), lines
+    code = ("import sys\nsys.argv = ['afbench', '--verbose', 'scheduler.stepz=3']\n"
+            "from afbench.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert "--verbose" not in proc.stderr  # taken as verbose=true, not a Hydra override
+    assert "scheduler.stepz: unknown key" in proc.stderr
