@@ -59,14 +59,26 @@ def repo_state() -> str:
     """``HEAD <sha>`` and how many tracked files outside bench/ differ from it (others' edits
     in progress change what is measured); read-only git commands."""
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                             text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                               capture_output=True, text=True, check=True).stdout.splitlines()
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):
         return "repo: not a git checkout"
     others = [line for line in dirty if not line[3:].startswith("bench/")]
-    return f"repo: HEAD {sha}, {len(others)} tracked file(s) outside bench/ modified in the work tree"
+    return (
+        f"repo: HEAD {sha}, {len(others)} tracked file(s) outside bench/ modified in the work tree"
+    )
 
 
 def header(name: str, argv: list[str] | None = None) -> None:
@@ -75,8 +87,10 @@ def header(name: str, argv: list[str] | None = None) -> None:
     args = " ".join(argv if argv is not None else sys.argv[1:])
     print(f"== {name} {args}".rstrip())
     print(f"date: {now}")
-    print(f"machine: {os.cpu_count()} cores ({cpu_model()}), {platform.system()} "
-          f"{platform.machine()}, Python {platform.python_version()}")
+    print(
+        f"machine: {os.cpu_count()} cores ({cpu_model()}), {platform.system()} "
+        f"{platform.machine()}, Python {platform.python_version()}"
+    )
     print(repo_state())
     print(load_line("load at start"))
     sys.stdout.flush()
@@ -104,24 +118,37 @@ def cleanup(path: Path, keep: str | None) -> None:
 
 def command_engine(script: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Overrides that make a run execute ``python <script> <args>`` with the command engine."""
-    engine: dict[str, Any] = {"name": "command", "executable": PYTHON,
-                              "args": [str(script), *args]}
+    engine: dict[str, Any] = {"name": "command", "executable": PYTHON, "args": [str(script), *args]}
     if env:
         engine["env"] = env
     return {"engine": engine}
 
 
-def write_recipe(folder: Path, name: str, variants: dict[str, dict], phases: dict[str, dict],
-                 *, repeats: int = 1, extra: dict[str, Any] | None = None) -> Path:
+def write_recipe(
+    folder: Path,
+    name: str,
+    variants: dict[str, dict],
+    phases: dict[str, dict],
+    *,
+    repeats: int = 1,
+    extra: dict[str, Any] | None = None,
+) -> Path:
     """Write ``<folder>/recipes/<name>.yaml`` (first variant = baseline); returns the recipes dir
     (the value of AFBENCH_RECIPE_PATH)."""
     recipes = folder / "recipes"
     recipes.mkdir(parents=True, exist_ok=True)
     recipe: dict[str, Any] = dict(extra or {})
-    recipe["experiment"] = {"name": name, "baseline": next(iter(variants)), "variants": variants,
-                            "phases": phases, "repeats": repeats, "skip_policy": "per_variant"}
-    (recipes / f"{name}.yaml").write_text("# @package _global_\n"
-                                          + yaml.safe_dump(recipe, sort_keys=False))
+    recipe["experiment"] = {
+        "name": name,
+        "baseline": next(iter(variants)),
+        "variants": variants,
+        "phases": phases,
+        "repeats": repeats,
+        "skip_policy": "per_variant",
+    }
+    (recipes / f"{name}.yaml").write_text(
+        "# @package _global_\n" + yaml.safe_dump(recipe, sort_keys=False)
+    )
     return recipes
 
 
@@ -133,8 +160,13 @@ def afbench_env(recipes: Path | None) -> dict[str, str]:
     return env
 
 
-def run_afbench(cwd: Path, recipes: Path | None, *args: str, python_flags: tuple[str, ...] = (),
-                timeout: float = 3600) -> tuple[float, subprocess.CompletedProcess]:
+def run_afbench(
+    cwd: Path,
+    recipes: Path | None,
+    *args: str,
+    python_flags: tuple[str, ...] = (),
+    timeout: float = 3600,
+) -> tuple[float, subprocess.CompletedProcess]:
     """``python [flags] -m afbench <args>`` in ``cwd``; returns (wall seconds, the process).
 
     Raises RuntimeError with the output tail when afbench exits non-zero: a benchmark of a
@@ -142,8 +174,15 @@ def run_afbench(cwd: Path, recipes: Path | None, *args: str, python_flags: tuple
     """
     argv = [PYTHON, *python_flags, "-m", "afbench", *args]
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, env=afbench_env(recipes), capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    proc = subprocess.run(
+        argv,
+        cwd=cwd,
+        env=afbench_env(recipes),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr)[-3000:]
@@ -153,12 +192,15 @@ def run_afbench(cwd: Path, recipes: Path | None, *args: str, python_flags: tuple
 
 def output_dirs(root: Path) -> list[Path]:
     """afbench output directories (those with a plan.json) below ``root/outputs``, oldest first."""
-    return sorted((p.parent for p in (root / "outputs").glob("*/*/plan.json")),
-                  key=lambda p: p.stat().st_mtime)
+    return sorted(
+        (p.parent for p in (root / "outputs").glob("*/*/plan.json")),
+        key=lambda p: p.stat().st_mtime,
+    )
 
 
-def run_afbench_out(cwd: Path, recipes: Path | None, *args: str,
-                    python_flags: tuple[str, ...] = ()) -> tuple[float, float, Path]:
+def run_afbench_out(
+    cwd: Path, recipes: Path | None, *args: str, python_flags: tuple[str, ...] = ()
+) -> tuple[float, float, Path]:
     """Run afbench once; (wall seconds less device-lock waits, lock-wait seconds, output dir)."""
     before = set(output_dirs(cwd))
     wall, _ = run_afbench(cwd, recipes, *args, python_flags=python_flags)
@@ -175,8 +217,10 @@ def read_json(path: Path) -> Any:
 
 def run_walls(out_dir: Path) -> dict[str, float]:
     """run_id -> wall seconds of its worker process (status.json ``wall_s``)."""
-    return {p.parent.name: float(read_json(p)["wall_s"])
-            for p in sorted((Path(out_dir) / "runs").glob("*/status.json"))}
+    return {
+        p.parent.name: float(read_json(p)["wall_s"])
+        for p in sorted((Path(out_dir) / "runs").glob("*/status.json"))
+    }
 
 
 _LOCK_RE = re.compile(r"got device lock .* after ([0-9.]+) s")

@@ -42,8 +42,11 @@ def _chain(node: ast.AST, aliases: dict[str, str]) -> str | None:
 
 def _params(call: ast.Call) -> list[str]:
     out = [f"<{len(call.args)} positional>"] if call.args else []
-    out += [f"{k.arg}=" if k.arg else f"**{ast.unparse(k.value)}" for k in call.keywords
-            if k.arg != "backend"]
+    out += [
+        f"{k.arg}=" if k.arg else f"**{ast.unparse(k.value)}"
+        for k in call.keywords
+        if k.arg != "backend"
+    ]
     return out
 
 
@@ -95,15 +98,28 @@ class _Scanner(ast.NodeVisitor):
             owner = _chain(node.args[0], self.aliases)
             if owner:
                 attr = node.args[1]
-                self.add(f"{owner}.{attr.value}" if isinstance(attr, ast.Constant)
-                         else f"{owner}[{ast.unparse(attr)}]", node)
+                self.add(
+                    f"{owner}.{attr.value}"
+                    if isinstance(attr, ast.Constant)
+                    else f"{owner}[{ast.unparse(attr)}]",
+                    node,
+                )
                 return
-        elif ast.unparse(f) in ("importlib.import_module", "import_module") and consts \
-                and str(consts[0]).split(".")[0] in NPU_MODULES:
+        elif (
+            ast.unparse(f) in ("importlib.import_module", "import_module")
+            and consts
+            and str(consts[0]).split(".")[0] in NPU_MODULES
+        ):
             self.add(f"import {consts[0]}", node)
         elif ast.unparse(f) == "torch.compile":
-            backend = next((k.value.value for k in node.keywords if k.arg == "backend"
-                            and isinstance(k.value, ast.Constant)), None)
+            backend = next(
+                (
+                    k.value.value
+                    for k in node.keywords
+                    if k.arg == "backend" and isinstance(k.value, ast.Constant)
+                ),
+                None,
+            )
             if backend in NPU_DYNAMO_BACKENDS:
                 self.add(f'torch.compile(backend="{backend}", {", ".join(_params(node))})', node)
         self.generic_visit(node)
@@ -117,9 +133,15 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Dict(self, node: ast.Dict) -> None:
         for k, v in zip(node.keys, node.values):
-            if isinstance(k, ast.Constant) and k.value == "npu_backend" and isinstance(v, ast.Constant):
-                self.add(f'torch.compile(backend="inductor", options={{"npu_backend": "{v.value}"}})',
-                         node)
+            if (
+                isinstance(k, ast.Constant)
+                and k.value == "npu_backend"
+                and isinstance(v, ast.Constant)
+            ):
+                self.add(
+                    f'torch.compile(backend="inductor", options={{"npu_backend": "{v.value}"}})',
+                    node,
+                )
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
@@ -142,8 +164,10 @@ def _param_aliases(trees: dict[str, ast.Module]) -> dict[tuple[str, int], str]:
 
 def scan_calls(src: Path = SRC) -> dict[str, list[str]]:
     """Every NPU use in the Python files under ``src``: key -> sorted ``file:line`` list."""
-    trees = {str(p.relative_to(src.parent)): ast.parse(p.read_text(), str(p))
-             for p in sorted(src.rglob("*.py"))}
+    trees = {
+        str(p.relative_to(src.parent)): ast.parse(p.read_text(), str(p))
+        for p in sorted(src.rglob("*.py"))
+    }
     aliases = _param_aliases(trees)
     out: dict[str, list[str]] = {}
     for rel, tree in trees.items():
@@ -152,5 +176,3 @@ def scan_calls(src: Path = SRC) -> dict[str, list[str]]:
         for use in scanner.uses:
             out.setdefault(use.key, []).append(use.where)
     return {k: sorted(set(v)) for k, v in sorted(out.items())}
-
-

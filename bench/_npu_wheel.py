@@ -19,8 +19,11 @@ class Wheel:
         self.zip = zipfile.ZipFile(path)
         self.names = set(self.zip.namelist())
         self._asts: dict[str, ast.Module | None] = {}
-        self.version = next(n for n in self.names if n.endswith(".dist-info/METADATA")) \
-            .split(".dist-info")[0].split("-", 1)[1]
+        self.version = (
+            next(n for n in self.names if n.endswith(".dist-info/METADATA"))
+            .split(".dist-info")[0]
+            .split("-", 1)[1]
+        )
 
     def entry_points(self) -> configparser.ConfigParser:
         cp = configparser.ConfigParser(delimiters=("=",))
@@ -105,8 +108,15 @@ class Wheel:
     def _inside(module: str, node: ast.AST, rest: list[str]) -> tuple[str, ast.AST] | None:
         for name in rest:
             body = getattr(node, "body", [])
-            node = next((n for n in body if isinstance(n, (ast.Assign, ast.FunctionDef, ast.ClassDef))
-                         and name in defined(n)), None)
+            node = next(
+                (
+                    n
+                    for n in body
+                    if isinstance(n, (ast.Assign, ast.FunctionDef, ast.ClassDef))
+                    and name in defined(n)
+                ),
+                None,
+            )
             if node is None:
                 return None
         return module, node
@@ -121,21 +131,40 @@ def defined(node: ast.AST) -> list[str]:
 def signature(node: ast.AST) -> ast.arguments | None:
     """The arguments of a function, or of a class's ``__init__`` without ``self``."""
     if isinstance(node, ast.ClassDef):
-        init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"),
-                    None)
+        init = next(
+            (n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None
+        )
         if init is None:
             return None
         args = init.args
-        return ast.arguments(posonlyargs=args.posonlyargs, args=args.args[1:], vararg=args.vararg,
-                             kwonlyargs=args.kwonlyargs, kw_defaults=args.kw_defaults,
-                             kwarg=args.kwarg, defaults=args.defaults)
+        return ast.arguments(
+            posonlyargs=args.posonlyargs,
+            args=args.args[1:],
+            vararg=args.vararg,
+            kwonlyargs=args.kwonlyargs,
+            kw_defaults=args.kw_defaults,
+            kwarg=args.kwarg,
+            defaults=args.defaults,
+        )
     return node.args if isinstance(node, ast.FunctionDef) else None
 
 
 def sig_text(a: ast.arguments) -> str:
-    return ast.unparse(ast.FunctionDef(name="f", args=a, body=[ast.Pass()], decorator_list=[],
-                                       returns=None, type_params=[], lineno=0)).split("(", 1)[1] \
+    return (
+        ast.unparse(
+            ast.FunctionDef(
+                name="f",
+                args=a,
+                body=[ast.Pass()],
+                decorator_list=[],
+                returns=None,
+                type_params=[],
+                lineno=0,
+            )
+        )
+        .split("(", 1)[1]
         .rsplit(")", 1)[0]
+    )
 
 
 def check_params(a: ast.arguments, positional: int, keywords: list[str]) -> list[str]:
@@ -149,9 +178,8 @@ def check_params(a: ast.arguments, positional: int, keywords: list[str]) -> list
         if k not in kw_ok and a.kwarg is None:
             problems.append(f"no parameter {k!r}")
     given = set(pos[:positional]) | set(keywords)
-    required = pos[: len(pos) - len(a.defaults)] + [x.arg for x, d in zip(a.kwonlyargs, a.kw_defaults)
-                                                   if d is None]
+    required = pos[: len(pos) - len(a.defaults)] + [
+        x.arg for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is None
+    ]
     problems += [f"required parameter {r!r} not passed" for r in required if r not in given]
     return problems
-
-

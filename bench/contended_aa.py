@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 import _common as C
-
 from afbench.store import read_summary
 
 WORKER = C.WORKERS / "matmul_steps.py"
@@ -36,8 +35,14 @@ BUSY_ENV = {"AFBENCH_BENCH_BUSY": "2", "AFBENCH_BENCH_BUSY_VARIANT": "a"}
 
 def recipe(work: Path, name: str, variants: dict, repeats: int, steps: int) -> Path:
     train = {"scheduler": {"steps": steps, "measure": {"first_step": 3, "last_step": steps}}}
-    return C.write_recipe(work, name, variants, {"train": train}, repeats=repeats,
-                          extra=C.command_engine(WORKER, "{steps}", "150", env=BUSY_ENV))
+    return C.write_recipe(
+        work,
+        name,
+        variants,
+        {"train": train},
+        repeats=repeats,
+        extra=C.command_engine(WORKER, "{steps}", "150", env=BUSY_ENV),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,9 +65,11 @@ def main(argv: list[str] | None = None) -> int:
             recipes = recipe(work, "calibrate", quiet, 12, args.steps)
             _, _, out = C.run_afbench_out(work, recipes, "experiment=calibrate")
             c = read_summary(out / "summary.json").comparisons[0]
-            print(f"calibration (A/A, 12 quiet pairs): run-to-run spread "
-                  f"{c.speed.spread_pct / 2 ** 0.5:.2f}% on {c.speed.n_pairs} pairs, "
-                  f"{len(c.speed.set_aside)} set aside")
+            print(
+                f"calibration (A/A, 12 quiet pairs): run-to-run spread "
+                f"{c.speed.spread_pct / 2**0.5:.2f}% on {c.speed.n_pairs} pairs, "
+                f"{len(c.speed.set_aside)} set aside"
+            )
         for repeats in (1, 3):
             recipes = recipe(work, f"aa_r{repeats}", contended, repeats, args.steps)
             verdicts, lines = [], []
@@ -74,11 +81,15 @@ def main(argv: list[str] | None = None) -> int:
             winners = sum(v.endswith(("_FASTER", "_SLOWER")) for v in verdicts)
             named += winners
             label = f"{'calibrated' if calibrated else 'uncalibrated'}, repeats={repeats}"
-            print(f"{label:<28} verdicts {verdicts}: {winners} named a winner "
-                  f"{C.verdict_mark(winners == 0)}")
+            print(
+                f"{label:<28} verdicts {verdicts}: {winners} named a winner "
+                f"{C.verdict_mark(winners == 0)}"
+            )
             print(f"{'':<28} first: {lines[0]}")
-    print(f"target: a contended A/A pair never yields a winner: "
-          f"{C.verdict_mark(named == 0)} ({named} winners)")
+    print(
+        f"target: a contended A/A pair never yields a winner: "
+        f"{C.verdict_mark(named == 0)} ({named} winners)"
+    )
     C.cleanup(work, args.keep)
     C.footer(t0)
     return 0

@@ -31,27 +31,41 @@ import time
 from pathlib import Path
 
 import _common as C
-
 from afbench.analysis.contention import judge
 from afbench.collect import collect
 
 WORKER = C.WORKERS / "matmul_steps.py"
 STEP_CPU = re.compile(r"step:\s*(\d+).*elapsed_time_per_step: ([0-9.]+)s.*cpu_s: ([0-9.]+)")
 CONDITIONS = {"quiet": (0, 0), "busy1": (1, 0), "busy2": (2, 0), "own2": (0, 2)}
-MEASURES = ("run_queue_wait_pct", "cpu_pressure_pct", "steal_pct", "cpu_per_wall",
-            "cpu_of_threads_pct", "involuntary_switches_per_s", "load_avg_1m", "procs_running")
+MEASURES = (
+    "run_queue_wait_pct",
+    "cpu_pressure_pct",
+    "steal_pct",
+    "cpu_per_wall",
+    "cpu_of_threads_pct",
+    "involuntary_switches_per_s",
+    "load_avg_1m",
+    "procs_running",
+)
 
 
 def write_recipe(work: Path, args: argparse.Namespace) -> Path:
-    train = {"scheduler": {"steps": args.steps, "measure": {"first_step": args.first_step,
-                                                             "last_step": args.steps}}}
+    train = {
+        "scheduler": {
+            "steps": args.steps,
+            "measure": {"first_step": args.first_step, "last_step": args.steps},
+        }
+    }
     extra = C.command_engine(WORKER, "{steps}", str(args.iters), env={"OMP_NUM_THREADS": "1"})
-    variants = {name: {"engine": {"env": {"AFBENCH_BENCH_BUSY": str(own)}}}
-                for name, (_, own) in CONDITIONS.items()}
+    variants = {
+        name: {"engine": {"env": {"AFBENCH_BENCH_BUSY": str(own)}}}
+        for name, (_, own) in CONDITIONS.items()
+    }
     recipes = {}
     for name, over in variants.items():
-        recipes[name] = C.write_recipe(work, f"bench_cont_{name}", {name: over},
-                                       {"train": train}, extra=extra)
+        recipes[name] = C.write_recipe(
+            work, f"bench_cont_{name}", {name: over}, {"train": train}, extra=extra
+        )
     return next(iter(recipes.values()))
 
 
@@ -85,8 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=20, help="steps per run (default 20)")
     ap.add_argument("--first-step", type=int, default=3, help="first measured step (default 3)")
     ap.add_argument("--iters", type=int, default=150, help="matmuls per step (default 150)")
-    ap.add_argument("--conditions", default=",".join(CONDITIONS),
-                    help=f"comma-separated subset of {', '.join(CONDITIONS)} (default: all)")
+    ap.add_argument(
+        "--conditions",
+        default=",".join(CONDITIONS),
+        help=f"comma-separated subset of {', '.join(CONDITIONS)} (default: all)",
+    )
     ap.add_argument("--keep", help="work in this folder and keep it (default: a temp folder)")
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
@@ -103,8 +120,9 @@ def main(argv: list[str] | None = None) -> int:
             loops = busy_loops(beside)
             try:
                 time.sleep(0.3 if beside else 0)  # let the loops reach the CPUs
-                _, _, out = C.run_afbench_out(work, recipes, f"experiment=bench_cont_{name}",
-                                              "experiment.rerun_contended=0")
+                _, _, out = C.run_afbench_out(
+                    work, recipes, f"experiment=bench_cont_{name}", "experiment.rerun_contended=0"
+                )
             finally:
                 stop(loops)
             col = collect(out)
@@ -113,40 +131,52 @@ def main(argv: list[str] | None = None) -> int:
             steps = col.window_steps.get(rid, [])
             slow = wall_over_cpu(out / "runs" / rid / "stdout.log", args.first_step)
             contended, reasons = judge(rec)
-            row = {"median_step_s": statistics.median(steps) if steps else None,
-                   "wall_over_cpu": slow,
-                   "contended": contended, "reasons": reasons,
-                   **{m: getattr(rec, m, None) for m in MEASURES}}
+            row = {
+                "median_step_s": statistics.median(steps) if steps else None,
+                "wall_over_cpu": slow,
+                "contended": contended,
+                "reasons": reasons,
+                **{m: getattr(rec, m, None) for m in MEASURES},
+            }
             rows[name].append(row)
-            print(f"trial {k} {name:<6} step {fmt(row['median_step_s'], '.4f')} s | wall/CPU "
-                  f"{fmt(slow, '.2f')} | wait "
-                  f"{fmt(row['run_queue_wait_pct'], '5.1f')}% | PSI some "
-                  f"{fmt(row['cpu_pressure_pct'], '5.1f')}% | steal {fmt(row['steal_pct'], '.1f')}% "
-                  f"| CPU/wall {fmt(row['cpu_per_wall'], '.2f')} "
-                  f"({fmt(row['cpu_of_threads_pct'], '.0f')}% of 1 thread) | nivcsw/s "
-                  f"{fmt(row['involuntary_switches_per_s'], '.0f')} | load "
-                  f"{fmt(row['load_avg_1m'], '.2f')} | running {row['procs_running']} | "
-                  f"{'CONTENDED: ' + '; '.join(reasons) if contended else 'quiet'}", flush=True)
+            print(
+                f"trial {k} {name:<6} step {fmt(row['median_step_s'], '.4f')} s | wall/CPU "
+                f"{fmt(slow, '.2f')} | wait "
+                f"{fmt(row['run_queue_wait_pct'], '5.1f')}% | PSI some "
+                f"{fmt(row['cpu_pressure_pct'], '5.1f')}% | steal {fmt(row['steal_pct'], '.1f')}% "
+                f"| CPU/wall {fmt(row['cpu_per_wall'], '.2f')} "
+                f"({fmt(row['cpu_of_threads_pct'], '.0f')}% of 1 thread) | nivcsw/s "
+                f"{fmt(row['involuntary_switches_per_s'], '.0f')} | load "
+                f"{fmt(row['load_avg_1m'], '.2f')} | running {row['procs_running']} | "
+                f"{'CONTENDED: ' + '; '.join(reasons) if contended else 'quiet'}",
+                flush=True,
+            )
     quiet = statistics.median(r["median_step_s"] for r in rows[chosen[0]] if r["median_step_s"])
-    print(f"\n| condition | runs | median step (s) | slowdown vs {chosen[0]} | wall/CPU "
-          "(min-max) | run-queue wait % (min-max) | CPU pressure % (min-max) | steal % (max) | CPU/wall (min-max) | "
-          "nivcsw/s (median) | judged contended |")
+    print(
+        f"\n| condition | runs | median step (s) | slowdown vs {chosen[0]} | wall/CPU "
+        "(min-max) | run-queue wait % (min-max) | CPU pressure % (min-max) | steal % (max) | CPU/wall (min-max) | "
+        "nivcsw/s (median) | judged contended |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, rs in rows.items():
+
         def col_of(m: str) -> list[float]:
             return [r[m] for r in rs if r[m] is not None]
+
         med = statistics.median(col_of("median_step_s"))
         psi, cpu = col_of("cpu_pressure_pct"), col_of("cpu_per_wall")
         wait = col_of("run_queue_wait_pct")
         ratio = col_of("wall_over_cpu")
-        print(f"| {name} | {len(rs)} | {med:.4f} | x{med / quiet:.2f} | "
-              f"{fmt(min(ratio, default=None), '.2f')}-{fmt(max(ratio, default=None), '.2f')} | "
-              f"{fmt(min(wait, default=None), '.1f')}-{fmt(max(wait, default=None), '.1f')} | "
-              f"{fmt(min(psi, default=None), '.1f')}-{fmt(max(psi, default=None), '.1f')} | "
-              f"{fmt(max(col_of('steal_pct'), default=None), '.1f')} | "
-              f"{fmt(min(cpu, default=None), '.2f')}-{fmt(max(cpu, default=None), '.2f')} | "
-              f"{fmt(statistics.median(col_of('involuntary_switches_per_s')) if col_of('involuntary_switches_per_s') else None, '.0f')} | "
-              f"{sum(bool(r['contended']) for r in rs)}/{len(rs)} |")
+        print(
+            f"| {name} | {len(rs)} | {med:.4f} | x{med / quiet:.2f} | "
+            f"{fmt(min(ratio, default=None), '.2f')}-{fmt(max(ratio, default=None), '.2f')} | "
+            f"{fmt(min(wait, default=None), '.1f')}-{fmt(max(wait, default=None), '.1f')} | "
+            f"{fmt(min(psi, default=None), '.1f')}-{fmt(max(psi, default=None), '.1f')} | "
+            f"{fmt(max(col_of('steal_pct'), default=None), '.1f')} | "
+            f"{fmt(min(cpu, default=None), '.2f')}-{fmt(max(cpu, default=None), '.2f')} | "
+            f"{fmt(statistics.median(col_of('involuntary_switches_per_s')) if col_of('involuntary_switches_per_s') else None, '.0f')} | "
+            f"{sum(bool(r['contended']) for r in rs)}/{len(rs)} |"
+        )
     C.cleanup(work, args.keep)
     C.footer(t_start)
     return 0

@@ -33,8 +33,9 @@ import numpy as np
 from afbench.verdict import FASTER, SLOWER, compare_runs
 
 
-def run(rng: np.random.Generator, log_mu: float, spread: float = 0.03,
-        window: int = 5) -> list[float]:
+def run(
+    rng: np.random.Generator, log_mu: float, spread: float = 0.03, window: int = 5
+) -> list[float]:
     e = np.empty(window)
     e[0] = rng.normal(0, 0.03)
     for j in range(1, window):
@@ -46,8 +47,11 @@ def experiment(rng, n: int, gain_pct: float, pattern: str):
     """(baseline runs, variant runs, per pair (baseline contended, variant contended))."""
     d = math.log(1 - gain_pct / 100)
     base, var, flags = [], [], []
-    hit = set(rng.choice(n, size=rng.integers(1, n + 1), replace=False)) \
-        if pattern != "none" else set()
+    hit = (
+        set(rng.choice(n, size=rng.integers(1, n + 1), replace=False))
+        if pattern != "none"
+        else set()
+    )
     for k in range(n):
         b, v = run(rng, 0.0), run(rng, d)
         cb = cv = False
@@ -79,12 +83,15 @@ def main(argv: list[str] | None = None) -> int:
                 cells = {"before": [0, 0, 0, 0], "now": [0, 0, 0, 0]}  # decided, wrong, cov, ci
                 for _ in range(args.n):
                     base, var, flags = experiment(rng, n, gain, pattern)
-                    for rule, kw in (("before", {}),
-                                     ("now", {"contended": flags, "keep_contended": True})):
+                    for rule, kw in (
+                        ("before", {}),
+                        ("now", {"contended": flags, "keep_contended": True}),
+                    ):
                         sp = compare_runs(base, var, **kw)
                         c = cells[rule]
-                        inside = (sp.ci_low_pct is not None
-                                  and sp.ci_low_pct <= gain <= sp.ci_high_pct)
+                        inside = (
+                            sp.ci_low_pct is not None and sp.ci_low_pct <= gain <= sp.ci_high_pct
+                        )
                         if sp.decision in (FASTER, SLOWER):
                             c[0] += 1
                             c[1] += not inside
@@ -92,12 +99,15 @@ def main(argv: list[str] | None = None) -> int:
                             c[3] += 1
                             c[2] += inside
                 for rule, (dec, wrong, cov, ci) in cells.items():
-                    print(f"| {n} | {pattern} | {gain:+.0f}% | {rule} | "
-                          f"{100 * dec / args.n:.1f}% | {100 * wrong / args.n:.1f}% | "
-                          f"{100 * cov / ci:.1f}% of {ci} |" if ci else
-                          f"| {n} | {pattern} | {gain:+.0f}% | {rule} | "
-                          f"{100 * dec / args.n:.1f}% | {100 * wrong / args.n:.1f}% | "
-                          f"no interval |")
+                    print(
+                        f"| {n} | {pattern} | {gain:+.0f}% | {rule} | "
+                        f"{100 * dec / args.n:.1f}% | {100 * wrong / args.n:.1f}% | "
+                        f"{100 * cov / ci:.1f}% of {ci} |"
+                        if ci
+                        else f"| {n} | {pattern} | {gain:+.0f}% | {rule} | "
+                        f"{100 * dec / args.n:.1f}% | {100 * wrong / args.n:.1f}% | "
+                        f"no interval |"
+                    )
     print(f"# {time.perf_counter() - t0:.0f} s")
     return 0
 

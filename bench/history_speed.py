@@ -52,8 +52,11 @@ def make_copies(root: Path, n: int) -> list[Path]:
         (d / "experiment.json").write_text(json.dumps(exp))
         if k >= n // 2:
             for log in d.glob("runs/*/stdout.log"):
-                log.write_text(STEP_TIME.sub(lambda m: f"{m.group(1)}{float(m.group(2)) * 1.2:.6f}",
-                                             log.read_text()))
+                log.write_text(
+                    STEP_TIME.sub(
+                        lambda m: f"{m.group(1)}{float(m.group(2)) * 1.2:.6f}", log.read_text()
+                    )
+                )
         out.append(d)
     return out
 
@@ -68,8 +71,9 @@ def history(url: str, *args: str) -> tuple[float, float, subprocess.CompletedPro
     """(wall s, CPU s, process) of ``python -m afbench.history --url URL args``. On a loaded
     machine the CPU time is close to what the wall time would be on an idle core."""
     t, c = time.perf_counter(), cpu_children()
-    proc = subprocess.run([C.PYTHON, "-m", "afbench.history", "--url", url, *args],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [C.PYTHON, "-m", "afbench.history", "--url", url, *args], capture_output=True, text=True
+    )
     return time.perf_counter() - t, cpu_children() - c, proc
 
 
@@ -85,8 +89,10 @@ def main() -> None:
     url = args.url or f"sqlite:///{root / 'history.sqlite'}"
     try:
         dirs = make_copies(root, args.dirs)
-        print(f"database: {url.split('@')[-1]}; {len(dirs)} copies of {FIXTURE.name} "
-              f"(4 variants each: {4 * len(dirs)} records)")
+        print(
+            f"database: {url.split('@')[-1]}; {len(dirs)} copies of {FIXTURE.name} "
+            f"(4 variants each: {4 * len(dirs)} records)"
+        )
 
         # 1. the hook, in this process, as the experiment calls it
         from afbench.history import record_experiment
@@ -98,21 +104,25 @@ def main() -> None:
             times.append(time.perf_counter() - t)
             cpu_times.append(time.process_time() - c)
         warm = statistics.median(times[1:])
-        print(f"record_experiment: first call {times[0]:.3f} s (a new file: imports SQLAlchemy "
-              f"and Alembic, creates the tables); then median wall {warm:.3f} s, CPU "
-              f"{statistics.median(cpu_times[1:]):.3f} s, max wall {max(times[1:]):.3f} s over "
-              f"{len(times) - 1} experiments (a sweep's jobs in one process)")
+        print(
+            f"record_experiment: first call {times[0]:.3f} s (a new file: imports SQLAlchemy "
+            f"and Alembic, creates the tables); then median wall {warm:.3f} s, CPU "
+            f"{statistics.median(cpu_times[1:]):.3f} s, max wall {max(times[1:]):.3f} s over "
+            f"{len(times) - 1} experiments (a sweep's jobs in one process)"
+        )
         # what one experiment pays: its process has afbench's models and numpy loaded, not
         # SQLAlchemy; it records once, into a database that exists
         cold, cold_cpu, cold_main = [], [], []
         for d in dirs[21:26]:
-            code = ("import time, afbench.runspec, afbench.store.layout, afbench.store.summary, "
-                    "afbench.verdict; t = time.perf_counter(); c = time.process_time(); "
-                    "m = time.thread_time(); "
-                    "from afbench.history import record_experiment; "
-                    f"assert record_experiment({str(d)!r}, {url!r}); "
-                    "import sys; print(int('sqlalchemy' in sys.modules), "
-                    "time.perf_counter() - t, time.process_time() - c, time.thread_time() - m)")
+            code = (
+                "import time, afbench.runspec, afbench.store.layout, afbench.store.summary, "
+                "afbench.verdict; t = time.perf_counter(); c = time.process_time(); "
+                "m = time.thread_time(); "
+                "from afbench.history import record_experiment; "
+                f"assert record_experiment({str(d)!r}, {url!r}); "
+                "import sys; print(int('sqlalchemy' in sys.modules), "
+                "time.perf_counter() - t, time.process_time() - c, time.thread_time() - m)"
+            )
             proc = subprocess.run([C.PYTHON, "-c", code], capture_output=True, text=True)
             if proc.returncode:
                 raise SystemExit(proc.stderr)
@@ -122,23 +132,29 @@ def main() -> None:
             cold_main.append(main_cpu)
             imported = "SQLAlchemy imported" if sqla else "no SQLAlchemy import"
         per_exp, per_cpu = statistics.median(cold), statistics.median(cold_cpu)
-        print(f"record_experiment in a fresh experiment process (opens the database, reads the "
-              f"directory, writes; {imported}): median wall {per_exp:.3f} s "
-              f"({', '.join(f'{c:.3f}' for c in cold)}), CPU {per_cpu:.3f} s "
-              f"({', '.join(f'{c:.3f}' for c in cold_cpu)}); the recording thread's own CPU "
-              f"{statistics.median(cold_main):.3f} s ({', '.join(f'{c:.3f}' for c in cold_main)}): "
-              f"the rest of the process CPU is numpy's OpenBLAS worker threads, started when the "
-              f"experiment imported numpy, spinning on the second core")
+        print(
+            f"record_experiment in a fresh experiment process (opens the database, reads the "
+            f"directory, writes; {imported}): median wall {per_exp:.3f} s "
+            f"({', '.join(f'{c:.3f}' for c in cold)}), CPU {per_cpu:.3f} s "
+            f"({', '.join(f'{c:.3f}' for c in cold_cpu)}); the recording thread's own CPU "
+            f"{statistics.median(cold_main):.3f} s ({', '.join(f'{c:.3f}' for c in cold_main)}): "
+            f"the rest of the process CPU is numpy's OpenBLAS worker threads, started when the "
+            f"experiment imported numpy, spinning on the second core"
+        )
         per_main = statistics.median(cold_main)
-        print(f"  target < 0.2 s per experiment: wall {'MET' if per_exp < 0.2 else 'MISSED'}, "
-              f"recording thread CPU {'MET' if per_main < 0.2 else 'MISSED'}, process CPU "
-              f"{'MET' if per_cpu < 0.2 else 'MISSED'}")
+        print(
+            f"  target < 0.2 s per experiment: wall {'MET' if per_exp < 0.2 else 'MISSED'}, "
+            f"recording thread CPU {'MET' if per_main < 0.2 else 'MISSED'}, process CPU "
+            f"{'MET' if per_cpu < 0.2 else 'MISSED'}"
+        )
 
         # 2. import the rest, then the report as a user runs it
         wall, cpu, proc = history(url, "import", str(root / "outputs"))
-        print(f"history import of {len(dirs)} directories ({len(dirs) - 26} new): {wall:.2f} s "
-              f"wall, {cpu:.2f} s CPU "
-              f"-> {proc.stdout.strip().splitlines()[-1]}")
+        print(
+            f"history import of {len(dirs)} directories ({len(dirs) - 26} new): {wall:.2f} s "
+            f"wall, {cpu:.2f} s CPU "
+            f"-> {proc.stdout.strip().splitlines()[-1]}"
+        )
         reports, cpus = [], []
         for _ in range(3):
             wall, cpu, proc = history(url, "report", "-o", str(root / "report" / "history.html"))
@@ -148,14 +164,18 @@ def main() -> None:
             cpus.append(cpu)
         page = (root / "report" / "history.html").read_text()
         print(f"history report: {proc.stdout.strip()}")
-        print(f"  per run (fresh process): wall {', '.join(f'{w:.2f}' for w in reports)} s, "
-              f"CPU {', '.join(f'{c:.2f}' for c in cpus)} s; "
-              f"{page.count('<svg')} plots, {page.count('change')} 'change' mentions, "
-              f"{len(page) / 1e6:.1f} MB of HTML")
+        print(
+            f"  per run (fresh process): wall {', '.join(f'{w:.2f}' for w in reports)} s, "
+            f"CPU {', '.join(f'{c:.2f}' for c in cpus)} s; "
+            f"{page.count('<svg')} plots, {page.count('change')} 'change' mentions, "
+            f"{len(page) / 1e6:.1f} MB of HTML"
+        )
         best = min(reports)
-        print(f"  target < 5 s over 1,000 records: wall {'MET' if best < 5 else 'MISSED'} "
-              f"(best {best:.2f} s), CPU {'MET' if min(cpus) < 5 else 'MISSED'} "
-              f"(best {min(cpus):.2f} s)")
+        print(
+            f"  target < 5 s over 1,000 records: wall {'MET' if best < 5 else 'MISSED'} "
+            f"(best {best:.2f} s), CPU {'MET' if min(cpus) < 5 else 'MISSED'} "
+            f"(best {min(cpus):.2f} s)"
+        )
         wall, cpu, proc = history(url, "check", "--experiment", "fixture_results")
         print(f"history check (exit {proc.returncode}) in {wall:.2f} s wall, {cpu:.2f} s CPU:")
         for line in proc.stdout.splitlines():

@@ -38,8 +38,9 @@ def measure(src: Path, argv: list[str], cwd: Path) -> tuple[float, float, int, s
         resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
 
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, preexec_fn=limit)
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=limit
+    )
     out = proc.stdout.read().decode(errors="replace")
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -51,18 +52,48 @@ def experiment(root: Path) -> Path:
     """A finished one-run experiment (command engine) to re-render."""
     recipes = root / "recipes"
     recipes.mkdir()
-    (recipes / "hostile.yaml").write_text("# @package _global_\n" + json.dumps({
-        "scheduler": {"steps": 6, "measure": {"first_step": 3, "last_step": 6}},
-        "experiment": {"name": "hostile", "baseline": "good", "phases": {"train": {}},
-                       "variants": {"good": {"engine": {
-                           "name": "command", "executable": sys.executable,
-                           "args": [str(GOOD), "{steps}"]}}}}}))
+    (recipes / "hostile.yaml").write_text(
+        "# @package _global_\n"
+        + json.dumps(
+            {
+                "scheduler": {"steps": 6, "measure": {"first_step": 3, "last_step": 6}},
+                "experiment": {
+                    "name": "hostile",
+                    "baseline": "good",
+                    "phases": {"train": {}},
+                    "variants": {
+                        "good": {
+                            "engine": {
+                                "name": "command",
+                                "executable": sys.executable,
+                                "args": [str(GOOD), "{steps}"],
+                            }
+                        }
+                    },
+                },
+            }
+        )
+    )
     out = root / "out"
-    env = {**os.environ, "AFBENCH_RECIPE_PATH": str(recipes),
-           "AFBENCH_HISTORY_URL": f"sqlite:///{root / 'history.sqlite'}"}
-    subprocess.run([sys.executable, "-m", "afbench", "experiment=hostile",
-                    f"hydra.run.dir={out}", "history.record=false"], cwd=root, env=env,
-                   check=True, capture_output=True)
+    env = {
+        **os.environ,
+        "AFBENCH_RECIPE_PATH": str(recipes),
+        "AFBENCH_HISTORY_URL": f"sqlite:///{root / 'history.sqlite'}",
+    }
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "afbench",
+            "experiment=hostile",
+            f"hydra.run.dir={out}",
+            "history.record=false",
+        ],
+        cwd=root,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     plan = json.loads((out / "plan.json").read_text())
     plan.pop("wait_for_quiet_s", None)  # the code before does not know the key
     (out / "plan.json").write_text(json.dumps(plan))
@@ -85,18 +116,23 @@ def trace_view(path: Path, size: int) -> int:
     """A torch_npu-shaped trace_view.json of about ``size`` bytes; returns its events."""
     n = 0
     with open(path, "w") as fh:
-        fh.write('[{"ph": "M", "name": "process_name", "pid": 7, "args": {"name": '
-                 '"Ascend Hardware"}}')
+        fh.write(
+            '[{"ph": "M", "name": "process_name", "pid": 7, "args": {"name": "Ascend Hardware"}}'
+        )
         written, ts = 0, 1732873000000000
         for step in range(5):
-            fh.write(f', {{"ph": "X", "name": "ProfilerStep#{step}", "pid": 1, "tid": 1, '
-                     f'"ts": "{ts}.000", "dur": 100000000}}')
+            fh.write(
+                f', {{"ph": "X", "name": "ProfilerStep#{step}", "pid": 1, "tid": 1, '
+                f'"ts": "{ts}.000", "dur": 100000000}}'
+            )
             per_step = size // 5
             start = written
             while written - start < per_step:
-                line = (f', {{"ph": "X", "name": "MatMulV{n % 40}", "pid": 7, "tid": 2, '
-                        f'"ts": "{ts + 10 + n % 1000}.125", "dur": 12.5, "args": {{"Model Id":'
-                        f' 1, "Task Type": "AI_CORE", "Stream Id": 2, "Task Id": {n}}}}}')
+                line = (
+                    f', {{"ph": "X", "name": "MatMulV{n % 40}", "pid": 7, "tid": 2, '
+                    f'"ts": "{ts + 10 + n % 1000}.125", "dur": 12.5, "args": {{"Model Id":'
+                    f' 1, "Task Type": "AI_CORE", "Stream Id": 2, "Task Id": {n}}}}}'
+                )
                 fh.write(line)
                 written += len(line)
                 n += 1
@@ -105,8 +141,10 @@ def trace_view(path: Path, size: int) -> int:
     return n
 
 
-READ_TRACE = ("import sys; from afbench.analysis.traces import read_trace; "
-              "s = read_trace(sys.argv[1]); print('kernels', len(s.kernels), 'steps', len(s.steps))")
+READ_TRACE = (
+    "import sys; from afbench.analysis.traces import read_trace; "
+    "s = read_trace(sys.argv[1]); print('kernels', len(s.kernels), 'steps', len(s.steps))"
+)
 
 
 def main() -> None:
@@ -117,8 +155,10 @@ def main() -> None:
     after = REPO / "src"
     root = Path(tempfile.mkdtemp(prefix="afbench-hostile-")) if args.keep is None else args.keep
     root.mkdir(parents=True, exist_ok=True)
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} UTC  load {os.getloadavg()}  "
-          f"before={args.before} after={after}  limit {LIMIT >> 30} GiB address space")
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M:%S')} UTC  load {os.getloadavg()}  "
+        f"before={args.before} after={after}  limit {LIMIT >> 30} GiB address space"
+    )
     try:
         out, gz, view = root / "out", root / "rank0_trace.json.gz", root / "trace_view.json"
         if not (out / "report.md").is_file():  # --keep DIR of an earlier run: its inputs
@@ -134,19 +174,25 @@ def main() -> None:
         if not view.is_file():
             trace_view(view, 300 << 20)
         events = view.read_bytes().count(b'"MatMulV')
-        print(f"inputs: log {log.stat().st_size / 2**20:.0f} MiB (one 1024 MiB line); "
-              f"gzip {gz.stat().st_size / 2**20:.1f} MiB -> 6144 MiB; trace_view.json "
-              f"{view.stat().st_size / 2**20:.0f} MiB, {events} kernel events")
-        cases = [("re-render, 1 GiB log line", [sys.executable, "-m", "afbench.report", str(out)]),
-                 ("gzip trace 6 MiB -> 6 GiB", [sys.executable, "-c", READ_TRACE, str(gz)]),
-                 ("trace_view.json 300 MiB", [sys.executable, "-c", READ_TRACE, str(view)])]
+        print(
+            f"inputs: log {log.stat().st_size / 2**20:.0f} MiB (one 1024 MiB line); "
+            f"gzip {gz.stat().st_size / 2**20:.1f} MiB -> 6144 MiB; trace_view.json "
+            f"{view.stat().st_size / 2**20:.0f} MiB, {events} kernel events"
+        )
+        cases = [
+            ("re-render, 1 GiB log line", [sys.executable, "-m", "afbench.report", str(out)]),
+            ("gzip trace 6 MiB -> 6 GiB", [sys.executable, "-c", READ_TRACE, str(gz)]),
+            ("trace_view.json 300 MiB", [sys.executable, "-c", READ_TRACE, str(view)]),
+        ]
         print("| case | code | peak RSS (MiB) | wall (s) | exit | last line |")
         print("|---|---|---|---|---|---|")
         for name, argv in cases:
             for label, src in (("before", args.before), ("after", after)):
                 rss, wall, code, last = measure(src, argv, root)
-                print(f"| {name} | {label} | {rss:.0f} | {wall:.1f} | {code} | "
-                      f"{last[:110]} |", flush=True)
+                print(
+                    f"| {name} | {label} | {rss:.0f} | {wall:.1f} | {code} | {last[:110]} |",
+                    flush=True,
+                )
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 
 import _common as C
-
 from afbench.store import Comparison, read_summary
 
 WORKER = C.WORKERS / "matmul_steps.py"
@@ -45,43 +44,62 @@ SFT_SEQ_LEN = 128
 
 
 def write_recipe(work: Path, args: argparse.Namespace) -> Path:
-    train: dict = {"scheduler": {"steps": args.steps,
-                                 "measure": {"first_step": args.first_step,
-                                             "last_step": args.steps}}}
+    train: dict = {
+        "scheduler": {
+            "steps": args.steps,
+            "measure": {"first_step": args.first_step, "last_step": args.steps},
+        }
+    }
     if args.sft:
         longer = round(SFT_SEQ_LEN * 1.05)
         variants = {"a": {}, "a_copy": {}, "seq5": {"scheduler.seq_len": longer}}
-        extra = {"scheduler": {"seq_len": SFT_SEQ_LEN, "global_batch_size": 4,
-                               "micro_batch_size": 4}}
+        extra = {
+            "scheduler": {"seq_len": SFT_SEQ_LEN, "global_batch_size": 4, "micro_batch_size": 4}
+        }
     else:
         extra = C.command_engine(WORKER, "{steps}", str(args.iters))
         variants = {"a": {}, "a_copy": {}}
-        variants.update({name: {"engine": {"env": {"AFBENCH_BENCH_WORK": f"{1 + e:g}"}}}
-                         for name, e in EFFECTS.items()})
+        variants.update(
+            {
+                name: {"engine": {"env": {"AFBENCH_BENCH_WORK": f"{1 + e:g}"}}}
+                for name, e in EFFECTS.items()
+            }
+        )
     repeats = args.repeats if args.repeats == "auto" else int(args.repeats)
-    return C.write_recipe(work, "bench_noise", variants, {"train": train}, repeats=repeats,
-                          extra=extra)
+    return C.write_recipe(
+        work, "bench_noise", variants, {"train": train}, repeats=repeats, extra=extra
+    )
 
 
 def fmt(c: Comparison) -> str:
     sp = c.speed
     if sp.gain_pct is None or sp.ci_low_pct is None:
         return f"{c.verdict}"
-    return (f"{c.verdict:<15} {sp.gain_pct:+6.2f}% [{sp.ci_low_pct:+6.2f}, "
-            f"{sp.ci_high_pct:+6.2f}] n={sp.n_pairs}")
+    return (
+        f"{c.verdict:<15} {sp.gain_pct:+6.2f}% [{sp.ci_low_pct:+6.2f}, "
+        f"{sp.ci_high_pct:+6.2f}] n={sp.n_pairs}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=20, help="K, experiments run (default 20)")
     ap.add_argument("--repeats", default="3", help="experiment.repeats: >= 2 or auto (default 3)")
-    ap.add_argument("--max-repeats", type=int, default=8,
-                    help="experiment.max_repeats for --repeats auto (default 8, afbench's)")
+    ap.add_argument(
+        "--max-repeats",
+        type=int,
+        default=8,
+        help="experiment.max_repeats for --repeats auto (default 8, afbench's)",
+    )
     ap.add_argument("--steps", type=int, default=20, help="steps per run (default 20)")
     ap.add_argument("--first-step", type=int, default=3, help="first measured step (default 3)")
     ap.add_argument("--iters", type=int, default=150, help="matmuls per step (default 150)")
-    ap.add_argument("--sft", action="store_true", help="builtin SFT engine, tiny model, seq_len +5%%")
-    ap.add_argument("--keep", help="work in this folder and keep it (default: a temp folder, removed)")
+    ap.add_argument(
+        "--sft", action="store_true", help="builtin SFT engine, tiny model, seq_len +5%%"
+    )
+    ap.add_argument(
+        "--keep", help="work in this folder and keep it (default: a temp folder, removed)"
+    )
     args = ap.parse_args(argv)
     if args.repeats != "auto" and (not args.repeats.isdigit() or int(args.repeats) < 2):
         ap.error("--repeats must be an integer >= 2 or 'auto'")
@@ -89,11 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     C.header("bench/noise.py", argv)
     planted = ["seq5"] if args.sft else list(EFFECTS)
-    print(f"K={args.trials} trials, variants a, a_copy, {', '.join(planted)}; repeats "
-          f"{args.repeats}{f' (max {args.max_repeats})' if args.repeats == 'auto' else ''}, "
-          f"{args.steps} steps/run (measured {args.first_step}..{args.steps}); "
-          + ("builtin SFT, qwen3_tiny" if args.sft else f"{args.iters} matmuls 128x128/step")
-          + "; confidence 0.95, min_gain_pct 2 (afbench defaults)")
+    print(
+        f"K={args.trials} trials, variants a, a_copy, {', '.join(planted)}; repeats "
+        f"{args.repeats}{f' (max {args.max_repeats})' if args.repeats == 'auto' else ''}, "
+        f"{args.steps} steps/run (measured {args.first_step}..{args.steps}); "
+        + ("builtin SFT, qwen3_tiny" if args.sft else f"{args.iters} matmuls 128x128/step")
+        + "; confidence 0.95, min_gain_pct 2 (afbench defaults)"
+    )
     work = C.scratch_dir(args.keep, "afbench-noise-")
     recipes = write_recipe(work, args)
     extra = [f"experiment.max_repeats={args.max_repeats}"] if args.repeats == "auto" else []
@@ -119,29 +139,47 @@ def main(argv: list[str] | None = None) -> int:
             decided += c.verdict != "INCONCLUSIVE"
         for v in planted:
             hits[v] += comp[v].verdict.endswith("_SLOWER")
-        print(f"trial {k:2d}: A/A {fmt(aa)} | " + " | ".join(f"{v} {fmt(comp[v])}" for v in planted)
-              + f" | {wall:.1f} s" + (f" (+{wait:.0f} s lock wait)" if wait else "")
-              + f" | {C.load_line('')[2:]}", flush=True)
+        print(
+            f"trial {k:2d}: A/A {fmt(aa)} | "
+            + " | ".join(f"{v} {fmt(comp[v])}" for v in planted)
+            + f" | {wall:.1f} s"
+            + (f" (+{wait:.0f} s lock wait)" if wait else "")
+            + f" | {C.load_line('')[2:]}",
+            flush=True,
+        )
 
     n = args.trials
     print(f"\n-- results (repeats {args.repeats}) --")
-    print(f"A/A false positives (FASTER or SLOWER): {false_pos}/{n} = {false_pos / n:.1%}; "
-          f"target <= {TARGET_FALSE_POSITIVE:.0%}: "
-          f"{C.verdict_mark(false_pos / n <= TARGET_FALSE_POSITIVE)}")
+    print(
+        f"A/A false positives (FASTER or SLOWER): {false_pos}/{n} = {false_pos / n:.1%}; "
+        f"target <= {TARGET_FALSE_POSITIVE:.0%}: "
+        f"{C.verdict_mark(false_pos / n <= TARGET_FALSE_POSITIVE)}"
+    )
     for v in planted:
         target = TARGET_DETECTED.get(v)
-        mark = (f"; target >= {target:.0%}: {C.verdict_mark(hits[v] / n >= target)}"
-                if target is not None else "")
-        print(f"{v} detected (SLOWER): {hits[v]}/{n} = {hits[v] / n:.1%}; measured gain mean "
-              f"{C.mean(gains[v]):+.2f}%{mark}")
-    print(f"A/A measured gain: mean {C.mean(gains['a_copy']):+.2f}%, sd "
-          f"{statistics.stdev(gains['a_copy']) if len(gains['a_copy']) > 1 else float('nan'):.2f}%")
+        mark = (
+            f"; target >= {target:.0%}: {C.verdict_mark(hits[v] / n >= target)}"
+            if target is not None
+            else ""
+        )
+        print(
+            f"{v} detected (SLOWER): {hits[v]}/{n} = {hits[v] / n:.1%}; measured gain mean "
+            f"{C.mean(gains[v]):+.2f}%{mark}"
+        )
+    print(
+        f"A/A measured gain: mean {C.mean(gains['a_copy']):+.2f}%, sd "
+        f"{statistics.stdev(gains['a_copy']) if len(gains['a_copy']) > 1 else float('nan'):.2f}%"
+    )
     print(f"mean pairs used per comparison: {C.mean(pairs):.2f} ({len(pairs)} comparisons)")
-    print(f"wall time per trial: mean {C.mean(walls):.1f} s, median {C.median(walls):.1f} s "
-          f"({1 + len(planted)} comparisons per trial), device-lock waits excluded "
-          f"({sum(waits):.0f} s in {sum(w > 0 for w in waits)} trials)")
-    print(f"decided comparisons (not INCONCLUSIVE): {decided}/{len(pairs)}; wall time per decided "
-          f"comparison: {sum(walls) / decided if decided else float('inf'):.1f} s")
+    print(
+        f"wall time per trial: mean {C.mean(walls):.1f} s, median {C.median(walls):.1f} s "
+        f"({1 + len(planted)} comparisons per trial), device-lock waits excluded "
+        f"({sum(waits):.0f} s in {sum(w > 0 for w in waits)} trials)"
+    )
+    print(
+        f"decided comparisons (not INCONCLUSIVE): {decided}/{len(pairs)}; wall time per decided "
+        f"comparison: {sum(walls) / decided if decided else float('inf'):.1f} s"
+    )
     C.cleanup(work, args.keep)
     C.footer(t_start)
     return 0

@@ -31,9 +31,9 @@ from pathlib import Path
 import _common as C
 
 TRIVIAL = C.WORKERS / "trivial_steps.py"
-TARGET_ERROR_S = 1.5        # a config error, whole invocation
+TARGET_ERROR_S = 1.5  # a config error, whole invocation
 TARGET_ERROR_OVER_HYDRA_S = 1.0
-TARGET_ONE_RUN_S = 1.8      # a 1-run experiment, whole invocation
+TARGET_ONE_RUN_S = 1.8  # a 1-run experiment, whole invocation
 TARGET_ONE_RUN_OVERHEAD_S = 1.5
 TARGET_SHARE = 0.01
 CONFIG_ERROR = "scheduler.stepz=1"
@@ -44,12 +44,21 @@ def recipes(work: Path, steps: int) -> Path:
     sft_af_compare: baseline + one variant, a train phase and a profile phase)."""
     engine = C.command_engine(TRIVIAL, "{steps}")
     train = {"scheduler": {"steps": steps, "measure": {"first_step": 6, "last_step": steps}}}
-    profile = {"scheduler": {"steps": steps + 2, "measure": {"first_step": 6, "last_step": steps}},
-               "optimization": {"profiler": True,
-                                "profiler_window": {"first_step": 6, "last_step": steps}}}
+    profile = {
+        "scheduler": {"steps": steps + 2, "measure": {"first_step": 6, "last_step": steps}},
+        "optimization": {
+            "profiler": True,
+            "profiler_window": {"first_step": 6, "last_step": steps},
+        },
+    }
     C.write_recipe(work, "bench_overhead_1", {"a": {}}, {"train": train}, extra=engine)
-    return C.write_recipe(work, "bench_overhead_4", {"a": {}, "b": {}},
-                          {"train": train, "profile": profile}, extra=engine)
+    return C.write_recipe(
+        work,
+        "bench_overhead_4",
+        {"a": {}, "b": {}},
+        {"train": train, "profile": profile},
+        extra=engine,
+    )
 
 
 def time_exe(args: list[str]) -> float:
@@ -61,8 +70,10 @@ def time_exe(args: list[str]) -> float:
 
 def stats_line(name: str, values: list[float]) -> str:
     sd = statistics.stdev(values) if len(values) > 1 else float("nan")
-    return (f"{name:<48} median {C.median(values):7.3f} s  mean {C.mean(values):7.3f}  "
-            f"sd {sd:6.3f}  min {min(values):7.3f}  max {max(values):7.3f}  (n={len(values)})")
+    return (
+        f"{name:<48} median {C.median(values):7.3f} s  mean {C.mean(values):7.3f}  "
+        f"sd {sd:6.3f}  min {min(values):7.3f}  max {max(values):7.3f}  (n={len(values)})"
+    )
 
 
 def sft_wall(args: argparse.Namespace, work: Path) -> tuple[float | None, str]:
@@ -76,18 +87,24 @@ def sft_wall(args: argparse.Namespace, work: Path) -> tuple[float | None, str]:
         wall, wait, out = C.run_afbench_out(sft_cwd, None, "experiment=sft_af_compare")
         walls = C.run_walls(out)
         print(C.load_line("load after sft_af_compare"))
-        print(f"sft_af_compare measured: invocation {wall + wait:.1f} s, of which {wait:.1f} s "
-              f"waiting for the device lock -> {wall:.1f} s; its runs "
-              + ", ".join(f"{k} {v:.1f} s" for k, v in walls.items()))
+        print(
+            f"sft_af_compare measured: invocation {wall + wait:.1f} s, of which {wait:.1f} s "
+            f"waiting for the device lock -> {wall:.1f} s; its runs "
+            + ", ".join(f"{k} {v:.1f} s" for k, v in walls.items())
+        )
         return wall, "measured now (--measure-sft), whole invocation less device-lock waits"
     if args.sft_dir:
         walls = C.run_walls(Path(args.sft_dir))
         if not walls:
             raise SystemExit(f"--sft-dir {args.sft_dir}: no runs/*/status.json")
-        print("sft_af_compare runs (status.json wall_s): "
-              + ", ".join(f"{k} {v:.1f} s" for k, v in walls.items()))
-        return sum(walls.values()), (f"sum of status.json wall_s in {args.sft_dir} (runs only: "
-                                     "a lower bound of the invocation, so the share is an upper bound)")
+        print(
+            "sft_af_compare runs (status.json wall_s): "
+            + ", ".join(f"{k} {v:.1f} s" for k, v in walls.items())
+        )
+        return sum(walls.values()), (
+            f"sum of status.json wall_s in {args.sft_dir} (runs only: "
+            "a lower bound of the invocation, so the share is an upper bound)"
+        )
     return None, "not given (use --sft-dir, --sft-wall-s or --measure-sft)"
 
 
@@ -97,7 +114,7 @@ def import_costs(stderr: str, top: int = 10) -> list[tuple[float, str]]:
     for line in stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        _, cum, name = line[len("import time:"):].split("|", 2)
+        _, cum, name = line[len("import time:") :].split("|", 2)
         if name.startswith(" ") and not name.startswith("  "):  # nesting level 0
             rows.append((int(cum) / 1e6, name.strip()))
     return sorted(rows, reverse=True)[:top]
@@ -110,7 +127,7 @@ def package_self_times(stderr: str, top: int = 10) -> list[tuple[float, str]]:
     for line in stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        self_us, _, name = line[len("import time:"):].split("|", 2)
+        self_us, _, name = line[len("import time:") :].split("|", 2)
         root = name.strip().split(".")[0]
         totals[root] = totals.get(root, 0.0) + int(self_us) / 1e6
     return sorted(((v, k) for k, v in totals.items()), reverse=True)[:top]
@@ -123,12 +140,21 @@ def profile(work: Path, recipes_dir: Path) -> None:
     bare = [time_python(["-c", "pass"]) for _ in range(3)]
     print(f"bare interpreter start (python -c pass): {min(bare):.3f} s")
     before = set(C.output_dirs(work))
-    wall, proc = C.run_afbench(work, recipes_dir, "experiment=bench_overhead_1",
-                               python_flags=("-X", "importtime"))
+    wall, proc = C.run_afbench(
+        work, recipes_dir, "experiment=bench_overhead_1", python_flags=("-X", "importtime")
+    )
     wall -= sum(C.lock_wait_s(d) for d in C.output_dirs(work) if d not in before)
-    total = sum(int(l.split("|")[0][len("import time:"):]) for l in proc.stderr.splitlines()
-                if l.startswith("import time:") and "self [us]" not in l) / 1e6
-    print(f"main process: wall {wall:.2f} s with -X importtime, of which imports {total:.2f} s (device-lock waits excluded)")
+    total = (
+        sum(
+            int(l.split("|")[0][len("import time:") :])
+            for l in proc.stderr.splitlines()
+            if l.startswith("import time:") and "self [us]" not in l
+        )
+        / 1e6
+    )
+    print(
+        f"main process: wall {wall:.2f} s with -X importtime, of which imports {total:.2f} s (device-lock waits excluded)"
+    )
     print("top-level imports of the main process (cumulative s):")
     for sec, name in import_costs(proc.stderr):
         print(f"  {sec:6.3f}  {name}")
@@ -137,34 +163,66 @@ def profile(work: Path, recipes_dir: Path) -> None:
         print(f"  {sec:6.3f}  {name}")
 
     prof = work / "afbench.prof"
-    C.run_afbench(work, recipes_dir, "experiment=bench_overhead_1",
-                  python_flags=("-m", "cProfile", "-o", str(prof)))
+    C.run_afbench(
+        work,
+        recipes_dir,
+        "experiment=bench_overhead_1",
+        python_flags=("-m", "cProfile", "-o", str(prof)),
+    )
     st = pstats.Stats(str(prof))
     rows = []
     for (filename, line, func), (_cc, _nc, _tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
         if "/afbench/" in filename and "/bench/" not in filename:
             rows.append((ct, f"{filename.split('/afbench/', 1)[1]}:{line}({func})"))
-    print(f"cProfile, afbench functions by cumulative time (total {st.total_tt:.2f} s under "  # type: ignore[attr-defined]
-          "cProfile, which inflates Python-heavy code: read the shares):")
+    print(
+        f"cProfile, afbench functions by cumulative time (total {st.total_tt:.2f} s under "  # type: ignore[attr-defined]
+        "cProfile, which inflates Python-heavy code: read the shares):"
+    )
     for ct, name in sorted(rows, reverse=True)[:16]:
         print(f"  {ct:6.2f}  {name}")
 
-    cfg = subprocess.run([C.PYTHON, "-X", "importtime", "-m", "afbench",
-                          "experiment=bench_overhead_1", "--cfg", "job"], cwd=work,
-                         env=C.afbench_env(recipes_dir), capture_output=True, text=True,
-                         check=True)
-    print("python -X importtime -m afbench experiment=bench_overhead_1 --cfg job, top-level "
-          "imports (cumulative s):")
+    cfg = subprocess.run(
+        [
+            C.PYTHON,
+            "-X",
+            "importtime",
+            "-m",
+            "afbench",
+            "experiment=bench_overhead_1",
+            "--cfg",
+            "job",
+        ],
+        cwd=work,
+        env=C.afbench_env(recipes_dir),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    print(
+        "python -X importtime -m afbench experiment=bench_overhead_1 --cfg job, top-level "
+        "imports (cumulative s):"
+    )
     for sec, name in import_costs(cfg.stderr, 8):
         print(f"  {sec:6.3f}  {name}")
-    print("  by top-level package (self s): " + ", ".join(
-        f"{name} {sec:.3f}" for sec, name in package_self_times(cfg.stderr, 8)))
+    print(
+        "  by top-level package (self s): "
+        + ", ".join(f"{name} {sec:.3f}" for sec, name in package_self_times(cfg.stderr, 8))
+    )
 
-    w = subprocess.run([C.PYTHON, "-X", "importtime", "-c",
-                        "import afbench.worker, afbench.engines.command"],
-                       capture_output=True, text=True, check=True)
-    wt = sum(int(l.split("|")[0][len("import time:"):]) for l in w.stderr.splitlines()
-             if l.startswith("import time:") and "self [us]" not in l) / 1e6
+    w = subprocess.run(
+        [C.PYTHON, "-X", "importtime", "-c", "import afbench.worker, afbench.engines.command"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    wt = (
+        sum(
+            int(l.split("|")[0][len("import time:") :])
+            for l in w.stderr.splitlines()
+            if l.startswith("import time:") and "self [us]" not in l
+        )
+        / 1e6
+    )
     print(f"worker process imports (afbench.worker + engines.command): {wt:.3f} s; top:")
     for sec, name in import_costs(w.stderr, 6):
         print(f"  {sec:6.3f}  {name}")
@@ -173,12 +231,15 @@ def profile(work: Path, recipes_dir: Path) -> None:
 def time_python(args: list[str], cwd: Path | None = None, expect: int = 0) -> float:
     """Wall seconds of ``python <args>``; raises RuntimeError unless it exits ``expect``."""
     t0 = time.perf_counter()
-    proc = subprocess.run([C.PYTHON, *args], capture_output=True, text=True, cwd=cwd,
-                          env=C.afbench_env(None))
+    proc = subprocess.run(
+        [C.PYTHON, *args], capture_output=True, text=True, cwd=cwd, env=C.afbench_env(None)
+    )
     wall = time.perf_counter() - t0
     if proc.returncode != expect:
-        raise RuntimeError(f"python {' '.join(args)} exited {proc.returncode}, expected {expect}: "
-                           f"{proc.stderr[-500:]}")
+        raise RuntimeError(
+            f"python {' '.join(args)} exited {proc.returncode}, expected {expect}: "
+            f"{proc.stderr[-500:]}"
+        )
     return wall
 
 
@@ -192,10 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="invocations of each kind (default 5)")
     ap.add_argument("--steps", type=int, default=10, help="step lines per train run (default 10)")
     ap.add_argument("--sft-wall-s", type=float, help="sft_af_compare wall time in seconds")
-    ap.add_argument("--sft-dir", help="an sft_af_compare output dir: sum its runs' status.json wall_s")
+    ap.add_argument(
+        "--sft-dir", help="an sft_af_compare output dir: sum its runs' status.json wall_s"
+    )
     ap.add_argument("--measure-sft", action="store_true", help="run sft_af_compare now and time it")
     ap.add_argument("--no-profile", action="store_true", help="skip the profile section")
-    ap.add_argument("--keep", help="work in this folder and keep it (default: a temp folder, removed)")
+    ap.add_argument(
+        "--keep", help="work in this folder and keep it (default: a temp folder, removed)"
+    )
     args = ap.parse_args(argv)
 
     t_start = time.perf_counter()
@@ -223,9 +288,11 @@ def main(argv: list[str] | None = None) -> int:
         waits.append(wait)
         worker_walls += C.run_walls(out).values()
     print(C.load_line("load after timed rounds"))
-    print(f"device-lock waits (another afbench run held /tmp/afbench-cpu.lock), excluded from "
-          f"the walls below: {sum(waits):.1f} s over {sum(w > 0 for w in waits)} of "
-          f"{len(waits)} invocations")
+    print(
+        f"device-lock waits (another afbench run held /tmp/afbench-cpu.lock), excluded from "
+        f"the walls below: {sum(waits):.1f} s over {sum(w > 0 for w in waits)} of "
+        f"{len(waits)} invocations"
+    )
 
     over1 = [a - e for a, e in zip(af1, exe1)]
     over4 = [(a - e) / 4 for a, e in zip(af4, exe4)]
@@ -243,29 +310,39 @@ def main(argv: list[str] | None = None) -> int:
     print(stats_line("1-run experiment, whole invocation", over1))
     print(stats_line("4-run experiment, per run", over4))
     print(f"marginal cost of one more run (worker process + bookkeeping): {marginal:.3f} s")
-    print(f"worker process overhead per run (worker wall - executable): "
-          f"{med(worker_walls) - med(exe1):.3f} s")
+    print(
+        f"worker process overhead per run (worker wall - executable): "
+        f"{med(worker_walls) - med(exe1):.3f} s"
+    )
     print(f"fixed cost per invocation (1-run overhead - marginal): {med(over1) - marginal:.3f} s")
 
     sft_s, source = sft_wall(args, work)
     total4 = med(af4) - med(exe4)
     print("\n-- results (medians, side by side) --")
     err, floor = med(config_error), med(hydra_import)
-    print(f"(a) config error {err:.2f} s vs import hydra {floor:.2f} s: +{err - floor:.2f} s; "
-          f"target < {TARGET_ERROR_S} s and within {TARGET_ERROR_OVER_HYDRA_S:.0f} s: "
-          f"{C.verdict_mark(err < TARGET_ERROR_S and err - floor < TARGET_ERROR_OVER_HYDRA_S)}")
+    print(
+        f"(a) config error {err:.2f} s vs import hydra {floor:.2f} s: +{err - floor:.2f} s; "
+        f"target < {TARGET_ERROR_S} s and within {TARGET_ERROR_OVER_HYDRA_S:.0f} s: "
+        f"{C.verdict_mark(err < TARGET_ERROR_S and err - floor < TARGET_ERROR_OVER_HYDRA_S)}"
+    )
     one, over_one = med(af1), med(over1)
-    print(f"(b) 1-run experiment {one:.2f} s (executable alone {med(exe1):.3f} s, overhead "
-          f"{over_one:.2f} s); target < {TARGET_ONE_RUN_S} s, overhead < "
-          f"{TARGET_ONE_RUN_OVERHEAD_S} s: "
-          f"{C.verdict_mark(one < TARGET_ONE_RUN_S and over_one < TARGET_ONE_RUN_OVERHEAD_S)}")
-    print(f"    4-run experiment {med(af4):.2f} s (executables {med(exe4):.3f} s): overhead "
-          f"{total4:.2f} s, {med(over4):.2f} s per run")
+    print(
+        f"(b) 1-run experiment {one:.2f} s (executable alone {med(exe1):.3f} s, overhead "
+        f"{over_one:.2f} s); target < {TARGET_ONE_RUN_S} s, overhead < "
+        f"{TARGET_ONE_RUN_OVERHEAD_S} s: "
+        f"{C.verdict_mark(one < TARGET_ONE_RUN_S and over_one < TARGET_ONE_RUN_OVERHEAD_S)}"
+    )
+    print(
+        f"    4-run experiment {med(af4):.2f} s (executables {med(exe4):.3f} s): overhead "
+        f"{total4:.2f} s, {med(over4):.2f} s per run"
+    )
     if sft_s:
         share = total4 / sft_s
         print(f"    sft_af_compare wall: {sft_s:.1f} s ({source})")
-        print(f"    4-run overhead {total4:.2f} s = {share:.2%} of sft_af_compare; target < "
-              f"{TARGET_SHARE:.0%}: {C.verdict_mark(share < TARGET_SHARE)}")
+        print(
+            f"    4-run overhead {total4:.2f} s = {share:.2%} of sft_af_compare; target < "
+            f"{TARGET_SHARE:.0%}: {C.verdict_mark(share < TARGET_SHARE)}"
+        )
     else:
         print(f"    share of sft_af_compare: n/a, sft_af_compare wall time {source}")
     if not args.no_profile:

@@ -49,8 +49,10 @@ def true_pairs(gain_pct: float, spread: float, window: int = 5) -> int:
     """The pairs the truth needs: sd of one pair's log ratio from the noise model (run-to-run
     spread plus the median of the window's AR(1) steps, measured by simulation)."""
     rng = np.random.default_rng(0)
-    d = [math.log(np.median(run(rng, 0.0, spread)) / np.median(run(rng, 0.0, spread)))
-         for _ in range(20000)]
+    d = [
+        math.log(np.median(run(rng, 0.0, spread)) / np.median(run(rng, 0.0, spread)))
+        for _ in range(20000)
+    ]
     return pairs_for_mde(float(np.std(d)), gain_pct)
 
 
@@ -60,8 +62,10 @@ def main() -> int:
     args = ap.parse_args()
     started = time.time()
     print(f"# pairs_hint_sim: {args.n} first experiments of 3 pairs per cell")
-    print("| spread | true gain | hints printed | K printed (median, 10-90%) | K the truth needs "
-          "| followed (K <= 120) | decided FASTER at K |")
+    print(
+        "| spread | true gain | hints printed | K printed (median, 10-90%) | K the truth needs "
+        "| followed (K <= 120) | decided FASTER at K |"
+    )
     print("|---|---|---|---|---|---|---|")
     seed = 0
     for spread in (0.02, 0.05):
@@ -75,12 +79,16 @@ def main() -> int:
                     continue
                 ks.append(sp.pairs_for_gain)
                 if sp.pairs_for_gain <= MAX_K:
-                    found.append(experiment(rng, sp.pairs_for_gain, gain, spread).decision
-                                 == FASTER)
+                    found.append(
+                        experiment(rng, sp.pairs_for_gain, gain, spread).decision == FASTER
+                    )
             q = np.percentile(ks, [50, 10, 90]) if ks else [float("nan")] * 3
-            print(f"| {spread:.0%} | {gain:.0f}% | {len(ks) / args.n:.1%} | {q[0]:.0f} "
-                  f"({q[1]:.0f}-{q[2]:.0f}) | {true_pairs(gain, spread)} | {len(found)} | "
-                  f"{(np.mean(found) if found else float('nan')):.1%} |", flush=True)
+            print(
+                f"| {spread:.0%} | {gain:.0f}% | {len(ks) / args.n:.1%} | {q[0]:.0f} "
+                f"({q[1]:.0f}-{q[2]:.0f}) | {true_pairs(gain, spread)} | {len(found)} | "
+                f"{(np.mean(found) if found else float('nan')):.1%} |",
+                flush=True,
+            )
     print(f"# {time.time() - started:.0f} s")
     return 0
 

@@ -69,8 +69,13 @@ def plan(bound_s: float) -> dict[str, float]:
                 clean += 1
                 break
             contended += 1
-    return {"wall": time.monotonic() - t0, "launched": launched, "contended": contended,
-            "clean": clean, "waited": waited}
+    return {
+        "wall": time.monotonic() - t0,
+        "launched": launched,
+        "contended": contended,
+        "clean": clean,
+        "waited": waited,
+    }
 
 
 def main() -> None:
@@ -85,14 +90,17 @@ def main() -> None:
         os.nice(-19)
     except OSError as exc:
         print(f"cannot raise priority ({exc}): other users' load counts as well")
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} UTC  load {os.getloadavg()}  "
-          f"cpus {len(os.sched_getaffinity(0))}  plan: {RUNS} runs, {RERUNS} rerun each")
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M:%S')} UTC  load {os.getloadavg()}  "
+        f"cpus {len(os.sched_getaffinity(0))}  plan: {RUNS} runs, {RERUNS} rerun each"
+    )
     quiet = [one_run()[1] for _ in range(3)]
     print(f"one run on the quiet machine: {min(quiet):.2f}-{max(quiet):.2f} s")
     rows = []
     for scenario, load_s, bounds in (
-            (f"a job passes ({args.load_s:g} s)", args.load_s, (0.0, args.bound_s)),
-            ("the load stays", None, (0.0, args.stay_bound_s))):
+        (f"a job passes ({args.load_s:g} s)", args.load_s, (0.0, args.bound_s)),
+        ("the load stays", None, (0.0, args.stay_bound_s)),
+    ):
         for bound in bounds:
             procs = burners(load_s if load_s is not None else 3600)
             time.sleep(0.5)
@@ -104,12 +112,16 @@ def main() -> None:
                     p.wait()
             rows.append((scenario, bound, got))
             time.sleep(2.0)
-    print("| scenario | wait_for_quiet_s | wall (s) | waited (s) | runs launched | contended "
-          "(set aside) | clean runs of 4 |")
+    print(
+        "| scenario | wait_for_quiet_s | wall (s) | waited (s) | runs launched | contended "
+        "(set aside) | clean runs of 4 |"
+    )
     print("|---|---|---|---|---|---|---|")
     for scenario, bound, g in rows:
-        print(f"| {scenario} | {bound:g} | {g['wall']:.1f} | {g['waited']:.1f} | "
-              f"{g['launched']:.0f} | {g['contended']:.0f} | {g['clean']:.0f} |")
+        print(
+            f"| {scenario} | {bound:g} | {g['wall']:.1f} | {g['waited']:.1f} | "
+            f"{g['launched']:.0f} | {g['contended']:.0f} | {g['clean']:.0f} |"
+        )
     print(f"load after: {os.getloadavg()}")
 
 

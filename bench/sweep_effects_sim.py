@@ -38,8 +38,14 @@ import time
 
 import numpy as np
 
-from afbench.verdict import (FASTER, SLOWER, compare_runs, one_kind, run_spread_from_pairs,
-                             sweep_level)
+from afbench.verdict import (
+    FASTER,
+    SLOWER,
+    compare_runs,
+    one_kind,
+    run_spread_from_pairs,
+    sweep_level,
+)
 from afbench.verdict.effects import PairedGain, factorial_contrasts, main_effects
 from sweep_pairing_sim import run, timeline
 
@@ -47,8 +53,9 @@ STATES = ("steady", "drift 0.2%/run", "drift 0.5%/run", "load step", "random wal
 TRUE_GAIN_PCT = 10.0
 
 
-def sweep(rng: np.random.Generator, state: str, n_keys: int, rounds: int, gain_pct: float,
-          order: str) -> list:
+def sweep(
+    rng: np.random.Generator, state: str, n_keys: int, rounds: int, gain_pct: float, order: str
+) -> list:
     """The main effects (afbench.verdict.effects.MainEffect, key order) of one simulated sweep;
     the first key has a true gain of ``gain_pct``."""
     keys = [f"k{i}" for i in range(n_keys)]
@@ -60,9 +67,15 @@ def sweep(rng: np.random.Generator, state: str, n_keys: int, rounds: int, gain_p
     log_gain = math.log(1 - gain_pct / 100.0)
     level = sweep_level(0.95, len(combos) - 1)
     # one round decides only with a host calibration: 15 A/A pairs on this host beforehand
-    cal = one_kind(run_spread_from_pairs([run(rng, 0.0, 0.0) for _ in range(15)],
-                                         [run(rng, 0.0, 0.0) for _ in range(15)])) \
-        if rounds == 1 else None
+    cal = (
+        one_kind(
+            run_spread_from_pairs(
+                [run(rng, 0.0, 0.0) for _ in range(15)], [run(rng, 0.0, 0.0) for _ in range(15)]
+            )
+        )
+        if rounds == 1
+        else None
+    )
     settings, gains = [], []
     for values in combos:
         log_own = log_gain if values[0] == "true" else 0.0
@@ -97,10 +110,14 @@ def main() -> int:
     ap.add_argument("--states", nargs="+", default=list(STATES), choices=STATES)
     args = ap.parse_args()
     started = time.time()
-    print(f"# sweep_effects_sim: {args.n} sweeps per cell, jobs in {args.order} order, "
-          "beside pairing, main effects Holm-adjusted at family-wise 95%")
-    print("| machine | sweep | rounds | A/A: any main effect called | 10% key: called FASTER "
-          "| its interval holds 10% | another key called | effects without an interval |")
+    print(
+        f"# sweep_effects_sim: {args.n} sweeps per cell, jobs in {args.order} order, "
+        "beside pairing, main effects Holm-adjusted at family-wise 95%"
+    )
+    print(
+        "| machine | sweep | rounds | A/A: any main effect called | 10% key: called FASTER "
+        "| its interval holds 10% | another key called | effects without an interval |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     seed = 100
     for state in args.states:
@@ -109,18 +126,26 @@ def main() -> int:
                 seed += 1
                 rng = np.random.default_rng(seed)
                 aa = [sweep(rng, state, n_keys, rounds, 0.0, args.order) for _ in range(args.n)]
-                real = [sweep(rng, state, n_keys, rounds, TRUE_GAIN_PCT, args.order)
-                        for _ in range(args.n)]
+                real = [
+                    sweep(rng, state, n_keys, rounds, TRUE_GAIN_PCT, args.order)
+                    for _ in range(args.n)
+                ]
                 any_aa = np.mean([any(called(e) for e in s) for s in aa])
                 power = np.mean([s[0] is not None and s[0].decision == FASTER for s in real])
                 with_interval = [s[0] for s in real if s[0] is not None]
-                cover = np.mean([e.ci_low_pct <= TRUE_GAIN_PCT <= e.ci_high_pct
-                                 for e in with_interval]) if with_interval else math.nan
+                cover = (
+                    np.mean([e.ci_low_pct <= TRUE_GAIN_PCT <= e.ci_high_pct for e in with_interval])
+                    if with_interval
+                    else math.nan
+                )
                 other = np.mean([any(called(e) for e in s[1:]) for s in real])
                 missing = np.mean([e is None for s in aa + real for e in s])
-                print(f"| {state} | {'x'.join(['2'] * n_keys)} | {rounds} | {100 * any_aa:.1f}% "
-                      f"| {100 * power:.1f}% | {100 * cover:.1f}% | {100 * other:.1f}% "
-                      f"| {100 * missing:.1f}% |", flush=True)
+                print(
+                    f"| {state} | {'x'.join(['2'] * n_keys)} | {rounds} | {100 * any_aa:.1f}% "
+                    f"| {100 * power:.1f}% | {100 * cover:.1f}% | {100 * other:.1f}% "
+                    f"| {100 * missing:.1f}% |",
+                    flush=True,
+                )
     print(f"# {time.time() - started:.0f} s")
     return 0
 

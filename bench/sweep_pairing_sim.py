@@ -42,7 +42,7 @@ def timeline(rng: np.random.Generator, state: str, n: int) -> np.ndarray:
         return np.log1p(float(state.split()[1].rstrip("%/run")) / 100.0 * np.arange(n))
     if state == "load step":
         level = np.zeros(n)
-        level[rng.integers(1, n):] = math.log(1.15)
+        level[rng.integers(1, n) :] = math.log(1.15)
         return level
     return np.cumsum(rng.normal(0.0, 0.02, n))  # random walk
 
@@ -55,8 +55,9 @@ def run(rng: np.random.Generator, log_mu: float, level: float, window: int = 5) 
     return list(np.exp(log_mu + level + rng.normal(0.0, 0.03) + e))
 
 
-def sweep(rng: np.random.Generator, state: str, pairing: str, rounds: int, gain_pct: float,
-          level: float) -> list[str]:
+def sweep(
+    rng: np.random.Generator, state: str, pairing: str, rounds: int, gain_pct: float, level: float
+) -> list[str]:
     """The 3 decisions of one simulated sweep."""
     log_v = math.log(1 - gain_pct / 100.0)
     slots = rounds * (1 + (JOBS - 1) * (2 if pairing == "beside" else 1))
@@ -83,8 +84,10 @@ def main() -> int:
     args = ap.parse_args()
     started = time.time()
     level = sweep_level(0.95, JOBS - 1)
-    print(f"# sweep_pairing_sim: {args.n} 2x2 sweeps per cell, 3 comparisons each at the "
-          f"Bonferroni level {100 * level:.2f}%")
+    print(
+        f"# sweep_pairing_sim: {args.n} 2x2 sweeps per cell, 3 comparisons each at the "
+        f"Bonferroni level {100 * level:.2f}%"
+    )
     print("| machine | rounds | pairing | A/A: FASTER / SLOWER per comparison | 10% gain found |")
     print("|---|---|---|---|---|")
     seed = 0
@@ -93,13 +96,17 @@ def main() -> int:
             for pairing in ("separate", "beside"):
                 seed += 1
                 rng = np.random.default_rng(seed)
-                aa = np.array([sweep(rng, state, pairing, rounds, 0.0, level)
-                               for _ in range(args.n)]).ravel()
-                gain = np.array([sweep(rng, state, pairing, rounds, 10.0, level)
-                                 for _ in range(args.n)]).ravel()
-                print(f"| {state} | {rounds} | {pairing} | {100 * np.mean(aa == FASTER):.1f}% / "
-                      f"{100 * np.mean(aa == SLOWER):.1f}% | {100 * np.mean(gain == FASTER):.1f}% |",
-                      flush=True)
+                aa = np.array(
+                    [sweep(rng, state, pairing, rounds, 0.0, level) for _ in range(args.n)]
+                ).ravel()
+                gain = np.array(
+                    [sweep(rng, state, pairing, rounds, 10.0, level) for _ in range(args.n)]
+                ).ravel()
+                print(
+                    f"| {state} | {rounds} | {pairing} | {100 * np.mean(aa == FASTER):.1f}% / "
+                    f"{100 * np.mean(aa == SLOWER):.1f}% | {100 * np.mean(gain == FASTER):.1f}% |",
+                    flush=True,
+                )
     print(f"# {time.time() - started:.0f} s")
     return 0
 

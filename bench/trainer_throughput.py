@@ -116,10 +116,17 @@ def compose_spec(run_dir: Path, steps: int, seq_len: int):
     GlobalHydra.instance().clear()
     conf_dir = str(importlib.resources.files("afbench.conf"))
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[
-            "backend=cpu", f"backend.num_threads={THREADS}", f"scheduler.steps={steps}",
-            f"scheduler.seq_len={seq_len}",
-            "scheduler.measure.first_step=1", f"scheduler.measure.last_step={steps}"])
+        cfg = compose(
+            config_name="config",
+            overrides=[
+                "backend=cpu",
+                f"backend.num_threads={THREADS}",
+                f"scheduler.steps={steps}",
+                f"scheduler.seq_len={seq_len}",
+                "scheduler.measure.first_step=1",
+                f"scheduler.measure.last_step={steps}",
+            ],
+        )
     GlobalHydra.instance().clear()
     plan = make_plan(validate_config(cfg), run_dir)
     return plan.runs[0]
@@ -168,17 +175,33 @@ def make_trainer(spec, inputs, labels, out: Path, side: Side, losses: list[float
 
     seed_everything(s.seed)
     model = AutoModelForCausalLM.from_pretrained(
-        cfg.model.path, dtype=torch.float32, attn_implementation=cfg.model.attn_implementation,
-        local_files_only=True)
+        cfg.model.path,
+        dtype=torch.float32,
+        attn_implementation=cfg.model.attn_implementation,
+        local_files_only=True,
+    )
     args = TrainingArguments(
-        output_dir=str(out), max_steps=s.steps,
+        output_dir=str(out),
+        max_steps=s.steps,
         per_device_train_batch_size=s.micro_batch_size,
         gradient_accumulation_steps=s.global_batch_size // s.micro_batch_size,
-        learning_rate=s.lr, weight_decay=s.weight_decay, max_grad_norm=s.max_grad_norm,
-        lr_scheduler_type="constant", warmup_steps=0, seed=s.seed,
-        use_cpu=True, report_to="none", save_strategy="no", eval_strategy="no",
-        logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0,
-        dataloader_pin_memory=False, bf16=False, fp16=False)
+        learning_rate=s.lr,
+        weight_decay=s.weight_decay,
+        max_grad_norm=s.max_grad_norm,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        seed=s.seed,
+        use_cpu=True,
+        report_to="none",
+        save_strategy="no",
+        eval_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=False,
+        bf16=False,
+        fp16=False,
+    )
     trainer = LossTrainer(model=model, args=args, train_dataset=SameOrder(), callbacks=[Turns()])
     trainer.remove_callback(PrinterCallback)  # it prints the end-of-train metrics dict
     return trainer
@@ -225,8 +248,10 @@ def one_round(spec, backend, inputs, labels, work: Path, k: int):
     stdout = sys.stdout
     sys.stdout = StepLines(a)
     try:
-        threads = [threading.Thread(target=run_a, name="afbench"),
-                   threading.Thread(target=run_b, name="trainer")]
+        threads = [
+            threading.Thread(target=run_a, name="afbench"),
+            threading.Thread(target=run_b, name="trainer"),
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -245,22 +270,25 @@ def measure_length(seq_len: int, args: argparse.Namespace, work: Path, backend) 
     """Both loops at one ``seq_len``, ``args.rounds`` rounds; prints per-round lines and the
     results block, returns the headline figures."""
     import torch
+    from transformers import AutoTokenizer
 
     from afbench.engines import data as chat
-    from transformers import AutoTokenizer
 
     spec = compose_spec(work / f"plan-{seq_len}", args.steps, seq_len)
     cfg, s = spec.config, spec.config.scheduler
     tokenizer = AutoTokenizer.from_pretrained(cfg.model.path, local_files_only=True)
     convs = chat.load_conversations(cfg.data.path, cfg.data.max_samples)
     markers = chat.assistant_markers(tokenizer)
-    inputs, labels = chat.pack([chat.tokenize_conversation(tokenizer, c, markers) for c in convs],
-                               s.seq_len)
+    inputs, labels = chat.pack(
+        [chat.tokenize_conversation(tokenizer, c, markers) for c in convs], s.seq_len
+    )
     tokens_per_step = s.global_batch_size * s.seq_len
-    print(f"\n== seq_len {s.seq_len}: {inputs.shape[0]} packed blocks; batch "
-          f"{s.global_batch_size} x seq {s.seq_len} = {tokens_per_step} tokens/step; "
-          f"{args.rounds} rounds x {args.steps} steps per side, alternating A B A B per step, "
-          f"first {args.warmup} of each side excluded; {torch.get_num_threads()} threads")
+    print(
+        f"\n== seq_len {s.seq_len}: {inputs.shape[0]} packed blocks; batch "
+        f"{s.global_batch_size} x seq {s.seq_len} = {tokens_per_step} tokens/step; "
+        f"{args.rounds} rounds x {args.steps} steps per side, alternating A B A B per step, "
+        f"first {args.warmup} of each side excluded; {torch.get_num_threads()} threads"
+    )
 
     a_steps: list[float] = []
     b_steps: list[float] = []
@@ -269,20 +297,24 @@ def measure_length(seq_len: int, args: argparse.Namespace, work: Path, backend) 
     round_ratios = []
     impls: dict[str, str] = {}
     for k in range(1, args.rounds + 1):
-        a, b, own, loss_a, loss_b, impls = one_round(spec, backend, inputs, labels,
-                                                     work / f"len{seq_len}", k)
+        a, b, own, loss_a, loss_b, impls = one_round(
+            spec, backend, inputs, labels, work / f"len{seq_len}", k
+        )
         ta, tb = a.step_times(args.warmup), b.step_times(args.warmup)
         a_steps += ta
         b_steps += tb
-        a_own += own[args.warmup:]
+        a_own += own[args.warmup :]
         first_losses.append((loss_a, loss_b))
         round_ratios.append(statistics.median(tb) / statistics.median(ta))
         gc.collect()
-        print(f"round {k}: afbench {tokens_per_step / statistics.median(ta):6.0f} tok/s "
-              f"(median {statistics.median(ta) * 1e3:.0f} ms/step) | Trainer "
-              f"{tokens_per_step / statistics.median(tb):6.0f} tok/s (median "
-              f"{statistics.median(tb) * 1e3:.0f} ms/step) | step-1 loss {loss_a:.6f} vs "
-              f"{loss_b:.6f} | {C.load_line('')[2:]}", flush=True)
+        print(
+            f"round {k}: afbench {tokens_per_step / statistics.median(ta):6.0f} tok/s "
+            f"(median {statistics.median(ta) * 1e3:.0f} ms/step) | Trainer "
+            f"{tokens_per_step / statistics.median(tb):6.0f} tok/s (median "
+            f"{statistics.median(tb) * 1e3:.0f} ms/step) | step-1 loss {loss_a:.6f} vs "
+            f"{loss_b:.6f} | {C.load_line('')[2:]}",
+            flush=True,
+        )
 
     med_a, med_b = statistics.median(a_steps), statistics.median(b_steps)
     tps_a, tps_b = tokens_per_step / med_a, tokens_per_step / med_b
@@ -293,34 +325,58 @@ def measure_length(seq_len: int, args: argparse.Namespace, work: Path, backend) 
     q = statistics.quantiles(pairs, n=4)
     loss_diff = max(abs(x - y) for x, y in first_losses)
     print(f"-- results, seq_len {s.seq_len} --")
-    print(f"AdamW: afbench {impls.get('afbench')} (scheduler.optimizer_impl default), Trainer "
-          f"{impls.get('trainer')} (TrainingArguments.optim default)")
-    print(f"afbench builtin loop: {tps_a:.0f} tokens/s at the median step ({med_a * 1e3:.1f} ms, "
-          f"{len(a_steps)} steps; its own step_time_s median {statistics.median(a_own) * 1e3:.1f} "
-          f"ms); {mean_a:.0f} tokens/s over total time")
-    print(f"transformers.Trainer: {tps_b:.0f} tokens/s at the median step ({med_b * 1e3:.1f} ms, "
-          f"{len(b_steps)} steps); {mean_b:.0f} tokens/s over total time")
+    print(
+        f"AdamW: afbench {impls.get('afbench')} (scheduler.optimizer_impl default), Trainer "
+        f"{impls.get('trainer')} (TrainingArguments.optim default)"
+    )
+    print(
+        f"afbench builtin loop: {tps_a:.0f} tokens/s at the median step ({med_a * 1e3:.1f} ms, "
+        f"{len(a_steps)} steps; its own step_time_s median {statistics.median(a_own) * 1e3:.1f} "
+        f"ms); {mean_a:.0f} tokens/s over total time"
+    )
+    print(
+        f"transformers.Trainer: {tps_b:.0f} tokens/s at the median step ({med_b * 1e3:.1f} ms, "
+        f"{len(b_steps)} steps); {mean_b:.0f} tokens/s over total time"
+    )
     print(f"same work check: step-1 loss afbench vs Trainer, max |diff| {loss_diff:.2e}")
-    print("per-round ratio (Trainer/afbench median step time): "
-          + ", ".join(f"{r:.3f}" for r in round_ratios))
+    print(
+        "per-round ratio (Trainer/afbench median step time): "
+        + ", ".join(f"{r:.3f}" for r in round_ratios)
+    )
     paired = statistics.median(pairs)
-    print(f"paired steps (Trainer step i / afbench step i): median {paired:.3f}, "
-          f"interquartile {q[0]:.3f}..{q[2]:.3f}, {sum(p >= 1 for p in pairs)}/{len(pairs)} "
-          "favour afbench")
-    print(f"ratio afbench/Trainer tokens/s: over total time {mean_a / mean_b:.3f}, of the median "
-          f"steps {tps_a / tps_b:.3f}, paired (the headline) {paired:.3f}", flush=True)
-    return {"seq_len": s.seq_len, "tps_a": tps_a, "tps_b": tps_b, "paired": paired,
-            "iqr": (q[0], q[2]), "loss_diff": loss_diff, "impls": impls}
+    print(
+        f"paired steps (Trainer step i / afbench step i): median {paired:.3f}, "
+        f"interquartile {q[0]:.3f}..{q[2]:.3f}, {sum(p >= 1 for p in pairs)}/{len(pairs)} "
+        "favour afbench"
+    )
+    print(
+        f"ratio afbench/Trainer tokens/s: over total time {mean_a / mean_b:.3f}, of the median "
+        f"steps {tps_a / tps_b:.3f}, paired (the headline) {paired:.3f}",
+        flush=True,
+    )
+    return {
+        "seq_len": s.seq_len,
+        "tps_a": tps_a,
+        "tps_b": tps_b,
+        "paired": paired,
+        "iqr": (q[0], q[2]),
+        "loss_diff": loss_diff,
+        "impls": impls,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3, help="rounds, fresh models each (default 3)")
     ap.add_argument("--steps", type=int, default=20, help="steps per side per round (default 20)")
-    ap.add_argument("--warmup", type=int, default=2, help="steps excluded per side and round "
-                    "(default 2, >= 1)")
-    ap.add_argument("--seq-lens", default="256,1024",
-                    help="comma-separated sequence lengths, each measured paired (default 256,1024)")
+    ap.add_argument(
+        "--warmup", type=int, default=2, help="steps excluded per side and round (default 2, >= 1)"
+    )
+    ap.add_argument(
+        "--seq-lens",
+        default="256,1024",
+        help="comma-separated sequence lengths, each measured paired (default 256,1024)",
+    )
     args = ap.parse_args(argv)
     if not 1 <= args.warmup < args.steps - 1:
         ap.error("need 1 <= --warmup < --steps - 1")
@@ -339,29 +395,36 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="afbench-trainer-"))
     backend = get_backend("cpu", THREADS)  # sets torch threads for the whole process
     torch.set_num_threads(THREADS)
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, accelerate "
-          f"{accelerate.__version__}, {THREADS} threads; model assets/qwen3_tiny fp32 sdpa")
+    print(
+        f"torch {torch.__version__}, transformers {transformers.__version__}, accelerate "
+        f"{accelerate.__version__}, {THREADS} threads; model assets/qwen3_tiny fp32 sdpa"
+    )
     rows = []
     for seq_len in lengths:
         (work / f"len{seq_len}").mkdir(parents=True)
         rows.append(measure_length(seq_len, args, work, backend))
 
     print("\n-- side by side --")
-    print(f"{'seq_len':>7}  {'afbench tok/s':>13}  {'Trainer tok/s':>13}  {'paired ratio':>12}  "
-          f"{'interquartile':>13}  {'step-1 |diff|':>13}  AdamW afbench / Trainer")
+    print(
+        f"{'seq_len':>7}  {'afbench tok/s':>13}  {'Trainer tok/s':>13}  {'paired ratio':>12}  "
+        f"{'interquartile':>13}  {'step-1 |diff|':>13}  AdamW afbench / Trainer"
+    )
     for r in rows:
-        print(f"{r['seq_len']:>7}  {r['tps_a']:>13.0f}  {r['tps_b']:>13.0f}  {r['paired']:>12.3f}  "
-              f"{r['iqr'][0]:>6.3f}..{r['iqr'][1]:<5.3f}  {r['loss_diff']:>13.2e}  "
-              f"{r['impls'].get('afbench')} / {r['impls'].get('trainer')}")
+        print(
+            f"{r['seq_len']:>7}  {r['tps_a']:>13.0f}  {r['tps_b']:>13.0f}  {r['paired']:>12.3f}  "
+            f"{r['iqr'][0]:>6.3f}..{r['iqr'][1]:<5.3f}  {r['loss_diff']:>13.2e}  "
+            f"{r['impls'].get('afbench')} / {r['impls'].get('trainer')}"
+        )
     met = all(r["paired"] >= TARGET_RATIO and r["loss_diff"] == 0 for r in rows)
-    print(f"target: paired afbench/Trainer tokens/s >= {TARGET_RATIO} at every length with "
-          f"identical step-1 losses: {C.verdict_mark(met)}")
+    print(
+        f"target: paired afbench/Trainer tokens/s >= {TARGET_RATIO} at every length with "
+        f"identical step-1 losses: {C.verdict_mark(met)}"
+    )
     import shutil
 
     shutil.rmtree(work, ignore_errors=True)
     C.footer(t_start)
     return 0
-
 
 
 if __name__ == "__main__":

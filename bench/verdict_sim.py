@@ -37,14 +37,23 @@ import argparse
 import math
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 from scipy import stats
 
-from dataclasses import replace
-
-from afbench.verdict import (AUTO, FASTER, NO_GAIN, SLOWER, Design, SequentialTest,
-                             combine, compare_runs, one_kind, run_spread_from_pairs)
+from afbench.verdict import (
+    AUTO,
+    FASTER,
+    NO_GAIN,
+    SLOWER,
+    Design,
+    SequentialTest,
+    combine,
+    compare_runs,
+    one_kind,
+    run_spread_from_pairs,
+)
 
 MODELS = {  # name: (run-to-run spread, outlier rate, contended rate)
     "spread 2%": (0.02, 0.0, 0.0),
@@ -71,35 +80,60 @@ SLOWER_SINCE = "host 10% slower since (spread 5%)"
 #: Issue 30's models: name -> (share of variant-kind runs that stall 2x, unflagged; factor of
 #: the first measured step of every variant-kind run); spread 5%.
 STALL_MODELS = {"variant stalls 20% 2x": (0.2, 1.0), "compile straggler 5x": (0.0, 5.0)}
-STALL_DESIGNS = ("one round calibrated per kind", "fixed 3", "fixed 5", "fixed 8", "fixed 12",
-                 "fixed 20", "auto 3..8")
+STALL_DESIGNS = (
+    "one round calibrated per kind",
+    "fixed 3",
+    "fixed 5",
+    "fixed 8",
+    "fixed 12",
+    "fixed 20",
+    "auto 3..8",
+)
 EFFECTS = {"A/A": 0.0, "gain 5%": 5.0, "gain 10%": 10.0, "gain 30%": 30.0, "slower 10%": -10.0}
 CALIBRATION_PAIRS = 12  # an A/A of 12 pairs: MIN_CALIBRATION_PAIRS
 #: A calibrated design whose name ends in this is run without the run-location check
 #: (--unchecked: afbench before a calibration kept what its runs took).
 UNCHECKED = " unchecked"
-DESIGNS = ("one round", "one round calibrated", "one round calibrated twins",
-           "one round calibrated per kind",
-           "fixed 2 calibrated", "fixed 2 calibrated twins", "fixed 2 calibrated per kind",
-           "fixed 3", "fixed 5", "fixed 8",
-           "auto 3..8")
+DESIGNS = (
+    "one round",
+    "one round calibrated",
+    "one round calibrated twins",
+    "one round calibrated per kind",
+    "fixed 2 calibrated",
+    "fixed 2 calibrated twins",
+    "fixed 2 calibrated per kind",
+    "fixed 3",
+    "fixed 5",
+    "fixed 8",
+    "auto 3..8",
+)
 
 
 class Host:
     """Draws runs: each a list of step times and whether it was (measured) contended."""
 
-    def __init__(self, rng: np.random.Generator, spread: float, outliers: float, contended: float,
-                 window: int, variant_spread: float | None = None,
-                 calibration_spread: float | None = None, shift: float = 0.0,
-                 stall: float = 0.0, straggler: float = 1.0) -> None:
+    def __init__(
+        self,
+        rng: np.random.Generator,
+        spread: float,
+        outliers: float,
+        contended: float,
+        window: int,
+        variant_spread: float | None = None,
+        calibration_spread: float | None = None,
+        shift: float = 0.0,
+        stall: float = 0.0,
+        straggler: float = 1.0,
+    ) -> None:
         self.rng, self.spread, self.outliers, self.contended = rng, spread, outliers, contended
         self.stall, self.straggler = stall, straggler  # of variant-kind runs only
         self.window, self.shift = window, shift
         self.variant_spread = spread if variant_spread is None else variant_spread
         self.calibration_spread = spread if calibration_spread is None else calibration_spread
 
-    def run(self, log_mu: float, spread: float | None = None,
-            variant_kind: bool = False) -> tuple[list[float], bool]:
+    def run(
+        self, log_mu: float, spread: float | None = None, variant_kind: bool = False
+    ) -> tuple[list[float], bool]:
         rng = self.rng
         spread = self.spread if spread is None else spread
         u = rng.normal(0.0, spread) if spread else 0.0
@@ -123,8 +157,10 @@ class Host:
         log_v = math.log(1 - gain_pct / 100.0)
         b, v, c = [], [], []
         for _ in range(n):
-            (rb, cb), (rv, cv) = (self.run(self.shift),
-                                  self.run(log_v + self.shift, self.variant_spread, True))
+            (rb, cb), (rv, cv) = (
+                self.run(self.shift),
+                self.run(log_v + self.shift, self.variant_spread, True),
+            )
             b.append(rb), v.append(rv), c.append((cb, cv))
         return b, v, c
 
@@ -137,8 +173,10 @@ class Host:
             spread = self.variant_spread * self.calibration_spread / self.spread
         b, v, c = [], [], []
         for _ in range(n):
-            (rb, cb), (rv, cv) = (self.run(log_mu, spread, variant_kind),
-                                  self.run(log_mu, spread, variant_kind))
+            (rb, cb), (rv, cv) = (
+                self.run(log_mu, spread, variant_kind),
+                self.run(log_mu, spread, variant_kind),
+            )
             b.append(rb), v.append(rv), c.append((cb, cv))
         return b, v, c
 
@@ -167,8 +205,11 @@ def experiment(host: Host, design: str, gain: float):
         checked = not design.endswith(UNCHECKED)
         design = design.removesuffix(UNCHECKED)
         if design.endswith("per kind"):  # each kind of run its own A/A, combined
-            cal_v = one_kind(run_spread_from_pairs(*host.calibration_pairs(
-                CALIBRATION_PAIRS, True, math.log(1 - gain / 100.0))))
+            cal_v = one_kind(
+                run_spread_from_pairs(
+                    *host.calibration_pairs(CALIBRATION_PAIRS, True, math.log(1 - gain / 100.0))
+                )
+            )
             cal_b = combine(cal_b, cal_v)
         elif not design.endswith("twins"):  # one kind's calibration, the variant unchecked
             cal_b = replace(cal_b, variant_runs=None)  # (afbench before 2026-12-03)
@@ -222,25 +263,35 @@ def cell(model: str, design: str, gain: float, n_exp: int, window: int, seed: in
     screens = [s.screen for s in speeds]
     cov = [c for c in cov if c is not None]
     return {
-        "faster": float(np.mean(dec == FASTER)), "slower": float(np.mean(dec == SLOWER)),
+        "faster": float(np.mean(dec == FASTER)),
+        "slower": float(np.mean(dec == SLOWER)),
         "no_gain": float(np.mean(dec == NO_GAIN)),
-        "coverage": float(np.mean(cov)) if cov else None, "n_intervals": len(cov),
+        "coverage": float(np.mean(cov)) if cov else None,
+        "n_intervals": len(cov),
         "plain_faster": float(np.mean(np.array(plain) == FASTER)) if plain else None,
         "plain_slower": float(np.mean(np.array(plain) == SLOWER)) if plain else None,
-        "median_mde": float(np.median(mde)) if mde else None, "mean_pairs": float(np.mean(pairs)),
+        "median_mde": float(np.median(mde)) if mde else None,
+        "mean_pairs": float(np.mean(pairs)),
         # power among the experiments that printed an interval (and so an MDE)
-        "faster_with_interval": (float(np.mean([d == FASTER for d, c in zip(dec, cov_all)
-                                                 if c is not None])) if cov else None),
+        "faster_with_interval": (
+            float(np.mean([d == FASTER for d, c in zip(dec, cov_all) if c is not None]))
+            if cov
+            else None
+        ),
         "kept_mde": {k: float(np.median(v)) for k, v in kept_mde.items()},
-        "kept": kept, "decisions": list(dec), "mdes": mdes,
+        "kept": kept,
+        "decisions": list(dec),
+        "mdes": mdes,
         "inconclusive": float(np.mean(dec == "INCONCLUSIVE")),
-        "screen": {k: screens.count(k) / len(screens) for k in ("holds", "all_runs",
-                                                                 "changes_answer")},
+        "screen": {
+            k: screens.count(k) / len(screens) for k in ("holds", "all_runs", "changes_answer")
+        },
     }
 
 
-def found_at_mde_by_kept(model: str, design: str, aa: dict, n_exp: int, window: int,
-                         seed: int) -> float | None:
+def found_at_mde_by_kept(
+    model: str, design: str, aa: dict, n_exp: int, window: int, seed: int
+) -> float | None:
     """The MDE claim checked as it is worded ("at the pairs that decided"): for each number of
     deciding pairs k that at least 5% of A/A experiments ended with, the share of experiments
     ending with k pairs (and printing an interval) that find a true gain equal to the median
@@ -254,8 +305,11 @@ def found_at_mde_by_kept(model: str, design: str, aa: dict, n_exp: int, window: 
             continue
         r = cell(model, design, m, n_exp, window, seed + k)
         # among those that print an interval (and so an MDE), as "found at MDE" counts
-        hits = [d == FASTER for d, kk, m in zip(r["decisions"], r["kept"], r["mdes"])
-                if kk == k and m is not None]
+        hits = [
+            d == FASTER
+            for d, kk, m in zip(r["decisions"], r["kept"], r["mdes"])
+            if kk == k and m is not None
+        ]
         if hits:
             total += share * float(np.mean(hits))
             weight += share
@@ -267,6 +321,7 @@ def screen_miss(n_max: int = 16, draws: int = 40_000, spread: float = 0.05, seed
     runs of one side at a run-to-run spread ``spread``: what afbench.verdict.power.SCREEN_MISS
     holds for the MDE's allowance."""
     from afbench.verdict.runs import outlier_runs
+
     rng = np.random.default_rng(seed)
     out = {}
     for n in range(3, n_max + 1):
@@ -289,10 +344,15 @@ def mde_row(model: str, design: str, n_exp: int, window: int, seed: int) -> str:
     if aa["median_mde"] is None:
         return f"| {model} | {design} | n/a | n/a | n/a |"
     found = cell(model, design, aa["median_mde"], n_exp, window, seed + 1)
-    by_kept = (found_at_mde_by_kept(model, design, aa, n_exp, window, seed + 100)
-               if not design.startswith("auto") else None)
-    return (f"| {model} | {design} | {aa['median_mde']:.1f}% | "
-            f"{pct(found['faster_with_interval'])} | {pct(by_kept)} |")
+    by_kept = (
+        found_at_mde_by_kept(model, design, aa, n_exp, window, seed + 100)
+        if not design.startswith("auto")
+        else None
+    )
+    return (
+        f"| {model} | {design} | {aa['median_mde']:.1f}% | "
+        f"{pct(found['faster_with_interval'])} | {pct(by_kept)} |"
+    )
 
 
 def pct(x) -> str:
@@ -303,8 +363,10 @@ def stalls_table(n_exp: int, window: int) -> int:
     """Issue 30's models at every design the product offers (module docstring)."""
     started = time.time()
     print(f"# verdict_sim --stalls: {n_exp} experiments per cell, {window} measured steps per run")
-    print("| noise | design | typical gain (mean time) | FASTER | SLOWER | NO_GAIN | INCONCLUSIVE "
-          "| plain t F/S | screen holds / all runs / changes |")
+    print(
+        "| noise | design | typical gain (mean time) | FASTER | SLOWER | NO_GAIN | INCONCLUSIVE "
+        "| plain t F/S | screen holds / all runs / changes |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     seed = 30_000
     for gain in (0.0, 10.0):
@@ -312,25 +374,37 @@ def stalls_table(n_exp: int, window: int) -> int:
             seed += 1
             r = cell("variant stalls 20% 2x", design, gain, n_exp, window, seed)
             mean = (1 - gain / 100) * 1.2
-            plain = (f"{pct(r['plain_faster'])} / {pct(r['plain_slower'])}"
-                     if r["plain_faster"] is not None else "n/a")
+            plain = (
+                f"{pct(r['plain_faster'])} / {pct(r['plain_slower'])}"
+                if r["plain_faster"] is not None
+                else "n/a"
+            )
             sc = r["screen"]
-            print(f"| variant stalls 20% 2x | {design} | {gain:g}% ({(mean - 1) * 100:+.0f}%) | "
-                  f"{pct(r['faster'])} | {pct(r['slower'])} | {pct(r['no_gain'])} | "
-                  f"{pct(r['inconclusive'])} | {plain} | {pct(sc['holds'])} / "
-                  f"{pct(sc['all_runs'])} / {pct(sc['changes_answer'])} |", flush=True)
+            print(
+                f"| variant stalls 20% 2x | {design} | {gain:g}% ({(mean - 1) * 100:+.0f}%) | "
+                f"{pct(r['faster'])} | {pct(r['slower'])} | {pct(r['no_gain'])} | "
+                f"{pct(r['inconclusive'])} | {plain} | {pct(sc['holds'])} / "
+                f"{pct(sc['all_runs'])} / {pct(sc['changes_answer'])} |",
+                flush=True,
+            )
     print()
     print("| noise | design | A/A FASTER / SLOWER | A/A coverage | median MDE | found at MDE |")
     print("|---|---|---|---|---|---|")
     for design in STALL_DESIGNS:
         seed += 2
         aa = cell("compile straggler 5x", design, 0.0, n_exp, window, seed)
-        found = (cell("compile straggler 5x", design, aa["median_mde"], n_exp, window, seed + 1)
-                 if aa["median_mde"] is not None else None)
-        print(f"| compile straggler 5x | {design} | {pct(aa['faster'])} / {pct(aa['slower'])} | "
-              f"{pct(aa['coverage'])} | "
-              + (f"{aa['median_mde']:.1f}%" if aa["median_mde"] is not None else "n/a")
-              + f" | {pct(found['faster_with_interval']) if found else 'n/a'} |", flush=True)
+        found = (
+            cell("compile straggler 5x", design, aa["median_mde"], n_exp, window, seed + 1)
+            if aa["median_mde"] is not None
+            else None
+        )
+        print(
+            f"| compile straggler 5x | {design} | {pct(aa['faster'])} / {pct(aa['slower'])} | "
+            f"{pct(aa['coverage'])} | "
+            + (f"{aa['median_mde']:.1f}%" if aa["median_mde"] is not None else "n/a")
+            + f" | {pct(found['faster_with_interval']) if found else 'n/a'} |",
+            flush=True,
+        )
     print(f"# {time.time() - started:.0f} s")
     return 0
 
@@ -341,25 +415,46 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=5, help="measured steps per run")
     ap.add_argument("--models", nargs="*", default=list(MODELS) + list(MISFIT) + [SLOWER_SINCE])
     ap.add_argument("--designs", nargs="*", default=list(DESIGNS))
-    ap.add_argument("--aa-only", action="store_true",
-                    help="only the A/A false positives and coverage (for a tighter Monte Carlo "
-                         "error on the level with a large --n)")
-    ap.add_argument("--unchecked", action="store_true",
-                    help="calibrated designs without the check of the runs against their "
-                         "calibration's run locations (afbench before it kept them)")
-    ap.add_argument("--by-kept", action="store_true",
-                    help="also check the MDE per number of deciding pairs (a last column)")
-    ap.add_argument("--mde-only", action="store_true",
-                    help="only the MDE claim: median MDE, found at it, and per deciding pairs")
-    ap.add_argument("--stalls", action="store_true",
-                    help="issue 30's stalls and compile straggler at every design, and exit")
-    ap.add_argument("--screen-miss", action="store_true",
-                    help="print the outlier screen's miss rate per runs per side and exit")
+    ap.add_argument(
+        "--aa-only",
+        action="store_true",
+        help="only the A/A false positives and coverage (for a tighter Monte Carlo "
+        "error on the level with a large --n)",
+    )
+    ap.add_argument(
+        "--unchecked",
+        action="store_true",
+        help="calibrated designs without the check of the runs against their "
+        "calibration's run locations (afbench before it kept them)",
+    )
+    ap.add_argument(
+        "--by-kept",
+        action="store_true",
+        help="also check the MDE per number of deciding pairs (a last column)",
+    )
+    ap.add_argument(
+        "--mde-only",
+        action="store_true",
+        help="only the MDE claim: median MDE, found at it, and per deciding pairs",
+    )
+    ap.add_argument(
+        "--stalls",
+        action="store_true",
+        help="issue 30's stalls and compile straggler at every design, and exit",
+    )
+    ap.add_argument(
+        "--screen-miss",
+        action="store_true",
+        help="print the outlier screen's miss rate per runs per side and exit",
+    )
     args = ap.parse_args()
     if args.screen_miss:
         for spread in (0.02, 0.05, 0.15):
-            print(f"spread {spread:.0%}: " + " ".join(
-                f"{n}:{m:.3f}" for n, m in screen_miss(spread=spread).items()), flush=True)
+            print(
+                f"spread {spread:.0%}: "
+                + " ".join(f"{n}:{m:.3f}" for n, m in screen_miss(spread=spread).items()),
+                flush=True,
+            )
         return 0
     if args.stalls:
         return stalls_table(args.n, args.window)
@@ -377,9 +472,11 @@ def main() -> int:
                 print(mde_row(model, design, args.n, args.window, seed), flush=True)
         print(f"# {time.time() - started:.0f} s")
         return 0
-    print("| noise | design | A/A FP (F/S) | A/A coverage | 5% found (plain t) | 10% found "
-          "(plain t) | 30% found | slower 10%: SLOWER / NO_GAIN / FASTER | coverage (10% gain) "
-          "| median MDE | found at MDE | mean pairs (A/A) |")
+    print(
+        "| noise | design | A/A FP (F/S) | A/A coverage | 5% found (plain t) | 10% found "
+        "(plain t) | 30% found | slower 10%: SLOWER / NO_GAIN / FASTER | coverage (10% gain) "
+        "| median MDE | found at MDE | mean pairs (A/A) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for model in args.models:
         for design in args.designs:
@@ -388,9 +485,12 @@ def main() -> int:
                 seed += 1
                 aa = cell(model, design, 0.0, args.n, args.window, seed)
                 se = 100 * math.sqrt(0.05 * 0.95 / args.n)
-                print(f"| {model} | {design} | A/A FP {pct(aa['faster'])} / {pct(aa['slower'])} "
-                      f"= {pct(aa['faster'] + aa['slower'])} (Monte Carlo SE {se:.2f} points) | "
-                      f"coverage {pct(aa['coverage'])} |", flush=True)
+                print(
+                    f"| {model} | {design} | A/A FP {pct(aa['faster'])} / {pct(aa['slower'])} "
+                    f"= {pct(aa['faster'] + aa['slower'])} (Monte Carlo SE {se:.2f} points) | "
+                    f"coverage {pct(aa['coverage'])} |",
+                    flush=True,
+                )
                 continue
             for name, gain in EFFECTS.items():
                 seed += 1
@@ -403,19 +503,23 @@ def main() -> int:
                 if args.by_kept:
                     seed += 100
                     by_kept = found_at_mde_by_kept(model, design, aa, args.n, args.window, seed)
+
             def found(name):
                 x = r[name]
                 extra = f" ({pct(x['plain_faster'])})" if x["plain_faster"] is not None else ""
                 return pct(x["faster"]) + extra
+
             s = r["slower 10%"]
-            print(f"| {model} | {design} | {pct(aa['faster'])} / {pct(aa['slower'])} | "
-                  f"{pct(aa['coverage'])} | {found('gain 5%')} | {found('gain 10%')} | "
-                  f"{pct(r['gain 30%']['faster'])} | {pct(s['slower'])} / {pct(s['no_gain'])} / "
-                  f"{pct(s['faster'])} | {pct(r['gain 10%']['coverage'])} | "
-                  + (f"{aa['median_mde']:.1f}%" if aa["median_mde"] is not None else "n/a")
-                  + f" | {pct(found_at['faster_with_interval']) if found_at else 'n/a'} | "
-                  f"{aa['mean_pairs']:.2f} |"
-                  + (f" {pct(by_kept)} |" if args.by_kept else ""), flush=True)
+            print(
+                f"| {model} | {design} | {pct(aa['faster'])} / {pct(aa['slower'])} | "
+                f"{pct(aa['coverage'])} | {found('gain 5%')} | {found('gain 10%')} | "
+                f"{pct(r['gain 30%']['faster'])} | {pct(s['slower'])} / {pct(s['no_gain'])} / "
+                f"{pct(s['faster'])} | {pct(r['gain 10%']['coverage'])} | "
+                + (f"{aa['median_mde']:.1f}%" if aa["median_mde"] is not None else "n/a")
+                + f" | {pct(found_at['faster_with_interval']) if found_at else 'n/a'} | "
+                f"{aa['mean_pairs']:.2f} |" + (f" {pct(by_kept)} |" if args.by_kept else ""),
+                flush=True,
+            )
     print(f"# {time.time() - started:.0f} s")
     return 0
 

@@ -101,7 +101,7 @@ def hide_torchtitan(tmp_path, monkeypatch):
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name.split('.')[0] == 'torchtitan':\n"
         "            raise ModuleNotFoundError(name)\n"
-        "sys.meta_path.insert(0, _Hide())\n")
+        "sys.meta_path.insert(0, _Hide())\n"
+    )
     monkeypatch.setenv("PYTHONPATH", str(hide))
     return hide
-

@@ -184,7 +184,9 @@ def test_generator_is_deterministic_and_round_trips_through_parquet(tmp_path, wo
     path = write_parquet(rows, tmp_path / "data" / "train-00000-of-00001.parquet")
     assert pq.read_schema(path).equals(SCHEMA)
     assert read_rows(path) == rows
-    again = write_parquet([game_to_row(g) for g in play_games(words, 12, seed=7)], tmp_path / "b.parquet")
+    again = write_parquet(
+        [game_to_row(g) for g in play_games(words, 12, seed=7)], tmp_path / "b.parquet"
+    )
     assert again.read_bytes() == path.read_bytes()
 
 
@@ -222,7 +224,10 @@ def test_tokenizer_renders_chatml_and_ends_turns_with_im_end(monkeypatch, rows):
     tok = AutoTokenizer.from_pretrained(LAYOUT.model_dir, local_files_only=True)
     messages = [{"role": "system", "content": "rules"}, {"role": "user", "content": "go"}]
     text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    assert text == "<|im_start|>system\nrules<|im_end|>\n<|im_start|>user\ngo<|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        text
+        == "<|im_start|>system\nrules<|im_end|>\n<|im_start|>user\ngo<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert tok.chat_template == CHATML_TEMPLATE
     full = rows_to_messages(rows[0])
     assert tok.apply_chat_template(full, tokenize=False) == render_chatml(full)
@@ -249,9 +254,15 @@ def test_trained_model_greedily_answers_a_wordle_prompt_with_a_guess(rows):
 def test_shipped_manifest_verifies_and_covers_model_data_and_words():
     assert verify_manifest(LAYOUT.manifest) == []
     listed = {line.split("  ", 1)[1] for line in LAYOUT.manifest.read_text().splitlines()}
-    model_files = {p.relative_to(REPO_ASSETS).as_posix() for p in LAYOUT.model_dir.iterdir() if p.is_file()}
+    model_files = {
+        p.relative_to(REPO_ASSETS).as_posix() for p in LAYOUT.model_dir.iterdir() if p.is_file()
+    }
     assert model_files <= listed
-    assert {"qwen3_tiny/model.safetensors", "qwen3_tiny/tokenizer.json", "qwen3_tiny/config.json"} <= model_files
+    assert {
+        "qwen3_tiny/model.safetensors",
+        "qwen3_tiny/tokenizer.json",
+        "qwen3_tiny/config.json",
+    } <= model_files
     assert {"wordle_sample/data/train-00000-of-00001.parquet", "words/wordle_words.txt"} <= listed
 
 
@@ -293,7 +304,9 @@ def test_malformed_manifest_lines_and_missing_manifest_are_problems(tmp_path):
     manifest.write_text("not-a-digest  file.txt\n" + "0" * 64 + "  ../escape.txt\n")
     problems = verify_manifest(manifest)
     assert len(problems) == 2 and "escapes" in problems[1]
-    assert verify_manifest(tmp_path / "nope.sha256") == [f"manifest not found: {tmp_path / 'nope.sha256'}"]
+    assert verify_manifest(tmp_path / "nope.sha256") == [
+        f"manifest not found: {tmp_path / 'nope.sha256'}"
+    ]
 
 
 def test_default_assets_dir_is_repo_assets_unless_env_overrides(monkeypatch, tmp_path):

@@ -13,15 +13,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from afbench.store import read_summary
 from afbench.runspec import Plan
+from afbench.store import read_summary
 
 WORKER = Path(__file__).parent / "fault_workers" / "planted_noise.py"
 
 
 def planted(factor: float = 1.0) -> dict:
-    return {"engine": {"name": "command", "executable": sys.executable,
-                       "args": [str(WORKER), "{steps}", "{repeat}-{variant}", f"{factor:g}"]}}
+    return {
+        "engine": {
+            "name": "command",
+            "executable": sys.executable,
+            "args": [str(WORKER), "{steps}", "{repeat}-{variant}", f"{factor:g}"],
+        }
+    }
 
 
 def afbench(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -29,20 +34,36 @@ def afbench(cwd: Path, *args: str, timeout: float = 300) -> subprocess.Completed
         "scheduler": {"steps": 8, "measure": {"first_step": 3, "last_step": 8}},
         # planted step times, not wall times: a shared machine must not set them aside
         "report": {"contention": "keep"},
-        "experiment": {"name": "auto_loop", "baseline": "a", "rerun_contended": 0,
-                       "variants": {"a": planted(), "a_copy": planted(),
-                                    "slow": planted(1.3)},
-                       # a later phase (as profile is in sft_af_compare): runs once, after
-                       "phases": {"train": {}, "check": {"scheduler.seed": 7}}},
+        "experiment": {
+            "name": "auto_loop",
+            "baseline": "a",
+            "rerun_contended": 0,
+            "variants": {"a": planted(), "a_copy": planted(), "slow": planted(1.3)},
+            # a later phase (as profile is in sft_af_compare): runs once, after
+            "phases": {"train": {}, "check": {"scheduler.seed": 7}},
+        },
     }
     (cwd / "recipes").mkdir(exist_ok=True)
     (cwd / "recipes" / "auto_loop.yaml").write_text(
-        "# @package _global_\n" + yaml.safe_dump(recipe, sort_keys=False))
+        "# @package _global_\n" + yaml.safe_dump(recipe, sort_keys=False)
+    )
     env = {k: v for k, v in __import__("os").environ.items() if k != "HYDRA_FULL_ERROR"}
     env["AFBENCH_RECIPE_PATH"] = str(cwd / "recipes")
-    return subprocess.run([sys.executable, "-m", "afbench", "experiment=auto_loop",
-                           "preflight.min_free_gib=0", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "afbench",
+            "experiment=auto_loop",
+            "preflight.min_free_gib=0",
+            *args,
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +101,10 @@ def test_added_rounds_run_only_undecided_variants_counterbalanced_before_later_p
     for k in range(2, n_aa + 1):  # every round after the first is reversed, then forward...
         members = [r.variant for r in plan.runs if r.phase == "train" and r.repeat == k]
         assert members[0 if k % 2 else -1] == "a"
-    assert all(json.loads((Path(r.run_dir) / "status.json").read_text())["status"] == "OK"
-               for r in plan.runs)
+    assert all(
+        json.loads((Path(r.run_dir) / "status.json").read_text())["status"] == "OK"
+        for r in plan.runs
+    )
 
 
 def test_progress_shows_the_interval_after_each_pair_and_the_verdict_states_its_mde(auto_run):
@@ -99,12 +122,17 @@ def test_progress_shows_the_interval_after_each_pair_and_the_verdict_states_its_
 def test_the_offline_rerender_reproduces_the_auto_verdicts(auto_run, tmp_path):
     _, out = auto_run
     before = read_summary(out / "summary.json")
-    proc = subprocess.run([sys.executable, "-m", "afbench.report", str(out)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "afbench.report", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     after = read_summary(out / "summary.json")
-    assert [(c.verdict, c.speed.model_dump(exclude={"note"})) for c in after.comparisons] == \
-        [(c.verdict, c.speed.model_dump(exclude={"note"})) for c in before.comparisons]
+    assert [(c.verdict, c.speed.model_dump(exclude={"note"})) for c in after.comparisons] == [
+        (c.verdict, c.speed.model_dump(exclude={"note"})) for c in before.comparisons
+    ]
 
 
 def test_a_time_budget_ends_the_loop_with_its_reason(tmp_path):
@@ -115,7 +143,9 @@ def test_a_time_budget_ends_the_loop_with_its_reason(tmp_path):
     plan = Plan.model_validate_json((out / "plan.json").read_text())
     # at 3 pairs the first boundary (27.0) leaves the A/A interval far wider than 1%
     assert (plan.auto_stops["a_copy"].reason, plan.auto_stops["a_copy"].n_pairs) == (
-        "time_budget", 3)
+        "time_budget",
+        3,
+    )
     assert plan.auto_stops["slow"].reason in ("time_budget", "excludes_zero")
     assert "stop: time budget would be exceeded by another pair" in proc.stderr
     assert "a-train-r4" not in [r.run_id for r in plan.runs]
@@ -129,15 +159,28 @@ def test_a_time_budget_ends_the_loop_with_its_reason(tmp_path):
 @pytest.mark.e2e
 def test_sft_aa_noise_with_auto_repeats_ends_with_an_interval_and_mde(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "afbench", "experiment=sft_aa_noise", "experiment.repeats=auto",
-         "experiment.max_repeats=3", "experiment.time_budget_s=600",
-         "experiment.phases.train.scheduler.steps=5",
-         "experiment.phases.train.scheduler.measure.first_step=3",
-         "experiment.phases.train.scheduler.measure.last_step=5", "scheduler.seq_len=64",
-         # the loop's interval and MDE on real runs, not contention (which a shared test
-         # machine would otherwise set aside: tests/test_contention_runs.py tests that)
-         "report.contention=keep", "experiment.rerun_contended=0"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            "-m",
+            "afbench",
+            "experiment=sft_aa_noise",
+            "experiment.repeats=auto",
+            "experiment.max_repeats=3",
+            "experiment.time_budget_s=600",
+            "experiment.phases.train.scheduler.steps=5",
+            "experiment.phases.train.scheduler.measure.first_step=3",
+            "experiment.phases.train.scheduler.measure.last_step=5",
+            "scheduler.seq_len=64",
+            # the loop's interval and MDE on real runs, not contention (which a shared test
+            # machine would otherwise set aside: tests/test_contention_runs.py tests that)
+            "report.contention=keep",
+            "experiment.rerun_contended=0",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = next(p.parent for p in (tmp_path / "outputs").glob("*/*/plan.json"))
     summary = read_summary(out / "summary.json")
@@ -158,8 +201,10 @@ def test_sft_aa_noise_with_auto_repeats_ends_with_an_interval_and_mde(tmp_path):
 def test_a_time_budget_with_fixed_repeats_is_said_to_be_ignored(tmp_path):
     proc = afbench(tmp_path, "experiment.repeats=2", "experiment.time_budget_s=1")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert ("experiment.time_budget_s=1 is ignored: it applies only with experiment.repeats=auto"
-            in proc.stderr)
+    assert (
+        "experiment.time_budget_s=1 is ignored: it applies only with experiment.repeats=auto"
+        in proc.stderr
+    )
     out = next(p.parent for p in (tmp_path / "outputs").glob("*/*/plan.json"))
     # nothing was cut short: 2 rounds of the verdict phase x 3 variants, then the other phase
     # once per variant, all ran

@@ -37,8 +37,9 @@ def machine(tmp_path, monkeypatch):
         return _real_find_spec(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    monkeypatch.setattr(importlib.metadata, "version",
-                        lambda dist: "2.13.0+cu128" if dist == "torch" else "1.0")
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda dist: "2.13.0+cu128" if dist == "torch" else "1.0"
+    )
 
     class Machine:
         def install(self, module):
@@ -131,15 +132,18 @@ def test_explicit_names_are_kept_and_unknown_ones_rejected(machine):
         resolve_backend("tpu")
 
 
-@pytest.mark.parametrize("module", ["afbench.cli", "afbench.plan", "afbench.preflight",
-                                    "afbench.launch.local", "afbench.worker"])
+@pytest.mark.parametrize(
+    "module",
+    ["afbench.cli", "afbench.plan", "afbench.preflight", "afbench.launch.local", "afbench.worker"],
+)
 def test_orchestrator_modules_and_resolving_auto_import_no_torch(module):
-    code = (f"import sys, {module}\n"
-            "from afbench.backends.resolve import resolve_backend\n"
-            "resolve_backend('auto')\n"
-            "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if 'torch' in m)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    code = (
+        f"import sys, {module}\n"
+        "from afbench.backends.resolve import resolve_backend\n"
+        "resolve_backend('auto')\n"
+        "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if 'torch' in m)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
 
 

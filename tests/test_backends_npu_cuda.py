@@ -78,23 +78,31 @@ def fake_npu(monkeypatch):
     prof = types.SimpleNamespace(
         ProfilerActivity=Enum("ProfilerActivity", "CPU", "NPU"),
         ProfilerLevel=Enum("ProfilerLevel", "Level0", "Level1", "Level2", "Level_none"),
-        AiCMetrics=Enum("AiCMetrics", "ArithmeticUtilization", "PipeUtilization", "Memory",
-                        "L2Cache", "AiCoreNone"),
+        AiCMetrics=Enum(
+            "AiCMetrics",
+            "ArithmeticUtilization",
+            "PipeUtilization",
+            "Memory",
+            "L2Cache",
+            "AiCoreNone",
+        ),
         ExportType=Enum("ExportType", "Text", "Db"),
         _ExperimentalConfig=Recorder("_ExperimentalConfig", lambda **kw: ("experimental", kw)),
         schedule=Recorder("schedule", lambda **kw: ("schedule", kw)),
-        tensorboard_trace_handler=Recorder("tensorboard_trace_handler",
-                                           lambda d: ("handler", d)),
+        tensorboard_trace_handler=Recorder("tensorboard_trace_handler", lambda d: ("handler", d)),
         profile=Recorder("profile", lambda **kw: FakeProfile(**kw)),
     )
     mod.profiler = prof
     npu = types.SimpleNamespace(
-        is_available=lambda: True, device_count=lambda: 8,
-        set_device=Recorder("set_device"), synchronize=Recorder("synchronize"),
+        is_available=lambda: True,
+        device_count=lambda: 8,
+        set_device=Recorder("set_device"),
+        synchronize=Recorder("synchronize"),
         reset_peak_memory_stats=Recorder("reset_peak_memory_stats"),
         max_memory_allocated=Recorder("max_memory_allocated", 3 * GiB),
         max_memory_reserved=Recorder("max_memory_reserved", 4 * GiB),
-        get_device_name=lambda i=0: "Ascend910B-fake")
+        get_device_name=lambda i=0: "Ascend910B-fake",
+    )
     monkeypatch.setitem(sys.modules, "torch_npu", mod)
     monkeypatch.setattr(torch, "npu", npu, raising=False)
     return mod
@@ -123,7 +131,9 @@ def npu_backend():
 
 def test_npu_backend_without_torch_npu_skips_the_run(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch_npu", None)
-    with pytest.raises(RunSkipped, match=r"backend npu needs torch_npu \(pip install afbench\[npu\]\)"):
+    with pytest.raises(
+        RunSkipped, match=r"backend npu needs torch_npu \(pip install afbench\[npu\]\)"
+    ):
         get_backend("npu")
 
 
@@ -133,8 +143,9 @@ def test_npu_backend_without_torch_npu_skips_the_run(monkeypatch):
 def test_npu_device_is_the_first_visible_one_or_the_ranks(fake_npu, monkeypatch):
     backend = npu_backend()
     # torch without torch_npu has no "npu" device type: record what device() builds
-    monkeypatch.setattr("afbench.backends.npu.torch.device",
-                        lambda kind, index=None: ("device", kind, index))
+    monkeypatch.setattr(
+        "afbench.backends.npu.torch.device", lambda kind, index=None: ("device", kind, index)
+    )
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     assert backend.device() == ("device", "npu", 0)
     monkeypatch.setenv("LOCAL_RANK", "1")
@@ -152,8 +163,10 @@ def test_npu_sync_and_memory_read_torch_npu(fake_npu, monkeypatch):
     peak = backend.peak_memory()
     assert (peak.peak_memory_allocated_gib, peak.peak_memory_reserved_gib) == (3.0, 4.0)
     assert peak.peak_rss_gib is None
-    assert peak.source == ("torch.npu.max_memory_allocated / max_memory_reserved of npu:0 "
-                           "after torch.npu.reset_peak_memory_stats")
+    assert peak.source == (
+        "torch.npu.max_memory_allocated / max_memory_reserved of npu:0 "
+        "after torch.npu.reset_peak_memory_stats"
+    )
     assert torch.npu.max_memory_reserved.calls == [((0,), {})]
     assert backend.versions()["torch_npu"] == "2.x.fake"
     assert backend.describe() == "npu (Ascend910B-fake)"
@@ -162,18 +175,24 @@ def test_npu_sync_and_memory_read_torch_npu(fake_npu, monkeypatch):
 # ---------------------------------------------------------------- npu: switches
 
 
-def test_autofuse_on_npu_is_inductor_with_the_ascendc_backend(fake_npu, autofuse_ext,
-                                                               compile_calls):
+def test_autofuse_on_npu_is_inductor_with_the_ascendc_backend(
+    fake_npu, autofuse_ext, compile_calls
+):
     module = torch.nn.Linear(2, 2)
-    cfg = CompileConfig(mode="max-autotune", fullgraph=True, dynamic=False,
-                        options={"trace.enabled": True})
+    cfg = CompileConfig(
+        mode="max-autotune", fullgraph=True, dynamic=False, options={"trace.enabled": True}
+    )
     compiled, detail = npu_backend().compile(module, cfg)
     assert compiled == ("compiled", module)
-    (args, kwargs), = compile_calls
+    ((args, kwargs),) = compile_calls
     assert args == (module,)
-    assert kwargs == {"backend": "inductor", "mode": "max-autotune", "fullgraph": True,
-                      "dynamic": False,
-                      "options": {"npu_backend": "ascendc", "trace.enabled": True}}
+    assert kwargs == {
+        "backend": "inductor",
+        "mode": "max-autotune",
+        "fullgraph": True,
+        "dynamic": False,
+        "options": {"npu_backend": "ascendc", "trace.enabled": True},
+    }
     assert "npu_backend': 'ascendc'" in detail and "AutoFuse" in detail
 
 
@@ -182,16 +201,18 @@ def test_autofuse_on_npu_ignores_compile_backend_setting(fake_npu, autofuse_ext,
     assert compile_calls[0][1]["backend"] == "inductor"
 
 
-def test_autofuse_on_npu_without_inductor_npu_ext_skips_the_run(fake_npu, compile_calls,
-                                                                 monkeypatch):
+def test_autofuse_on_npu_without_inductor_npu_ext_skips_the_run(
+    fake_npu, compile_calls, monkeypatch
+):
     monkeypatch.setitem(sys.modules, "inductor_npu_ext", None)
     with pytest.raises(RunSkipped, match="inductor_npu_ext package from torchair"):
         npu_backend().compile(torch.nn.Linear(2, 2), CompileConfig())
     assert compile_calls == []
 
 
-def test_autofuse_on_torch_npu_2_14_needs_no_inductor_npu_ext(fake_npu, compile_calls,
-                                                                monkeypatch, tmp_path):
+def test_autofuse_on_torch_npu_2_14_needs_no_inductor_npu_ext(
+    fake_npu, compile_calls, monkeypatch, tmp_path
+):
     # torch_npu 2.14.0's wheel holds torch_npu/_inductor/ascendc (npu_api_conformance.txt)
     (tmp_path / "torch_npu" / "_inductor" / "ascendc").mkdir(parents=True)
     fake_npu.__file__ = str(tmp_path / "torch_npu" / "__init__.py")
@@ -206,8 +227,17 @@ def test_npugraph_ex_is_a_static_fullgraph_compile(fake_npu, compile_calls):
 
     graph, detail = npu_backend().graph_mode(step, {"force_eager": True})
     assert graph == ("compiled", step)
-    assert compile_calls == [((step,), {"backend": "npugraph_ex", "fullgraph": True,
-                                        "dynamic": False, "options": {"force_eager": True}})]
+    assert compile_calls == [
+        (
+            (step,),
+            {
+                "backend": "npugraph_ex",
+                "fullgraph": True,
+                "dynamic": False,
+                "options": {"force_eager": True},
+            },
+        )
+    ]
     assert "npugraph_ex" in detail
     npu_backend().graph_mode(step, {})
     assert compile_calls[1][1]["options"] is None
@@ -227,9 +257,16 @@ def tiny_qwen3():
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(0)
-    cfg = Qwen3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                      max_position_embeddings=64)
+    cfg = Qwen3Config(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=64,
+    )
     return Qwen3ForCausalLM(cfg).eval()
 
 
@@ -249,7 +286,8 @@ def test_converters_on_npu_call_torch_npus_ops_with_the_layers_weights(tiny_qwen
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
     assert [r.detail.split(": ")[1] for r in reports] == [
         "residual add + post_attention_layernorm -> torch_npu.npu_add_rms_norm",
-        "RMSNorm -> torch_npu.npu_rms_norm"]
+        "RMSNorm -> torch_npu.npu_rms_norm",
+    ]
     add_calls = fake_npu.npu_add_rms_norm.calls
     assert len(add_calls) == 2  # one per decoder layer
     layer0 = model.model.layers[0]
@@ -264,18 +302,31 @@ def test_converters_on_npu_call_torch_npus_ops_with_the_layers_weights(tiny_qwen
 # ---------------------------------------------------------------- npu: profiler
 
 
-@pytest.mark.parametrize("cfg, expected", [
-    (NpuProfilerConfig(), ("ProfilerLevel.Level1", "AiCMetrics.ArithmeticUtilization",
-                           "ExportType.Text")),
-    (NpuProfilerConfig(profiler_level="Level2", aic_metrics="PipeUtilization", export_type="Db"),
-     ("ProfilerLevel.Level2", "AiCMetrics.PipeUtilization", "ExportType.Db")),
-    (NpuProfilerConfig(profiler_level="Level_none", aic_metrics="AiCoreNone"),
-     ("ProfilerLevel.Level_none", "AiCMetrics.AiCoreNone", "ExportType.Text")),
-])
+@pytest.mark.parametrize(
+    "cfg, expected",
+    [
+        (
+            NpuProfilerConfig(),
+            ("ProfilerLevel.Level1", "AiCMetrics.ArithmeticUtilization", "ExportType.Text"),
+        ),
+        (
+            NpuProfilerConfig(
+                profiler_level="Level2", aic_metrics="PipeUtilization", export_type="Db"
+            ),
+            ("ProfilerLevel.Level2", "AiCMetrics.PipeUtilization", "ExportType.Db"),
+        ),
+        (
+            NpuProfilerConfig(profiler_level="Level_none", aic_metrics="AiCoreNone"),
+            ("ProfilerLevel.Level_none", "AiCMetrics.AiCoreNone", "ExportType.Text"),
+        ),
+    ],
+)
 def test_profiler_settings_map_yaml_names_to_torch_npu_enums(fake_npu, cfg, expected):
     settings = npu_backend().npu_profiler_settings(cfg)
-    assert settings == ("experimental", dict(zip(("profiler_level", "aic_metrics",
-                                                  "export_type"), expected)))
+    assert settings == (
+        "experimental",
+        dict(zip(("profiler_level", "aic_metrics", "export_type"), expected)),
+    )
 
 
 def test_unknown_aic_metric_fails_at_plan_time(fake_npu):
@@ -288,15 +339,17 @@ def test_npu_step_profiler_records_exactly_the_window(fake_npu, tmp_path):
     from afbench.switches.step_profiler import StepProfiler
 
     window = ProfilerWindow(first_step=6, last_step=10, warmup_steps=1, record_shapes=True)
-    with StepProfiler(npu_backend(), window, tmp_path / "profile",
-                      NpuProfilerConfig(export_type="Db")) as sp:
+    with StepProfiler(
+        npu_backend(), window, tmp_path / "profile", NpuProfilerConfig(export_type="Db")
+    ) as sp:
         for _ in range(12):
             sp.step()
     prof = fake_npu.profiler
-    assert prof.schedule.calls == [((), {"skip_first": 0, "wait": 4, "warmup": 1, "active": 5,
-                                         "repeat": 1})]
+    assert prof.schedule.calls == [
+        ((), {"skip_first": 0, "wait": 4, "warmup": 1, "active": 5, "repeat": 1})
+    ]
     assert prof.tensorboard_trace_handler.calls == [((str(tmp_path / "profile"),), {})]
-    (_, kwargs), = prof.profile.calls
+    ((_, kwargs),) = prof.profile.calls
     assert kwargs["activities"] == ["ProfilerActivity.CPU", "ProfilerActivity.NPU"]
     assert kwargs["schedule"] == ("schedule", prof.schedule.calls[0][1])
     assert kwargs["on_trace_ready"] == ("handler", str(tmp_path / "profile"))
@@ -311,10 +364,14 @@ def test_npu_step_profiler_records_exactly_the_window(fake_npu, tmp_path):
 @pytest.fixture
 def fake_cuda(monkeypatch):
     calls = {}
-    for name, result in (("set_device", None), ("synchronize", None),
-                         ("reset_peak_memory_stats", None),
-                         ("max_memory_allocated", 1.5 * GiB), ("max_memory_reserved", 2 * GiB),
-                         ("get_device_name", "H100-fake")):
+    for name, result in (
+        ("set_device", None),
+        ("synchronize", None),
+        ("reset_peak_memory_stats", None),
+        ("max_memory_allocated", 1.5 * GiB),
+        ("max_memory_reserved", 2 * GiB),
+        ("get_device_name", "H100-fake"),
+    ):
         calls[name] = Recorder(name, result)
         monkeypatch.setattr(torch.cuda, name, calls[name])
     from afbench.backends.cuda import CudaBackend
@@ -330,16 +387,22 @@ def test_cuda_graph_mode_is_reduce_overhead_cuda_graphs(fake_cuda, compile_calls
 
     graph, detail = backend.graph_mode(step, {})
     assert graph == ("compiled", step)
-    assert compile_calls == [((step,), {"mode": "reduce-overhead", "fullgraph": True,
-                                        "dynamic": False})]
+    assert compile_calls == [
+        ((step,), {"mode": "reduce-overhead", "fullgraph": True, "dynamic": False})
+    ]
     assert "CUDA graphs" in detail
 
 
 def test_cuda_autofuse_is_plain_inductor(fake_cuda, compile_calls):
     backend, _ = fake_cuda
     backend.compile(torch.nn.Linear(2, 2), CompileConfig())
-    assert compile_calls[0][1] == {"backend": "inductor", "mode": None, "fullgraph": False,
-                                   "dynamic": None, "options": None}
+    assert compile_calls[0][1] == {
+        "backend": "inductor",
+        "mode": None,
+        "fullgraph": False,
+        "dynamic": None,
+        "options": None,
+    }
 
 
 def test_cuda_device_sync_and_memory_read_torch_cuda(fake_cuda, monkeypatch):
@@ -355,14 +418,19 @@ def test_cuda_device_sync_and_memory_read_torch_cuda(fake_cuda, monkeypatch):
     # rank 3's own device: the counters and the peaks are per device
     assert calls["reset_peak_memory_stats"].calls == [((3,), {})]
     assert backend.peak_memory().fields() == {
-        "peak_memory_allocated_gib": 1.5, "peak_memory_reserved_gib": 2.0, "peak_rss_gib": None,
+        "peak_memory_allocated_gib": 1.5,
+        "peak_memory_reserved_gib": 2.0,
+        "peak_rss_gib": None,
         "memory_source": "torch.cuda.max_memory_allocated / max_memory_reserved of cuda:3 "
-                         "after torch.cuda.reset_peak_memory_stats"}
+        "after torch.cuda.reset_peak_memory_stats",
+    }
     assert calls["max_memory_allocated"].calls == [((3,), {})]
     assert calls["max_memory_reserved"].calls == [((3,), {})]
     assert backend.device_name() == "H100-fake"
-    assert backend.profiler_activities() == [torch.profiler.ProfilerActivity.CPU,
-                                             torch.profiler.ProfilerActivity.CUDA]
+    assert backend.profiler_activities() == [
+        torch.profiler.ProfilerActivity.CPU,
+        torch.profiler.ProfilerActivity.CUDA,
+    ]
 
 
 def test_cuda_has_no_native_fused_norm_ops(fake_cuda):
@@ -407,7 +475,11 @@ def test_cann_env_is_what_set_env_sh_sets_from_a_clean_shell(cann_root, monkeypa
     env = cann_env(cann_root)
     assert env["ASCEND_TOOLKIT_HOME"] == str(cann_root)
     # the clean shell had no LD_LIBRARY_PATH / PYTHONPATH: only CANN's entries
-    assert env["LD_LIBRARY_PATH"].split(":") == [f"{cann_root}/lib64", f"{cann_root}/lib64/plugin", ""]
+    assert env["LD_LIBRARY_PATH"].split(":") == [
+        f"{cann_root}/lib64",
+        f"{cann_root}/lib64/plugin",
+        "",
+    ]
     assert env["PATH"].startswith(f"{cann_root}/bin:") and env["PATH"].endswith(os.environ["PATH"])
     assert env["MULTILINE"] == "a=b\nc"  # env -0: values with newlines and '=' survive
     assert env["PYTORCH_NPU_ALLOC_CONF"] == "expandable_segments:True"
@@ -418,8 +490,15 @@ def test_cann_env_is_what_set_env_sh_sets_from_a_clean_shell(cann_root, monkeypa
 def test_npu_worker_env_puts_cann_entries_first_and_drops_what_the_reference_unsets(cann_root):
     from afbench.backends.npu import npu_worker_env
 
-    base = {"PATH": "/usr/bin:/bin", "HOME": "/home/u", "LD_LIBRARY_PATH": "/user/lib",
-            "LD_PRELOAD": "/x.so", "PYTHONHOME": "/p", "CONDA_PREFIX": "/c", "KEEP": "1"}
+    base = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/home/u",
+        "LD_LIBRARY_PATH": "/user/lib",
+        "LD_PRELOAD": "/x.so",
+        "PYTHONHOME": "/p",
+        "CONDA_PREFIX": "/c",
+        "KEEP": "1",
+    }
     env = npu_worker_env(base, cann_root)
     assert env["LD_LIBRARY_PATH"] == f"{cann_root}/lib64:{cann_root}/lib64/plugin:/user/lib"
     assert env["PATH"] == f"{cann_root}/bin:/usr/bin:/bin"
@@ -432,8 +511,11 @@ def test_npu_worker_env_without_cann_root_keeps_the_sourced_shell(tmp_path):
     from afbench.backends.npu import npu_worker_env
 
     base = {"PATH": "/bin", "ASCEND_TOOLKIT_HOME": "/already", "LD_PRELOAD": "/x.so"}
-    assert npu_worker_env(base, None) == {"PATH": "/bin", "ASCEND_TOOLKIT_HOME": "/already",
-                                          "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}
+    assert npu_worker_env(base, None) == {
+        "PATH": "/bin",
+        "ASCEND_TOOLKIT_HOME": "/already",
+        "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True",
+    }
 
 
 def test_missing_or_failing_set_env_sh_is_a_preflight_error(tmp_path):
@@ -448,15 +530,17 @@ def test_missing_or_failing_set_env_sh_is_a_preflight_error(tmp_path):
         cann_env(bad)
 
 
-def test_npu_workers_get_the_cann_env_and_their_devices(compose_cfg, cann_root, tmp_path,
-                                                         monkeypatch):
+def test_npu_workers_get_the_cann_env_and_their_devices(
+    compose_cfg, cann_root, tmp_path, monkeypatch
+):
     from afbench.launch.local import worker_env
     from afbench.plan import make_plan
 
     monkeypatch.delenv("ASCEND_RT_VISIBLE_DEVICES", raising=False)
     monkeypatch.setenv("LD_PRELOAD", "/usr/lib/libtcmalloc.so")
-    conf = validate_config(compose_cfg("backend=npu", f"++backend.cann_root={cann_root}",
-                                       "parallel.devices=[1]"))
+    conf = validate_config(
+        compose_cfg("backend=npu", f"++backend.cann_root={cann_root}", "parallel.devices=[1]")
+    )
     spec = make_plan(conf, tmp_path / "out").runs[0]
     env = worker_env(spec, tmp_path / "run")
     assert env["ASCEND_TOOLKIT_HOME"] == str(cann_root)
@@ -477,9 +561,16 @@ def test_model_presets_compose_and_validate_given_a_path(compose_cfg, preset):
 
 
 def test_wordle_data_preset_composes_and_validates_given_a_path(compose_cfg):
-    conf = validate_config(compose_cfg("model=qwen3_1_7b", "model.path=/models/Qwen3-1.7B",
-                                       "data=wordle", "data.path=/data/train.parquet",
-                                       "experiment=sft_af_compare", "backend=npu"))
+    conf = validate_config(
+        compose_cfg(
+            "model=qwen3_1_7b",
+            "model.path=/models/Qwen3-1.7B",
+            "data=wordle",
+            "data.path=/data/train.parquet",
+            "experiment=sft_af_compare",
+            "backend=npu",
+        )
+    )
     assert conf.data.name == "wordle" and conf.data.path == "/data/train.parquet"
     assert conf.data.packing is True
 

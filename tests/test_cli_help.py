@@ -16,8 +16,13 @@ CLI = Path(hydra_run.__file__).parent
 
 
 def afbench(cwd, *args):
-    return subprocess.run([sys.executable, "-m", "afbench", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "afbench", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_help_shows_usage_recipes_groups_examples_then_hydras_flags(tmp_path):
@@ -29,7 +34,7 @@ def test_help_shows_usage_recipes_groups_examples_then_hydras_flags(tmp_path):
         assert recipe in out
     for group in ("experiment:", "model:", "engine:", "backend:", "scheduler:"):
         assert group in out
-    examples = out[out.index("Examples:"):].splitlines()
+    examples = out[out.index("Examples:") :].splitlines()
     assert sum(l.startswith("  python -m afbench ") for l in examples) >= 5
     assert out.index("Examples:") < out.index("--multirun")  # Hydra's flags come last
     assert list(tmp_path.iterdir()) == []
@@ -46,8 +51,11 @@ def test_version_names_afbench_and_hydra(tmp_path):
 def test_only_hydra_run_imports_hydra_internals():
     for path in CLI.glob("*.py"):
         tree = ast.parse(path.read_text())
-        private = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-                   and (n.module or "").startswith("hydra._internal")]
+        private = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("hydra._internal")
+        ]
         if path.name != "hydra_run.py":
             assert private == [], path
         else:  # inside run_once, and nowhere else in that module
@@ -71,11 +79,21 @@ def test_the_pinned_hydra_version_is_installed_and_its_internals_exist():
 def test_the_readmes_regression_gate_recipe_passes_its_check_from_the_repository_root():
     # docs/history.md runs experiment=matmul_gate from examples/recipes
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "AFBENCH_RECIPE_PATH": str(root / "examples" / "recipes"),
-           "PWD": str(root)}
-    proc = subprocess.run([sys.executable, "-m", "afbench", "experiment=matmul_gate",
-                           "task=check"], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=120)
+    env = {
+        **os.environ,
+        "AFBENCH_RECIPE_PATH": str(root / "examples" / "recipes"),
+        "PWD": str(root),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "afbench", "experiment=matmul_gate", "task=check"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert "bench/workers/matmul_steps.py" in (root / "examples" / "recipes" /
-                                               "matmul_gate.yaml").read_text()
+    assert (
+        "bench/workers/matmul_steps.py"
+        in (root / "examples" / "recipes" / "matmul_gate.yaml").read_text()
+    )

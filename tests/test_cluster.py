@@ -18,7 +18,8 @@ from afbench.store import load_sweep_summary
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None,
-    reason="hydra-submitit-launcher is not installed (pip install -e '.[cluster]')")
+    reason="hydra-submitit-launcher is not installed (pip install -e '.[cluster]')",
+)
 
 WORKERS = Path(__file__).parent / "fault_workers"
 # A tiny train command that notes when it ran (wall clock), to see whether runs overlapped.
@@ -32,17 +33,33 @@ for step in range(1, steps + 1):
 with open(run_dir + "/interval.json", "w") as fh:
     json.dump({"start": start, "end": time.time()}, fh)
 """
-SWEEP = ["-m", "hydra/launcher=submitit_local", "backend=cpu", "engine=command",
-         f"engine.executable={sys.executable}", "scheduler.steps=6",
-         "scheduler.measure.first_step=3", "scheduler.measure.last_step=6",
-         "launcher.timeout_s=120", "launcher.kill_grace_s=1", "experiment.rerun_contended=0"]
+SWEEP = [
+    "-m",
+    "hydra/launcher=submitit_local",
+    "backend=cpu",
+    "engine=command",
+    f"engine.executable={sys.executable}",
+    "scheduler.steps=6",
+    "scheduler.measure.first_step=3",
+    "scheduler.measure.last_step=6",
+    "launcher.timeout_s=120",
+    "launcher.kill_grace_s=1",
+    "experiment.rerun_contended=0",
+]
 
 
 def afbench(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "AFBENCH_LOCK_DIR": str(cwd / "locks")}
     env.pop("HYDRA_FULL_ERROR", None)
-    return subprocess.run([sys.executable, "-m", "afbench", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "afbench", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def sweep_dir(cwd: Path) -> Path:
@@ -56,8 +73,12 @@ def autofuse_sweep(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("submitit")
     worker = cwd / "interval_worker.py"
     worker.write_text(INTERVAL_WORKER)
-    proc = afbench(cwd, *SWEEP, f"engine.args=[{worker},'{{run_dir}}','{{steps}}']",
-                   "optimization.autofuse=false,true")
+    proc = afbench(
+        cwd,
+        *SWEEP,
+        f"engine.args=[{worker},'{{run_dir}}','{{steps}}']",
+        "optimization.autofuse=false,true",
+    )
     return proc, sweep_dir(cwd)
 
 
@@ -65,8 +86,11 @@ def test_submitit_sweep_runs_every_job_in_its_own_folder(autofuse_sweep):
     proc, sweep = autofuse_sweep
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # job 1 runs the baseline combination beside its own (experiment.sweep_pairing=beside)
-    for job, run in (("0", "baseline-run-r1"), ("1", "sweep_baseline-run-r1"),
-                     ("1", "combination-run-r1")):
+    for job, run in (
+        ("0", "baseline-run-r1"),
+        ("1", "sweep_baseline-run-r1"),
+        ("1", "combination-run-r1"),
+    ):
         status = json.loads((sweep / job / "runs" / run / "status.json").read_text())
         assert status["status"] == "OK", status
         assert (sweep / job / "report.md").is_file() and (sweep / job / "summary.json").is_file()
@@ -93,8 +117,10 @@ def test_submitit_sweep_report_is_complete(autofuse_sweep):
 
 def test_concurrent_submitit_jobs_never_time_runs_on_the_cpu_at_once(autofuse_sweep):
     _, sweep = autofuse_sweep
-    runs = sorted((json.loads(p.read_text()) for p in sweep.glob("*/runs/*/interval.json")),
-                  key=lambda iv: iv["start"])
+    runs = sorted(
+        (json.loads(p.read_text()) for p in sweep.glob("*/runs/*/interval.json")),
+        key=lambda iv: iv["start"],
+    )
     assert len(runs) == 3  # job 0's run; job 1's baseline run beside its own
     for a, b in zip(runs, runs[1:]):
         assert a["end"] <= b["start"], "two runs were timed on the cpu at the same time"
@@ -103,16 +129,21 @@ def test_concurrent_submitit_jobs_never_time_runs_on_the_cpu_at_once(autofuse_sw
 @pytest.fixture(scope="module")
 def failing_sweep(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("submitit_fail")
-    proc = afbench(cwd, *SWEEP, f"engine.args=[{WORKERS / 'good.py'},'{{steps}}']",
-                   f"engine.args.0={WORKERS / 'good.py'},{WORKERS / 'crash.py'}")
+    proc = afbench(
+        cwd,
+        *SWEEP,
+        f"engine.args=[{WORKERS / 'good.py'},'{{steps}}']",
+        f"engine.args.0={WORKERS / 'good.py'},{WORKERS / 'crash.py'}",
+    )
     return proc, sweep_dir(cwd)
 
 
 def test_a_failed_submitit_job_is_reported_and_the_others_kept(failing_sweep):
     _, sweep = failing_sweep
     summary = json.loads((sweep / "sweep_summary.json").read_text())
-    verdicts = {c.name.rsplit("/", 1)[-1]: c.verdict
-                for c in load_sweep_summary(summary).combinations}
+    verdicts = {
+        c.name.rsplit("/", 1)[-1]: c.verdict for c in load_sweep_summary(summary).combinations
+    }
     assert verdicts == {"good.py": "BASELINE", "crash.py": "RUN_FAILED"}
     assert len(summary["failed"]) == 1
 

@@ -19,27 +19,54 @@ from afbench.errors import ConfigError, RunFailed
 from afbench.runspec import RunSpec
 
 WORKERS = Path(__file__).parent / "fault_workers"
-LOSS_PATTERN = (r"\bstep:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>\S+)\s+"
-                r"elapsed_time_per_step:\s*(?P<value>\S+?)s?(?=\s|$)")
+LOSS_PATTERN = (
+    r"\bstep:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>\S+)\s+"
+    r"elapsed_time_per_step:\s*(?P<value>\S+?)s?(?=\s|$)"
+)
 
 
-def make_spec(tmp_path: Path, args: list[str], *, profiler: bool = False,
-              executable: str = sys.executable, **engine) -> RunSpec:
+def make_spec(
+    tmp_path: Path,
+    args: list[str],
+    *,
+    profiler: bool = False,
+    executable: str = sys.executable,
+    **engine,
+) -> RunSpec:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    config = RunConfig.model_validate({
-        "model": {"name": "m", "path": "/models/m"},
-        "data": {"name": "d", "path": "/data/d.parquet"},
-        "parallel": {"world_size": 2, "devices": [4, 7], "tp_size": 1},
-        "scheduler": {"workload": "sft", "steps": 5, "seed": 43, "seq_len": 128,
-                      "micro_batch_size": 2, "measure": {"first_step": 2, "last_step": 5}},
-        "optimization": {"profiler": profiler,
-                         "profiler_window": {"first_step": 2, "last_step": 4}},
-        "engine": {"name": "command", "executable": executable, "args": args, **engine},
-    })
-    return RunSpec(run_id="v-train-r1", index=1, variant="v", phase="train", repeat=2,
-                   config=config, config_hash="0" * 64, run_dir=str(run_dir),
-                   timeout_s=60, kill_grace_s=2)
+    config = RunConfig.model_validate(
+        {
+            "model": {"name": "m", "path": "/models/m"},
+            "data": {"name": "d", "path": "/data/d.parquet"},
+            "parallel": {"world_size": 2, "devices": [4, 7], "tp_size": 1},
+            "scheduler": {
+                "workload": "sft",
+                "steps": 5,
+                "seed": 43,
+                "seq_len": 128,
+                "micro_batch_size": 2,
+                "measure": {"first_step": 2, "last_step": 5},
+            },
+            "optimization": {
+                "profiler": profiler,
+                "profiler_window": {"first_step": 2, "last_step": 4},
+            },
+            "engine": {"name": "command", "executable": executable, "args": args, **engine},
+        }
+    )
+    return RunSpec(
+        run_id="v-train-r1",
+        index=1,
+        variant="v",
+        phase="train",
+        repeat=2,
+        config=config,
+        config_hash="0" * 64,
+        run_dir=str(run_dir),
+        timeout_s=60,
+        kill_grace_s=2,
+    )
 
 
 def records(run_dir: Path) -> list[dict]:
@@ -48,17 +75,41 @@ def records(run_dir: Path) -> list[dict]:
 
 def test_args_placeholders_and_env_are_filled_from_the_run(tmp_path, capsys):
     out = tmp_path / "echo.json"
-    spec = make_spec(tmp_path, [str(WORKERS / "echo_run.py"), str(out), "{steps}",
-                                "{mode}", "{devices}", "{seed}/{repeat}/{variant}/{phase}",
-                                "{model_path}", "{data_path}", "{world_size}", "{seq_len}",
-                                "{global_batch_size}", "{profile_dir}", "{{literal}}"],
-                     env={"USER_FLAG": "1"})
+    spec = make_spec(
+        tmp_path,
+        [
+            str(WORKERS / "echo_run.py"),
+            str(out),
+            "{steps}",
+            "{mode}",
+            "{devices}",
+            "{seed}/{repeat}/{variant}/{phase}",
+            "{model_path}",
+            "{data_path}",
+            "{world_size}",
+            "{seq_len}",
+            "{global_batch_size}",
+            "{profile_dir}",
+            "{{literal}}",
+        ],
+        env={"USER_FLAG": "1"},
+    )
     result = run_command(spec, Path(spec.run_dir))
     run_dir = Path(spec.run_dir)
     seen = json.loads(out.read_text())
-    assert seen["argv"][2:] == ["5", "train", "4,7", "43/2/v/train", "/models/m",
-                                "/data/d.parquet", "2", "128", "4", str(run_dir / "profile"),
-                                "{literal}"]
+    assert seen["argv"][2:] == [
+        "5",
+        "train",
+        "4,7",
+        "43/2/v/train",
+        "/models/m",
+        "/data/d.parquet",
+        "2",
+        "128",
+        "4",
+        str(run_dir / "profile"),
+        "{literal}",
+    ]
     assert seen["cwd"] == str(run_dir)
     env = seen["env"]
     assert env["AFBENCH_RUN_DIR"] == str(run_dir)
@@ -97,8 +148,9 @@ def test_loss_group_is_recorded_and_non_numeric_groups_are_left_out(tmp_path):
 
 def test_profile_mode_creates_profile_dir(tmp_path):
     out = tmp_path / "echo.json"
-    spec = make_spec(tmp_path, [str(WORKERS / "echo_run.py"), str(out), "1", "{mode}"],
-                     profiler=True)
+    spec = make_spec(
+        tmp_path, [str(WORKERS / "echo_run.py"), str(out), "1", "{mode}"], profiler=True
+    )
     run_command(spec, Path(spec.run_dir))
     assert json.loads(out.read_text())["argv"][-1] == "profile"
     assert (Path(spec.run_dir) / "profile").is_dir()
@@ -172,8 +224,9 @@ def test_killed_command_fails_naming_the_signal(tmp_path):
 
 
 def test_nan_loss_fails_naming_the_step_and_stops_the_command(tmp_path):
-    spec = make_spec(tmp_path, [str(WORKERS / "nan_loss.py"), "{steps}", "3"],
-                     step_pattern=LOSS_PATTERN)
+    spec = make_spec(
+        tmp_path, [str(WORKERS / "nan_loss.py"), "{steps}", "3"], step_pattern=LOSS_PATTERN
+    )
     t0 = time.monotonic()
     with pytest.raises(RunFailed, match=r"^non-finite loss \(nan\) at step 3$"):
         run_command(spec, Path(spec.run_dir))
@@ -189,20 +242,29 @@ def test_default_pattern_captures_the_loss_of_reference_lines(tmp_path):
 
 def test_no_step_line_fails(tmp_path):
     spec = make_spec(tmp_path, [str(WORKERS / "silent.py")])
-    with pytest.raises(RunFailed, match=r"^no step lines matched engine\.step_pattern "
-                       r"\(named groups step and value, seconds per step; a torchtitan log: "
-                       r"engine=torchtitan\)"):
+    with pytest.raises(
+        RunFailed,
+        match=r"^no step lines matched engine\.step_pattern "
+        r"\(named groups step and value, seconds per step; a torchtitan log: "
+        r"engine=torchtitan\)",
+    ):
         run_command(spec, Path(spec.run_dir))
 
 
 def _worker(spec: RunSpec, code: str = "") -> subprocess.Popen:
     runspec = Path(spec.run_dir) / "runspec.json"
     runspec.write_text(spec.model_dump_json())
-    script = ("import sys, afbench.worker as w\n"
-              f"rc = w.main([{str(runspec)!r}])\n{code}\nsys.exit(rc)")
-    return subprocess.Popen([sys.executable, "-c", script], cwd=spec.run_dir,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    script = (
+        f"import sys, afbench.worker as w\nrc = w.main([{str(runspec)!r}])\n{code}\nsys.exit(rc)"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=spec.run_dir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def test_worker_dispatches_to_the_command_engine_without_torch(tmp_path):
@@ -255,8 +317,10 @@ def _processes(marker: str) -> list[tuple[int, str]]:
             continue
         try:
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = next((l for l in (entry / "status").read_text().splitlines()
-                          if l.startswith("State:")), "")
+            state = next(
+                (l for l in (entry / "status").read_text().splitlines() if l.startswith("State:")),
+                "",
+            )
         except OSError:
             continue
         if marker in cmd and "zombie" not in state:
@@ -267,8 +331,9 @@ def _processes(marker: str) -> list[tuple[int, str]]:
 def test_a_tqdm_bar_glued_to_each_step_line_gives_each_step_once(tmp_path):
     # the bytes real tqdm wrote to a redirected file (tests/fixtures/logs/make_tqdm_glued.py)
     log = Path(__file__).parent / "fixtures" / "logs" / "tqdm_glued.log"
-    spec = make_spec(tmp_path, [str(WORKERS / "replay_log.py"), str(log)],
-                     step_pattern=LOSS_PATTERN)
+    spec = make_spec(
+        tmp_path, [str(WORKERS / "replay_log.py"), str(log)], step_pattern=LOSS_PATTERN
+    )
     result = run_command(spec, Path(spec.run_dir))
     recs = records(Path(spec.run_dir))
     assert [r["step"] for r in recs] == list(range(1, 13)) and result.steps_logged == 12
@@ -289,8 +354,9 @@ def test_a_constant_minus_one_loss_is_a_placeholder_with_no_parity(tmp_path):
     parity = loss_parity(steps, ["a"], ["b"], 1e-5)
     assert (parity.status, parity.reason, parity.curve) == ("N/A", PLACEHOLDER_LOSS_REASON, None)
     # records written before the engine marked it: a constant -1 as the loss, same answer
-    old = pd.DataFrame([{"run_id": rid, "step": s, "loss": -1.0} for rid in ("a", "b")
-                        for s in (1, 2, 3)])
+    old = pd.DataFrame(
+        [{"run_id": rid, "step": s, "loss": -1.0} for rid in ("a", "b") for s in (1, 2, 3)]
+    )
     assert loss_parity(old, ["a"], ["b"], 1e-5).reason == PLACEHOLDER_LOSS_REASON
 
 
@@ -318,8 +384,12 @@ def test_the_workers_error_line_behind_a_progress_bar_is_still_found(tmp_path):
     from afbench.runspec import ERROR_PREFIX
 
     log = tmp_path / "stdout.log"
-    log.write_bytes(("\rTraining:  50%|█████     | 5/10 [00:02<00:02, 2.1it/s, loss=2.4, step=5]"
-                     f"{ERROR_PREFIX}RuntimeError: CUDA out of memory\n").encode())
+    log.write_bytes(
+        (
+            "\rTraining:  50%|█████     | 5/10 [00:02<00:02, 2.1it/s, loss=2.4, step=5]"
+            f"{ERROR_PREFIX}RuntimeError: CUDA out of memory\n"
+        ).encode()
+    )
     assert _last_line(log, ERROR_PREFIX) == "RuntimeError: CUDA out of memory"
     assert _tail(log).startswith(ERROR_PREFIX)
 
@@ -329,8 +399,11 @@ def test_a_placeholder_on_some_steps_leaves_the_other_steps_compared():
 
     from afbench.compare import loss_parity
 
-    rows = [{"run_id": rid, "step": s, "loss": None if s == 1 else 2.0 / s,
-             "loss_placeholder": s == 1} for rid in ("a", "b") for s in (1, 2, 3, 4)]
+    rows = [
+        {"run_id": rid, "step": s, "loss": None if s == 1 else 2.0 / s, "loss_placeholder": s == 1}
+        for rid in ("a", "b")
+        for s in (1, 2, 3, 4)
+    ]
     parity = loss_parity(pd.DataFrame(rows), ["a"], ["b"], 1e-5)
     assert parity.status == "MATCH" and parity.steps_compared == 3
 

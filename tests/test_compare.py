@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
-import json
-
+import numpy as np
 import pandas as pd
 import pytest
 from safetensors.numpy import save_file
-import numpy as np
 
 from afbench.compare import compile_cost, generation_parity, loss_parity
 from afbench.report.render import verdict_words
@@ -41,7 +40,7 @@ def test_generation_parity_identical_tokens_and_bf16_ulp_logits_match(tmp_path):
     rows = [{"prompt_index": 0, "token_ids": [1, 2, 3], "text": "abc"}]
     base = np.full((3, 10), 4.0, dtype=np.float32)
     _write_run(tmp_path, "a", rows, base)
-    _write_run(tmp_path, "b", rows, base + 2 ** -6)  # one bf16 ulp at magnitude 4
+    _write_run(tmp_path, "b", rows, base + 2**-6)  # one bf16 ulp at magnitude 4
     res = generation_parity(tmp_path, ["a"], ["b"], rtol=2e-2)
     assert res.status == "MATCH" and res.logits_match
 
@@ -79,12 +78,14 @@ def test_break_even_follows_the_verdicts_gain_not_means_moved_by_a_loaded_run():
     on = Side(name="on", mean_step_s=1.32, first_step_s=99.4)
     assert compile_cost(base, on, Speed(gain_pct=-19.16)).break_even_steps is None
     assert compile_cost(base, on, Speed(gain_pct=10.0)).break_even_steps == pytest.approx(
-        (99.4 - 1.32) / 0.188)
+        (99.4 - 1.32) / 0.188
+    )
 
 
 def _line(verdict, speed, parity, workload="sft", lang="en"):
-    c = SimpleNamespace(verdict=verdict, speed=speed, parity=parity, workload=workload,
-                        caveats=[], verdict_line="")
+    c = SimpleNamespace(
+        verdict=verdict, speed=speed, parity=parity, workload=workload, caveats=[], verdict_line=""
+    )
     return str(verdict_words(lang).verdict_line(c))
 
 
@@ -97,28 +98,47 @@ def test_a_faster_variant_whose_results_diverged_says_so_in_its_verdict_line():
     assert _line("V_FASTER", fixed, token, "infer").endswith("at token 3)")
 
 
-@pytest.mark.parametrize("changes, shown", [
-    ({}, True),
-    # decided, but the MDE is above the margin: what a smaller effect would need (issue 20)
-    ({"decision": "FASTER", "ci_low_pct": 1.0}, True),
-    ({"decision": "NO_GAIN", "ci_low_pct": -1.0, "ci_high_pct": 1.0}, False),  # within margin
-    ({"n_pairs": 2}, False),  # a spread on 1 degree of freedom
-    ({"design": "sequential"}, False),  # the sequential rule decides when to add pairs
-    ({"pairs_for_min_gain": 3}, False),  # no more than were run
-    ({"mde_pct": 1.5}, False),  # the MDE is already below the margin
-])
+@pytest.mark.parametrize(
+    "changes, shown",
+    [
+        ({}, True),
+        # decided, but the MDE is above the margin: what a smaller effect would need (issue 20)
+        ({"decision": "FASTER", "ci_low_pct": 1.0}, True),
+        ({"decision": "NO_GAIN", "ci_low_pct": -1.0, "ci_high_pct": 1.0}, False),  # within margin
+        ({"n_pairs": 2}, False),  # a spread on 1 degree of freedom
+        ({"design": "sequential"}, False),  # the sequential rule decides when to add pairs
+        ({"pairs_for_min_gain": 3}, False),  # no more than were run
+        ({"mde_pct": 1.5}, False),  # the MDE is already below the margin
+    ],
+)
 def test_the_pairs_hint_appears_only_for_a_fixed_design_that_needs_more(changes, shown):
-    base = dict(gain_pct=1.0, ci_low_pct=-8.0, ci_high_pct=9.0, level=0.95, design="fixed",
-                n_pairs=3, mde_pct=12.0, min_gain_pct=2.0, decision="INCONCLUSIVE",
-                pairs_for_min_gain=40)
+    base = dict(
+        gain_pct=1.0,
+        ci_low_pct=-8.0,
+        ci_high_pct=9.0,
+        level=0.95,
+        design="fixed",
+        n_pairs=3,
+        mde_pct=12.0,
+        min_gain_pct=2.0,
+        decision="INCONCLUSIVE",
+        pairs_for_min_gain=40,
+    )
     note = str(verdict_words("en").speed_note(Speed(**{**base, **changes})))
     assert ("roughly" in note and "experiment.repeats=" in note) == shown
 
 
 def test_an_uncalibrated_one_round_verdict_says_why_in_english_and_chinese():
-    speed = Speed(decision="INCONCLUSIVE", gain_pct=25.0, level=0.95, design="one_round",
-                  n_pairs=1, no_interval_reason="uncalibrated", reference_verdict="V_FASTER",
-                  reference_gain_pct=24.0)
+    speed = Speed(
+        decision="INCONCLUSIVE",
+        gain_pct=25.0,
+        level=0.95,
+        design="one_round",
+        n_pairs=1,
+        no_interval_reason="uncalibrated",
+        reference_verdict="V_FASTER",
+        reference_gain_pct=24.0,
+    )
     en = _line("INCONCLUSIVE", speed, Parity(status="MATCH"))
     assert "no interval" in en and "experiment=calibrate_host" in en
     assert "reference rule: gain > 0, one round: V_FASTER at +24.00% of the mean step" in en
@@ -127,10 +147,21 @@ def test_an_uncalibrated_one_round_verdict_says_why_in_english_and_chinese():
 
 
 def test_a_set_aside_pair_is_named_with_what_was_measured():
-    speed = Speed(decision="INCONCLUSIVE", level=0.95, design="one_round", n_pairs=0,
-                  no_interval_reason="no_pairs_left",
-                  set_aside=[{"pair": 1, "side": "baseline", "reason": "contended",
-                              "detail": "a-train-r1: CPU pressure 61%"}])
+    speed = Speed(
+        decision="INCONCLUSIVE",
+        level=0.95,
+        design="one_round",
+        n_pairs=0,
+        no_interval_reason="no_pairs_left",
+        set_aside=[
+            {
+                "pair": 1,
+                "side": "baseline",
+                "reason": "contended",
+                "detail": "a-train-r1: CPU pressure 61%",
+            }
+        ],
+    )
     line = _line("INCONCLUSIVE", speed, Parity(status="N/A"))
     assert "pair 1 set aside: baseline run contended (a-train-r1: CPU pressure 61%)" in line
     assert "every pair was set aside" in line
@@ -147,7 +178,12 @@ def test_parity_tolerance_is_the_looser_of_the_two_sides_dtypes(compose_cfg, tmp
     report = ReportConfig()
     same = make_plan(validate_config(compose_cfg("experiment=sft_af_compare")), tmp_path / "a")
     assert parity_rtol(same, "af_on", report) == report.parity.rtol_float32
-    mixed = make_plan(validate_config(compose_cfg(
-        "experiment=sft_af_compare", "+experiment.variants.af_on.model.dtype=bfloat16")),
-        tmp_path / "b")
+    mixed = make_plan(
+        validate_config(
+            compose_cfg(
+                "experiment=sft_af_compare", "+experiment.variants.af_on.model.dtype=bfloat16"
+            )
+        ),
+        tmp_path / "b",
+    )
     assert parity_rtol(mixed, "af_on", report) == report.parity.rtol_bfloat16

@@ -32,10 +32,12 @@ def plan_runs(compose_cfg, out: Path, *overrides: str):
 
 
 def test_runs_of_one_cpu_experiment_share_kernel_binaries_but_no_fx_or_autograd_cache(
-        compose_cfg, tmp_path):
+    compose_cfg, tmp_path
+):
     out = tmp_path / "out"
-    runs = plan_runs(compose_cfg, out, "experiment=sft_af_compare", "backend=cpu",
-                      "experiment.repeats=1")
+    runs = plan_runs(
+        compose_cfg, out, "experiment=sft_af_compare", "backend=cpu", "experiment.repeats=1"
+    )
     on = [r for r in runs if r.config.optimization.autofuse]
     assert len(on) == 2 and on[0].run_dir != on[1].run_dir
     first, second = (worker_env(r, Path(r.run_dir)) for r in on)
@@ -53,8 +55,10 @@ def test_runs_of_one_cpu_experiment_share_kernel_binaries_but_no_fx_or_autograd_
 
 def test_two_experiments_never_share_a_kernel_cache(compose_cfg, tmp_path):
     a, b = (plan_runs(compose_cfg, tmp_path / name, "backend=cpu")[0] for name in ("a", "b"))
-    assert (worker_env(a, Path(a.run_dir))["TORCHINDUCTOR_CACHE_DIR"]
-            != worker_env(b, Path(b.run_dir))["TORCHINDUCTOR_CACHE_DIR"])
+    assert (
+        worker_env(a, Path(a.run_dir))["TORCHINDUCTOR_CACHE_DIR"]
+        != worker_env(b, Path(b.run_dir))["TORCHINDUCTOR_CACHE_DIR"]
+    )
 
 
 @pytest.mark.parametrize("backend", ["cuda", "npu"])
@@ -86,11 +90,19 @@ def test_kernel_cache_is_warm_once_a_cache_holds_a_file(tmp_path):
 
 
 def test_launch_run_records_whether_the_shared_kernel_cache_was_warm(compose_cfg, tmp_path):
-    runs = plan_runs(compose_cfg, tmp_path / "out", "backend=cpu", "engine=command",
-                     f"engine.executable={sys.executable}",
-                     f"engine.args=[{WORKERS / 'good.py'},'{{steps}}']", "scheduler.steps=6",
-                     "scheduler.measure.first_step=3", "scheduler.measure.last_step=6",
-                     "launcher.timeout_s=120", "experiment.repeats=2")
+    runs = plan_runs(
+        compose_cfg,
+        tmp_path / "out",
+        "backend=cpu",
+        "engine=command",
+        f"engine.executable={sys.executable}",
+        f"engine.args=[{WORKERS / 'good.py'},'{{steps}}']",
+        "scheduler.steps=6",
+        "scheduler.measure.first_step=3",
+        "scheduler.measure.last_step=6",
+        "launcher.timeout_s=120",
+        "experiment.repeats=2",
+    )
     assert launch_run(runs[0]).kernel_cache == "cold"
     # what a compiled first run leaves behind: a kernel binary in the experiment's cache
     kernel = tmp_path / "out" / "cache" / "inductor" / "x7" / "cx7kernel.so"
@@ -118,15 +130,24 @@ def test_a_contended_cold_run_replaced_by_a_warm_rerun_still_gives_the_first_com
 
     from afbench.compare.sides import with_replaced
 
-    col = NS(plan=NS(reruns=[NS(by="on-r1-rerun1", replaced=NS(run_id="on-r1")),
-                             NS(by="on-r1-rerun2", replaced=NS(run_id="on-r1-rerun1"))]))
+    col = NS(
+        plan=NS(
+            reruns=[
+                NS(by="on-r1-rerun1", replaced=NS(run_id="on-r1")),
+                NS(by="on-r1-rerun2", replaced=NS(run_id="on-r1-rerun1")),
+            ]
+        )
+    )
     ids = with_replaced(col, ["on-r1-rerun2", "on-r2"])
     assert ids == ["on-r1-rerun2", "on-r2", "on-r1-rerun1", "on-r1"]
-    table = pd.DataFrame([
-        {"run_id": "on-r1", "first_step_s": 62.6, "kernel_cache": "cold"},
-        {"run_id": "on-r1-rerun1", "first_step_s": 18.0, "kernel_cache": "warm"},
-        {"run_id": "on-r1-rerun2", "first_step_s": 18.5, "kernel_cache": "warm"},
-        {"run_id": "on-r2", "first_step_s": 19.0, "kernel_cache": "warm"}])
+    table = pd.DataFrame(
+        [
+            {"run_id": "on-r1", "first_step_s": 62.6, "kernel_cache": "cold"},
+            {"run_id": "on-r1-rerun1", "first_step_s": 18.0, "kernel_cache": "warm"},
+            {"run_id": "on-r1-rerun2", "first_step_s": 18.5, "kernel_cache": "warm"},
+            {"run_id": "on-r2", "first_step_s": 19.0, "kernel_cache": "warm"},
+        ]
+    )
     got = first_step(table[table.run_id.isin(ids)])
     assert got == {"first_step_s": 62.6, "first_step_kernel_cache": "cold"}
 
@@ -147,12 +168,30 @@ def test_report_says_where_time_to_first_step_was_measured_warm(tmp_path, lang):
 
     def report(kernel_cache: str) -> str:
         variant = Side(name="af_on", first_step_s=31.1, first_step_kernel_cache=kernel_cache)
-        summary = Summary(experiment="e", comparisons=[Comparison(
-            baseline=Side(name="af_off"), variant=variant, phase="train", workload="sft",
-            verdict="NO_GAIN", verdict_line="x", compile=Compile(overhead_s=30.8,
-                                                                 kernel_cache=kernel_cache))],
-            runs=[RunRow(run_id="af_on-profile-r1", variant="af_on", phase="profile", repeat=1,
-                         status="OK", kernel_cache=kernel_cache)])
+        summary = Summary(
+            experiment="e",
+            comparisons=[
+                Comparison(
+                    baseline=Side(name="af_off"),
+                    variant=variant,
+                    phase="train",
+                    workload="sft",
+                    verdict="NO_GAIN",
+                    verdict_line="x",
+                    compile=Compile(overhead_s=30.8, kernel_cache=kernel_cache),
+                )
+            ],
+            runs=[
+                RunRow(
+                    run_id="af_on-profile-r1",
+                    variant="af_on",
+                    phase="profile",
+                    repeat=1,
+                    status="OK",
+                    kernel_cache=kernel_cache,
+                )
+            ],
+        )
         folder = tmp_path / kernel_cache
         folder.mkdir()
         (path,) = render(summary, folder, ReportConfig(formats=["md"], lang=lang))

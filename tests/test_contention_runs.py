@@ -18,27 +18,52 @@ from afbench.collect import collect
 from afbench.config.models import ReportConfig, RunConfig
 from afbench.engines.command import run_command
 from afbench.io import write_json_atomic
-from afbench.store.resume import resume_index
 from afbench.report.render import render
-from afbench.store import RunRow, Summary
 from afbench.runspec import Plan, RunSpec, RunStatus
+from afbench.store import RunRow, Summary
+from afbench.store.resume import resume_index
 
 WORKERS = Path(__file__).parent / "fault_workers"
 
 
-def spec_for(out: Path, run_id: str, variant: str, *, phase: str = "train",
-             args: list[str] | None = None, steps: int = 6) -> RunSpec:
-    config = RunConfig.model_validate({
-        "model": {"name": "m", "path": "/models/m"},
-        "data": {"name": "d", "path": "/data/d.parquet"},
-        "scheduler": {"workload": "sft", "steps": steps, "seq_len": 128,
-                      "measure": {"first_step": 2, "last_step": steps}},
-        "engine": {"name": "command", "executable": sys.executable,
-                   "args": args or [str(WORKERS / "good.py"), "{steps}"]},
-    })
-    return RunSpec(run_id=run_id, index=1, variant=variant, phase=phase, repeat=1,
-                   config=config, config_hash=run_id.ljust(64, "0")[:64],
-                   run_dir=str(out / "runs" / run_id), timeout_s=60, kill_grace_s=2)
+def spec_for(
+    out: Path,
+    run_id: str,
+    variant: str,
+    *,
+    phase: str = "train",
+    args: list[str] | None = None,
+    steps: int = 6,
+) -> RunSpec:
+    config = RunConfig.model_validate(
+        {
+            "model": {"name": "m", "path": "/models/m"},
+            "data": {"name": "d", "path": "/data/d.parquet"},
+            "scheduler": {
+                "workload": "sft",
+                "steps": steps,
+                "seq_len": 128,
+                "measure": {"first_step": 2, "last_step": steps},
+            },
+            "engine": {
+                "name": "command",
+                "executable": sys.executable,
+                "args": args or [str(WORKERS / "good.py"), "{steps}"],
+            },
+        }
+    )
+    return RunSpec(
+        run_id=run_id,
+        index=1,
+        variant=variant,
+        phase=phase,
+        repeat=1,
+        config=config,
+        config_hash=run_id.ljust(64, "0")[:64],
+        run_dir=str(out / "runs" / run_id),
+        timeout_s=60,
+        kill_grace_s=2,
+    )
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux procfs")
@@ -46,9 +71,13 @@ def test_a_command_beside_planted_busy_loops_records_a_contended_window(tmp_path
     # more busy loops than CPUs, started by the command itself (as the issue planted them):
     # the step process must wait for a CPU whatever else the machine runs
     loops = min((os.cpu_count() or 1) + 1, 17)
-    spec = spec_for(tmp_path, "a-train-r1", "a",
-                    args=[str(WORKERS / "busy_steps.py"), "{steps}", str(loops)],
-                    steps=4)
+    spec = spec_for(
+        tmp_path,
+        "a-train-r1",
+        "a",
+        args=[str(WORKERS / "busy_steps.py"), "{steps}", str(loops)],
+        steps=4,
+    )
     Path(spec.run_dir).mkdir(parents=True)
     rec = run_command(spec, Path(spec.run_dir)).contention
     assert rec.scope == "window" and "steps 2-4" in rec.source
@@ -58,8 +87,16 @@ def test_a_command_beside_planted_busy_loops_records_a_contended_window(tmp_path
     assert contended and reasons[0].startswith("waited for a CPU")
 
 
-QUIET = {"scope": "window", "source": "test", "wall_s": 0.5, "run_queue_wait_pct": 2.0,
-         "steal_pct": 0.0, "cpu_pressure_pct": 40.0, "cpu_per_wall": 0.98, "threads": 1}
+QUIET = {
+    "scope": "window",
+    "source": "test",
+    "wall_s": 0.5,
+    "run_queue_wait_pct": 2.0,
+    "steal_pct": 0.0,
+    "cpu_pressure_pct": 40.0,
+    "cpu_per_wall": 0.98,
+    "threads": 1,
+}
 BUSY = {**QUIET, "run_queue_wait_pct": 45.0, "cpu_pressure_pct": 100.0, "cpu_per_wall": 0.55}
 
 
@@ -74,15 +111,30 @@ def fake_launcher(contended_runs: set[str], slow: float = 2.0):
         run_dir.mkdir(parents=True)  # never reused: fails if the directory exists
         launched.append(spec.run_id)
         factor = slow if spec.run_id in contended_runs else 1.0
-        (run_dir / "stdout.log").write_text("".join(
-            f"step: {k}  loss: 1.0  elapsed_time_per_step: {0.01 * factor:.4f}s\n"
-            for k in range(1, 7)))
-        write_json_atomic(run_dir / "result.json", {
-            "schema_version": 1, "workload": "sft", "engine": "command",
-            "contention": BUSY if spec.run_id in contended_runs else QUIET})
+        (run_dir / "stdout.log").write_text(
+            "".join(
+                f"step: {k}  loss: 1.0  elapsed_time_per_step: {0.01 * factor:.4f}s\n"
+                for k in range(1, 7)
+            )
+        )
+        write_json_atomic(
+            run_dir / "result.json",
+            {
+                "schema_version": 1,
+                "workload": "sft",
+                "engine": "command",
+                "contention": BUSY if spec.run_id in contended_runs else QUIET,
+            },
+        )
         (run_dir / "runspec.json").write_text(spec.model_dump_json())
-        st = RunStatus(run_id=spec.run_id, status="OK", exit_code=0, wall_s=0.1,
-                       config_hash=spec.config_hash, lock_wait_s=0.0)
+        st = RunStatus(
+            run_id=spec.run_id,
+            status="OK",
+            exit_code=0,
+            wall_s=0.1,
+            config_hash=spec.config_hash,
+            lock_wait_s=0.0,
+        )
         write_json_atomic(run_dir / "status.json", st.model_dump())
         return st
 
@@ -92,9 +144,18 @@ def fake_launcher(contended_runs: set[str], slow: float = 2.0):
 def make_plan(out: Path, rerun_contended: int) -> Plan:
     runs = [spec_for(out, "a-train-r1", "a"), spec_for(out, "b-train-r1", "b")]
     runs[1] = runs[1].model_copy(update={"index": 2})
-    return Plan(experiment="t", baseline="a", variants=["a", "b"], phases=["train"], repeats=1,
-                skip_policy="per_variant", verdict_phase="train", profile_phase=None,
-                runs=runs, rerun_contended=rerun_contended)
+    return Plan(
+        experiment="t",
+        baseline="a",
+        variants=["a", "b"],
+        phases=["train"],
+        repeats=1,
+        skip_policy="per_variant",
+        verdict_phase="train",
+        profile_phase=None,
+        runs=runs,
+        rerun_contended=rerun_contended,
+    )
 
 
 @pytest.fixture
@@ -109,7 +170,8 @@ def rerun_out(tmp_path, monkeypatch):
 
 
 def test_a_contended_verdict_run_is_run_again_in_a_new_directory_and_the_old_one_is_marked(
-        rerun_out):
+    rerun_out,
+):
     out, statuses, launched = rerun_out
     assert launched == ["a-train-r1", "a-train-r1-rerun1", "b-train-r1"]
     plan = Plan.model_validate_json((out / "plan.json").read_text())
@@ -132,8 +194,11 @@ def test_the_progress_count_and_eta_count_the_rerun(tmp_path, monkeypatch, caplo
     experiment.execute_plan(make_plan(tmp_path, rerun_contended=1))
     lines = [r.getMessage() for r in caplog.records]
     counted = [line.split()[:3] for line in lines if line.startswith("[")]
-    assert counted == [["[1/3]", "a-train-r1", "OK"], ["[2/3]", "a-train-r1-rerun1", "OK"],
-                       ["[3/3]", "b-train-r1", "OK"]]
+    assert counted == [
+        ["[1/3]", "a-train-r1", "OK"],
+        ["[2/3]", "a-train-r1-rerun1", "OK"],
+        ["[3/3]", "b-train-r1", "OK"],
+    ]
     assert "replaced by a-train-r1-rerun1" in next(x for x in lines if x.startswith("[1/3]"))
     (eta,) = [x for x in lines if "more run(s)" in x]
     assert "for 1 more run(s)" in eta and "a rerun for each contended run" in eta
@@ -162,8 +227,7 @@ def test_no_rerun_when_rerun_contended_is_zero_or_the_run_is_quiet(tmp_path, mon
     assert launched == ["a-train-r1", "b-train-r1"]
 
 
-def test_a_run_contended_every_time_is_rerun_at_most_rerun_contended_times(tmp_path,
-                                                                             monkeypatch):
+def test_a_run_contended_every_time_is_rerun_at_most_rerun_contended_times(tmp_path, monkeypatch):
     launch, launched = fake_launcher({"a-train-r1", "a-train-r1-rerun1", "a-train-r1-rerun2"})
     monkeypatch.setattr(experiment, "launch_run", launch)
     plan = make_plan(tmp_path, rerun_contended=2)
@@ -174,22 +238,50 @@ def test_a_run_contended_every_time_is_rerun_at_most_rerun_contended_times(tmp_p
     assert [r.by for r in saved.reruns] == ["a-train-r1-rerun1", "a-train-r1-rerun2"]
     # the runs table lists them in launch order, each replaced one before its rerun
     assert list(collect(tmp_path).runs.run_id) == [
-        "a-train-r1", "a-train-r1-rerun1", "a-train-r1-rerun2", "b-train-r1"]
+        "a-train-r1",
+        "a-train-r1-rerun1",
+        "a-train-r1-rerun2",
+        "b-train-r1",
+    ]
 
 
 def test_the_runs_table_shows_each_runs_contention_in_both_languages(tmp_path):
-    rows = [RunRow(run_id="a-train-r1", variant="a", phase="train", repeat=1, status="OK",
-                   contended=True, run_queue_wait_pct=34.0, cpu_pressure_pct=100.0,
-                   steal_pct=0.0, cpu_per_wall=0.52, threads=2, replaced_by="a-train-r1-rerun1"),
-            RunRow(run_id="a-train-r1-rerun1", variant="a", phase="train", repeat=1,
-                   status="OK", contended=False, run_queue_wait_pct=3.0, steal_pct=0.0,
-                   cpu_per_wall=0.98, rerun_of="a-train-r1"),
-            RunRow(run_id="b-train-r1", variant="b", phase="train", repeat=1, status="OK")]
+    rows = [
+        RunRow(
+            run_id="a-train-r1",
+            variant="a",
+            phase="train",
+            repeat=1,
+            status="OK",
+            contended=True,
+            run_queue_wait_pct=34.0,
+            cpu_pressure_pct=100.0,
+            steal_pct=0.0,
+            cpu_per_wall=0.52,
+            threads=2,
+            replaced_by="a-train-r1-rerun1",
+        ),
+        RunRow(
+            run_id="a-train-r1-rerun1",
+            variant="a",
+            phase="train",
+            repeat=1,
+            status="OK",
+            contended=False,
+            run_queue_wait_pct=3.0,
+            steal_pct=0.0,
+            cpu_per_wall=0.98,
+            rerun_of="a-train-r1",
+        ),
+        RunRow(run_id="b-train-r1", variant="b", phase="train", repeat=1, status="OK"),
+    ]
     summary = Summary(experiment="t", baseline="a", runs=rows)
     (md,) = render(summary, tmp_path, ReportConfig(formats=["md"]))
     text = md.read_text()
-    assert ("CPU wait 34%, CPU pressure 100%, steal 0%, CPU/wall 0.52 of 2 threads: contended; "
-            "replaced by a-train-r1-rerun1") in text
+    assert (
+        "CPU wait 34%, CPU pressure 100%, steal 0%, CPU/wall 0.52 of 2 threads: contended; "
+        "replaced by a-train-r1-rerun1"
+    ) in text
     assert "CPU wait 3%, steal 0%, CPU/wall 0.98: quiet; rerun of a-train-r1" in text
     assert "| `b-train-r1` |" in text and "| n/a |" in text  # not measured
     (html,) = render(summary, tmp_path, ReportConfig(formats=["html"], lang="zh"))
@@ -209,9 +301,9 @@ def test_the_builtin_window_samples_contention_at_its_first_and_last_step(tmp_pa
     from afbench.engines.metrics import MetricsWriter
 
     with contextlib.closing(MetricsWriter(tmp_path / "metrics.jsonl")) as metrics:
-        window = efficiency.MeasuredWindow(cpu_backend.CpuBackend(),
-                                           StepWindow(first_step=2, last_step=3), metrics,
-                                           DistInfo())
+        window = efficiency.MeasuredWindow(
+            cpu_backend.CpuBackend(), StepWindow(first_step=2, last_step=3), metrics, DistInfo()
+        )
         for step in (1, 2, 3):
             window.before_step(step)
             torch.ones(256, 256) @ torch.ones(256, 256)
@@ -265,8 +357,14 @@ def test_contention_reasons_recorded_in_english_are_the_judges_words():
     from afbench.messages import labels, recorded, render
 
     # judge's sentences (log lines, status.json, older summaries) are catalog sentences
-    record = {**BUSY, "steal_pct": 6.0, "run_queue_wait_pct": None, "cpu_of_threads_pct": 26.0,
-              "threads": 2, "cpu_per_wall": 0.52}
+    record = {
+        **BUSY,
+        "steal_pct": 6.0,
+        "run_queue_wait_pct": None,
+        "cpu_of_threads_pct": 26.0,
+        "threads": 2,
+        "cpu_per_wall": 0.52,
+    }
     _, reasons = C.judge(record)
     codes = [code for code, _ in C.judge_reasons(record)[1]]
     assert len(reasons) == 3 and [recorded(r).key for r in reasons] == codes
@@ -281,16 +379,22 @@ def test_contention_reasons_recorded_in_english_are_the_judges_words():
 def _three_rounds(tmp_path, monkeypatch, contended):
     launch, _ = fake_launcher(contended, slow=1.05)
     monkeypatch.setattr(experiment, "launch_run", launch)
-    runs = [spec_for(tmp_path, f"{v}-train-r{k}", v).model_copy(
-        update={"repeat": k, "index": 2 * k - (v == "a")}) for k in (1, 2, 3) for v in "ab"]
+    runs = [
+        spec_for(tmp_path, f"{v}-train-r{k}", v).model_copy(
+            update={"repeat": k, "index": 2 * k - (v == "a")}
+        )
+        for k in (1, 2, 3)
+        for v in "ab"
+    ]
     plan = make_plan(tmp_path, rerun_contended=0).model_copy(update={"runs": runs, "repeats": 3})
     write_json_atomic(tmp_path / "plan.json", plan.model_dump(mode="json"))
     experiment.execute_plan(plan, plan_path=tmp_path / "plan.json")
     return collect(tmp_path)
 
 
-def test_with_contention_keep_a_pair_contended_on_both_sides_decides_and_is_named(tmp_path,
-                                                                                monkeypatch):
+def test_with_contention_keep_a_pair_contended_on_both_sides_decides_and_is_named(
+    tmp_path, monkeypatch
+):
     from afbench.compare import compare_pair, side, workload_of
 
     # both runs of round 2 measured contended (5% slower: no outlier): contention balanced
@@ -307,7 +411,8 @@ def test_with_contention_keep_a_pair_contended_on_both_sides_decides_and_is_name
 
 
 def test_with_contention_keep_a_run_contended_on_one_side_of_its_pair_never_decides(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     from afbench.compare import compare_pair, side, workload_of
 
     # issue 34: every contended run on the baseline's side read AF_ON_FASTER under keep

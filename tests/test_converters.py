@@ -45,7 +45,7 @@ def test_fused_add_rms_norm_bf16_within_one_ulp():
     ref, _, _ = fused_ops.add_rms_norm_math(x1, x2, w, 1e-6)
     assert y.dtype == torch.bfloat16
     # one bf16 ulp at |y| <= 8 is 2**-4; allow it, nothing more
-    assert (y.float() - ref.float()).abs().max().item() <= 2 ** -4
+    assert (y.float() - ref.float()).abs().max().item() <= 2**-4
 
 
 def test_fused_add_rms_norm_gradients_match_autograd_of_reference():
@@ -88,8 +88,9 @@ def test_rmsnorm_replaces_every_remaining_norm(tiny, cpu):
     assert report.evidence["sites"] == 3 * layers + 1
     ids = torch.randint(0, tiny.config.vocab_size, (1, 32))
     with torch.no_grad():
-        torch.testing.assert_close(fused(input_ids=ids).logits, tiny(input_ids=ids).logits,
-                                   rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(
+            fused(input_ids=ids).logits, tiny(input_ids=ids).logits, rtol=1e-4, atol=1e-4
+        )
 
 
 def test_converted_model_decodes_with_kv_cache_like_the_original(tiny, cpu):

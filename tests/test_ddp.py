@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
+from afbench.config import validate_config
 from afbench.launch.local import worker_argv
 from afbench.plan import make_plan
-from afbench.config import validate_config
 
 pytestmark = pytest.mark.e2e
 
@@ -25,9 +25,22 @@ def test_world_size_two_runs_under_torchrun(compose_cfg, tmp_path):
 
 def test_two_ranks_train_and_agree(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "afbench", "parallel.world_size=2", "scheduler.micro_batch_size=2",
-         "scheduler.steps=3", "scheduler.measure.first_step=2", "scheduler.measure.last_step=3",
-         "scheduler.seq_len=64"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "afbench",
+            "parallel.world_size=2",
+            "scheduler.micro_batch_size=2",
+            "scheduler.steps=3",
+            "scheduler.measure.first_step=2",
+            "scheduler.measure.last_step=3",
+            "scheduler.seq_len=64",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     run = next(tmp_path.glob("outputs/*/*/runs/baseline-run-r1"))
     result = json.loads((run / "result.json").read_text())
@@ -39,7 +52,9 @@ def test_two_ranks_train_and_agree(tmp_path):
     assert [r["rank"] for r in per_rank] == [0, 1] and all(r["peak_rss_gib"] > 0 for r in per_rank)
     assert result["memory"]["peak_rss_gib"] == max(r["peak_rss_gib"] for r in per_rank)
     rank1 = [json.loads(line) for line in (run / "metrics.rank1.jsonl").read_text().splitlines()]
-    assert [r["peak_rss_gib"] for r in rank1 if r["kind"] == "memory"] == [per_rank[1]["peak_rss_gib"]]
+    assert [r["peak_rss_gib"] for r in rank1 if r["kind"] == "memory"] == [
+        per_rank[1]["peak_rss_gib"]
+    ]
     # rank 0 owns the step log (each step exactly once); rank 1 logs on its own
     log = (run / "stdout.log").read_text()
     assert log.count("step:  2 ") == 1

@@ -61,8 +61,9 @@ def test_without_pool_every_job_gets_the_default_devices():
     assert assign_devices(par(2), "npu", 4, None) is None
 
 
-@pytest.mark.parametrize("job, expected", [(0, [0]), (1, [1]), (2, [2]), (3, [3]), (4, [0]),
-                                           (9, [1])])
+@pytest.mark.parametrize(
+    "job, expected", [(0, [0]), (1, [1]), (2, [2]), (3, [3]), (4, [0]), (9, [1])]
+)
 def test_sweep_jobs_take_one_pool_device_each_and_wrap(job, expected):
     assert assign_devices(par(1), "cuda", job, [0, 1, 2, 3]) == expected
 
@@ -82,8 +83,11 @@ def test_a_plain_run_with_a_pool_takes_its_first_block():
 
 
 def test_pool_smaller_than_world_size_is_a_config_error_naming_the_key():
-    with pytest.raises(ConfigError, match=r"launcher.device_pool: 1 device\(s\) \[0\] cannot "
-                                          r"hold one run of parallel.world_size 2"):
+    with pytest.raises(
+        ConfigError,
+        match=r"launcher.device_pool: 1 device\(s\) \[0\] cannot "
+        r"hold one run of parallel.world_size 2",
+    ):
         assign_devices(par(2), "cuda", 0, [0])
 
 
@@ -129,13 +133,17 @@ def test_held_devices_are_the_workers_first_world_size_visible_entries():
 
 
 def test_run_devices_prefers_the_plans_assignment_over_the_config():
-    cfg = SimpleNamespace(backend=SimpleNamespace(name="cuda"),
-                          parallel=SimpleNamespace(devices=[0]))
+    cfg = SimpleNamespace(
+        backend=SimpleNamespace(name="cuda"), parallel=SimpleNamespace(devices=[0])
+    )
     assert run_devices(SimpleNamespace(config=cfg)) == ("cuda", [0])
     planned = SimpleNamespace(config=cfg, backend="npu", devices=[3])
     assert run_devices(planned) == ("npu", [3])
-    cpu = SimpleNamespace(config=SimpleNamespace(backend=SimpleNamespace(name="cpu"),
-                                                 parallel=SimpleNamespace(devices=None)))
+    cpu = SimpleNamespace(
+        config=SimpleNamespace(
+            backend=SimpleNamespace(name="cpu"), parallel=SimpleNamespace(devices=None)
+        )
+    )
     assert run_devices(cpu) == ("cpu", None)
 
 
@@ -144,7 +152,10 @@ def test_run_devices_prefers_the_plans_assignment_over_the_config():
 
 def test_lock_files_are_per_backend_and_device_sorted_and_one_for_cpu(tmp_path):
     assert [p.name for p in lock_paths("cuda", ["3", "1", "GPU-a/b"], tmp_path)] == [
-        "afbench-cuda-1.lock", "afbench-cuda-3.lock", "afbench-cuda-GPU-a_b.lock"]
+        "afbench-cuda-1.lock",
+        "afbench-cuda-3.lock",
+        "afbench-cuda-GPU-a_b.lock",
+    ]
     assert [p.name for p in lock_paths("npu", [0], tmp_path)] == ["afbench-npu-0.lock"]
     assert lock_paths("cpu", ["0", "1"], tmp_path) == [tmp_path / CPU_LOCK_NAME]
 
@@ -160,8 +171,12 @@ with device_locks(sys.argv[1], sys.argv[2].split(","), label="holder run"):
 
 def hold_in_other_process(backend: str, devices: str) -> subprocess.Popen:
     """A second process that holds the locks until a line arrives on its stdin."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, backend, devices],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, backend, devices],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "locked"
     return proc
 
@@ -266,8 +281,14 @@ def spec_of(compose_cfg, tmp_path, *overrides):
 def test_worker_env_restricts_the_worker_to_the_runs_devices(compose_cfg, tmp_path, monkeypatch):
     from afbench.launch.local import worker_env
 
-    spec = spec_of(compose_cfg, tmp_path, "backend=cuda", "parallel.devices=[2]",
-                   "+launcher.env.CUDA_VISIBLE_DEVICES='0'", "+launcher.env.USER_X='1'")
+    spec = spec_of(
+        compose_cfg,
+        tmp_path,
+        "backend=cuda",
+        "parallel.devices=[2]",
+        "+launcher.env.CUDA_VISIBLE_DEVICES='0'",
+        "+launcher.env.USER_X='1'",
+    )
     run_dir = tmp_path / "run"
     env = worker_env(spec, run_dir)
     # launcher.env reaches the worker, but cannot move it off the device it is locked on
@@ -287,11 +308,18 @@ def test_worker_env_on_cpu_sets_no_visibility(compose_cfg, tmp_path):
 def test_launch_run_waits_for_the_cpu_lock_and_times_only_the_run(compose_cfg, tmp_path):
     from afbench.launch.local import launch_run
 
-    spec = spec_of(compose_cfg, tmp_path, "backend=cpu", "engine=command",
-                   f"engine.executable={sys.executable}",
-                   f"engine.args=[{WORKERS / 'good.py'},'{{steps}}']", "scheduler.steps=6",
-                   "scheduler.measure.first_step=3", "scheduler.measure.last_step=6",
-                   "launcher.timeout_s=120")
+    spec = spec_of(
+        compose_cfg,
+        tmp_path,
+        "backend=cpu",
+        "engine=command",
+        f"engine.executable={sys.executable}",
+        f"engine.args=[{WORKERS / 'good.py'},'{{steps}}']",
+        "scheduler.steps=6",
+        "scheduler.measure.first_step=3",
+        "scheduler.measure.last_step=6",
+        "launcher.timeout_s=120",
+    )
     holder = hold_in_other_process("cpu", "")
     timer = threading.Timer(2.0, release, args=(holder,))
     timer.start()

@@ -42,12 +42,28 @@ WORKER = Path(__file__).parent / "fault_workers" / "switch_timed.py"
 # what a real run of a documented sweep keeps out: the keys that need devices, weights or data
 # this machine lacks (everything else, the launcher and the swept keys first, is kept)
 # (a run over several nodes runs for real in tests/test_multinode.py)
-HARDWARE_KEYS = ("backend", "model", "data", "parallel.devices", "parallel.world_size",
-                 "parallel.nnodes",
-                 "launcher.device_pool", "scheduler.seq_len", "scheduler.kv_cache", "engine")
-CHEAP = ["engine=command", f"engine.executable={sys.executable}", f"engine.args=['{WORKER}']",
-         "experiment.steps=5", "experiment.repeats=1", "report.contention=keep",
-         "experiment.rerun_contended=0", "launcher.timeout_s=120"]
+HARDWARE_KEYS = (
+    "backend",
+    "model",
+    "data",
+    "parallel.devices",
+    "parallel.world_size",
+    "parallel.nnodes",
+    "launcher.device_pool",
+    "scheduler.seq_len",
+    "scheduler.kv_cache",
+    "engine",
+)
+CHEAP = [
+    "engine=command",
+    f"engine.executable={sys.executable}",
+    f"engine.args=['{WORKER}']",
+    "experiment.steps=5",
+    "experiment.repeats=1",
+    "report.contention=keep",
+    "experiment.rerun_contended=0",
+    "launcher.timeout_s=120",
+]
 
 
 class Command:
@@ -65,8 +81,9 @@ class Command:
     @property
     def args(self) -> list[str]:
         """The arguments after the module (``python -m afbench <args>``)."""
-        return self.argv[1:] if self.argv[0] == "afbench" else \
-            self.argv[self.argv.index("-m") + 2:]
+        return (
+            self.argv[1:] if self.argv[0] == "afbench" else self.argv[self.argv.index("-m") + 2 :]
+        )
 
     def value(self, key: str) -> str | None:
         return next((a.partition("=")[2] for a in self.args if a.partition("=")[0] == key), None)
@@ -83,7 +100,7 @@ def documented_commands() -> list[Command]:
         for block in re.finditer(r"^\s*```(\w*)\n(.*?)^\s*```", text, re.S | re.M):
             if block.group(1) not in ("bash", "sh", "shell", "console", ""):
                 continue
-            line_no = text[:block.start()].count("\n") + 2
+            line_no = text[: block.start()].count("\n") + 2
             env: dict[str, str] = {}
             body = re.sub(r"\\\n", " ", block.group(2))
             for line in body.splitlines():
@@ -102,11 +119,16 @@ def documented_commands() -> list[Command]:
                         k, _, v = words.pop(0).partition("=")
                         assigned[k] = v
                     is_afbench = words[:1] == ["afbench"] or (
-                        "-m" in words[:-1] and words[words.index("-m") + 1].startswith("afbench")
-                        and words[0].endswith(("python", "python3")))
+                        "-m" in words[:-1]
+                        and words[words.index("-m") + 1].startswith("afbench")
+                        and words[0].endswith(("python", "python3"))
+                    )
                     if is_afbench:
-                        out.append(Command(f"{doc.relative_to(ROOT)}:{line_no}",
-                                           {**env, **assigned}, words))
+                        out.append(
+                            Command(
+                                f"{doc.relative_to(ROOT)}:{line_no}", {**env, **assigned}, words
+                            )
+                        )
     return out
 
 
@@ -137,8 +159,10 @@ def ways(*wanted: str) -> list:
     """The commands run one of these ways, each once (README shows some twice)."""
     seen, out = set(), []
     for c in COMMANDS:
-        key = (tuple(sorted(c.env.items())), tuple(c.argv[1:] if c.argv[0] == "afbench" else
-                                                   c.argv[c.argv.index("-m"):]))
+        key = (
+            tuple(sorted(c.env.items())),
+            tuple(c.argv[1:] if c.argv[0] == "afbench" else c.argv[c.argv.index("-m") :]),
+        )
         if way(c) in wanted and key not in seen:
             seen.add(key)
             out.append(pytest.param(c, id=c.where))
@@ -148,8 +172,9 @@ def ways(*wanted: str) -> list:
 def test_the_docs_show_the_commands_this_module_reads():
     # the reader finds the main job, a sweep, the SLURM sweep and the history CLI
     text = [shlex.join(c.argv) for c in COMMANDS]
-    assert any("experiment=sft_af_compare" in t and "-m" not in c.args
-               for t, c in zip(text, COMMANDS))
+    assert any(
+        "experiment=sft_af_compare" in t and "-m" not in c.args for t, c in zip(text, COMMANDS)
+    )
     assert any("hydra/launcher=submitit_slurm" in t for t in text)
     assert any("hydra.launcher.gpus_per_node=4" in t for t in text)
     assert any(c.module == "afbench.history" for c in COMMANDS)
@@ -158,25 +183,37 @@ def test_the_docs_show_the_commands_this_module_reads():
 
 def test_every_documented_command_is_covered():
     uncovered = [c for c in COMMANDS if way(c) is None]
-    assert not uncovered, ("documented commands no test runs; give them a way in "
-                           f"tests/test_documented_commands.py: {uncovered}")
+    assert not uncovered, (
+        "documented commands no test runs; give them a way in "
+        f"tests/test_documented_commands.py: {uncovered}"
+    )
 
 
 def _env(tmp_path: Path, cmd: Command) -> dict[str, str]:
     (tmp_path / "locks").mkdir(exist_ok=True)
-    env = {**os.environ, "AFBENCH_LOCK_DIR": str(tmp_path / "locks"),
-           "AFBENCH_HISTORY_URL": f"sqlite:///{tmp_path / 'history.sqlite'}", **cmd.env}
+    env = {
+        **os.environ,
+        "AFBENCH_LOCK_DIR": str(tmp_path / "locks"),
+        "AFBENCH_HISTORY_URL": f"sqlite:///{tmp_path / 'history.sqlite'}",
+        **cmd.env,
+    }
     env.pop("HYDRA_FULL_ERROR", None)
     if "AFBENCH_RECIPE_PATH" in cmd.env:  # written relative to the repository root
         env["AFBENCH_RECIPE_PATH"] = str(ROOT / cmd.env["AFBENCH_RECIPE_PATH"])
     return env
 
 
-def _afbench(tmp_path: Path, cmd: Command, args: list[str], *, cwd: Path, env=None,
-             timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", cmd.module, *args], cwd=cwd,
-                          env=env or _env(tmp_path, cmd), capture_output=True, text=True,
-                          timeout=timeout)
+def _afbench(
+    tmp_path: Path, cmd: Command, args: list[str], *, cwd: Path, env=None, timeout: int = 300
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", cmd.module, *args],
+        cwd=cwd,
+        env=env or _env(tmp_path, cmd),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.parametrize("cmd", ways("check"))
@@ -214,7 +251,8 @@ def _plan_everything(cmd: Command, cwd: Path) -> None:
 
 @pytest.mark.parametrize("cmd", ways("plan", "sweep"))
 def test_a_documented_command_for_other_hardware_composes_prechecks_and_plans(
-        cmd, tmp_path, monkeypatch):
+    cmd, tmp_path, monkeypatch
+):
     for key, value in _env(tmp_path, cmd).items():
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(tmp_path)  # a sweep's folder is checked writable under multirun/
@@ -223,9 +261,14 @@ def test_a_documented_command_for_other_hardware_composes_prechecks_and_plans(
         stand_in = tmp_path / Path(executable).name
         stand_in.write_text("#!/bin/sh\n")
         stand_in.chmod(0o755)
-        cmd = Command(cmd.where, cmd.env, [f"engine.executable={stand_in}" if a ==
-                                           f"engine.executable={executable}" else a
-                                           for a in cmd.argv])
+        cmd = Command(
+            cmd.where,
+            cmd.env,
+            [
+                f"engine.executable={stand_in}" if a == f"engine.executable={executable}" else a
+                for a in cmd.argv
+            ],
+        )
     try:
         _plan_everything(cmd, tmp_path)
     except SystemExit as exc:
@@ -235,9 +278,12 @@ def test_a_documented_command_for_other_hardware_composes_prechecks_and_plans(
 def cheap(cmd: Command) -> list[str]:
     """The command's arguments for a real run here: the keys of :data:`HARDWARE_KEYS` left
     out, :data:`CHEAP` added."""
-    kept = [a for a in cmd.args
-            if a.lstrip("+~").partition("=")[0].split(".")[0] not in ("backend", "model", "data")
-            and a.lstrip("+~").partition("=")[0] not in HARDWARE_KEYS]
+    kept = [
+        a
+        for a in cmd.args
+        if a.lstrip("+~").partition("=")[0].split(".")[0] not in ("backend", "model", "data")
+        and a.lstrip("+~").partition("=")[0] not in HARDWARE_KEYS
+    ]
     return [*kept, *CHEAP]
 
 
@@ -250,8 +296,10 @@ def test_a_documented_sweep_runs_its_jobs_with_its_launcher(cmd, tmp_path):
     args = cheap(cmd)
     if "hydra/launcher=submitit_slurm" in args:
         (tmp_path / "slurm").mkdir()
-        env.update(PATH=f"{SLURM_BIN}{os.pathsep}{env['PATH']}",
-                   AFBENCH_FAKE_SLURM_DIR=str(tmp_path / "slurm"))
+        env.update(
+            PATH=f"{SLURM_BIN}{os.pathsep}{env['PATH']}",
+            AFBENCH_FAKE_SLURM_DIR=str(tmp_path / "slurm"),
+        )
     proc = _afbench(tmp_path, cmd, args, cwd=tmp_path, env=env, timeout=900)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, (cmd, out[-3000:])
@@ -268,8 +316,11 @@ def test_a_documented_sweep_runs_its_jobs_with_its_launcher(cmd, tmp_path):
         assert list((tmp_path / "slurm").glob("*.state"))
     nodes = cmd.value("hydra.launcher.nodes")
     if nodes and int(nodes) > 1:  # every job's other node's task stood by for task 0
-        idle = [p for p in sweep.glob(".submitit/*/*_1_log.err")
-                if "idle: task 0 runs the experiment" in p.read_text()]
+        idle = [
+            p
+            for p in sweep.glob(".submitit/*/*_1_log.err")
+            if "idle: task 0 runs the experiment" in p.read_text()
+        ]
         assert len(idle) == expected, list(sweep.glob(".submitit/*/*"))
 
 
@@ -278,8 +329,9 @@ def test_a_documented_history_command_runs(cmd, tmp_path):
     import shutil
 
     # a stored experiment (tests/fixtures/results/v2) in outputs/, imported first
-    shutil.copytree(Path(__file__).parent / "fixtures" / "results" / "v2",
-                    tmp_path / "outputs" / "v2")
+    shutil.copytree(
+        Path(__file__).parent / "fixtures" / "results" / "v2", tmp_path / "outputs" / "v2"
+    )
     (tmp_path / "multirun").mkdir()
     if cmd.args[:1] != ["import"]:
         seeded = _afbench(tmp_path, cmd, ["import", "outputs/"], cwd=tmp_path)

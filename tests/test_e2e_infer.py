@@ -13,13 +13,22 @@ from afbench.store import read_summary
 pytestmark = pytest.mark.e2e
 # experiment.rerun_contended=0: these tests pin run directories (reruns of contended runs:
 # tests/test_contention_runs.py)
-SHORT = ["scheduler.max_new_tokens=8", "scheduler.num_prompts=2", "scheduler.measured_runs=2",
-         "experiment.rerun_contended=0"]
+SHORT = [
+    "scheduler.max_new_tokens=8",
+    "scheduler.num_prompts=2",
+    "scheduler.measured_runs=2",
+    "experiment.rerun_contended=0",
+]
 
 
 def run(cwd, *args):
-    return subprocess.run([sys.executable, "-m", "afbench", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "afbench", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def out_dir(cwd):
@@ -50,8 +59,13 @@ def test_infer_rmsnorm_compare_reports_speed_parity_and_fusion(tmp_path):
     for piece in ("pow", "mean", "rsqrt"):
         assert ev.pieces[piece].delta < 0
     report = (out / "report.md").read_text()
-    for text in ("TTFT (ms)", "TPOT p90 (ms)", "text sanity", "afbench::add_rms_norm",
-                 "the RMSNorm pieces drop and the fused op appears"):
+    for text in (
+        "TTFT (ms)",
+        "TPOT p90 (ms)",
+        "text sanity",
+        "afbench::add_rms_norm",
+        "the RMSNorm pieces drop and the fused op appears",
+    ):
         assert text in report
     gens = (out / "runs" / "baseline-infer-r1" / "generations.jsonl").read_text().splitlines()
     assert len(gens) == 2 and all(json.loads(g)["text"] for g in gens)
@@ -66,10 +80,16 @@ def test_graph_mode_is_skipped_on_cpu_and_the_rest_reports(tmp_path):
     assert "npugraph_ex (graph mode) is not available on backend cpu" in status["reason"]
     assert read_summary(out / "summary.json").comparisons[0].verdict == "SKIPPED"
     assert "**npugraph_ex vs eager  SKIPPED" in (out / "report.md").read_text()
-    assert json.loads((out / "runs" / "eager-infer-r1" / "status.json").read_text())["status"] == "OK"
+    assert (
+        json.loads((out / "runs" / "eager-infer-r1" / "status.json").read_text())["status"] == "OK"
+    )
 
 
 def test_npugraph_ex_with_sft_is_a_config_error(tmp_path):
-    proc = run(tmp_path, "experiment=sft_af_compare", "+experiment.variants.graph.optimization.npugraph_ex=true")
+    proc = run(
+        tmp_path,
+        "experiment=sft_af_compare",
+        "+experiment.variants.graph.optimization.npugraph_ex=true",
+    )
     assert proc.returncode == 2
     assert "npugraph_ex is inference-only" in proc.stderr

@@ -33,8 +33,14 @@ SHORT = [
 
 
 def run_afbench(cwd: Path, *args: str, env=None, timeout=900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "afbench", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "afbench", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def only_output_dir(cwd: Path) -> Path:
@@ -115,10 +121,14 @@ def test_report_shows_peak_memory_its_change_and_tflops(af_compare_run):
     assert comp.memory.warn == (comp.memory.delta_pct > 10)
     assert ("caveat: peak memory" in comp.verdict_line) == comp.memory.warn
     report = (out / "report.md").read_text()
-    assert f"| af_off (baseline) | {b.memory.peak_gib:.3f} (rss) |  |  | " \
-           f"{b.efficiency.tflops_per_device:.4g} | n/a |" in report
-    assert f"| af_on | {v.memory.peak_gib:.3f} (rss) | {comp.memory.delta_gib:+.3f} | " \
-           f"{comp.memory.delta_pct:+.1f}%" in report
+    assert (
+        f"| af_off (baseline) | {b.memory.peak_gib:.3f} (rss) |  |  | "
+        f"{b.efficiency.tflops_per_device:.4g} | n/a |" in report
+    )
+    assert (
+        f"| af_on | {v.memory.peak_gib:.3f} (rss) | {comp.memory.delta_gib:+.3f} | "
+        f"{comp.memory.delta_pct:+.1f}%" in report
+    )
     html = (out / "report.html").read_text()
     assert "<svg" in html.split('id="plot-memory"')[1].split("</figure>")[0]
 
@@ -137,8 +147,12 @@ def test_offline_rerender_reproduces_verdict(af_compare_run, tmp_path):
     out = only_output_dir(cwd)
     before = json.loads((out / "summary.json").read_text())
     english = (out / "report.md").read_text()
-    proc = subprocess.run([sys.executable, "-m", "afbench.report", str(out), "--lang", "zh"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "afbench.report", str(out), "--lang", "zh"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     after = json.loads((out / "summary.json").read_text())
     assert after["comparisons"] == before["comparisons"]

@@ -35,17 +35,39 @@ def test_every_engine_schema_has_an_entry():
     assert names == set(ENGINES)
 
 
-@pytest.mark.parametrize("overrides, key", [
-    (["parallel.tp_size=2"], "parallel.tp_size"),
-    (["parallel.world_size=2", "scheduler.micro_batch_size=4", "scheduler.global_batch_size=4"],
-     "scheduler.global_batch_size 4 is not divisible by micro_batch_size x world_size = 8"),
-    (["engine=command", "engine.executable=bin/train"], "engine.executable"),
-    (["engine=command", "engine.executable=/bin/true", "parallel.world_size=2",
-      "parallel.nnodes=2"], "parallel.nnodes"),
-    (["engine=command", "engine.executable=/bin/true",
-      "engine.step_pattern='step: (?P<step>[0-9]+)'"], "engine.step_pattern"),
-    (["engine=torchtitan", "scheduler=infer"], "scheduler.workload"),
-])
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (["parallel.tp_size=2"], "parallel.tp_size"),
+        (
+            [
+                "parallel.world_size=2",
+                "scheduler.micro_batch_size=4",
+                "scheduler.global_batch_size=4",
+            ],
+            "scheduler.global_batch_size 4 is not divisible by micro_batch_size x world_size = 8",
+        ),
+        (["engine=command", "engine.executable=bin/train"], "engine.executable"),
+        (
+            [
+                "engine=command",
+                "engine.executable=/bin/true",
+                "parallel.world_size=2",
+                "parallel.nnodes=2",
+            ],
+            "parallel.nnodes",
+        ),
+        (
+            [
+                "engine=command",
+                "engine.executable=/bin/true",
+                "engine.step_pattern='step: (?P<step>[0-9]+)'",
+            ],
+            "engine.step_pattern",
+        ),
+        (["engine=torchtitan", "scheduler=infer"], "scheduler.workload"),
+    ],
+)
 def test_each_engine_check_names_the_bad_key(compose_cfg, tmp_path, overrides, key):
     with pytest.raises(ConfigError, match=key.replace("(", r"\(")) as err:
         make_plan(validate_config(compose_cfg(*overrides)), tmp_path)
@@ -54,6 +76,7 @@ def test_each_engine_check_names_the_bad_key(compose_cfg, tmp_path, overrides, k
 
 
 def test_builtin_check_leaves_a_user_command_its_own_batching(compose_cfg, tmp_path):
-    cfg = validate_config(compose_cfg("engine=command", "engine.executable=/bin/true",
-                                      "parallel.tp_size=2"))
+    cfg = validate_config(
+        compose_cfg("engine=command", "engine.executable=/bin/true", "parallel.tp_size=2")
+    )
     assert make_plan(cfg, tmp_path).runs[0].config.parallel.tp_size == 2

@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from afbench.store import read_summary
 from afbench.runspec import INTERRUPTED, RunSpec
+from afbench.store import read_summary
 
 WORKERS = Path(__file__).parent / "fault_workers"
-LOSS_PATTERN = (r"\bstep:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>\S+)\s+"
-                r"elapsed_time_per_step:\s*(?P<value>\S+?)s?(?=\s|$)")
+LOSS_PATTERN = (
+    r"\bstep:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>\S+)\s+"
+    r"elapsed_time_per_step:\s*(?P<value>\S+?)s?(?=\s|$)"
+)
 # good.py's step times for steps 3..6 (the measured window below): 0.01, 0.02, 0.03, 0.01
 GOOD_MEAN_S = 0.0175
 # generous for runs that end by themselves: a loaded 2-core machine must not time them out
@@ -28,8 +30,14 @@ LAUNCHER = ["launcher.timeout_s=60", "launcher.kill_grace_s=1"]
 
 def command(script: str, *args: str, **engine) -> dict:
     """A variant's overrides: run ``script`` from fault_workers with the command engine."""
-    return {"engine": {"name": "command", "executable": sys.executable,
-                       "args": [str(WORKERS / script), *args], **engine}}
+    return {
+        "engine": {
+            "name": "command",
+            "executable": sys.executable,
+            "args": [str(WORKERS / script), *args],
+            **engine,
+        }
+    }
 
 
 def write_recipe(cwd: Path, name: str, variants: dict[str, dict]) -> Path:
@@ -39,8 +47,13 @@ def write_recipe(cwd: Path, name: str, variants: dict[str, dict]) -> Path:
     recipes.mkdir(exist_ok=True)
     recipe = {
         "scheduler": {"steps": 6, "measure": {"first_step": 3, "last_step": 6}},
-        "experiment": {"name": name, "baseline": next(iter(variants)), "variants": variants,
-                       "phases": {"train": {}}, "skip_policy": "per_variant"},
+        "experiment": {
+            "name": name,
+            "baseline": next(iter(variants)),
+            "variants": variants,
+            "phases": {"train": {}},
+            "skip_policy": "per_variant",
+        },
     }
     path = recipes / f"{name}.yaml"
     path.write_text("# @package _global_\n" + yaml.safe_dump(recipe, sort_keys=False))
@@ -52,10 +65,10 @@ def afbench(cwd: Path, *args: str, popen: bool = False, timeout: float = 60):
     env.pop("HYDRA_FULL_ERROR", None)
     argv = [sys.executable, "-m", "afbench", *args]
     if popen:
-        return subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+        return subprocess.Popen(
+            argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def output_dir(cwd: Path) -> Path:
@@ -102,12 +115,16 @@ def assert_no_orphans(marker: str) -> None:
 
 
 FAULTS = {  # variant -> (overrides, the reason its status.json must give)
-    "crash": (command("crash.py"),
-              "RunFailed: command exited with status 1; last output: RuntimeError: injected crash"),
+    "crash": (
+        command("crash.py"),
+        "RunFailed: command exited with status 1; last output: RuntimeError: injected crash",
+    ),
     "exit3": (command("exit3.py"), "RunFailed: command exited with status 3"),
     "selfkill": (command("selfkill.py"), "RunFailed: command killed by SIGKILL (out of memory?)"),
-    "nan_loss": (command("nan_loss.py", "{steps}", "3", step_pattern=LOSS_PATTERN),
-                 "RunFailed: non-finite loss (nan) at step 3"),
+    "nan_loss": (
+        command("nan_loss.py", "{steps}", "3", step_pattern=LOSS_PATTERN),
+        "RunFailed: non-finite loss (nan) at step 3",
+    ),
     "silent": (command("silent.py"), "RunFailed: no step lines matched engine.step_pattern"),
 }
 
@@ -115,8 +132,10 @@ FAULTS = {  # variant -> (overrides, the reason its status.json must give)
 @pytest.fixture(scope="module")
 def faults_run(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("faults")
-    variants = {"good": command("good.py", "{steps}"),
-                **{name: over for name, (over, _) in FAULTS.items()}}
+    variants = {
+        "good": command("good.py", "{steps}"),
+        **{name: over for name, (over, _) in FAULTS.items()},
+    }
     write_recipe(cwd, "faults", variants)
     proc = afbench(cwd, "experiment=faults", *LAUNCHER)
     return proc, output_dir(cwd)
@@ -132,8 +151,14 @@ def test_terminal_and_cli_log_get_preflight_run_status_eta_and_headline(faults_r
     proc, out = faults_run
     cli_log = (out / "cli.log").read_text()
     n = len(FAULTS) + 1
-    expected = ["checks passed", f"[1/{n}] good-train-r1", "ETA ",
-                f"[2/{n}] crash-train-r1", "FAILED", "afbench: report "]
+    expected = [
+        "checks passed",
+        f"[1/{n}] good-train-r1",
+        "ETA ",
+        f"[2/{n}] crash-train-r1",
+        "FAILED",
+        "afbench: report ",
+    ]
     headline = json.loads((out / "summary.json").read_text())["headline"]
     assert headline
     for text in expected + headline:
@@ -150,8 +175,9 @@ def test_faulty_run_is_failed_with_its_reason_in_status_and_report(faults_run, v
     assert not (out / "runs" / f"{variant}-train-r1" / "result.json").exists()
     row = report_row(out, f"{variant}-train-r1")
     assert "| FAILED |" in row and reason in row
-    comp = next(c for c in read_summary(out / "summary.json").comparisons
-                if c.variant.name == variant)
+    comp = next(
+        c for c in read_summary(out / "summary.json").comparisons if c.variant.name == variant
+    )
     assert comp.verdict == "RUN_FAILED" and reason in " ".join(comp.reasons)
 
 
@@ -178,14 +204,18 @@ def test_failed_runs_keep_the_step_records_logged_before_the_fault(faults_run):
 
 def test_parity_of_a_failed_run_is_not_a_match(faults_run):
     _, out = faults_run
-    comp = next(c for c in read_summary(out / "summary.json").comparisons
-                if c.variant.name == "exit3")
+    comp = next(
+        c for c in read_summary(out / "summary.json").comparisons if c.variant.name == "exit3"
+    )
     assert comp.parity.status == "N/A"
 
 
 def _files(out: Path, hydra_record: bool) -> dict[Path, int]:
-    return {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()
-            and (hydra_record or (".hydra" not in p.parts and p.name != "cli.log"))}
+    return {
+        p: p.stat().st_mtime_ns
+        for p in out.rglob("*")
+        if p.is_file() and (hydra_record or (".hydra" not in p.parts and p.name != "cli.log"))
+    }
 
 
 def test_output_directory_is_never_reused(faults_run):
@@ -243,10 +273,18 @@ def test_hanging_run_times_out_and_leaves_no_orphans(tmp_path):
 
 
 def test_ctrl_c_exits_130_kills_the_run_and_reports_the_rest_skipped(tmp_path):
-    write_recipe(tmp_path, "interrupt", {"hang": command("hang.py", "{steps}", "{run_dir}"),
-                                         "good": command("good.py", "{steps}")})
-    proc = afbench(tmp_path, "experiment=interrupt", "launcher.timeout_s=120",
-                   "launcher.kill_grace_s=1", popen=True)
+    write_recipe(
+        tmp_path,
+        "interrupt",
+        {"hang": command("hang.py", "{steps}", "{run_dir}"), "good": command("good.py", "{steps}")},
+    )
+    proc = afbench(
+        tmp_path,
+        "experiment=interrupt",
+        "launcher.timeout_s=120",
+        "launcher.kill_grace_s=1",
+        popen=True,
+    )
     try:
         deadline = time.monotonic() + 60
         logs = list(tmp_path.glob("outputs/*/*/runs/hang-train-r1/stdout.log"))
@@ -286,17 +324,32 @@ def test_ctrl_c_through_a_pipe_to_tee_still_closes_with_130_and_the_closing_line
     # output then goes to a closed pipe. The run must still end as interrupted, 130, with its
     # report and closing line in cli.log.
     write_recipe(tmp_path, "interrupt", {"hang": command("hang.py", "{steps}", "{run_dir}")})
-    argv = " ".join([sys.executable, "-m", "afbench", "experiment=interrupt",
-                     "launcher.timeout_s=120", "launcher.kill_grace_s=1"])
+    argv = " ".join(
+        [
+            sys.executable,
+            "-m",
+            "afbench",
+            "experiment=interrupt",
+            "launcher.timeout_s=120",
+            "launcher.kill_grace_s=1",
+        ]
+    )
     script = f"({argv}; echo $? > rc.txt) 2>&1 | tee terminal.txt"
     env = {**os.environ, "AFBENCH_RECIPE_PATH": str(tmp_path / "recipes")}
-    proc = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env,
-                            start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
-        while not any("step:" in p.read_text() for p in
-                      tmp_path.glob("outputs/*/*/runs/hang-train-r1/stdout.log")):
+        while not any(
+            "step:" in p.read_text()
+            for p in tmp_path.glob("outputs/*/*/runs/hang-train-r1/stdout.log")
+        ):
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.1)
         os.killpg(proc.pid, signal.SIGINT)  # what the terminal's Ctrl-C does
@@ -318,8 +371,9 @@ def test_ctrl_c_through_a_pipe_to_tee_still_closes_with_130_and_the_closing_line
 
 def test_verdict_uses_the_engines_step_pattern(tmp_path):
     pattern = r"^iter (?P<step>\d+) \| time=(?P<value>[\d.]+)"
-    write_recipe(tmp_path, "custom", {
-        "base": command("custom_format.py", "{steps}", step_pattern=pattern)})
+    write_recipe(
+        tmp_path, "custom", {"base": command("custom_format.py", "{steps}", step_pattern=pattern)}
+    )
     proc = afbench(tmp_path, "experiment=custom", *LAUNCHER)
     out = output_dir(tmp_path)
     run = json.loads((out / "summary.json").read_text())["runs"][0]
@@ -329,8 +383,9 @@ def test_verdict_uses_the_engines_step_pattern(tmp_path):
 
 
 def test_a_run_whose_log_breaks_the_strict_rules_is_failed_with_the_reason(tmp_path):
-    recipes = write_recipe(tmp_path, "twice", {"good": command("good.py", "6"),
-                                               "twice": command("twice.py")})
+    recipes = write_recipe(
+        tmp_path, "twice", {"good": command("good.py", "6"), "twice": command("twice.py")}
+    )
     proc = afbench(tmp_path, "experiment=twice", *LAUNCHER)
     assert proc.returncode == 1, proc.stderr[-2000:]
     out = output_dir(tmp_path)

@@ -11,27 +11,52 @@ from afbench.messages import say
 from afbench.report.render import console_lines, verdict_words
 from afbench.store import Comparison, MemoryChange, Parity, SetAsidePair, Side, Speed, Summary
 
-CONTENDED = [say("run_reason", run="af_on-train-r2-rerun1",
-                 reason=[say("cont_reason_wait", wait=30.0, limit=10.0)])]
+CONTENDED = [
+    say(
+        "run_reason",
+        run="af_on-train-r2-rerun1",
+        reason=[say("cont_reason_wait", wait=30.0, limit=10.0)],
+    )
+]
 
 
 def busy_host() -> Comparison:
     """The issue's 900-character case: one round's worth of pairs set aside as contended,
     a memory rise, the reference's verdict, a pairs hint."""
-    speed = Speed(decision="INCONCLUSIVE", gain_pct=5.85, ci_low_pct=-43.47, ci_high_pct=55.16,
-                  level=0.95, mde_pct=74.55, min_gain_pct=2.0, n_pairs=2, n_pairs_run=4,
-                  design="fixed", pairs_for_gain=4, pairs_for_min_gain=40,
-                  reference_verdict="AF_ON_FASTER", reference_gain_pct=6.1,
-                  set_aside=[SetAsidePair(pair=2, side="variant", reason="contended",
-                                          detail=CONTENDED),
-                             SetAsidePair(pair=4, side="baseline", reason="contended",
-                                          detail=CONTENDED)])
-    return Comparison(baseline=Side(name="af_off"), variant=Side(name="af_on"), phase="train",
-                      workload="sft", verdict="INCONCLUSIVE", verdict_line="", speed=speed,
-                      parity=Parity(status="MATCH"),
-                      memory=MemoryChange(delta_pct=14.3, warn=True),
-                      caveats=["peak memory (rss) +14.3% (+0.126 GiB) over af_off, above "
-                               "report.memory_warn_pct 10%"])
+    speed = Speed(
+        decision="INCONCLUSIVE",
+        gain_pct=5.85,
+        ci_low_pct=-43.47,
+        ci_high_pct=55.16,
+        level=0.95,
+        mde_pct=74.55,
+        min_gain_pct=2.0,
+        n_pairs=2,
+        n_pairs_run=4,
+        design="fixed",
+        pairs_for_gain=4,
+        pairs_for_min_gain=40,
+        reference_verdict="AF_ON_FASTER",
+        reference_gain_pct=6.1,
+        set_aside=[
+            SetAsidePair(pair=2, side="variant", reason="contended", detail=CONTENDED),
+            SetAsidePair(pair=4, side="baseline", reason="contended", detail=CONTENDED),
+        ],
+    )
+    return Comparison(
+        baseline=Side(name="af_off"),
+        variant=Side(name="af_on"),
+        phase="train",
+        workload="sft",
+        verdict="INCONCLUSIVE",
+        verdict_line="",
+        speed=speed,
+        parity=Parity(status="MATCH"),
+        memory=MemoryChange(delta_pct=14.3, warn=True),
+        caveats=[
+            "peak memory (rss) +14.3% (+0.126 GiB) over af_off, above report.memory_warn_pct 10%"
+        ],
+    )
 
 
 def headline(c: Comparison, lang: str = "en") -> str:
@@ -55,32 +80,58 @@ def test_flags_name_each_problem_once_in_order():
     assert [m.key for m in flags(c)] == ["h_loss_match", "h_set_aside", "h_memory"]
     c.parity = Parity(status="DIVERGED", first_diverging_step=7)
     c.variant.recompile = "recompiled after step 6"
-    assert [m.key for m in flags(c)] == ["h_loss_diverged", "h_set_aside", "h_memory",
-                                         "h_recompile"]
+    assert [m.key for m in flags(c)] == [
+        "h_loss_diverged",
+        "h_set_aside",
+        "h_memory",
+        "h_recompile",
+    ]
     assert "loss DIVERGED at step 7 ⚠" in headline(c)
     c.workload, c.parity = "infer", Parity(status="MATCH")
     assert "tokens MATCH" in headline(c)
 
 
 def test_a_clean_faster_verdict_and_a_failed_run():
-    fast = Comparison(baseline=Side(name="af_off"), variant=Side(name="af_on"), phase="train",
-                      workload="sft", verdict="AF_ON_FASTER", verdict_line="",
-                      speed=Speed(decision="FASTER", gain_pct=13.21, ci_low_pct=7.25,
-                                  ci_high_pct=25.3, level=0.95, n_pairs=5, design="fixed"),
-                      parity=Parity(status="MATCH"))
-    assert headline(fast) == "af_on vs af_off  FASTER  +13.2% [+7.2%, +25.3%]  5 rounds · loss MATCH"
+    fast = Comparison(
+        baseline=Side(name="af_off"),
+        variant=Side(name="af_on"),
+        phase="train",
+        workload="sft",
+        verdict="AF_ON_FASTER",
+        verdict_line="",
+        speed=Speed(
+            decision="FASTER",
+            gain_pct=13.21,
+            ci_low_pct=7.25,
+            ci_high_pct=25.3,
+            level=0.95,
+            n_pairs=5,
+            design="fixed",
+        ),
+        parity=Parity(status="MATCH"),
+    )
+    assert (
+        headline(fast) == "af_on vs af_off  FASTER  +13.2% [+7.2%, +25.3%]  5 rounds · loss MATCH"
+    )
     fast.speed.level = 0.9  # a level other than the usual 95% is named
     assert "+13.2% 90% [+7.2%, +25.3%]" in headline(fast)
-    failed = Comparison(baseline=Side(name="af_off"), variant=Side(name="af_on"),
-                        phase="train", workload="sft", verdict="RUN_FAILED", verdict_line="",
-                        reasons=["af_on-train-r1: RunFailed: exit 1", "af_on-train-r2: x"])
+    failed = Comparison(
+        baseline=Side(name="af_off"),
+        variant=Side(name="af_on"),
+        phase="train",
+        workload="sft",
+        verdict="RUN_FAILED",
+        verdict_line="",
+        reasons=["af_on-train-r1: RunFailed: exit 1", "af_on-train-r2: x"],
+    )
     assert headline(failed) == "af_on vs af_off  RUN_FAILED  af_on-train-r1 failed (+1 more)"
 
 
 def test_console_prints_the_why_only_when_verbose():
     c = busy_host()
-    summary = Summary.model_construct(headline=[headline(c), "profiling af_on: COMPARABLE"],
-                                      comparisons=[c])
+    summary = Summary.model_construct(
+        headline=[headline(c), "profiling af_on: COMPARABLE"], comparisons=[c]
+    )
     assert console_lines(summary) == summary.headline
     lines = console_lines(summary, verbose=True)
     assert lines[0] == summary.headline[0] and lines[1].startswith("  Why: INCONCLUSIVE (")
@@ -99,8 +150,12 @@ def test_the_sweep_log_line_has_the_headline_shape_in_the_report_language(tmp_pa
     shutil.copytree(Path(__file__).parent / "fixtures" / "sweeps" / "v3", sweep)
     out = {}
     for lang in ("en", "zh"):
-        proc = subprocess.run([sys.executable, "-m", "afbench.report", str(sweep), "--lang", lang],
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "afbench.report", str(sweep), "--lang", lang],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         out[lang] = proc.stdout.splitlines()
     on = "optimization.autofuse=True vs optimization.autofuse=False  FASTER  +"
@@ -122,15 +177,22 @@ def test_verbose_on_the_report_cli_and_the_main_cli(tmp_path):
     out = tmp_path / "v2"
     shutil.copytree(Path(__file__).parent / "fixtures" / "results" / "v2", out)
     for flag in ([], ["--verbose"]):
-        proc = subprocess.run([sys.executable, "-m", "afbench.report", str(out), *flag],
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "afbench.report", str(out), *flag],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         lines = proc.stdout.splitlines()
         head = lines.index(next(l for l in lines if l.startswith("fused vs plain  FASTER")))
         assert lines[head + 1].startswith("  Why: FUSED_FASTER (") == bool(flag), lines
-    code = ("import sys\nsys.argv = ['afbench', '--verbose', 'scheduler.stepz=3']\n"
-            "from afbench.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
+    code = (
+        "import sys\nsys.argv = ['afbench', '--verbose', 'scheduler.stepz=3']\n"
+        "from afbench.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert "--verbose" not in proc.stderr  # taken as verbose=true, not a Hydra override
     assert "scheduler.stepz: unknown key" in proc.stderr

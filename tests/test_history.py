@@ -44,8 +44,9 @@ def url(request, tmp_path):
         return
     server = _pg_server()
     if not server:
-        pytest.skip("no PostgreSQL server: set AFBENCH_TEST_PG_URL (.ci/run starts one with "
-                    ".ci/pg_start)")
+        pytest.skip(
+            "no PostgreSQL server: set AFBENCH_TEST_PG_URL (.ci/run starts one with .ci/pg_start)"
+        )
     try:
         admin = create_engine(server, isolation_level="AUTOCOMMIT")
         name = f"afbench_test_{uuid.uuid4().hex[:12]}"
@@ -59,35 +60,70 @@ def url(request, tmp_path):
     admin.dispose()
 
 
-def planted(experiment: str, when: datetime, factor: float, seed: int, *,
-            host: str = "h1", versions: dict | None = None, runs: int = 3,
-            steps: int = 8) -> Extracted:
+def planted(
+    experiment: str,
+    when: datetime,
+    factor: float,
+    seed: int,
+    *,
+    host: str = "h1",
+    versions: dict | None = None,
+    runs: int = 3,
+    steps: int = 8,
+) -> Extracted:
     """The rows of one experiment with variants base and fused, step times 10 ms x factor
     x 3% lognormal noise (seeded), as records.extract would give them."""
     rng = random.Random(seed)
-    exp = {"out_dir": f"/planted/{experiment}/{seed}", "experiment": experiment,
-           "created_at": when, "recorded_at": when, "source": "import", "baseline": "base",
-           "verdict_phase": "train", "repeats": str(runs), "n_runs": 2 * runs, "n_failed": 0,
-           "versions": versions or {"torch": "2.13.0"}, "host_id": host,
-           "git_commit": f"{seed:040x}"}
+    exp = {
+        "out_dir": f"/planted/{experiment}/{seed}",
+        "experiment": experiment,
+        "created_at": when,
+        "recorded_at": when,
+        "source": "import",
+        "baseline": "base",
+        "verdict_phase": "train",
+        "repeats": str(runs),
+        "n_runs": 2 * runs,
+        "n_failed": 0,
+        "versions": versions or {"torch": "2.13.0"},
+        "host_id": host,
+        "git_commit": f"{seed:040x}",
+    }
     variants = []
     for name in ("base", "fused"):
         run_rows = []
         for k in range(runs):
             times = [0.01 * factor * rng.lognormvariate(0, 0.03) for _ in range(steps)]
-            run_rows.append({"run_id": f"{name}-train-r{k + 1}", "repeat": k + 1,
-                             "status": "OK", "median_step_s": sorted(times)[steps // 2],
-                             "mean_step_s": sum(times) / steps, "n_steps": steps,
-                             "step_times_s": times})
+            run_rows.append(
+                {
+                    "run_id": f"{name}-train-r{k + 1}",
+                    "repeat": k + 1,
+                    "status": "OK",
+                    "median_step_s": sorted(times)[steps // 2],
+                    "mean_step_s": sum(times) / steps,
+                    "n_steps": steps,
+                    "step_times_s": times,
+                }
+            )
         med = sorted(r["median_step_s"] for r in run_rows)[runs // 2]
-        variants.append(VariantRows({
-            "variant": name, "is_baseline": name == "base", "config_hash": f"cfg-{name}",
-            "verdict": "BASELINE" if name == "base" else "NO_GAIN",
-            "gain_pct": None if name == "base" else 0.5, "ci_low_pct": None if name == "base"
-            else -1.0, "ci_high_pct": None if name == "base" else 1.5,
-            "decision": None if name == "base" else "NO_GAIN", "median_step_s": med,
-            "n_runs_ok": runs, "report_path": f"/planted/{experiment}/{seed}/report.html"},
-            run_rows))
+        variants.append(
+            VariantRows(
+                {
+                    "variant": name,
+                    "is_baseline": name == "base",
+                    "config_hash": f"cfg-{name}",
+                    "verdict": "BASELINE" if name == "base" else "NO_GAIN",
+                    "gain_pct": None if name == "base" else 0.5,
+                    "ci_low_pct": None if name == "base" else -1.0,
+                    "ci_high_pct": None if name == "base" else 1.5,
+                    "decision": None if name == "base" else "NO_GAIN",
+                    "median_step_s": med,
+                    "n_runs_ok": runs,
+                    "report_path": f"/planted/{experiment}/{seed}/report.html",
+                },
+                run_rows,
+            )
+        )
     return Extracted(exp, variants)
 
 
@@ -114,8 +150,9 @@ def test_a_new_database_is_migrated_to_the_alembic_head(url):
     engine.dispose()
 
 
-def test_import_records_every_variant_once_and_leaves_the_directory_unchanged(url, tmp_path,
-                                                                             capsys):
+def test_import_records_every_variant_once_and_leaves_the_directory_unchanged(
+    url, tmp_path, capsys
+):
     out = tmp_path / "v1"
     shutil.copytree(FIXTURE_V1, out)
     before = _tree_digest(out)
@@ -159,16 +196,18 @@ def test_a_resumed_experiment_records_only_the_runs_it_ran(url, tmp_path):
     assert main(["--url", url, "import", str(resumed)]) == 0
     engine = create_engine(url)
     with engine.connect() as conn:
-        counted = conn.execute(text(
-            "SELECT e.out_dir, count(*) FROM runs r JOIN records c ON r.record_id = c.id "
-            "JOIN experiments e ON c.experiment_id = e.id WHERE r.run_id = 'plain-train-r1' "
-            "GROUP BY e.out_dir")).all()
+        counted = conn.execute(
+            text(
+                "SELECT e.out_dir, count(*) FROM runs r JOIN records c ON r.record_id = c.id "
+                "JOIN experiments e ON c.experiment_id = e.id WHERE r.run_id = 'plain-train-r1' "
+                "GROUP BY e.out_dir"
+            )
+        ).all()
     engine.dispose()
     assert counted == [(str(first.resolve()), 1)]
 
 
-def test_importing_a_folder_that_does_not_exist_yet_beside_others_is_a_note(url, tmp_path,
-                                                                           capsys):
+def test_importing_a_folder_that_does_not_exist_yet_beside_others_is_a_note(url, tmp_path, capsys):
     """issue 34: `history import outputs/ multirun/` as the README writes it exited 1 before
     the first sweep made multirun/."""
     outputs = tmp_path / "outputs"
@@ -233,8 +272,11 @@ def _write_all(url: str, *extracted: Extracted) -> None:
 
 
 def test_check_exits_1_on_a_planted_30pct_slowdown_and_names_it(url, capsys):
-    _write_all(url, planted("gate", T0, 1.0, 1), planted("gate", T0 + timedelta(hours=1), 1.3, 2,
-                                                         versions={"torch": "2.14.0"}))
+    _write_all(
+        url,
+        planted("gate", T0, 1.0, 1),
+        planted("gate", T0 + timedelta(hours=1), 1.3, 2, versions={"torch": "2.14.0"}),
+    )
     assert main(["--url", url, "check", "--experiment", "gate", "--variant", "fused"]) == 1
     line = capsys.readouterr().out.strip()
     assert line.startswith("REGRESSION gate/fused:")
@@ -251,26 +293,36 @@ def test_check_exits_0_without_a_slowdown(url, capsys):
 
 
 def test_check_fails_a_newest_record_whose_runs_failed_and_passes_one_a_backend_skipped(
-        url, capsys):
+    url, capsys
+):
     """A switch that crashes every run must not pass the gate as "nothing measured"."""
     newest = planted("gate", T0 + timedelta(hours=1), 1.0, 2)
     for v in newest.variants:
         for r in v.runs:
-            r.update(status="FAILED" if v.record["variant"] == "fused" else "SKIPPED",
-                     step_times_s=None, median_step_s=None, mean_step_s=None)
+            r.update(
+                status="FAILED" if v.record["variant"] == "fused" else "SKIPPED",
+                step_times_s=None,
+                median_step_s=None,
+                mean_step_s=None,
+            )
     _write_all(url, planted("gate", T0, 1.0, 1), newest)
     assert main(["--url", url, "check", "--experiment", "gate"]) == 1
     lines = capsys.readouterr().out.splitlines()
     fused = next(line for line in lines if "gate/fused" in line)
-    assert fused.startswith("FAILED gate/fused: the newest record (/planted/gate/2) has no "
-                            "measured run: 3 run(s) failed (fused-train-r1, fused-train-r2, "
-                            "fused-train-r3)"), fused
+    assert fused.startswith(
+        "FAILED gate/fused: the newest record (/planted/gate/2) has no "
+        "measured run: 3 run(s) failed (fused-train-r1, fused-train-r2, "
+        "fused-train-r3)"
+    ), fused
     assert next(line for line in lines if "gate/base" in line).startswith("SKIP gate/base:")
 
 
 def test_check_compares_only_the_same_host_and_names_an_unknown_experiment(url, capsys):
-    _write_all(url, planted("gate", T0, 1.0, 1, host="other"),
-               planted("gate", T0 + timedelta(hours=1), 1.3, 2))
+    _write_all(
+        url,
+        planted("gate", T0, 1.0, 1, host="other"),
+        planted("gate", T0 + timedelta(hours=1), 1.3, 2),
+    )
     assert main(["--url", url, "check", "--experiment", "gate"]) == 0
     assert "no earlier record" in capsys.readouterr().out
     assert main(["--url", url, "check", "--experiment", "gaet"]) == 2
@@ -288,8 +340,10 @@ def test_compare_history_needs_a_spread_for_one_run_a_side_and_takes_the_calibra
     assert speed.decision == "SLOWER" and speed.calibration == calibration
     assert speed.ci_low_pct < speed.gain_pct < speed.ci_high_pct < 0
     # against five earlier runs: the newest run is judged by the history's own spread
-    history = [[0.01 * rng.lognormvariate(0, 0.03) * rng.lognormvariate(0, 0.02)
-                for _ in range(10)] for _ in range(5)]
+    history = [
+        [0.01 * rng.lognormvariate(0, 0.03) * rng.lognormvariate(0, 0.02) for _ in range(10)]
+        for _ in range(5)
+    ]
     assert compare_history(history, new).decision == "SLOWER"
     with pytest.raises(ValueError, match="history"):
         compare_history([[0.0, 1.0]], new)
@@ -305,8 +359,16 @@ def test_change_points_find_a_step_and_not_noise():
 
 
 def test_report_shows_every_record_with_trend_plots_links_and_the_change(url, tmp_path, capsys):
-    recs = [planted("trend", T0 + timedelta(hours=k), 1.0 if k < 5 else 1.25, k,
-                    versions={"torch": "2.13.0" if k < 5 else "2.14.0"}) for k in range(10)]
+    recs = [
+        planted(
+            "trend",
+            T0 + timedelta(hours=k),
+            1.0 if k < 5 else 1.25,
+            k,
+            versions={"torch": "2.13.0" if k < 5 else "2.14.0"},
+        )
+        for k in range(10)
+    ]
     _write_all(url, *recs)
     out = tmp_path / "rep" / "history.html"
     assert main(["--url", url, "report", "--experiment", "trend", "-o", str(out)]) == 0
@@ -315,7 +377,10 @@ def test_report_shows_every_record_with_trend_plots_links_and_the_change(url, tm
     # every point links its record's report, relative to the page; every table row too
     assert len(re.findall(r'<a xlink:href="(?:\.\./)+planted/trend/\d+/report.html"', page)) == 30
     assert len(re.findall(r'<a href="(?:\.\./)+planted/trend/\d+/report.html"', page)) == 20
-    assert "between 2026-11-01 12:00 (torch 2.13.0" in page and "and 2026-11-01 13:00 (torch 2.14.0" in page
+    assert (
+        "between 2026-11-01 12:00 (torch 2.13.0" in page
+        and "and 2026-11-01 13:00 (torch 2.14.0" in page
+    )
     md = out.with_suffix(".md").read_text()
     assert md.count("| 2026-11-01") == 20 and "step time +2" in md
 
@@ -327,10 +392,12 @@ def test_the_host_calibration_is_kept_in_the_history_database(url, tmp_path):
     kind = "cpu|builtin|sft|qwen3_tiny|seq256|gbs4|window5"
     assert cal.lookup(kind, url) is None
     assert cal.record(kind, RunSpread(spread_pct=3.0, df=11, n_pairs=12), "/out/aa", cal.AA, url)
-    assert cal.record(kind, RunSpread(spread_pct=4.0, df=2, n_pairs=3), "/out/x", cal.RESIDUALS,
-                      url)
-    again = cal.record(kind, RunSpread(spread_pct=4.0, df=2, n_pairs=3), "/out/x",
-                       cal.RESIDUALS, url)  # a re-render records nothing twice
+    assert cal.record(
+        kind, RunSpread(spread_pct=4.0, df=2, n_pairs=3), "/out/x", cal.RESIDUALS, url
+    )
+    again = cal.record(
+        kind, RunSpread(spread_pct=4.0, df=2, n_pairs=3), "/out/x", cal.RESIDUALS, url
+    )  # a re-render records nothing twice
     assert (again.n_pairs, again.df) == (15, 13)
     got = cal.lookup(kind, url)
     assert (got["df"], got["n_pairs"], got["n_experiments"]) == (13, 15, 2)
@@ -344,13 +411,14 @@ def test_the_history_cli_does_not_import_torch(tmp_path):
     import sys
 
     url = f"sqlite:///{tmp_path / 'h.sqlite'}"
-    code = ("import sys; from afbench.history.__main__ import main; "
-            f"main(['--url', {url!r}, 'import', {str(FIXTURE_V1)!r}]); "
-            f"main(['--url', {url!r}, 'report', '-o', {str(tmp_path / 'r.html')!r}]); "
-            f"main(['--url', {url!r}, 'check', '--experiment', 'fixture_results']); "
-            "print('TORCH', 'torch' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    code = (
+        "import sys; from afbench.history.__main__ import main; "
+        f"main(['--url', {url!r}, 'import', {str(FIXTURE_V1)!r}]); "
+        f"main(['--url', {url!r}, 'report', '-o', {str(tmp_path / 'r.html')!r}]); "
+        f"main(['--url', {url!r}, 'check', '--experiment', 'fixture_results']); "
+        "print('TORCH', 'torch' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "TORCH False" in proc.stdout
 
@@ -361,10 +429,12 @@ def test_a_sweep_job_is_one_series_per_swept_setting(tmp_path):
         shutil.copytree(FIXTURE_V1, sweep / job)
         (sweep / job / ".hydra").mkdir(exist_ok=True)
         (sweep / job / ".hydra" / "overrides.yaml").write_text(
-            f"- experiment=fixture_results\n- optimization.autofuse={value}\n- seed=1\n")
+            f"- experiment=fixture_results\n- optimization.autofuse={value}\n- seed=1\n"
+        )
     (sweep / "multirun.yaml").write_text(
         "hydra:\n  overrides:\n    task:\n    - experiment=fixture_results\n"
-        "    - optimization.autofuse=false,true\n    - seed=1\n")
+        "    - optimization.autofuse=false,true\n    - seed=1\n"
+    )
     ex = extract(OutDir(sweep / "1"))
     assert ex.experiment["sweep_dir"] == str(sweep) and ex.experiment["job"] == "1"
     assert ex.variants[0].record["variant"] == "plain [optimization.autofuse=true]"
@@ -389,11 +459,10 @@ def test_a_directory_of_schema_version_0_is_recorded_too():
 
 
 def test_an_experiment_reads_the_calibration_from_its_own_history_url(tmp_path, compose_cfg):
-    from support.history import seed_calibration
-
     from afbench.config import validate_config
     from afbench.history.calibration import for_plan
     from afbench.plan import make_plan
+    from support.history import seed_calibration
 
     url = f"sqlite:///{tmp_path / 'team.sqlite'}"  # not $AFBENCH_HISTORY_URL
     kind = seed_calibration(url, tmp=tmp_path)

@@ -9,12 +9,12 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import create_engine, inspect, text
-from test_history import T0, planted, url  # noqa: F401 (fixture)
 
 from afbench.history.__main__ import main
 from afbench.history.db import open_db
 from afbench.history.records import write
 from support.history import copy_experiment
+from test_history import T0, planted, url  # noqa: F401 (fixture)
 
 
 def _write_all(url: str, *extracted) -> None:
@@ -78,17 +78,23 @@ def test_a_database_of_a_newer_afbench_is_named_not_a_traceback(tmp_path, capsys
     assert "upgrade afbench" in err and path.read_bytes() == before
 
 
-def test_a_report_of_three_records_says_change_points_were_not_looked_for(url, tmp_path,
-                                                                          capsys):
+def test_a_report_of_three_records_says_change_points_were_not_looked_for(url, tmp_path, capsys):
     # the docs/history.md's gate: two equal records, then one 30% slower; PELT needs 4 records to look
-    _write_all(url, *(planted("gate", T0 + timedelta(hours=k), 1.3 if k == 2 else 1.0, k)
-                      for k in range(3)))
+    _write_all(
+        url,
+        *(planted("gate", T0 + timedelta(hours=k), 1.3 if k == 2 else 1.0, k) for k in range(3)),
+    )
     out = tmp_path / "h.html"
     assert main(["--url", url, "report", "-o", str(out)]) == 0
     md = out.with_suffix(".md").read_text()
     assert "No change point found" not in md
-    assert md.count("No change point looked for: it needs 4 or more records of one host "
-                    "and config (here 3 with a step time).") == 2  # base and fused
+    assert (
+        md.count(
+            "No change point looked for: it needs 4 or more records of one host "
+            "and config (here 3 with a step time)."
+        )
+        == 2
+    )  # base and fused
     assert "No change point looked for" in out.read_text()
 
 
@@ -98,8 +104,11 @@ def test_a_reader_leaves_a_database_without_afbench_history_as_it_was(url, capsy
         conn.execute(text("CREATE TABLE app_users (id INTEGER)"))
     path = url.startswith("sqlite") and url.split("///", 1)[1]
     before = open(path, "rb").read() if path else None
-    for command in (["list"], ["report", "-o", "/nonexistent/h.html"], ["check", "--experiment",
-                                                                         "gate"]):
+    for command in (
+        ["list"],
+        ["report", "-o", "/nonexistent/h.html"],
+        ["check", "--experiment", "gate"],
+    ):
         assert main(["--url", url, *command]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "is not an afbench history database" in err
@@ -111,8 +120,7 @@ def test_a_reader_leaves_a_database_without_afbench_history_as_it_was(url, capsy
         assert open(path, "rb").read() == before  # not even switched to WAL
 
 
-def test_importing_only_missing_directories_is_a_usage_error_that_creates_nothing(tmp_path,
-                                                                                capsys):
+def test_importing_only_missing_directories_is_a_usage_error_that_creates_nothing(tmp_path, capsys):
     db = tmp_path / "h.sqlite"
     assert main(["--url", f"sqlite:///{db}", "import", str(tmp_path / "nope")]) == 2
     assert "nope: no such directory" in capsys.readouterr().err
@@ -127,16 +135,23 @@ def test_importing_a_folder_without_experiments_creates_no_database(tmp_path, ca
     assert not db.exists()
 
 
-@pytest.mark.parametrize("damage, key, message", [
-    ({"spread_pct": "3.0"}, "calibration.spread_pct", "Input should be a valid number"),
-    ({"n_pairs": True}, "calibration.n_pairs", "Input should be a valid integer"),
-    ({"baseline_runs": {"step_s": 0.25, "n_runs": True, "spread_pct": 3.0, "df": 23}},
-     "calibration.baseline_runs.n_runs", "Input should be a valid integer"),
-    ({"spread_pct": -1.0}, "calibration.spread_pct", "Input should be greater than 0"),
-    ({"df": 0}, "calibration.df", "Input should be greater than or equal to 1"),
-])
+@pytest.mark.parametrize(
+    "damage, key, message",
+    [
+        ({"spread_pct": "3.0"}, "calibration.spread_pct", "Input should be a valid number"),
+        ({"n_pairs": True}, "calibration.n_pairs", "Input should be a valid integer"),
+        (
+            {"baseline_runs": {"step_s": 0.25, "n_runs": True, "spread_pct": 3.0, "df": 23}},
+            "calibration.baseline_runs.n_runs",
+            "Input should be a valid integer",
+        ),
+        ({"spread_pct": -1.0}, "calibration.spread_pct", "Input should be greater than 0"),
+        ({"df": 0}, "calibration.df", "Input should be greater than or equal to 1"),
+    ],
+)
 def test_import_skips_a_directory_whose_calibration_was_hand_edited_and_records_the_rest(
-        url, tmp_path, capsys, damage, key, message):
+    url, tmp_path, capsys, damage, key, message
+):
     import json
     import shutil
 
@@ -156,7 +171,8 @@ def test_import_skips_a_directory_whose_calibration_was_hand_edited_and_records_
     captured = capsys.readouterr()
     assert captured.err.splitlines() == [
         f"history import: {bad / 'experiment.json'}: {key}: {message}; {bad} not recorded "
-        "(correct or restore that file, then import it again)"]
+        "(correct or restore that file, then import it again)"
+    ]
     assert "history import: 1 recorded, 0 already recorded, 1 unreadable" in captured.out
     engine = open_db(url)
     with engine.connect() as conn:
@@ -165,8 +181,7 @@ def test_import_skips_a_directory_whose_calibration_was_hand_edited_and_records_
     assert recorded == {str(earlier.resolve()), str(good.resolve())}  # nothing lost, bad left out
 
 
-def test_the_gate_warns_once_when_the_newest_experiments_calibration_is_damaged(
-        tmp_path, caplog):
+def test_the_gate_warns_once_when_the_newest_experiments_calibration_is_damaged(tmp_path, caplog):
     """history check reads the newest experiment's calibration from its experiment.json: a
     damaged one is named in a warning and not used; a moved directory gives none, silently."""
     import json
@@ -179,9 +194,20 @@ def test_the_gate_warns_once_when_the_newest_experiments_calibration_is_damaged(
     out = tmp_path / "edited"
     shutil.copytree(FIXTURE_V1, out)
     exp = json.loads((out / "experiment.json").read_text())
-    (out / "experiment.json").write_text(json.dumps(
-        {**exp, "calibration": {"kind": "k", "host_id": "h", "spread_pct": -3.0, "df": 23,
-                                "n_pairs": 24}}))
+    (out / "experiment.json").write_text(
+        json.dumps(
+            {
+                **exp,
+                "calibration": {
+                    "kind": "k",
+                    "host_id": "h",
+                    "spread_pct": -3.0,
+                    "df": 23,
+                    "n_pairs": 24,
+                },
+            }
+        )
+    )
     with caplog.at_level(logging.WARNING):
         assert _calibration(str(out)) is None
         assert _calibration(str(tmp_path / "moved")) is None

@@ -11,13 +11,13 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import text
-from test_history import FIXTURE_V1, T0, Extracted, planted, url  # noqa: F401 (fixture)
 
 from afbench.history.__main__ import main
 from afbench.history.db import MIGRATIONS, open_db
 from afbench.history.records import extract, write
 from afbench.history.schema import HEAD
 from afbench.store import OutDir
+from test_history import FIXTURE_V1, T0, Extracted, planted, url  # noqa: F401 (fixture)
 
 # a window in which a thread of the worker waited for a CPU 40% of the time: contended
 CONTENDED = {"scope": "window", "wall_s": 2.0, "run_queue_wait_pct": 40.0, "steal_pct": 0.0}
@@ -38,10 +38,12 @@ def _write_all(url: str, *extracted: Extracted) -> None:
     engine.dispose()
 
 
-@pytest.mark.parametrize("command", [["list"], ["report", "-o", "h.html"],
-                                     ["check", "--experiment", "x"]])
+@pytest.mark.parametrize(
+    "command", [["list"], ["report", "-o", "h.html"], ["check", "--experiment", "x"]]
+)
 def test_a_reader_of_a_database_that_does_not_exist_says_so_and_creates_nothing(
-        tmp_path, capsys, monkeypatch, command):
+    tmp_path, capsys, monkeypatch, command
+):
     monkeypatch.chdir(tmp_path)
     db = tmp_path / "no" / "such" / "dir" / "x.db"
     assert main(["--url", f"sqlite:///{db}", *command]) == 2
@@ -68,7 +70,9 @@ def test_each_run_carries_its_contention_flag_and_list_shows_it(url, tmp_path, c
     ex = extract(OutDir(out))
     fused = next(v for v in ex.variants if v.record["variant"] == "fused")
     assert [(r["run_id"], r["contended"]) for r in fused.runs] == [
-        ("fused-train-r1", True), ("fused-train-r2", False)]
+        ("fused-train-r1", True),
+        ("fused-train-r2", False),
+    ]
     assert fused.runs[0]["contention"]["run_queue_wait_pct"] == 40.0
     plain = next(v for v in ex.variants if v.record["variant"] == "plain")
     assert [r["contended"] for r in plain.runs] == [None, None]  # not measured
@@ -86,9 +90,12 @@ def _shared_machine_history(url: str) -> None:
     """An experiment at 10 ms, then one at 13 ms on a shared machine (every run contended),
     then the newest at 13 ms on a quiet one: a real 30% slowdown that the contended record
     would hide."""
-    _write_all(url, _flag(planted("gate", T0, 1.0, 1), False),
-               _flag(planted("gate", T0 + timedelta(hours=1), 1.3, 2), True),
-               _flag(planted("gate", T0 + timedelta(hours=2), 1.3, 3), False))
+    _write_all(
+        url,
+        _flag(planted("gate", T0, 1.0, 1), False),
+        _flag(planted("gate", T0 + timedelta(hours=1), 1.3, 2), True),
+        _flag(planted("gate", T0 + timedelta(hours=2), 1.3, 3), False),
+    )
 
 
 def test_check_sets_contended_history_runs_aside_and_names_them(url, capsys):
@@ -97,25 +104,45 @@ def test_check_sets_contended_history_runs_aside_and_names_them(url, capsys):
     line = capsys.readouterr().out.strip()
     assert line.startswith("REGRESSION gate/fused:")
     assert "3 run(s) vs 6 run(s) of 2 earlier record(s)" in line
-    assert ("history run 1 set aside: contended; history run 2 set aside: contended; "
-            "history run 3 set aside: contended") in line
+    assert (
+        "history run 1 set aside: contended; history run 2 set aside: contended; "
+        "history run 3 set aside: contended"
+    ) in line
     assert "baseline" not in line
     # kept (a machine that is always shared): contended runs on the history's side only
     # would decide on the contention (issue 34), so no verdict, naming them
-    assert main(["--url", url, "check", "--experiment", "gate", "--variant", "fused",
-                 "--contention", "keep"]) == 0
+    assert (
+        main(
+            [
+                "--url",
+                url,
+                "check",
+                "--experiment",
+                "gate",
+                "--variant",
+                "fused",
+                "--contention",
+                "keep",
+            ]
+        )
+        == 0
+    )
     kept = capsys.readouterr().out
     assert kept.startswith("SKIP gate/fused: no verdict")
     assert "contended on one side only" in kept and "history run 1 set aside: contended" in kept
 
 
 def test_check_without_an_uncontended_newest_run_gives_no_verdict_and_says_why(url, capsys):
-    _write_all(url, _flag(planted("gate", T0, 1.0, 1), False),
-               _flag(planted("gate", T0 + timedelta(hours=1), 1.3, 2), True))
+    _write_all(
+        url,
+        _flag(planted("gate", T0, 1.0, 1), False),
+        _flag(planted("gate", T0 + timedelta(hours=1), 1.3, 2), True),
+    )
     assert main(["--url", url, "check", "--experiment", "gate", "--variant", "fused"]) == 0
     line = capsys.readouterr().out.strip()
-    assert line.startswith("SKIP gate/fused: no verdict (no interval: every run of one side "
-                           "was set aside")
+    assert line.startswith(
+        "SKIP gate/fused: no verdict (no interval: every run of one side was set aside"
+    )
     assert "newest run 1 set aside: contended" in line
 
 
@@ -132,16 +159,27 @@ def test_a_database_of_revision_0001_is_upgraded_and_its_runs_judged(tmp_path):
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "0001")
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO experiments (id, out_dir, experiment, created_at, "
-                          "recorded_at, source) VALUES (1, '/o', 'e', '2026-11-01', "
-                          "'2026-11-01', 'import')"))
-        conn.execute(text("INSERT INTO records (id, experiment_id, variant, is_baseline) "
-                          "VALUES (1, 1, 'v', 1)"))
+        conn.execute(
+            text(
+                "INSERT INTO experiments (id, out_dir, experiment, created_at, "
+                "recorded_at, source) VALUES (1, '/o', 'e', '2026-11-01', "
+                "'2026-11-01', 'import')"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO records (id, experiment_id, variant, is_baseline) "
+                "VALUES (1, 1, 'v', 1)"
+            )
+        )
         for k, record in ((1, CONTENDED), (2, QUIET), (3, None)):
-            conn.execute(text("INSERT INTO runs (id, record_id, run_id, status, contention) "
-                              "VALUES (:k, 1, :r, 'OK', :c)"),
-                         {"k": k, "r": f"v-train-r{k}",
-                          "c": json.dumps(record) if record else None})
+            conn.execute(
+                text(
+                    "INSERT INTO runs (id, record_id, run_id, status, contention) "
+                    "VALUES (:k, 1, :r, 'OK', :c)"
+                ),
+                {"k": k, "r": f"v-train-r{k}", "c": json.dumps(record) if record else None},
+            )
     engine.dispose()
     engine = open_db(db_url)
     with engine.connect() as conn:
@@ -149,14 +187,26 @@ def test_a_database_of_revision_0001_is_upgraded_and_its_runs_judged(tmp_path):
         flags = conn.execute(text("SELECT run_id, contended FROM runs ORDER BY id")).all()
     engine.dispose()
     assert [(r, None if c is None else bool(c)) for r, c in flags] == [
-        ("v-train-r1", True), ("v-train-r2", False), ("v-train-r3", None)]
+        ("v-train-r1", True),
+        ("v-train-r2", False),
+        ("v-train-r3", None),
+    ]
 
 
-@pytest.mark.parametrize("lang, words", [
-    ("en", "history run 6 set aside: an outlier run (far slower than the other runs of its "
-           "side); newest run 1 set aside: contended"),
-    ("zh", "历史运行 6 被剔除：是离群运行（远慢于同一侧的其他运行）；最新运行 1 被剔除：受到资源争用"),
-])
+@pytest.mark.parametrize(
+    "lang, words",
+    [
+        (
+            "en",
+            "history run 6 set aside: an outlier run (far slower than the other runs of its "
+            "side); newest run 1 set aside: contended",
+        ),
+        (
+            "zh",
+            "历史运行 6 被剔除：是离群运行（远慢于同一侧的其他运行）；最新运行 1 被剔除：受到资源争用",
+        ),
+    ],
+)
 def test_runs_set_aside_against_the_history_are_worded_as_history_runs(lang, words):
     from afbench.report.render import verdict_words
     from afbench.store import Speed

@@ -24,25 +24,47 @@ pytestmark = pytest.mark.e2e
 def afbench(cwd: Path, url: str, seed: int, work: float = 1.0) -> subprocess.CompletedProcess:
     recipe = {
         "scheduler": {"steps": 6, "measure": {"first_step": 2, "last_step": 6}},
-        "engine": {"name": "command", "executable": sys.executable,
-                   "args": [str(WORKER), "{steps}", "{repeat}-{variant}"]},
-        "experiment": {"name": "gate_e2e", "baseline": "base", "variants": {"base": {}},
-                       "phases": {"train": {}}, "repeats": 2},
+        "engine": {
+            "name": "command",
+            "executable": sys.executable,
+            "args": [str(WORKER), "{steps}", "{repeat}-{variant}"],
+        },
+        "experiment": {
+            "name": "gate_e2e",
+            "baseline": "base",
+            "variants": {"base": {}},
+            "phases": {"train": {}},
+            "repeats": 2,
+        },
     }
     (cwd / "recipes").mkdir(exist_ok=True)
     (cwd / "recipes" / "gate_e2e.yaml").write_text(
-        "# @package _global_\n" + yaml.safe_dump(recipe, sort_keys=False))
+        "# @package _global_\n" + yaml.safe_dump(recipe, sort_keys=False)
+    )
     env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-    env.update(AFBENCH_RECIPE_PATH=str(cwd / "recipes"), AFBENCH_HISTORY_URL=url,
-               AFBENCH_PLANTED_SEED=str(seed), AFBENCH_BENCH_WORK=str(work))
-    return subprocess.run([sys.executable, "-m", "afbench", "experiment=gate_e2e",
-                           "preflight.min_free_gib=0"], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+    env.update(
+        AFBENCH_RECIPE_PATH=str(cwd / "recipes"),
+        AFBENCH_HISTORY_URL=url,
+        AFBENCH_PLANTED_SEED=str(seed),
+        AFBENCH_BENCH_WORK=str(work),
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "afbench", "experiment=gate_e2e", "preflight.min_free_gib=0"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def history(url: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "afbench.history", "--url", url, *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "afbench.history", "--url", url, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_check_passes_two_equal_runs_and_fails_a_planted_30pct_slowdown(tmp_path):

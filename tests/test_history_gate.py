@@ -11,19 +11,24 @@ from datetime import timedelta
 import numpy as np
 import pytest
 from scipy import stats
-from test_history import T0, _write_all, planted
 
 from afbench.history.__main__ import main
 from afbench.history.check import compare_history, is_regression
 from afbench.history.trend import change_points, decorrelate
 from afbench.verdict import MIN_RECORDS, compare_records
+from test_history import T0, _write_all, planted
 
 
 def _nightly(url: str, levels: list[float], runs: int = 5) -> None:
     """One record a night, its step times 10 ms x (1 + level) x 3% step noise (test_history's
     planted: two variants, ``runs`` runs each)."""
-    _write_all(url, *[planted("nightly", T0 + timedelta(days=j), 1 + lv, 100 + j, runs=runs)
-                      for j, lv in enumerate(levels)])
+    _write_all(
+        url,
+        *[
+            planted("nightly", T0 + timedelta(days=j), 1 + lv, 100 + j, runs=runs)
+            for j, lv in enumerate(levels)
+        ],
+    )
 
 
 def _night_levels(seed: int, n: int, spread: float) -> list[float]:
@@ -31,8 +36,9 @@ def _night_levels(seed: int, n: int, spread: float) -> list[float]:
     return [math.exp(rng.gauss(0, spread)) - 1 for _ in range(n)]
 
 
-def test_an_unchanged_nightly_series_passes_and_a_10pct_slowdown_fails_on_its_night(tmp_path,
-                                                                                   capsys):
+def test_an_unchanged_nightly_series_passes_and_a_10pct_slowdown_fails_on_its_night(
+    tmp_path, capsys
+):
     levels = _night_levels(31, 11, 0.03)  # 3% night spread, 5 runs per record
     unchanged = f"sqlite:///{tmp_path / 'same.sqlite'}"
     _nightly(unchanged, levels)
@@ -43,8 +49,7 @@ def test_an_unchanged_nightly_series_passes_and_a_10pct_slowdown_fails_on_its_ni
     assert "fails this check on at most 2.5% of nights" in out and "about 53% of months" in out
     slower = f"sqlite:///{tmp_path / 'slower.sqlite'}"
     _nightly(slower, levels[:-1] + [(1 + levels[-1]) * 1.10 - 1])
-    assert main(["--url", slower, "check", "--experiment", "nightly", "--variant",
-                 "fused"]) == 1
+    assert main(["--url", slower, "check", "--experiment", "nightly", "--variant", "fused"]) == 1
     line = capsys.readouterr().out.strip()
     assert line.startswith("REGRESSION nightly/fused:")
     # against the history's mean night: this night sat 2.3% below it before the 10%
@@ -61,8 +66,10 @@ def test_a_slow_night_within_the_hosts_night_spread_is_not_a_regression(tmp_path
     assert main(["--url", url, "check", "--experiment", "nightly", "--variant", "fused"]) == 0
     assert capsys.readouterr().out.startswith("OK nightly/fused: no slowdown")
     rng = random.Random(1)
-    runs = [[[0.01 * (1 + lv) * rng.lognormvariate(0, 0.03) for _ in range(8)]
-             for _ in range(5)] for lv in levels]
+    runs = [
+        [[0.01 * (1 + lv) * rng.lognormvariate(0, 0.03) for _ in range(8)] for _ in range(5)]
+        for lv in levels
+    ]
     history = [r for rec in runs[:-1] for r in rec]
     keys = [j for j, rec in enumerate(runs[:-1]) for _ in rec]
     assert is_regression(compare_history(history, runs[-1]), 5.0)  # runs as independent
@@ -86,7 +93,9 @@ def test_the_record_gate_is_the_prediction_interval_of_record_means():
     flags = [[True, True]] + [[False, False]] * (k - 1)
     fewer = compare_records(history, newest, history_contended=flags, min_records=3)
     assert fewer.df == k - 2 and [(a.side, a.pair) for a in fewer.set_aside] == [
-        ("history", 1), ("history", 2)]
+        ("history", 1),
+        ("history", 2),
+    ]
     with pytest.raises(ValueError, match="night_spread_pct"):
         compare_records(history, newest, night_spread_pct=-1.0)
     with pytest.raises(ValueError, match="history_contended"):
@@ -98,13 +107,28 @@ def test_few_records_assume_a_night_spread_and_say_so(tmp_path, capsys):
     _nightly(url, [0.0, 0.065])  # one earlier record; a 6.5% slower night
     assert main(["--url", url, "check", "--experiment", "nightly", "--variant", "fused"]) == 0
     out = capsys.readouterr().out
-    assert (f"1 earlier record(s): the record-level gate needs {MIN_RECORDS} to see how much "
-            "the host moves from night to night, so a night-to-night spread of 3% is assumed"
-            ) in out
+    assert (
+        f"1 earlier record(s): the record-level gate needs {MIN_RECORDS} to see how much "
+        "the host moves from night to night, so a night-to-night spread of 3% is assumed"
+    ) in out
     assert "plus an assumed night-to-night spread of 3%" in out
     # a host the user knows to be steady from night to night: the runs' spread alone
-    assert main(["--url", url, "check", "--experiment", "nightly", "--variant", "fused",
-                 "--night-spread-pct", "0"]) == 1
+    assert (
+        main(
+            [
+                "--url",
+                url,
+                "check",
+                "--experiment",
+                "nightly",
+                "--variant",
+                "fused",
+                "--night-spread-pct",
+                "0",
+            ]
+        )
+        == 1
+    )
     assert "night-to-night spread of 0% is assumed" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_:
         main(["--url", url, "check", "--experiment", "nightly", "--night-spread-pct", "-1"])

@@ -17,11 +17,13 @@ def test_cpu_model_reads_x86_and_arm_cpuinfo():
 def test_nvidia_driver_and_gpu_names_come_from_the_kernel_module_files(tmp_path):
     (tmp_path / "version").write_text(
         "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
-        "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
+        "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+    )
     for bus in ("0000:17:00.0", "0000:65:00.0"):
         (tmp_path / "gpus" / bus).mkdir(parents=True)
         (tmp_path / "gpus" / bus / "information").write_text(
-            "Model: \t\t NVIDIA H200\nIRQ:   \t\t 155\n")
+            "Model: \t\t NVIDIA H200\nIRQ:   \t\t 155\n"
+        )
     assert P.nvidia_info(tmp_path) == ("NVIDIA H200", "550.54.15")
     assert P.nvidia_info(tmp_path / "absent") == (None, None)
 
@@ -29,8 +31,12 @@ def test_nvidia_driver_and_gpu_names_come_from_the_kernel_module_files(tmp_path)
 def test_ascend_driver_version_and_a_stable_host_id(tmp_path):
     (tmp_path / "version.info").write_text("Version=24.1.rc2\nascendhal_version=7.35.23\n")
     assert P.ascend_driver(tmp_path) == "24.1.rc2"
-    host = {"hostname": "n1", "cpu_model": "Kunpeng-920", "accelerator": None,
-            "driver": "ascend 24.1.rc2"}
+    host = {
+        "hostname": "n1",
+        "cpu_model": "Kunpeng-920",
+        "accelerator": None,
+        "driver": "ascend 24.1.rc2",
+    }
     assert P.host_id(host) == P.host_id(dict(host)) != P.host_id({**host, "driver": "ascend 25"})
     assert len(P.host_fingerprint()["host_id"]) == 16
 

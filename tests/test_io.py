@@ -44,7 +44,16 @@ def _strict(text: str):
 
 def test_non_finite_numbers_are_written_as_null_so_any_json_parser_reads_the_file(tmp_path):
     path = tmp_path / "summary.json"
-    io.write_json_atomic(path, {"mean_step_s": float("nan"), "rows": [1.5, float("inf")],
-                                "nested": {"low": float("-inf"), "ok": 0.25}})
-    assert _strict(path.read_text()) == {"mean_step_s": None, "rows": [1.5, None],
-                                         "nested": {"low": None, "ok": 0.25}}
+    io.write_json_atomic(
+        path,
+        {
+            "mean_step_s": float("nan"),
+            "rows": [1.5, float("inf")],
+            "nested": {"low": float("-inf"), "ok": 0.25},
+        },
+    )
+    assert _strict(path.read_text()) == {
+        "mean_step_s": None,
+        "rows": [1.5, None],
+        "nested": {"low": None, "ok": 0.25},
+    }

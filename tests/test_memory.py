@@ -40,8 +40,9 @@ def read_records(path: Path) -> list[dict]:
 def test_cpu_peak_rss_window_excludes_what_warm_up_held(tmp_path):
     backend = cpu_backend.CpuBackend()
     with contextlib.closing(MetricsWriter(tmp_path / "metrics.jsonl")) as metrics:
-        window = efficiency.MeasuredWindow(backend, StepWindow(first_step=2, last_step=3), metrics,
-                                           DistInfo())
+        window = efficiency.MeasuredWindow(
+            backend, StepWindow(first_step=2, last_step=3), metrics, DistInfo()
+        )
         for step, mib in ((1, 512), (2, 64), (3, 128)):
             window.before_step(step)
             buf = touch(mib)
@@ -70,10 +71,20 @@ def test_cpu_without_clear_refs_falls_back_to_whole_process_maxrss(monkeypatch, 
 
 
 def test_ranks_merge_to_the_max_of_each_peak_and_keep_each_rank():
-    ranks = [{"peak_memory_allocated_gib": 3.0, "peak_memory_reserved_gib": 4.5, "peak_rss_gib": None,
-              "memory_source": "torch.cuda ... of cuda:0"},
-             {"peak_memory_allocated_gib": 3.5, "peak_memory_reserved_gib": 4.0, "peak_rss_gib": None,
-              "memory_source": "torch.cuda ... of cuda:1"}]
+    ranks = [
+        {
+            "peak_memory_allocated_gib": 3.0,
+            "peak_memory_reserved_gib": 4.5,
+            "peak_rss_gib": None,
+            "memory_source": "torch.cuda ... of cuda:0",
+        },
+        {
+            "peak_memory_allocated_gib": 3.5,
+            "peak_memory_reserved_gib": 4.0,
+            "peak_rss_gib": None,
+            "memory_source": "torch.cuda ... of cuda:1",
+        },
+    ]
     out = efficiency.memory_fields(ranks, "steps 6-10")
     assert (out["peak_memory_allocated_gib"], out["peak_memory_reserved_gib"]) == (3.5, 4.5)
     assert out["peak_rss_gib"] is None
@@ -86,20 +97,23 @@ def test_training_efficiency_is_per_device_and_mfu_needs_a_peak():
     config = json.loads((TINY / "config.json").read_text())
     per_token = flops.training_flops_per_token(flops.TransformerShape.from_config(config), 128)
     # 2 ranks, 4096 tokens in 2 s: 1024 tokens/s per device
-    out = efficiency.training_efficiency(config, 128, 4096, 2.0, 2, peak_tflops=None,
-                                         device_name="x86_64", dtype="float32")
+    out = efficiency.training_efficiency(
+        config, 128, 4096, 2.0, 2, peak_tflops=None, device_name="x86_64", dtype="float32"
+    )
     assert out["flops_per_token"] == per_token
     assert out["tflops_per_device"] == pytest.approx(1024 * per_token / 1e12)
     assert out["mfu_pct"] is None and out["peak_tflops"] is None
-    mine = efficiency.training_efficiency(config, 128, 4096, 2.0, 2, peak_tflops=0.5,
-                                          device_name="x86_64", dtype="float32")
+    mine = efficiency.training_efficiency(
+        config, 128, 4096, 2.0, 2, peak_tflops=0.5, device_name="x86_64", dtype="float32"
+    )
     assert mine["mfu_pct"] == pytest.approx(100 * 1024 * per_token / 1e12 / 0.5)
 
 
 def test_an_unreadable_model_config_gives_na_with_the_reason_not_a_failed_run():
     config = {"model_type": "llama", "hidden_size": 8}
-    out = efficiency.training_efficiency(config, 128, 4096, 2.0, 1, peak_tflops=None,
-                                         device_name="x86_64", dtype="float32")
+    out = efficiency.training_efficiency(
+        config, 128, 4096, 2.0, 1, peak_tflops=None, device_name="x86_64", dtype="float32"
+    )
     assert out["flops_per_token"] is None and out["mfu_pct"] is None
     assert out["tflops_source"].startswith("n/a: model config.json: missing num_hidden_layers")
     kv = efficiency.kv_cache_fields(config, [(10, 1)], 4, "float32")
@@ -117,22 +131,43 @@ def test_kv_cache_is_that_of_the_largest_batch():
 def make_spec(tmp_path: Path, scheduler: dict) -> RunSpec:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    config = RunConfig.model_validate({
-        "model": {"name": "qwen3_tiny", "path": str(TINY)},
-        "data": {"name": "wordle_sample", "path": str(DATA), "max_samples": 8},
-        "scheduler": scheduler, "backend": {"name": "cpu"},
-    })
-    return RunSpec(run_id="v-train-r1", index=1, variant="v", phase="train", repeat=1,
-                   config=config, config_hash="0" * 64, run_dir=str(run_dir),
-                   timeout_s=600, kill_grace_s=2)
+    config = RunConfig.model_validate(
+        {
+            "model": {"name": "qwen3_tiny", "path": str(TINY)},
+            "data": {"name": "wordle_sample", "path": str(DATA), "max_samples": 8},
+            "scheduler": scheduler,
+            "backend": {"name": "cpu"},
+        }
+    )
+    return RunSpec(
+        run_id="v-train-r1",
+        index=1,
+        variant="v",
+        phase="train",
+        repeat=1,
+        config=config,
+        config_hash="0" * 64,
+        run_dir=str(run_dir),
+        timeout_s=600,
+        kill_grace_s=2,
+    )
 
 
 @linux_only
 def test_cpu_sft_run_records_peak_rss_flops_and_no_mfu(tmp_path):
     from afbench.engines.sft import run_sft
 
-    spec = make_spec(tmp_path, {"workload": "sft", "steps": 3, "seq_len": 64, "global_batch_size": 2,
-                                "micro_batch_size": 2, "measure": {"first_step": 2, "last_step": 3}})
+    spec = make_spec(
+        tmp_path,
+        {
+            "workload": "sft",
+            "steps": 3,
+            "seq_len": 64,
+            "global_batch_size": 2,
+            "micro_batch_size": 2,
+            "measure": {"first_step": 2, "last_step": 3},
+        },
+    )
     result = run_sft(spec, cpu_backend.CpuBackend(), Path(spec.run_dir))
     assert result.memory.peak_rss_gib > 0
     assert result.memory.source == cpu_backend.HWM_SOURCE
@@ -140,19 +175,30 @@ def test_cpu_sft_run_records_peak_rss_flops_and_no_mfu(tmp_path):
     assert [r.rank for r in result.memory.per_rank] == [0]
     config = json.loads((TINY / "config.json").read_text())
     assert result.efficiency.flops_per_token == flops.training_flops_per_token(
-        flops.TransformerShape.from_config(config), 64)
+        flops.TransformerShape.from_config(config), 64
+    )
     steps = [r for r in read_records(Path(spec.run_dir) / "metrics.jsonl") if r["kind"] == "step"]
     window_s = sum(r["step_time_s"] for r in steps if r["step"] >= 2)
     assert result.efficiency.tflops_per_device == pytest.approx(
-        2 * 128 / window_s * result.efficiency.flops_per_token / 1e12)
+        2 * 128 / window_s * result.efficiency.flops_per_token / 1e12
+    )
     assert result.efficiency.mfu_pct is None and result.efficiency.peak_source.startswith("n/a")
 
 
 def test_cpu_infer_run_records_kv_cache_and_peak_rss(tmp_path):
     from afbench.engines.infer import run_infer
 
-    spec = make_spec(tmp_path, {"workload": "infer", "max_new_tokens": 4, "num_prompts": 2,
-                                "batch_size": 2, "warmup_runs": 1, "measured_runs": 1})
+    spec = make_spec(
+        tmp_path,
+        {
+            "workload": "infer",
+            "max_new_tokens": 4,
+            "num_prompts": 2,
+            "batch_size": 2,
+            "warmup_runs": 1,
+            "measured_runs": 1,
+        },
+    )
     result = run_infer(spec, cpu_backend.CpuBackend(), Path(spec.run_dir))
     assert result.memory.peak_rss_gib > 0
     assert result.memory.window == "runs 2-2 (counters reset after 1 warm-up runs)"

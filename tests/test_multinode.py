@@ -28,11 +28,16 @@ def test_one_node_keeps_the_standalone_rendezvous():
 
 
 def test_several_nodes_share_one_rendezvous_started_by_srun():
-    par = ParallelConfig(world_size=16, nnodes=2, rdzv_endpoint="node01:29500",
-                         devices=list(range(8)))
+    par = ParallelConfig(
+        world_size=16, nnodes=2, rdzv_endpoint="node01:29500", devices=list(range(8))
+    )
     assert torchrun_args(par, "af_on-train-r1") == [
-        "--nnodes=2", "--nproc_per_node=8", "--rdzv_backend=c10d",
-        "--rdzv_endpoint=node01:29500", "--rdzv_id=af_on-train-r1"]
+        "--nnodes=2",
+        "--nproc_per_node=8",
+        "--rdzv_backend=c10d",
+        "--rdzv_endpoint=node01:29500",
+        "--rdzv_id=af_on-train-r1",
+    ]
     assert node_launch(par)[:4] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1"]
     # no endpoint given: this host and a port free here, the same for every agent
     args = torchrun_args(ParallelConfig(world_size=2, nnodes=2, rdzv_id="x"), "r")
@@ -51,34 +56,67 @@ def test_torchtitan_runs_over_nodes_through_srun_too(compose_cfg, tmp_path):
     from afbench.config import validate_config
     from afbench.engines.torchtitan.cmdline import build_command
 
-    conf = validate_config(compose_cfg("engine=torchtitan", "parallel.world_size=4",
-                                       "parallel.nnodes=2", "parallel.rdzv_endpoint=n1:29400"))
-    spec = SimpleNamespace(config=conf, run_id="base-train-r1", run_dir=str(tmp_path),
-                           backend="cpu", phase="train", variant="base")
+    conf = validate_config(
+        compose_cfg(
+            "engine=torchtitan",
+            "parallel.world_size=4",
+            "parallel.nnodes=2",
+            "parallel.rdzv_endpoint=n1:29400",
+        )
+    )
+    spec = SimpleNamespace(
+        config=conf,
+        run_id="base-train-r1",
+        run_dir=str(tmp_path),
+        backend="cpu",
+        phase="train",
+        variant="base",
+    )
     try:
         argv, _ = build_command(spec, conf.engine, sys.executable, backend="cpu")
     except Exception as exc:  # a flag of a spec field this stand-in lacks: not this test's
         pytest.skip(f"build_command needs a full RunSpec here: {exc}")
     start = argv.index("torch.distributed.run")
     assert argv[0] == "srun" and "--nodes=2" in argv[:start]
-    assert argv[start + 1:start + 6] == ["--nnodes=2", "--nproc_per_node=2",
-                                         "--rdzv_backend=c10d", "--rdzv_endpoint=n1:29400",
-                                         "--rdzv_id=base-train-r1"]
+    assert argv[start + 1 : start + 6] == [
+        "--nnodes=2",
+        "--nproc_per_node=2",
+        "--rdzv_backend=c10d",
+        "--rdzv_endpoint=n1:29400",
+        "--rdzv_id=base-train-r1",
+    ]
 
 
 @pytest.mark.e2e
 def test_two_local_nodes_train_one_builtin_run_through_one_rendezvous(tmp_path):
     (tmp_path / "locks").mkdir()
     log = tmp_path / "srun.log"
-    env = {**os.environ, "PATH": f"{SLURM_BIN}{os.pathsep}{os.environ['PATH']}",
-           "AFBENCH_FAKE_SRUN_LOG": str(log), "AFBENCH_LOCK_DIR": str(tmp_path / "locks"),
-           "AFBENCH_HISTORY_URL": f"sqlite:///{tmp_path / 'history.sqlite'}"}
+    env = {
+        **os.environ,
+        "PATH": f"{SLURM_BIN}{os.pathsep}{os.environ['PATH']}",
+        "AFBENCH_FAKE_SRUN_LOG": str(log),
+        "AFBENCH_LOCK_DIR": str(tmp_path / "locks"),
+        "AFBENCH_HISTORY_URL": f"sqlite:///{tmp_path / 'history.sqlite'}",
+    }
     env.pop("HYDRA_FULL_ERROR", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "afbench", "parallel.world_size=2", "parallel.nnodes=2",
-         "scheduler.micro_batch_size=2", "experiment.steps=5", "report.contention=keep",
-         "experiment.rerun_contended=0"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            "-m",
+            "afbench",
+            "parallel.world_size=2",
+            "parallel.nnodes=2",
+            "scheduler.micro_batch_size=2",
+            "experiment.steps=5",
+            "report.contention=keep",
+            "experiment.rerun_contended=0",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (call,) = log.read_text().splitlines()  # one srun: both agents of the one run
     assert call.startswith("--nodes=2 ") and "--nnodes=2 --nproc_per_node=1" in call

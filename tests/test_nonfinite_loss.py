@@ -27,13 +27,27 @@ def test_builtin_sft_run_fails_at_the_first_non_finite_loss(tmp_path):
     from afbench.engines.sft import run_sft  # torch + transformers: paid by this test only
 
     # an absurd learning rate: step 1 trains, its update overflows every weight
-    spec = make_spec(tmp_path, {"workload": "sft", "steps": 4, "seq_len": 32, "lr": 1e30,
-                                "global_batch_size": 2, "micro_batch_size": 2,
-                                "measure": {"first_step": 2, "last_step": 3}})
-    with pytest.raises(RunFailed, match=r"^non-finite loss \((nan|inf|-inf)\) at step (\d)$") as err:
+    spec = make_spec(
+        tmp_path,
+        {
+            "workload": "sft",
+            "steps": 4,
+            "seq_len": 32,
+            "lr": 1e30,
+            "global_batch_size": 2,
+            "micro_batch_size": 2,
+            "measure": {"first_step": 2, "last_step": 3},
+        },
+    )
+    with pytest.raises(
+        RunFailed, match=r"^non-finite loss \((nan|inf|-inf)\) at step (\d)$"
+    ) as err:
         run_sft(spec, cpu_backend.CpuBackend(), Path(spec.run_dir))
-    steps = [json.loads(line) for line in (Path(spec.run_dir) / "metrics.jsonl").read_text()
-             .splitlines() if json.loads(line)["kind"] == "step"]
+    steps = [
+        json.loads(line)
+        for line in (Path(spec.run_dir) / "metrics.jsonl").read_text().splitlines()
+        if json.loads(line)["kind"] == "step"
+    ]
     assert math.isfinite(steps[0]["loss"])
     # the failing step is the first non-finite one, and it was recorded before failing
     assert not math.isfinite(steps[-1]["loss"])

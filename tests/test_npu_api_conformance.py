@@ -62,13 +62,19 @@ def test_scan_follows_aliases_getattr_imports_and_compile_backends(conf, tmp_pat
         "        peak(torch.npu, 0)\n"
         "        torch.compile(fn, backend='npugraph_ex', dynamic=False)\n"
         "        torch.compile(fn, backend='inductor')\n"
-        "        return self.torch_npu.npu_rms_norm\n")
+        "        return self.torch_npu.npu_rms_norm\n"
+    )
     assert set(conf.scan_calls(src)) == {
-        "torch_npu.profiler.profile(activities=, **d)", "torch_npu.profiler.ProfilerActivity.NPU",
-        "torch_npu.profiler.ExportType[cfg.export_type]", "import inductor_npu_ext",
-        "torch.npu.max_memory_allocated(<1 positional>)", "torch_npu.npu_rms_norm",
+        "torch_npu.profiler.profile(activities=, **d)",
+        "torch_npu.profiler.ProfilerActivity.NPU",
+        "torch_npu.profiler.ExportType[cfg.export_type]",
+        "import inductor_npu_ext",
+        "torch.npu.max_memory_allocated(<1 positional>)",
+        "torch_npu.npu_rms_norm",
         'torch.compile(backend="npugraph_ex", <1 positional>, dynamic=)',
-        "import torch_npu.profiler", "torch_npu.profiler.schedule(wait=)"}
+        "import torch_npu.profiler",
+        "torch_npu.profiler.schedule(wait=)",
+    }
 
 
 def _wheel(tmp_path, files: dict[str, str]):
@@ -81,21 +87,32 @@ def _wheel(tmp_path, files: dict[str, str]):
 
 
 def test_check_names_a_parameter_the_wheel_does_not_take(conf, tmp_path):
-    wheel = conf.Wheel(_wheel(tmp_path, {
-        "torch_npu/__init__.py": "",
-        "torch_npu/profiler/__init__.py": "from .profiler import profile\n"
-                                          "from .scheduler import Schedule as schedule\n",
-        "torch_npu/profiler/profiler.py": "class profile:\n"
-                                          "    def __init__(self, *, activities=None): pass\n",
-        "torch_npu/profiler/scheduler.py": "class Schedule:\n"
-                                           "    def __init__(self, wait, active, warmup=0): pass\n"}))
+    wheel = conf.Wheel(
+        _wheel(
+            tmp_path,
+            {
+                "torch_npu/__init__.py": "",
+                "torch_npu/profiler/__init__.py": "from .profiler import profile\n"
+                "from .scheduler import Schedule as schedule\n",
+                "torch_npu/profiler/profiler.py": "class profile:\n"
+                "    def __init__(self, *, activities=None): pass\n",
+                "torch_npu/profiler/scheduler.py": "class Schedule:\n"
+                "    def __init__(self, wait, active, warmup=0): pass\n",
+            },
+        )
+    )
     assert conf.check(wheel, "torch_npu.profiler.profile(activities=)").status == "ok"
-    assert conf.check(wheel, "torch_npu.profiler.profile(activities=, with_stack=)").status \
+    assert (
+        conf.check(wheel, "torch_npu.profiler.profile(activities=, with_stack=)").status
         == "WRONG: no parameter 'with_stack'"
+    )
     # **args of schedule holds wait, warmup, active, repeat: the fake has no repeat
-    assert "no parameter 'repeat'" in conf.check(wheel, "torch_npu.profiler.schedule(**args)").status
-    assert conf.check(wheel, "torch_npu.profiler.tensorboard_trace_handler(<1 positional>)") \
-        .status.startswith("WRONG: torch_npu.profiler.tensorboard_trace_handler not found")
+    assert (
+        "no parameter 'repeat'" in conf.check(wheel, "torch_npu.profiler.schedule(**args)").status
+    )
+    assert conf.check(
+        wheel, "torch_npu.profiler.tensorboard_trace_handler(<1 positional>)"
+    ).status.startswith("WRONG: torch_npu.profiler.tensorboard_trace_handler not found")
 
 
 def test_starstar_keys_are_what_the_profiler_passes(conf):

@@ -10,23 +10,28 @@ import json
 import logging
 from types import SimpleNamespace as NS
 
-from test_contention_runs import BUSY, fake_launcher, make_plan, spec_for
-
 from afbench import experiment
 from afbench.collect import collect
 from afbench.config.models import ReportConfig
 from afbench.io import write_json_atomic
 from afbench.report.render import build_report, labels
 from afbench.store import ProfilingComparison
+from test_contention_runs import BUSY, fake_launcher, make_plan, spec_for
 
 
 def _rounds(tmp_path, monkeypatch, contended, n=3, rerun=0):
     launch, launched = fake_launcher(contended)
     monkeypatch.setattr(experiment, "launch_run", launch)
-    runs = [spec_for(tmp_path, f"{v}-train-r{k}", v).model_copy(
-        update={"repeat": k, "index": 2 * k - (v == "a")}) for k in range(1, n + 1) for v in "ab"]
+    runs = [
+        spec_for(tmp_path, f"{v}-train-r{k}", v).model_copy(
+            update={"repeat": k, "index": 2 * k - (v == "a")}
+        )
+        for k in range(1, n + 1)
+        for v in "ab"
+    ]
     plan = make_plan(tmp_path, rerun_contended=rerun).model_copy(
-        update={"runs": runs, "repeats": n})
+        update={"runs": runs, "repeats": n}
+    )
     write_json_atomic(tmp_path / "plan.json", plan.model_dump(mode="json"))
     experiment.execute_plan(plan, plan_path=tmp_path / "plan.json")
     return launched
@@ -44,8 +49,10 @@ def test_the_tables_rest_on_the_verdicts_runs_and_say_which(tmp_path, monkeypatc
     assert c.baseline.runs_basis == c.variant.runs_basis == "verdict"
     assert c.baseline.mean_step_s == c.variant.mean_step_s  # 0.01 s each: no 2x run in it
     md = (tmp_path / "report.md").read_text()
-    rests = ("Runs behind these numbers: b vs a: the runs of the pairs the verdict rests on "
-             "(a-train-r1, a-train-r3, b-train-r1, b-train-r3)")
+    rests = (
+        "Runs behind these numbers: b vs a: the runs of the pairs the verdict rests on "
+        "(a-train-r1, a-train-r3, b-train-r1, b-train-r3)"
+    )
     assert md.count(rests) >= 2  # under the speed table and under the memory/TFLOPs table
     from afbench.history.records import extract
     from afbench.store import OutDir
@@ -55,8 +62,7 @@ def test_the_tables_rest_on_the_verdicts_runs_and_say_which(tmp_path, monkeypatc
     assert rec["a"]["n_runs_ok"] == 3  # every run still listed
 
 
-def test_with_no_pair_left_the_quiet_runs_are_shown_labelled_as_no_verdict(tmp_path,
-                                                                          monkeypatch):
+def test_with_no_pair_left_the_quiet_runs_are_shown_labelled_as_no_verdict(tmp_path, monkeypatch):
     _rounds(tmp_path, monkeypatch, {"a-train-r1"}, n=1)
     summary = build_report(tmp_path, ReportConfig(formats=["md"]))
     (c,) = summary.comparisons
@@ -71,27 +77,39 @@ def test_with_no_pair_left_the_quiet_runs_are_shown_labelled_as_no_verdict(tmp_p
 
 def test_a_rerun_contended_again_is_named_so(tmp_path, monkeypatch, caplog):
     with caplog.at_level(logging.WARNING, logger=experiment.log.name):
-        launched = _rounds(tmp_path, monkeypatch, {"a-train-r1", "a-train-r1-rerun1"}, n=1,
-                           rerun=1)
+        launched = _rounds(tmp_path, monkeypatch, {"a-train-r1", "a-train-r1-rerun1"}, n=1, rerun=1)
     assert launched == ["a-train-r1", "a-train-r1-rerun1", "b-train-r1"]
     assert "a-train-r1-rerun1 (rerun of a-train-r1) was contended again" in caplog.text
     build_report(tmp_path, ReportConfig(formats=["md"]))
-    row = next(line for line in (tmp_path / "report.md").read_text().splitlines()
-               if line.startswith("| 2 | `a-train-r1-rerun1`"))
+    row = next(
+        line
+        for line in (tmp_path / "report.md").read_text().splitlines()
+        if line.startswith("| 2 | `a-train-r1-rerun1`")
+    )
     assert labels("en")["contended_again"] in row
 
 
-def test_a_contended_profile_run_is_rerun_and_its_comparison_is_not_comparable(tmp_path,
-                                                                              monkeypatch):
+def test_a_contended_profile_run_is_rerun_and_its_comparison_is_not_comparable(
+    tmp_path, monkeypatch
+):
     from afbench.compare import _contended_profile
 
     launch, launched = fake_launcher({"a-profile-r1"})
     monkeypatch.setattr(experiment, "launch_run", launch)
     plan = make_plan(tmp_path, rerun_contended=1)
-    profile = [spec_for(tmp_path, f"{v}-profile-r1", v, phase="profile").model_copy(
-        update={"index": 3 + (v == "b")}) for v in "ab"]
-    plan = plan.model_copy(update={"runs": [*plan.runs, *profile], "phases": ["train", "profile"],
-                                   "profile_phase": "profile"})
+    profile = [
+        spec_for(tmp_path, f"{v}-profile-r1", v, phase="profile").model_copy(
+            update={"index": 3 + (v == "b")}
+        )
+        for v in "ab"
+    ]
+    plan = plan.model_copy(
+        update={
+            "runs": [*plan.runs, *profile],
+            "phases": ["train", "profile"],
+            "profile_phase": "profile",
+        }
+    )
     write_json_atomic(tmp_path / "plan.json", plan.model_dump(mode="json"))
     experiment.execute_plan(plan, plan_path=tmp_path / "plan.json")
     assert "a-profile-r1-rerun1" in launched  # rerun like a train run
@@ -108,8 +126,9 @@ def test_a_contended_profile_run_is_rerun_and_its_comparison_is_not_comparable(t
     assert json.loads(got.model_dump_json())["reason_msg"]["key"] == "clauses"
 
 
-def test_a_replaced_contended_run_in_the_time_to_first_step_is_said_beside_it(tmp_path,
-                                                                             monkeypatch):
+def test_a_replaced_contended_run_in_the_time_to_first_step_is_said_beside_it(
+    tmp_path, monkeypatch
+):
     # the contended run's rerun found the kernels it built: its cold first step still counts
     # (a first compile is one however busy the machine), and the report says so
     _rounds(tmp_path, monkeypatch, {"a-train-r1"}, n=1, rerun=1)
@@ -118,6 +137,8 @@ def test_a_replaced_contended_run_in_the_time_to_first_step_is_said_beside_it(tm
     assert c.baseline.runs_used == ["a-train-r1-rerun1"]
     assert c.baseline.first_step_set_aside == ["a-train-r1"]
     md = (tmp_path / "report.md").read_text()
-    assert ("Time to first step of `a` includes a-train-r1, which the verdict set aside: a "
-            "run's first step is a compile however busy") in md
+    assert (
+        "Time to first step of `a` includes a-train-r1, which the verdict set aside: a "
+        "run's first step is a compile however busy"
+    ) in md
     assert "Time to first step of `b` includes" not in md

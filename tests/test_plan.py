@@ -16,13 +16,18 @@ from afbench.runspec import config_hash
 @pytest.fixture
 def af_plan(compose_cfg, tmp_path):
     # the reference's protocol: one round (the recipe runs 5 rounds of its train phase)
-    return make_plan(validate_config(compose_cfg("experiment=sft_af_compare",
-                                                 "experiment.repeats=1")), tmp_path)
+    return make_plan(
+        validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=1")), tmp_path
+    )
 
 
 def test_reference_order_off_on_off_on(af_plan):
     assert [r.run_id for r in af_plan.runs] == [
-        "af_off-train-r1", "af_on-train-r1", "af_off-profile-r1", "af_on-profile-r1"]
+        "af_off-train-r1",
+        "af_on-train-r1",
+        "af_off-profile-r1",
+        "af_on-profile-r1",
+    ]
     assert af_plan.verdict_phase == "train"
     assert af_plan.profile_phase == "profile"
 
@@ -49,8 +54,14 @@ def test_repeats_are_counterbalanced_by_default(compose_cfg, tmp_path):
     conf = validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=3"))
     plan = make_plan(conf, tmp_path)
     ids = [r.run_id for r in plan.runs]
-    assert ids[:6] == ["af_off-train-r1", "af_on-train-r1", "af_on-train-r2", "af_off-train-r2",
-                       "af_off-train-r3", "af_on-train-r3"]
+    assert ids[:6] == [
+        "af_off-train-r1",
+        "af_on-train-r1",
+        "af_on-train-r2",
+        "af_off-train-r2",
+        "af_off-train-r3",
+        "af_on-train-r3",
+    ]
     # rounds repeat the verdict phase only: the profile phase (its first run is what the report
     # reads) runs once per variant, after the rounds
     assert ids[6:] == ["af_off-profile-r1", "af_on-profile-r1"]
@@ -58,8 +69,11 @@ def test_repeats_are_counterbalanced_by_default(compose_cfg, tmp_path):
 
 
 def test_interleaved_order_keeps_the_baseline_first_in_every_round(compose_cfg, tmp_path):
-    conf = validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=2",
-                                       "experiment.order=interleaved"))
+    conf = validate_config(
+        compose_cfg(
+            "experiment=sft_af_compare", "experiment.repeats=2", "experiment.order=interleaved"
+        )
+    )
     ids = [r.run_id for r in make_plan(conf, tmp_path).runs]
     assert ids[:4] == ["af_off-train-r1", "af_on-train-r1", "af_off-train-r2", "af_on-train-r2"]
 
@@ -67,47 +81,72 @@ def test_interleaved_order_keeps_the_baseline_first_in_every_round(compose_cfg, 
 def test_counterbalanced_rounds_of_three_variants_reverse_every_other_round():
     names = ["base", "v1", "v2"]
     assert [round_order(names, r, "counterbalanced", None) for r in (1, 2, 3)] == [
-        ["base", "v1", "v2"], ["v2", "v1", "base"], ["base", "v1", "v2"]]
+        ["base", "v1", "v2"],
+        ["v2", "v1", "base"],
+        ["base", "v1", "v2"],
+    ]
 
 
 def test_random_order_is_reproduced_by_its_recorded_seed(compose_cfg, tmp_path):
-    conf = validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=6",
-                                       "experiment.order=random"))
+    conf = validate_config(
+        compose_cfg("experiment=sft_af_compare", "experiment.repeats=6", "experiment.order=random")
+    )
     first = make_plan(conf, tmp_path)
     assert first.order_seed is not None  # drawn and recorded
-    again = validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=6",
-                                        "experiment.order=random",
-                                        f"experiment.order_seed={first.order_seed}"))
+    again = validate_config(
+        compose_cfg(
+            "experiment=sft_af_compare",
+            "experiment.repeats=6",
+            "experiment.order=random",
+            f"experiment.order_seed={first.order_seed}",
+        )
+    )
     assert [r.run_id for r in make_plan(again, tmp_path).runs] == [r.run_id for r in first.runs]
-    rounds = [[r.variant for r in first.runs if r.phase == "train" and r.repeat == k]
-              for k in range(1, 7)]
+    rounds = [
+        [r.variant for r in first.runs if r.phase == "train" and r.repeat == k] for k in range(1, 7)
+    ]
     assert rounds[0] == ["af_off", "af_on"]  # round 1 starts with the baseline
     # 5 later rounds of 2 variants: both orders occur for most seeds; this checks the draws
     # follow the seed, not one fixed pattern
-    orders = {tuple(r) for seed in range(20)
-              for r in (round_order(["af_off", "af_on"], k, "random", seed) for k in (2, 3))}
+    orders = {
+        tuple(r)
+        for seed in range(20)
+        for r in (round_order(["af_off", "af_on"], k, "random", seed) for k in (2, 3))
+    }
     assert orders == {("af_off", "af_on"), ("af_on", "af_off")}
 
 
 def test_auto_plans_min_repeats_rounds_of_the_verdict_phase_then_the_profile_once(
-        compose_cfg, tmp_path):
-    conf = validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=auto",
-                                       "experiment.max_repeats=5", "report.min_gain_pct=1.5"))
+    compose_cfg, tmp_path
+):
+    conf = validate_config(
+        compose_cfg(
+            "experiment=sft_af_compare",
+            "experiment.repeats=auto",
+            "experiment.max_repeats=5",
+            "report.min_gain_pct=1.5",
+        )
+    )
     plan = make_plan(conf, tmp_path)
     assert [r.run_id for r in plan.runs] == [
-        "af_off-train-r1", "af_on-train-r1", "af_on-train-r2", "af_off-train-r2",
-        "af_off-train-r3", "af_on-train-r3", "af_off-profile-r1", "af_on-profile-r1"]
+        "af_off-train-r1",
+        "af_on-train-r1",
+        "af_on-train-r2",
+        "af_off-train-r2",
+        "af_off-train-r3",
+        "af_on-train-r3",
+        "af_off-profile-r1",
+        "af_on-profile-r1",
+    ]
     assert plan.repeats == "auto" and plan.auto.min_pairs == 3 and plan.auto.max_pairs == 5
     assert plan.auto.level == 0.95 and plan.auto.min_gain_pct == 1.5
 
 
-def test_an_added_round_goes_before_the_later_phases_and_keeps_run_identity(compose_cfg,
-                                                                          tmp_path):
+def test_an_added_round_goes_before_the_later_phases_and_keeps_run_identity(compose_cfg, tmp_path):
     conf = validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=auto"))
     plan = add_round(make_plan(conf, tmp_path), ["af_on"])
     ids = [r.run_id for r in plan.runs]
-    assert ids[6:] == ["af_on-train-r4", "af_off-train-r4", "af_off-profile-r1",
-                       "af_on-profile-r1"]
+    assert ids[6:] == ["af_on-train-r4", "af_off-train-r4", "af_off-profile-r1", "af_on-profile-r1"]
     assert [r.index for r in plan.runs] == list(range(1, 11))
     r4 = plan.runs[6]
     assert r4.repeat == 4 and Path(r4.run_dir) == tmp_path / "runs" / "af_on-train-r4"
@@ -115,8 +154,9 @@ def test_an_added_round_goes_before_the_later_phases_and_keeps_run_identity(comp
     assert len({r.config_hash for r in plan.runs}) == len(plan.runs)
 
 
-def test_a_variant_that_runs_before_its_rounds_baseline_is_not_skipped_for_it(compose_cfg,
-                                                                            tmp_path):
+def test_a_variant_that_runs_before_its_rounds_baseline_is_not_skipped_for_it(
+    compose_cfg, tmp_path
+):
     conf = validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=2"))
     plan = make_plan(conf, tmp_path)
     runs = {r.run_id: r for r in plan.runs}
@@ -128,16 +168,25 @@ def test_a_variant_that_runs_before_its_rounds_baseline_is_not_skipped_for_it(co
     assert skip_reason(plan, runs["af_on-profile-r1"], st)  # reference: later phases skipped
 
 
-@pytest.mark.parametrize("override, where, known", [
-    ("+experiment.variants.af_on.optimization.autofuze=true",
-     "experiment.variants.af_on in phase train: optimization.autofuze: unknown key",
-     "autofuse"),
-    # a phase's typo is named in the phase, not under the first variant it reaches
-    ("+experiment.phases.train.scheduler.measure.last_stp=10",
-     "experiment.phases.train: scheduler.measure.last_stp: unknown key", "last_step"),
-])
-def test_an_unknown_key_is_named_where_it_was_written(compose_cfg, tmp_path, override, where,
-                                                      known):
+@pytest.mark.parametrize(
+    "override, where, known",
+    [
+        (
+            "+experiment.variants.af_on.optimization.autofuze=true",
+            "experiment.variants.af_on in phase train: optimization.autofuze: unknown key",
+            "autofuse",
+        ),
+        # a phase's typo is named in the phase, not under the first variant it reaches
+        (
+            "+experiment.phases.train.scheduler.measure.last_stp=10",
+            "experiment.phases.train: scheduler.measure.last_stp: unknown key",
+            "last_step",
+        ),
+    ],
+)
+def test_an_unknown_key_is_named_where_it_was_written(
+    compose_cfg, tmp_path, override, where, known
+):
     conf = validate_config(compose_cfg("experiment=sft_af_compare", override))
     with pytest.raises(ConfigError) as err:
         make_plan(conf, tmp_path)
@@ -173,9 +222,16 @@ def test_reference_skip_rules(af_plan):
 def test_reference_policy_skips_later_rounds_after_round_1_failed(compose_cfg, tmp_path):
     """issue 34: skip_policy reference with 5 rounds ran rounds 2-5 after round 1 failed; the
     reference's rule (a failed run skips every run after it) holds across rounds."""
-    plan = make_plan(validate_config(compose_cfg(
-        "experiment=sft_af_compare", "experiment.skip_policy=reference",
-        "experiment.repeats=3")), tmp_path)
+    plan = make_plan(
+        validate_config(
+            compose_cfg(
+                "experiment=sft_af_compare",
+                "experiment.skip_policy=reference",
+                "experiment.repeats=3",
+            )
+        ),
+        tmp_path,
+    )
     runs = {r.run_id: r for r in plan.runs}
     st = {"af_off-train-r1": "OK", "af_on-train-r1": "FAILED"}
     for later in ("af_off-train-r2", "af_on-train-r3", "af_off-profile-r1"):
@@ -185,8 +241,9 @@ def test_reference_policy_skips_later_rounds_after_round_1_failed(compose_cfg, t
 
 
 def test_per_variant_policy_keeps_other_variants_going(compose_cfg, tmp_path):
-    conf = validate_config(compose_cfg("experiment=sft_af_compare",
-                                       "experiment.skip_policy=per_variant"))
+    conf = validate_config(
+        compose_cfg("experiment=sft_af_compare", "experiment.skip_policy=per_variant")
+    )
     plan = make_plan(conf, tmp_path)
     runs = {r.run_id: r for r in plan.runs}
     st = {"af_off-train-r1": "OK", "af_on-train-r1": "FAILED"}
@@ -196,22 +253,30 @@ def test_per_variant_policy_keeps_other_variants_going(compose_cfg, tmp_path):
 
 def test_a_skip_reason_names_the_rule_of_its_policy_as_the_readme_does(compose_cfg, tmp_path):
     def reason(policy: str, st: dict[str, str], run_id: str) -> str | None:
-        plan = make_plan(validate_config(compose_cfg(
-            "experiment=sft_af_compare", f"experiment.skip_policy={policy}")), tmp_path)
+        plan = make_plan(
+            validate_config(
+                compose_cfg("experiment=sft_af_compare", f"experiment.skip_policy={policy}")
+            ),
+            tmp_path,
+        )
         return skip_reason(plan, next(r for r in plan.runs if r.run_id == run_id), st)
 
-    own = reason("per_variant", {"af_off-train-r1": "OK", "af_on-train-r1": "FAILED"},
-                 "af_on-profile-r1")
+    own = reason(
+        "per_variant", {"af_off-train-r1": "OK", "af_on-train-r1": "FAILED"}, "af_on-profile-r1"
+    )
     assert own.startswith("earlier run af_on-train-r1 of this variant did not succeed")
     assert "per_variant: a failed variant's later phases are skipped" in own
     base = reason("per_variant", {"af_off-train-r1": "FAILED"}, "af_off-profile-r1")
     assert "after a failed baseline every variant's later phases are skipped" in base
-    ref = reason("reference", {"af_off-train-r1": "OK", "af_on-train-r1": "FAILED"},
-                 "af_off-profile-r1")
+    ref = reason(
+        "reference", {"af_off-train-r1": "OK", "af_on-train-r1": "FAILED"}, "af_off-profile-r1"
+    )
     assert "skip_policy reference: a failed run skips every later run" in ref
     readme = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text()
-    assert "`per_variant` (the default) skips a variant's later phases when that variant " \
-           "failed, and every variant's later phases when the baseline failed" in readme
+    assert (
+        "`per_variant` (the default) skips a variant's later phases when that variant "
+        "failed, and every variant's later phases when the baseline failed" in readme
+    )
 
 
 def test_command_line_override_shadowed_by_a_phase_is_named(compose_cfg):
@@ -224,12 +289,14 @@ def test_command_line_override_shadowed_by_a_phase_is_named(compose_cfg):
 
 
 @pytest.mark.parametrize("slow", ["{engine.env.SLOW: '1'}", "{engine: {env: {SLOW: '1'}}}"])
-def test_variant_setting_only_the_engine_env_does_not_shadow_the_engine_choice(compose_cfg,
-                                                                              slow):
+def test_variant_setting_only_the_engine_env_does_not_shadow_the_engine_choice(compose_cfg, slow):
     from afbench.plan import shadowed_overrides
 
-    overrides = ["engine=command", "engine.executable=/bin/true",
-                 f"+experiment.variants.slow={slow}"]
+    overrides = [
+        "engine=command",
+        "engine.executable=/bin/true",
+        f"+experiment.variants.slow={slow}",
+    ]
     conf = validate_config(compose_cfg(*overrides))
     assert conf.experiment.variants["slow"]  # the variant really sets engine.env
     assert shadowed_overrides(overrides, conf) == []
@@ -238,9 +305,13 @@ def test_variant_setting_only_the_engine_env_does_not_shadow_the_engine_choice(c
 def test_variant_reselecting_the_engine_shadows_the_engine_choice(compose_cfg):
     from afbench.plan import shadowed_overrides
 
-    overrides = ["engine=command", "engine.executable=/bin/true", "+engine.env.SLOW=0",
-                 "+experiment.variants.titan={engine.name: torchtitan}",
-                 "+experiment.variants.slow={engine.env.SLOW: '1'}"]
+    overrides = [
+        "engine=command",
+        "engine.executable=/bin/true",
+        "+engine.env.SLOW=0",
+        "+experiment.variants.titan={engine.name: torchtitan}",
+        "+experiment.variants.slow={engine.env.SLOW: '1'}",
+    ]
     conf = validate_config(compose_cfg(*overrides))
     lines = shadowed_overrides(overrides, conf)
     assert len(lines) == 2, lines
@@ -259,8 +330,11 @@ def test_a_misspelt_variant_set_without_plus_is_named_but_a_real_one_is_not(comp
     (line,) = misspelt_entries(typo, conf)
     assert line.startswith("experiment.variants.af_onn adds a new variant beside 'af_on'")
     # a key added to an existing variant, a new variant with its own name: no warning
-    fine = ["experiment=sft_af_compare", "experiment.variants.af_on.scheduler.seq_len=128",
-            "experiment.variants.rmsnorm.optimization.rmsnorm=true"]
+    fine = [
+        "experiment=sft_af_compare",
+        "experiment.variants.af_on.scheduler.seq_len=128",
+        "experiment.variants.rmsnorm.optimization.rmsnorm=true",
+    ]
     conf = validate_config(compose_cfg(*free_form_argv(fine)))
     assert conf.experiment.variants["af_on"] and misspelt_entries(fine, conf) == []
 

@@ -67,8 +67,11 @@ def fake_cann(root: Path, dates: dict[str, str] | None = None) -> Path:
 def fake_npu_smi(bindir: Path, fail_on_m: bool = False) -> Path:
     bindir.mkdir(exist_ok=True)
     exe = bindir / "npu-smi"
-    body = ('if [ "$2" = "-m" ]; then echo "dcmi module initialize failed" >&2; exit 1; fi\n'
-            if fail_on_m else "")
+    body = (
+        'if [ "$2" = "-m" ]; then echo "dcmi module initialize failed" >&2; exit 1; fi\n'
+        if fail_on_m
+        else ""
+    )
     exe.write_text(f"#!/bin/sh\n{body}echo ok\nexit 0\n")
     exe.chmod(0o755)
     return exe
@@ -83,8 +86,9 @@ def test_pass_line_is_item_and_current():
 
 def test_fail_line_has_current_required_action():
     c = Check("free disk", False, "0.5 GiB free at /x", ">= 1 GiB", "free space there")
-    assert c.line() == ("[FAIL] free disk: current 0.5 GiB free at /x; required >= 1 GiB; "
-                        "action free space there")
+    assert c.line() == (
+        "[FAIL] free disk: current 0.5 GiB free at /x; required >= 1 GiB; action free space there"
+    )
 
 
 # --- platform, python, packages --------------------------------------------------------------
@@ -145,8 +149,9 @@ def test_run_preflight_checks_devices_against_monkeypatched_count(conf, monkeypa
 
 
 def test_unusable_backend_fails_and_skips_device_check(conf, monkeypatch, tmp_path):
-    monkeypatch.setattr(preflight, "probe_backend",
-                        lambda backend: (None, "torch sees no CUDA device"))
+    monkeypatch.setattr(
+        preflight, "probe_backend", lambda backend: (None, "torch sees no CUDA device")
+    )
     checks = run_preflight(with_section(conf, "backend", name="cuda"), tmp_path / "out")
     c = failed(checks, "backend")
     assert "no CUDA device" in c.current and "backend=cpu" in c.action
@@ -200,8 +205,11 @@ def test_output_root_of_another_user_fails(tmp_path, monkeypatch):
 def test_too_little_free_disk_fails(tmp_path, monkeypatch):
     usage = namedtuple("usage", "total used free")
     half_gib = 2**29
-    monkeypatch.setattr(preflight.shutil, "disk_usage",
-                        lambda p: usage(100 * 2**30, 100 * 2**30 - half_gib, half_gib))
+    monkeypatch.setattr(
+        preflight.shutil,
+        "disk_usage",
+        lambda p: usage(100 * 2**30, 100 * 2**30 - half_gib, half_gib),
+    )
     c = check_disk(tmp_path / "not-yet", min_free_gib=1.0)
     assert not c.ok
     assert c.current == f"0.5 GiB free at {tmp_path}" and c.required == ">= 1 GiB"
@@ -217,8 +225,9 @@ def test_tampered_asset_fails_naming_the_file(conf, tmp_path):
     with (assets / "words" / "wordle_words.txt").open("a") as fh:
         fh.write("zzzzz\n")
     (assets / "qwen3_tiny" / "generation_config.json").unlink()
-    tampered = with_section(conf, "model", manifest=str(assets / "assets.sha256"),
-                            path=str(assets / "qwen3_tiny"))
+    tampered = with_section(
+        conf, "model", manifest=str(assets / "assets.sha256"), path=str(assets / "qwen3_tiny")
+    )
     checks = run_preflight(tampered, tmp_path / "out")
     c = failed(checks, "model.manifest")
     assert c.current.startswith("2 problem(s)")
@@ -230,8 +239,9 @@ def test_tampered_asset_fails_naming_the_file(conf, tmp_path):
 
 def test_model_folder_without_config_json_fails(conf, tmp_path):
     (tmp_path / "model").mkdir()
-    checks = run_preflight(with_section(conf, "model", path=str(tmp_path / "model"), manifest=None),
-                           tmp_path / "out")
+    checks = run_preflight(
+        with_section(conf, "model", path=str(tmp_path / "model"), manifest=None), tmp_path / "out"
+    )
     c = failed(checks, "model.path")
     assert "config.json not found" in c.current
     assert c.action == "set model.path=/abs/path/to/hf_model_folder"
@@ -255,11 +265,21 @@ def test_complete_cann_tree_passes_and_reports_dates(tmp_path):
     (root / CANN_COMPONENTS["HCCL"]).write_text("version=9.0.0\nbuild = 20260720.rc1\n")
     assert check_cann_layout(root).ok
     checks = check_cann_dates(root, "20260715")
-    assert [c.item for c in checks] == ["CANN Toolkit", "CANN AutoFuse", "CANN Runtime",
-                                        "CANN HCCL", "CANN OPP"]
+    assert [c.item for c in checks] == [
+        "CANN Toolkit",
+        "CANN AutoFuse",
+        "CANN Runtime",
+        "CANN HCCL",
+        "CANN OPP",
+    ]
     assert all(c.ok for c in checks), [c.line() for c in checks]
-    assert cann_build_dates(root) == {"Toolkit": "20260801", "AutoFuse": "20260801",
-                                      "Runtime": "20260801", "HCCL": "20260720", "OPP": "20260716"}
+    assert cann_build_dates(root) == {
+        "Toolkit": "20260801",
+        "AutoFuse": "20260801",
+        "Runtime": "20260801",
+        "HCCL": "20260720",
+        "OPP": "20260716",
+    }
 
 
 def test_cann_tree_without_opp_fails(tmp_path):
@@ -379,9 +399,10 @@ def test_a_parquet_without_the_chat_columns_fails_listing_its_columns(compose_cf
     assert not c.ok and c.current == f"{path} has columns ['label', 'text']"
 
 
-def test_the_shipped_data_passes_and_the_command_engine_reads_its_own_format(compose_cfg,
-                                                                              tmp_path):
-    assert _check_data(compose_cfg, REPO_ASSETS / "wordle_sample/data/train-00000-of-00001.parquet").ok
+def test_the_shipped_data_passes_and_the_command_engine_reads_its_own_format(compose_cfg, tmp_path):
+    assert _check_data(
+        compose_cfg, REPO_ASSETS / "wordle_sample/data/train-00000-of-00001.parquet"
+    ).ok
     own = tmp_path / "corpus.bin"
     own.write_bytes(b"\0\1")
     assert _check_data(compose_cfg, own, "engine=command", "engine.executable=/bin/true").ok

@@ -12,8 +12,12 @@ from afbench.switches.step_profiler import step_trace_from_events
 
 
 def ev(name, start, end, device=DeviceType.CPU, parent=None):
-    return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start, end=end),
-                           device_type=device, cpu_parent=parent)
+    return SimpleNamespace(
+        name=name,
+        time_range=SimpleNamespace(start=start, end=end),
+        device_type=device,
+        cpu_parent=parent,
+    )
 
 
 def cuda_events():

@@ -21,8 +21,7 @@ from afbench.report.__main__ import main as report_main
 STORED = Path(__file__).parent / "fixtures" / "results"
 #: a template that runs ``id`` into a file when a plain Jinja2 environment renders it
 PLANT = '{{{{ self.__init__.__globals__.__builtins__.__import__("os").system("id > {}") }}}}\n'
-TEMPLATES = ("report.md.j2", "report.html.j2", "sweep.md.j2", "sweep.html.j2",
-             "verdict_words.j2")
+TEMPLATES = ("report.md.j2", "report.html.j2", "sweep.md.j2", "sweep.html.j2", "verdict_words.j2")
 
 
 def received(tmp_path: Path, name: str = "received") -> Path:
@@ -37,8 +36,7 @@ def plant_templates(folder: Path, marker: Path) -> Path:
     folder.mkdir()
     for name in TEMPLATES:
         (folder / name).write_text(PLANT.format(marker), encoding="utf-8")
-    jinja2.Environment(loader=jinja2.FileSystemLoader(folder)).get_template(
-        "report.md.j2").render()
+    jinja2.Environment(loader=jinja2.FileSystemLoader(folder)).get_template("report.md.j2").render()
     assert marker.is_file()
     marker.unlink()
     return folder
@@ -57,7 +55,8 @@ def files(folder: Path) -> dict[Path, bytes]:
 
 @pytest.mark.parametrize("where", ["absolute", "relative"])
 def test_a_template_folder_named_in_experiment_json_is_never_rendered(
-        tmp_path, monkeypatch, capsys, where):
+    tmp_path, monkeypatch, capsys, where
+):
     copy = received(tmp_path)
     marker = tmp_path / "template-ran"
     plant_templates(copy / "tpl", marker)
@@ -68,7 +67,8 @@ def test_a_template_folder_named_in_experiment_json_is_never_rendered(
     stored = str(copy / "tpl")  # a relative folder is named as it resolves (config LocalPath)
     assert capsys.readouterr().err.splitlines() == [
         f"afbench.report: note: experiment.json names report.template_dir {stored!r}; a "
-        "re-render uses only the templates given with --template-dir"]
+        "re-render uses only the templates given with --template-dir"
+    ]
     report = (copy / "report.md").read_text(encoding="utf-8")
     assert "fused vs plain" in report and "uid=" not in report  # the installed templates
     assert "uid=" not in (copy / "report.html").read_text(encoding="utf-8")
@@ -84,16 +84,21 @@ def test_a_template_folder_given_on_the_command_line_renders_in_the_sandbox(tmp_
     # the first template rendered: the verdict sentences'
     assert len(err) == 1 and err[0].startswith(
         "afbench.report: error: report.template_dir: verdict_words.j2: SecurityError: access "
-        "to attribute '__init__'"), err
+        "to attribute '__init__'"
+    ), err
     assert not marker.exists()
     assert (copy / "report.md").read_bytes() == before
     # the same inside a macro the report calls later
     (tpl / "verdict_words.j2").write_text(
-        "{% macro verdict_line(c) %}" + PLANT.format(marker).replace("self.", "c.") +
-        "{% endmacro %}{% macro headline(c) %}{% endmacro %}")
+        "{% macro verdict_line(c) %}"
+        + PLANT.format(marker).replace("self.", "c.")
+        + "{% endmacro %}{% macro headline(c) %}{% endmacro %}"
+    )
     assert report_main([str(copy), "--template-dir", str(tpl)]) == 2
-    assert "verdict_words.j2: SecurityError: access to attribute '__init__' of 'Comparison'" \
+    assert (
+        "verdict_words.j2: SecurityError: access to attribute '__init__' of 'Comparison'"
         in capsys.readouterr().err
+    )
     assert not marker.exists()
     # a str.format field that walks past its argument is refused too (it reads os.environ)
     (tpl / "verdict_words.j2").unlink()
@@ -108,14 +113,17 @@ def test_a_template_folder_given_on_the_command_line_renders_in_the_sandbox(tmp_
 
 
 def test_a_users_own_templates_still_render_with_the_installed_ones_in_the_sandbox(
-        tmp_path, capsys):
+    tmp_path, capsys
+):
     copy = received(tmp_path)
     tpl = tmp_path / "mine"
     tpl.mkdir()
     (tpl / "report.md.j2").write_text(
         "{% set v = verdict_words %}mine {{ s.experiment }}: {{ s.comparisons | length }} "
         "{{ '{n} pairs' | fill(n=2) }}\n{% for c in s.comparisons %}{{ c.verdict_line }}\n"
-        "{% endfor %}", encoding="utf-8")
+        "{% endfor %}",
+        encoding="utf-8",
+    )
     assert report_main([str(copy), "--template-dir", str(tpl)]) == 0, capsys.readouterr().err
     md = (copy / "report.md").read_text(encoding="utf-8").splitlines()
     assert md[0] == "mine fixture_results: 3 2 pairs"
@@ -133,7 +141,8 @@ def sweep_of_two(tmp_path: Path) -> Path:
     sweep.mkdir()
     (sweep / "multirun.yaml").write_text(  # as Hydra writes it: the command line asked for 3
         "hydra:\n  mode: MULTIRUN\n  overrides:\n    task:\n    - engine=command\n"
-        "    - report.min_gain_pct=2.0,3.0,4.0\n")
+        "    - report.min_gain_pct=2.0,3.0,4.0\n"
+    )
     for job, value in (("0", "2.0"), ("1", "3.0")):
         folder = received(sweep, job)
         (folder / ".hydra").mkdir(exist_ok=True)
@@ -155,7 +164,8 @@ def test_a_sweep_rerender_never_renders_a_jobs_stored_template_folder(tmp_path, 
 
 
 def test_a_results_link_out_of_the_directory_is_refused_before_anything_is_written(
-        tmp_path, capsys):
+    tmp_path, capsys
+):
     copy = received(tmp_path)
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -163,9 +173,11 @@ def test_a_results_link_out_of_the_directory_is_refused_before_anything_is_writt
     before = files(copy)
     assert report_main([str(copy)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"afbench.report: error: {copy}/results: a symlink leads it to {outside}, "
-                   f"outside {copy}; afbench writes nothing through links out of the directory "
-                   "it writes: remove the link"]
+    assert err == [
+        f"afbench.report: error: {copy}/results: a symlink leads it to {outside}, "
+        f"outside {copy}; afbench writes nothing through links out of the directory "
+        "it writes: remove the link"
+    ]
     assert list(outside.iterdir()) == []
     assert files(copy) == before
 
@@ -181,8 +193,11 @@ def test_a_linked_file_is_replaced_never_written_through(tmp_path, capsys):
     (copy / "report.md").symlink_to(victim)
     assert report_main([str(copy)]) == 0, capsys.readouterr().err
     assert victim.read_text() == "keep me\n"
-    for path in (copy / "results" / "runs.csv", copy / "results" / "steps.parquet",
-                 copy / "report.md"):
+    for path in (
+        copy / "results" / "runs.csv",
+        copy / "results" / "steps.parquet",
+        copy / "report.md",
+    ):
         assert path.is_file() and not path.is_symlink()
 
 
@@ -230,12 +245,24 @@ def test_resume_from_a_directory_with_a_link_exits_2_and_copies_nothing(tmp_path
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "afbench", "experiment=fixture_results", "engine=command",
-         f"engine.executable={sys.executable}",
-         f"engine.args=['{STORED / 'worker.py'}']", "preflight.min_free_gib=0",
-         "history.record=false", f"resume={copy}"],
-        cwd=cwd, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "AFBENCH_RECIPE_PATH": str(STORED / "recipes")})
+        [
+            sys.executable,
+            "-m",
+            "afbench",
+            "experiment=fixture_results",
+            "engine=command",
+            f"engine.executable={sys.executable}",
+            f"engine.args=['{STORED / 'worker.py'}']",
+            "preflight.min_free_gib=0",
+            "history.record=false",
+            f"resume={copy}",
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "AFBENCH_RECIPE_PATH": str(STORED / "recipes")},
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"resume: {link} is a symlink (to {secret})" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -252,7 +279,8 @@ def test_a_summary_of_a_newer_afbench_is_refused_not_overwritten(tmp_path, capsy
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(
         f"afbench.report: error: {copy}/summary.json: schema_version 99 is not one this "
-        "afbench reads"), err
+        "afbench reads"
+    ), err
     assert files(copy) == before and not (copy / "results").exists()
 
 
@@ -262,9 +290,11 @@ def test_a_run_folder_that_lost_only_its_status_is_refused_as_a_missing_one(tmp_
     before = files(copy)
     assert report_main([str(copy)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"afbench.report: error: {copy}/runs/fused-train-r1/status.json: missing, "
-                   "but summary.json records it as run; restore the folder (or re-run with "
-                   f"resume={copy}) — nothing was rewritten"]
+    assert err == [
+        f"afbench.report: error: {copy}/runs/fused-train-r1/status.json: missing, "
+        "but summary.json records it as run; restore the folder (or re-run with "
+        f"resume={copy}) — nothing was rewritten"
+    ]
     assert files(copy) == before
 
 
@@ -312,14 +342,14 @@ def test_a_partial_sweep_report_names_the_combinations_that_never_ran(tmp_path, 
     assert summary["never_ran"] == ["report.min_gain_pct=4.0"] and summary["jobs"] == 2
     never = "Never ran (the sweep stopped before them, or their job folders are gone): "
     assert f"{never}`report.min_gain_pct=4.0`" in (sweep / "sweep_report.md").read_text()
-    assert f"{never}<code>report.min_gain_pct=4.0</code>" in \
-        (sweep / "sweep_report.html").read_text()
+    assert (
+        f"{never}<code>report.min_gain_pct=4.0</code>" in (sweep / "sweep_report.html").read_text()
+    )
 
 
 def test_the_history_page_renders_stored_text_as_text_not_as_a_template(tmp_path):
-    from test_history import T0, _write_all, planted
-
     from afbench.history.__main__ import main as history_main
+    from test_history import T0, _write_all, planted
 
     url = f"sqlite:///{tmp_path / 'h.sqlite'}"
     name = "{{ 7 * 7 }}{% include 'x' %}"  # an experiment name as an imported record holds it

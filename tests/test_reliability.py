@@ -19,10 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from test_faults import (LAUNCHER, assert_no_orphans, command, live_processes, output_dir,
-                         status, write_recipe)
 from afbench.errors import DiskFull
 from afbench.runspec import INTERRUPTED
+from test_faults import (
+    LAUNCHER,
+    assert_no_orphans,
+    command,
+    live_processes,
+    output_dir,
+    status,
+    write_recipe,
+)
 
 
 def afbench(cwd: Path, *args: str, popen: bool = False, timeout: float = 120, env=None):
@@ -30,10 +37,16 @@ def afbench(cwd: Path, *args: str, popen: bool = False, timeout: float = 120, en
     env.pop("HYDRA_FULL_ERROR", None)
     argv = [sys.executable, "-m", "afbench", *args]
     if popen:
-        return subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+        return subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def wait_for_step(cwd: Path, run_id: str, proc: subprocess.Popen) -> Path:
@@ -52,8 +65,9 @@ def small_fs(tmp_path):
     """A 48 MiB tmpfs (the experiment's reserve takes 16 MiB of it)."""
     mnt = tmp_path / "small"
     mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mnt)],
-                          capture_output=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mnt)], capture_output=True
+    )
     if done.returncode:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
     yield mnt
@@ -79,8 +93,10 @@ def test_write_on_a_full_disk_names_the_disk_and_leaves_no_temp_file(small_fs):
     write_json_atomic(small_fs / "status.json", {"status": "OK"})
     assert json.loads((small_fs / "status.json").read_text()) == {"status": "OK"}
     line = reserve_used(reserve)
-    assert line.startswith(f"disk full: no space left for {small_fs / 'status.json'} on "
-                           f"{small_fs} (") and "MiB free of 48.0 MiB" in line
+    assert (
+        line.startswith(f"disk full: no space left for {small_fs / 'status.json'} on {small_fs} (")
+        and "MiB free of 48.0 MiB" in line
+    )
     release_reserve(reserve)
     fill(small_fs / "fill.bin")
     with pytest.raises(DiskFull, match=f"on {small_fs} "):
@@ -89,14 +105,26 @@ def test_write_on_a_full_disk_names_the_disk_and_leaves_no_temp_file(small_fs):
 
 
 def test_a_disk_that_fills_mid_experiment_keeps_every_finished_run_and_one_error_line(
-        tmp_path, small_fs):
-    write_recipe(tmp_path, "full", {"good": command("good.py", "{steps}"),
-                                    "fill": command("fill_disk.py", "{steps}", "{run_dir}"),
-                                    "after": command("good.py", "{steps}")})
+    tmp_path, small_fs
+):
+    write_recipe(
+        tmp_path,
+        "full",
+        {
+            "good": command("good.py", "{steps}"),
+            "fill": command("fill_disk.py", "{steps}", "{run_dir}"),
+            "after": command("good.py", "{steps}"),
+        },
+    )
     out = small_fs / "out"
-    proc = afbench(tmp_path, "experiment=full", *LAUNCHER, f"hydra.run.dir={out}",
-                   "preflight.min_free_gib=0",
-                   "experiment.order=interleaved")
+    proc = afbench(
+        tmp_path,
+        "experiment=full",
+        *LAUNCHER,
+        f"hydra.run.dir={out}",
+        "preflight.min_free_gib=0",
+        "experiment.order=interleaved",
+    )
     text = proc.stdout + proc.stderr
     assert proc.returncode == 1, text
     assert "Traceback" not in text
@@ -118,8 +146,12 @@ def test_a_disk_that_fills_mid_experiment_keeps_every_finished_run_and_one_error
     assert list(small_fs.rglob("*.tmp")) == [] and list(small_fs.rglob(".afbench-reserve")) == []
     # space freed: a re-render rewrites the report, the skipped run's reason in it
     (out / "runs" / "fill-train-r1" / "fill.bin").unlink()
-    again = subprocess.run([sys.executable, "-m", "afbench.report", str(out)],
-                           capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        [sys.executable, "-m", "afbench.report", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert again.returncode == 0, again.stderr
     assert "disk full" in (out / "report.md").read_text()
 
@@ -139,8 +171,9 @@ time.sleep(120)
 def test_a_second_afbench_on_an_owned_directory_exits_2_naming_the_owner(tmp_path):
     write_recipe(tmp_path, "owned", {"good": command("good.py", "{steps}")})
     out = tmp_path / "out"
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(out)], stdout=subprocess.PIPE,
-                             text=True)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(out)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert owner.stdout.readline().strip() == "owned"
         proc = afbench(tmp_path, "experiment=owned", *LAUNCHER, f"hydra.run.dir={out}")
@@ -148,24 +181,36 @@ def test_a_second_afbench_on_an_owned_directory_exits_2_naming_the_owner(tmp_pat
         owner.kill()
         owner.wait()
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert (f"afbench: error: {out} is in use by pid {owner.pid} on {socket.gethostname()} "
-            "since ") in proc.stderr
+    assert (
+        f"afbench: error: {out} is in use by pid {owner.pid} on {socket.gethostname()} since "
+    ) in proc.stderr
     assert sorted(p.name for p in out.iterdir()) == [".afbench.lock"]  # nothing written
 
 
 def test_two_afbench_started_at_once_on_one_directory_never_mix_it(tmp_path):
-    write_recipe(tmp_path, "race", {"good": command("good.py", "{steps}"),
-                                    "other": command("good.py", "{steps}")})
+    write_recipe(
+        tmp_path,
+        "race",
+        {"good": command("good.py", "{steps}"), "other": command("good.py", "{steps}")},
+    )
     out = tmp_path / "out"
-    procs = [afbench(tmp_path, "experiment=race", f"launcher.timeout_s={60 + i}",
-                     "launcher.kill_grace_s=1", f"hydra.run.dir={out}", popen=True)
-             for i in range(2)]
+    procs = [
+        afbench(
+            tmp_path,
+            "experiment=race",
+            f"launcher.timeout_s={60 + i}",
+            "launcher.kill_grace_s=1",
+            f"hydra.run.dir={out}",
+            popen=True,
+        )
+        for i in range(2)
+    ]
     outputs = [p.communicate(timeout=180)[0] for p in procs]
     codes = sorted(p.returncode for p in procs)
     assert codes == [0, 2], outputs
     loser = outputs[[p.returncode for p in procs].index(2)]
     assert "Traceback" not in loser
-    assert ("is in use by pid" in loser or "already holds an experiment" in loser), loser
+    assert "is in use by pid" in loser or "already holds an experiment" in loser, loser
     winner = [p.returncode for p in procs].index(0)
     # the files describe the run that ran: its config, its runs
     exp = json.loads((out / "experiment.json").read_text())
@@ -181,10 +226,15 @@ def test_kill_9_of_afbench_stops_its_worker_which_holds_the_device_lock_until_go
     # (3 s) after it noticed afbench was gone; a lock freed before that would be seen free
     # while the worker still lives
     locks = tmp_path / "locks"
-    write_recipe(tmp_path, "orphan", {"stubborn": command("stubborn.py", "{steps}",
-                                                          "{run_dir}")})
-    proc = afbench(tmp_path, "experiment=orphan", "launcher.timeout_s=600",
-                   "launcher.kill_grace_s=3", popen=True, env={"AFBENCH_LOCK_DIR": str(locks)})
+    write_recipe(tmp_path, "orphan", {"stubborn": command("stubborn.py", "{steps}", "{run_dir}")})
+    proc = afbench(
+        tmp_path,
+        "experiment=orphan",
+        "launcher.timeout_s=600",
+        "launcher.kill_grace_s=3",
+        popen=True,
+        env={"AFBENCH_LOCK_DIR": str(locks)},
+    )
     try:
         wait_for_step(tmp_path, "stubborn-train-r1", proc)
         os.kill(proc.pid, signal.SIGKILL)
@@ -214,10 +264,21 @@ def test_kill_9_of_afbench_stops_its_worker_which_holds_the_device_lock_until_go
 
 
 def test_a_second_ctrl_c_during_the_stop_still_writes_the_status_and_the_report(tmp_path):
-    write_recipe(tmp_path, "twice", {"stubborn": command("stubborn.py", "{steps}", "{run_dir}"),
-                                     "good": command("good.py", "{steps}")})
-    proc = afbench(tmp_path, "experiment=twice", "launcher.timeout_s=120",
-                   "launcher.kill_grace_s=4", popen=True)
+    write_recipe(
+        tmp_path,
+        "twice",
+        {
+            "stubborn": command("stubborn.py", "{steps}", "{run_dir}"),
+            "good": command("good.py", "{steps}"),
+        },
+    )
+    proc = afbench(
+        tmp_path,
+        "experiment=twice",
+        "launcher.timeout_s=120",
+        "launcher.kill_grace_s=4",
+        popen=True,
+    )
     try:
         out = wait_for_step(tmp_path, "stubborn-train-r1", proc)
         proc.send_signal(signal.SIGINT)
@@ -249,8 +310,10 @@ def test_a_log_line_over_the_cap_is_named_not_loaded(tmp_path):
         for step in range(2, 7):
             fh.write(f"step: {step:2d}  loss: 1.0  elapsed_time_per_step: 0.020000s\n".encode())
     lines = list(iter_log(log))
-    assert lines[1] == (f"[afbench: line 2 of {log} holds {(9 << 20) + 1} bytes, over the 8 MiB "
-                        "line cap: not read]\n")
+    assert lines[1] == (
+        f"[afbench: line 2 of {log} holds {(9 << 20) + 1} bytes, over the 8 MiB "
+        "line cap: not read]\n"
+    )
     assert max(len(line) for line in lines) < 200
     times = read_step_times(log, 3, 6)
     assert times == {3: 0.02, 4: 0.02, 5: 0.02, 6: 0.02}
@@ -261,8 +324,10 @@ def test_a_gzip_trace_inflating_over_the_cap_is_refused_naming_it(tmp_path):
 
     bomb = tmp_path / "rank0_trace.json.gz"
     with gzip.open(bomb, "wb", compresslevel=9) as fh:  # 100 MiB in about 100 KB
-        fh.write(b'{"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 1, "dur": 1}, '
-                 b'{"ph": "X", "name": "')
+        fh.write(
+            b'{"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 1, "dur": 1}, '
+            b'{"ph": "X", "name": "'
+        )
         for _ in range(100):
             fh.write(b"A" * (1 << 20))
         fh.write(b'", "ts": 1, "dur": 1}]}')
@@ -279,12 +344,25 @@ def test_a_gzip_trace_inflating_over_the_cap_is_refused_naming_it(tmp_path):
 def test_a_trace_is_read_incrementally_with_the_events_the_summary_needs(tmp_path):
     from afbench.analysis.traces import read_trace, read_trace_events
 
-    events = [{"ph": "M", "name": "process_name", "pid": 7, "args": {"name": "Ascend Hardware",
-                                                                      "labels": "x" * 100}},
-              {"ph": "X", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": "100.5",
-               "dur": 50, "args": {"Call stack": "y" * 1000}},
-              {"ph": "X", "name": "MatMul", "pid": 7, "tid": 2, "ts": "110.25", "dur": 5.5},
-              {"ph": "i", "name": "marker", "pid": 1, "ts": 1}]
+    events = [
+        {
+            "ph": "M",
+            "name": "process_name",
+            "pid": 7,
+            "args": {"name": "Ascend Hardware", "labels": "x" * 100},
+        },
+        {
+            "ph": "X",
+            "name": "ProfilerStep#3",
+            "pid": 1,
+            "tid": 1,
+            "ts": "100.5",
+            "dur": 50,
+            "args": {"Call stack": "y" * 1000},
+        },
+        {"ph": "X", "name": "MatMul", "pid": 7, "tid": 2, "ts": "110.25", "dur": 5.5},
+        {"ph": "i", "name": "marker", "pid": 1, "ts": 1},
+    ]
     path = tmp_path / "trace_view.json"
     path.write_text(json.dumps(events))
     read = read_trace_events(path)
@@ -311,11 +389,13 @@ def silent_server():
     sock.close()
 
 
-def test_a_silent_postgresql_server_costs_one_connect_timeout_and_one_line(tmp_path,
-                                                                          silent_server):
+def test_a_silent_postgresql_server_costs_one_connect_timeout_and_one_line(tmp_path, silent_server):
     pytest.importorskip("psycopg")
-    write_recipe(tmp_path, "silent", {"good": command("good.py", "{steps}"),
-                                      "other": command("good.py", "{steps}")})
+    write_recipe(
+        tmp_path,
+        "silent",
+        {"good": command("good.py", "{steps}"), "other": command("good.py", "{steps}")},
+    )
     proc = afbench(tmp_path, "experiment=silent", *LAUNCHER, f"history.url={silent_server}")
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0, text
@@ -335,17 +415,24 @@ def test_a_damaged_sqlite_history_is_one_line_and_exit_2(tmp_path):
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA journal_mode=DELETE")
         page = conn.execute("PRAGMA page_size").fetchone()[0]
-        roots = [r for (r,) in conn.execute("SELECT rootpage FROM sqlite_master WHERE "
-                                            "name LIKE '%alembic_version%'")]
+        roots = [
+            r
+            for (r,) in conn.execute(
+                "SELECT rootpage FROM sqlite_master WHERE name LIKE '%alembic_version%'"
+            )
+        ]
     conn.close()
     data = bytearray(path.read_bytes())
     kept = max(roots) * page  # the schema and alembic_version stay; every later page is noise
     data[kept:] = b"\xde\xad" * ((len(data) - kept) // 2)
     path.write_bytes(bytes(data))
     for cmd in (["list"], ["check", "--experiment", "x", "--variant", "y"]):
-        done = subprocess.run([sys.executable, "-m", "afbench.history", "--url",
-                               f"sqlite:///{path}", *cmd], capture_output=True, text=True,
-                              timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "afbench.history", "--url", f"sqlite:///{path}", *cmd],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 2, done.stderr
         assert "Traceback" not in done.stderr
         lines = done.stderr.strip().splitlines()
@@ -392,8 +479,7 @@ def test_a_run_starts_once_the_load_has_passed(caplog):
     assert wait_for_quiet(0, "x", probe=lambda: 1 / 0).quiet  # 0: never probes
 
 
-def test_a_measured_run_and_the_rerun_of_a_contended_one_both_wait_for_quiet(tmp_path,
-                                                                            monkeypatch):
+def test_a_measured_run_and_the_rerun_of_a_contended_one_both_wait_for_quiet(tmp_path, monkeypatch):
     from afbench import experiment
     from test_contention_runs import fake_launcher, make_plan
 
@@ -412,8 +498,9 @@ def test_a_measured_run_and_the_rerun_of_a_contended_one_both_wait_for_quiet(tmp
     assert plan.quiet_s(other) == 0.0  # a run outside the verdict phase does not wait
 
 
-def test_a_ctrl_c_while_afbench_reads_a_finished_runs_log_still_records_the_run(tmp_path,
-                                                                                monkeypatch):
+def test_a_ctrl_c_while_afbench_reads_a_finished_runs_log_still_records_the_run(
+    tmp_path, monkeypatch
+):
     from afbench.launch import local
     from test_contention_runs import spec_for
 

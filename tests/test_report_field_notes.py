@@ -34,7 +34,8 @@ def report(out: Path, lang: str = "en") -> str:
     """The Markdown report in ``lang`` (the fixture ran in English: zh is report.zh.md)."""
     build_report(out, ReportConfig(formats=["md"], lang=lang))
     return (out / ("report.md" if lang == "en" else f"report.{lang}.md")).read_text(
-        encoding="utf-8")
+        encoding="utf-8"
+    )
 
 
 def test_the_report_says_which_training_steps_the_profiler_labels_are(tmp_path):
@@ -44,10 +45,12 @@ def test_the_report_says_which_training_steps_the_profiler_labels_are(tmp_path):
     assert p.step_labels == [3, 4, 5]
     assert p.labels_msg.args["wait"] == 1 and p.labels_msg.args["warmup"] == 2
     text = (out / "report.md").read_text(encoding="utf-8")
-    assert ("torch.profiler labels these steps ProfilerStep#3–#5 "
-            "(`runs/plain-profile-r1/profile/trace.json`): they are training steps 4–6. "
-            "The label counts the profiler's own steps from 0, so afbench numbers the steps by "
-            "the schedule (wait 1, warmup 2, active 3), not by the label.") in text
+    assert (
+        "torch.profiler labels these steps ProfilerStep#3–#5 "
+        "(`runs/plain-profile-r1/profile/trace.json`): they are training steps 4–6. "
+        "The label counts the profiler's own steps from 0, so afbench numbers the steps by "
+        "the schedule (wait 1, warmup 2, active 3), not by the label."
+    ) in text
     zh = report(out, "zh")
     assert "ProfilerStep#3–#5" in zh and "训练第 4–6 步" in zh
     assert "torch.profiler labels" not in zh
@@ -57,11 +60,13 @@ def test_labels_of_a_users_own_schedule_are_mapped_to_training_steps(tmp_path):
     # the fixture's window is training steps 3-5 (ProfilerStep#2-#4); the trace was recorded
     # by a user's own schedule(wait=1, warmup=2, active=3): #3-#5, training steps 4-6
     text = report(with_trace(tmp_path))
-    assert ("The trace `runs/plain-profile-r1/profile/trace.json` labels its steps "
-            "ProfilerStep#3–#5: they are training steps 4–6, recorded by the run's own "
-            "profiler schedule (1 cycle(s) of 3 active step(s), the first after 3 unrecorded "
-            "step(s): skip_first + wait + warmup), not by the profiler window (training steps "
-            "3–5, ProfilerStep#2–#4).") in text
+    assert (
+        "The trace `runs/plain-profile-r1/profile/trace.json` labels its steps "
+        "ProfilerStep#3–#5: they are training steps 4–6, recorded by the run's own "
+        "profiler schedule (1 cycle(s) of 3 active step(s), the first after 3 unrecorded "
+        "step(s): skip_first + wait + warmup), not by the profiler window (training steps "
+        "3–5, ProfilerStep#2–#4)."
+    ) in text
     assert "训练第 4–6 步" in report(with_trace(tmp_path / "zh"), "zh")
 
 
@@ -74,8 +79,10 @@ def test_labels_of_a_repeating_schedule_are_mapped_cycle_by_cycle(tmp_path):
     for old, new in (("#3", "#2"), ("#4", "#3"), ("#5", "#6")):
         text = text.replace(f'"ProfilerStep{old}"', f'"ProfilerStep{new}"')
     trace.write_text(text)
-    assert ("they are training steps 3–4, 7, recorded by the run's own profiler schedule "
-            "(2 cycle(s) of 2 active step(s), the first after 2 unrecorded step(s)") in report(out)
+    assert (
+        "they are training steps 3–4, 7, recorded by the run's own profiler schedule "
+        "(2 cycle(s) of 2 active step(s), the first after 2 unrecorded step(s)"
+    ) in report(out)
 
 
 def test_label_stretches_are_the_active_periods_of_the_schedules_cycles():
@@ -108,11 +115,21 @@ def test_a_rerender_in_another_language_is_written_beside_the_runs_own_report(tm
     zh_md = (out / "report.zh.md").read_text(encoding="utf-8")
     assert zh_md.startswith("# afbench 报告") and (out / "report.zh.html").is_file()
     # afbench's own sentences are Chinese: parity of the failed pair, profiling, parameters
-    for text in ("这一对中有运行未成功", "变体的 profile 运行失败", "两侧都恰好各包含一次步",
-                 "模型 ", "profiler 步 "):
+    for text in (
+        "这一对中有运行未成功",
+        "变体的 profile 运行失败",
+        "两侧都恰好各包含一次步",
+        "模型 ",
+        "profiler 步 ",
+    ):
         assert text in zh_md, text
-    for english_sentence in ("a run of the pair did not succeed", "profile run failed",
-                             "both sides hold", "has the same settings", "profiler steps"):
+    for english_sentence in (
+        "a run of the pair did not succeed",
+        "profile run failed",
+        "both sides hold",
+        "has the same settings",
+        "profiler steps",
+    ):
         assert english_sentence not in zh_md, english_sentence
     # asking for the language the directory ran with rewrites its own report
     assert report_main([str(out), "--lang", "en"]) == 0

@@ -16,8 +16,9 @@ def test_the_window_is_the_last_half_and_at_least_four_steps(n, window):
 
 
 def test_every_phase_of_sft_af_compare_runs_short_with_windows_moved(compose_cfg, tmp_path):
-    plan = make_plan(validate_config(compose_cfg("experiment=sft_af_compare",
-                                                 "experiment.steps=6")), tmp_path)
+    plan = make_plan(
+        validate_config(compose_cfg("experiment=sft_af_compare", "experiment.steps=6")), tmp_path
+    )
     by_id = {r.run_id: r.config for r in plan.runs}
     for variant in ("af_off", "af_on"):
         train, profile = by_id[f"{variant}-train-r1"], by_id[f"{variant}-profile-r1"]
@@ -31,14 +32,17 @@ def test_every_phase_of_sft_af_compare_runs_short_with_windows_moved(compose_cfg
 
 def test_ten_steps_is_the_recipe_as_written(compose_cfg, tmp_path):
     as_written = make_plan(validate_config(compose_cfg("experiment=sft_af_compare")), tmp_path)
-    ten = make_plan(validate_config(compose_cfg("experiment=sft_af_compare",
-                                                "experiment.steps=10")), tmp_path)
+    ten = make_plan(
+        validate_config(compose_cfg("experiment=sft_af_compare", "experiment.steps=10")), tmp_path
+    )
     assert [r.config for r in ten.runs] == [r.config for r in as_written.runs]
 
 
 def test_inference_steps_are_warmup_and_measured_runs(compose_cfg, tmp_path):
-    plan = make_plan(validate_config(compose_cfg("experiment=infer_rmsnorm_compare",
-                                                 "experiment.steps=5")), tmp_path)
+    plan = make_plan(
+        validate_config(compose_cfg("experiment=infer_rmsnorm_compare", "experiment.steps=5")),
+        tmp_path,
+    )
     for run in plan.runs:
         s = run.config.scheduler
         assert (s.warmup_runs, s.measured_runs) == (1, 4)
@@ -48,11 +52,17 @@ def test_inference_steps_are_warmup_and_measured_runs(compose_cfg, tmp_path):
 
 
 def test_short_run_leaves_its_input_alone():
-    run = {"scheduler": {"workload": "sft", "steps": 12, "measure": {"first_step": 6,
-                                                                     "last_step": 10}},
-           "optimization": {"profiler": True,
-                            "profiler_window": {"first_step": 6, "last_step": 10,
-                                                "warmup_steps": 1}}}
+    run = {
+        "scheduler": {
+            "workload": "sft",
+            "steps": 12,
+            "measure": {"first_step": 6, "last_step": 10},
+        },
+        "optimization": {
+            "profiler": True,
+            "profiler_window": {"first_step": 6, "last_step": 10, "warmup_steps": 1},
+        },
+    }
     out = short_run(run, 5)
     assert out["scheduler"]["steps"] == 7 and run["scheduler"]["steps"] == 12
 
@@ -60,9 +70,16 @@ def test_short_run_leaves_its_input_alone():
 def test_a_phase_that_does_not_profile_runs_exactly_the_steps_asked(compose_cfg, tmp_path):
     """issue 34: experiment.steps=6 with a train phase's steps: 20 (window 6-10) silently ran
     16 steps; only a profiling phase keeps steps after its window."""
-    plan = make_plan(validate_config(compose_cfg(
-        "experiment=sft_af_compare", "experiment.steps=6",
-        "experiment.phases.train.scheduler.steps=20")), tmp_path)
+    plan = make_plan(
+        validate_config(
+            compose_cfg(
+                "experiment=sft_af_compare",
+                "experiment.steps=6",
+                "experiment.phases.train.scheduler.steps=20",
+            )
+        ),
+        tmp_path,
+    )
     by_id = {r.run_id: r.config for r in plan.runs}
     assert by_id["af_off-train-r1"].scheduler.steps == 6
     assert by_id["af_off-profile-r1"].scheduler.steps == 8
@@ -89,8 +106,9 @@ def test_steps_of_a_plain_run_suggest_experiment_steps_or_the_window(compose_cfg
 
 
 def test_steps_set_in_a_phase_name_that_phase(compose_cfg, tmp_path):
-    conf = validate_config(compose_cfg("experiment=sft_af_compare",
-                                       "experiment.phases.train.scheduler.steps=4"))
+    conf = validate_config(
+        compose_cfg("experiment=sft_af_compare", "experiment.phases.train.scheduler.steps=4")
+    )
     with pytest.raises(ConfigError) as err:
         make_plan(conf, tmp_path)
     assert "set experiment.phases.train.scheduler.measure" in str(err.value)

@@ -46,11 +46,17 @@ def probe(cwd: Path, *args: str, recipes: Path | None = None) -> tuple[dict, str
         import os
 
         env = {**os.environ, "AFBENCH_RECIPE_PATH": str(recipes)}
-    proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(list(args))], cwd=cwd,
-                          capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(list(args))],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     line = next((l for l in proc.stdout.splitlines() if l.startswith("PROBE ")), None)
     assert line, proc.stdout + proc.stderr
-    return json.loads(line[len("PROBE "):]), proc.stderr
+    return json.loads(line[len("PROBE ") :]), proc.stderr
 
 
 def command_recipe(folder: Path) -> Path:
@@ -58,12 +64,20 @@ def command_recipe(folder: Path) -> Path:
     recipes = folder / "recipes"
     recipes.mkdir()
     recipe = {
-        "engine": {"name": "command", "executable": sys.executable,
-                   "args": [str(GOOD_WORKER), "{steps}"]},
+        "engine": {
+            "name": "command",
+            "executable": sys.executable,
+            "args": [str(GOOD_WORKER), "{steps}"],
+        },
         "report": {"formats": ["md"]},
-        "experiment": {"name": "startup_one", "baseline": "a", "variants": {"a": {}},
-                       "phases": {"train": {"scheduler": {
-                           "steps": 4, "measure": {"first_step": 2, "last_step": 4}}}}},
+        "experiment": {
+            "name": "startup_one",
+            "baseline": "a",
+            "variants": {"a": {}},
+            "phases": {
+                "train": {"scheduler": {"steps": 4, "measure": {"first_step": 2, "last_step": 4}}}
+            },
+        },
     }
     (recipes / "startup_one.yaml").write_text("# @package _global_\n" + yaml.safe_dump(recipe))
     return recipes
@@ -81,13 +95,16 @@ def test_a_key_hydra_cannot_compose_is_reported_before_any_heavy_import(tmp_path
     # the common typo fails in Hydra's compose. The recipes' defaults come from the config
     # models (one home: afbench.verdict.DEFAULT through them), so pydantic is imported, but
     # nothing that loads a model or a table is
-    code = ("import json, sys\nsys.argv = ['afbench', 'scheduler.stepz=3']\n"
-            "from afbench.cli import main\n"
-            "try:\n    main()\nexcept SystemExit as exc:\n"
-            "    print('PROBE', exc.code, sorted(m for m in ('torch', 'transformers', 'pandas',"
-            " 'matplotlib', 'jinja2') if m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
+    code = (
+        "import json, sys\nsys.argv = ['afbench', 'scheduler.stepz=3']\n"
+        "from afbench.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n"
+        "    print('PROBE', exc.code, sorted(m for m in ('torch', 'transformers', 'pandas',"
+        " 'matplotlib', 'jinja2') if m in sys.modules))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert "PROBE 2 []" in proc.stdout, proc.stdout + proc.stderr
     assert "scheduler.stepz: unknown key; did you mean 'scheduler.steps'?" in proc.stderr
 
@@ -99,7 +116,8 @@ def test_bad_value_exits_2_before_any_heavy_import(tmp_path):
 
 
 def test_command_engine_run_with_md_report_composes_once_and_imports_no_torch_scipy_matplotlib(
-        tmp_path):
+    tmp_path,
+):
     got, stderr = probe(tmp_path, "experiment=startup_one", recipes=command_recipe(tmp_path))
     assert got["code"] == 0, stderr
     assert got["composes"] == 1
@@ -110,31 +128,38 @@ def test_command_engine_run_with_md_report_composes_once_and_imports_no_torch_sc
     assert json.loads((out / "runs" / "a-train-r1" / "status.json").read_text())["status"] == "OK"
     # what Hydra's own run writes is there: the job's overrides, its config, the job log
     assert yaml.safe_load((out / ".hydra" / "overrides.yaml").read_text()) == [
-        "experiment=startup_one"]
-    assert yaml.safe_load((out / ".hydra" / "config.yaml").read_text())["engine"]["name"] == "command"
+        "experiment=startup_one"
+    ]
+    assert (
+        yaml.safe_load((out / ".hydra" / "config.yaml").read_text())["engine"]["name"] == "command"
+    )
     assert "preflight" in (out / "cli.log").read_text()
 
 
 def test_worker_of_the_command_engine_imports_no_torch_pandas_or_omegaconf():
     # nor the summary's models: they cost ~0.08 s per run (the store loads them lazily)
-    code = ("import sys, afbench.worker, afbench.engines.command\n"
-            "print(sorted(m for m in ('torch', 'pandas', 'omegaconf', 'scipy', 'yaml', "
-            "'afbench.store.summary', 'afbench.store.comparison') "
-            "if m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    code = (
+        "import sys, afbench.worker, afbench.engines.command\n"
+        "print(sorted(m for m in ('torch', 'pandas', 'omegaconf', 'scipy', 'yaml', "
+        "'afbench.store.summary', 'afbench.store.comparison') "
+        "if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("argv, single", [
-    (["experiment=sft_af_compare", "scheduler.seq_len=512"], True),
-    ([], True),
-    (["-m", "optimization.autofuse=false,true"], False),
-    (["optimization.autofuse=false,true"], False),   # a sweep: precheck points to -m
-    (["hydra.mode=MULTIRUN", "scheduler.lr=0.1,0.2"], False),
-    (["--cfg", "job"], False),
-    (["--help"], False),
-])
+@pytest.mark.parametrize(
+    "argv, single",
+    [
+        (["experiment=sft_af_compare", "scheduler.seq_len=512"], True),
+        ([], True),
+        (["-m", "optimization.autofuse=false,true"], False),
+        (["optimization.autofuse=false,true"], False),  # a sweep: precheck points to -m
+        (["hydra.mode=MULTIRUN", "scheduler.lr=0.1,0.2"], False),
+        (["--cfg", "job"], False),
+        (["--help"], False),
+    ],
+)
 def test_only_a_plain_single_run_takes_the_compose_once_path(argv, single):
     assert (single_run_overrides(argv) is not None) is single

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from afbench.errors import OutputError
 from afbench.schema import SCHEMA_VERSION
 from afbench.store import EXPERIMENT_FILE, ExperimentRecord, FileSchema, OutDir, StoredFile
@@ -53,8 +54,11 @@ def test_a_misspelt_key_is_an_error_naming_the_file_and_the_key(tmp_path):
     data = json.loads((STORED / "v1" / "experiment.json").read_text())
     data["asets"] = data.pop("assets")
     path.write_text(json.dumps(data))
-    with pytest.raises(OutputError, match=r"experiment\.json: unknown key 'asets'.*remove or "
-                                          r"correct it"):
+    with pytest.raises(
+        OutputError,
+        match=r"experiment\.json: unknown key 'asets'.*remove or "
+        r"correct it",
+    ):
         EXPERIMENT_FILE.read(path)
     data["assets"] = data.pop("asets")
     data["provenance"] = {"host": {"host_idd": "abc"}}
@@ -66,8 +70,11 @@ def test_a_misspelt_key_is_an_error_naming_the_file_and_the_key(tmp_path):
 def test_a_file_of_a_newer_version_is_refused_naming_the_file(tmp_path):
     path = tmp_path / "experiment.json"
     path.write_text(json.dumps({"schema_version": SCHEMA_VERSION + 1}))
-    with pytest.raises(OutputError, match=rf"experiment\.json: schema_version {SCHEMA_VERSION + 1}"
-                                          r" .* newer afbench"):
+    with pytest.raises(
+        OutputError,
+        match=rf"experiment\.json: schema_version {SCHEMA_VERSION + 1}"
+        r" .* newer afbench",
+    ):
         EXPERIMENT_FILE.read(path)
     path.write_text("[1, 2]")
     with pytest.raises(OutputError, match=r"experiment\.json: holds list, not a JSON object"):
@@ -90,19 +97,44 @@ def test_a_stored_experiment_json_loads_typed_and_upgraded(version):
 def test_a_directory_without_experiment_json_reads_an_empty_record(tmp_path):
     exp = OutDir(tmp_path).experiment()
     assert (exp.config, exp.variants, exp.report.lang, exp.calibration_dict()) == (
-        None, {}, "en", None)
+        None,
+        {},
+        "en",
+        None,
+    )
 
 
 def test_what_the_experiment_writes_the_store_reads_back_unchanged(tmp_path):
     stored = OutDir(STORED / "v1").experiment()
-    record = ExperimentRecord.model_validate({**stored.model_dump(),
-        "calibration": {"kind": "k", "host_id": "0" * 16, "spread_pct": 1.5, "df": 11.0,
-                        "n_pairs": 12, "n_outlier_pairs": 0, "n_experiments": 2,
-                        "updated_at": "2026-12-01T00:00:00+00:00"},
-        "provenance": {"afbench": "0.1", "git_commit": None, "cwd": "/x",
-                       "host": {"hostname": "h", "cpu_model": "c", "cpu_count": 2,
-                                "accelerator": None, "driver": None, "host_id": "1" * 16},
-                       "cann": None}})
+    record = ExperimentRecord.model_validate(
+        {
+            **stored.model_dump(),
+            "calibration": {
+                "kind": "k",
+                "host_id": "0" * 16,
+                "spread_pct": 1.5,
+                "df": 11.0,
+                "n_pairs": 12,
+                "n_outlier_pairs": 0,
+                "n_experiments": 2,
+                "updated_at": "2026-12-01T00:00:00+00:00",
+            },
+            "provenance": {
+                "afbench": "0.1",
+                "git_commit": None,
+                "cwd": "/x",
+                "host": {
+                    "hostname": "h",
+                    "cpu_model": "c",
+                    "cpu_count": 2,
+                    "accelerator": None,
+                    "driver": None,
+                    "host_id": "1" * 16,
+                },
+                "cann": None,
+            },
+        }
+    )
     EXPERIMENT_FILE.write(tmp_path / "experiment.json", record)
     written = json.loads((tmp_path / "experiment.json").read_text())
     assert written["schema_version"] == SCHEMA_VERSION
@@ -121,10 +153,14 @@ def test_a_provenance_without_some_fields_reads_them_as_none(tmp_path):
     path.write_text(json.dumps(data))
     exp = OutDir(tmp_path / "v1").experiment()
     assert (exp.provenance.afbench, exp.provenance.host.host_id, exp.provenance.cann) == (
-        "9.9", "abcd" * 4, None)
+        "9.9",
+        "abcd" * 4,
+        None,
+    )
 
 
 # --- plan.json, runspec.json, status.json (afbench.store.run) ----------------------------
+
 
 @pytest.mark.parametrize("version", ["v0", "v1"])
 def test_a_stored_plan_runspec_and_status_load_upgraded(version):
@@ -141,7 +177,10 @@ def test_a_stored_plan_runspec_and_status_load_upgraded(version):
     raw = json.loads((run / "status.json").read_text())
     assert raw.get("schema_version", 0) == {"v0": 0, "v1": 1}[version]
     assert (status.schema_version, status.status, status.config_hash) == (
-        SCHEMA_VERSION, "OK", spec.config_hash)
+        SCHEMA_VERSION,
+        "OK",
+        spec.config_hash,
+    )
     assert PLAN_FILE.read(out / "plan.json") == plan
 
 
@@ -168,11 +207,18 @@ def test_the_launcher_decides_a_runs_status_and_window_once_where_it_ends(compos
     from afbench.store import RUNSPEC_FILE, RunDir
 
     workers = Path(__file__).parent / "fault_workers"
-    conf = validate_config(compose_cfg(
-        "backend=cpu", "engine=command", f"engine.executable={sys.executable}",
-        f"engine.args=[{workers / 'twice.py'}]", "scheduler.steps=6",
-        "scheduler.measure.first_step=3", "scheduler.measure.last_step=6",
-        "launcher.timeout_s=120"))
+    conf = validate_config(
+        compose_cfg(
+            "backend=cpu",
+            "engine=command",
+            f"engine.executable={sys.executable}",
+            f"engine.args=[{workers / 'twice.py'}]",
+            "scheduler.steps=6",
+            "scheduler.measure.first_step=3",
+            "scheduler.measure.last_step=6",
+            "launcher.timeout_s=120",
+        )
+    )
     spec = make_plan(conf, tmp_path / "out").runs[0]
     status = launch_run(spec)
     run = RunDir(Path(spec.run_dir))
@@ -191,6 +237,7 @@ def test_the_launcher_decides_a_runs_status_and_window_once_where_it_ends(compos
 
 # --- result.json (afbench.store.result) --------------------------------------------------
 
+
 def test_a_version_1_result_gets_its_flat_memory_and_efficiency_nested():
     from afbench.store import RESULT_FILE
 
@@ -202,19 +249,37 @@ def test_a_version_1_result_gets_its_flat_memory_and_efficiency_nested():
     assert result.efficiency.source == raw["tflops_source"]
     assert (result.memory.peak_rss_gib, result.efficiency.mfu_pct) == (None, None)
     assert (result.argv, result.steps_logged, result.command_wall_s) == (
-        raw["argv"], raw["steps_logged"], raw["command_wall_s"])
+        raw["argv"],
+        raw["steps_logged"],
+        raw["command_wall_s"],
+    )
 
 
 def test_nesting_moves_every_flat_figure_and_each_ranks_own():
     from afbench.store import RunResult, nest_figures
 
-    flat = {"workload": "sft", "peak_memory_reserved_gib": 4.5, "peak_memory_reserved_pct": 2.0,
-            "memory_source": "torch.cuda", "memory_window": "steps 2-3",
-            "memory_per_rank": [{"rank": 0, "peak_memory_allocated_gib": 3.0,
-                                 "peak_memory_reserved_gib": 4.5, "peak_rss_gib": None,
-                                 "memory_source": "torch.cuda of cuda:0"}],
-            "tflops_per_device": 0.5, "peak_tflops_source": "table", "tflops_source": "afbench",
-            "afbench_tflops_source": "n/a", "flops_params": 1e6, "kv_cache_gib": None}
+    flat = {
+        "workload": "sft",
+        "peak_memory_reserved_gib": 4.5,
+        "peak_memory_reserved_pct": 2.0,
+        "memory_source": "torch.cuda",
+        "memory_window": "steps 2-3",
+        "memory_per_rank": [
+            {
+                "rank": 0,
+                "peak_memory_allocated_gib": 3.0,
+                "peak_memory_reserved_gib": 4.5,
+                "peak_rss_gib": None,
+                "memory_source": "torch.cuda of cuda:0",
+            }
+        ],
+        "tflops_per_device": 0.5,
+        "peak_tflops_source": "table",
+        "tflops_source": "afbench",
+        "afbench_tflops_source": "n/a",
+        "flops_params": 1e6,
+        "kv_cache_gib": None,
+    }
     nested = nest_figures(flat)
     assert set(nested) == {"workload", "memory", "efficiency"}
     result = RunResult.from_fields(flat)
@@ -222,9 +287,12 @@ def test_nesting_moves_every_flat_figure_and_each_ranks_own():
     assert (result.memory.source, result.memory.window) == ("torch.cuda", "steps 2-3")
     assert result.memory.per_rank[0].peak_allocated_gib == 3.0
     assert result.memory.per_rank[0].source == "torch.cuda of cuda:0"
-    assert (result.efficiency.peak_source, result.efficiency.source,
-            result.efficiency.afbench_source, result.efficiency.flops_params) == (
-        "table", "afbench", "n/a", 1e6)
+    assert (
+        result.efficiency.peak_source,
+        result.efficiency.source,
+        result.efficiency.afbench_source,
+        result.efficiency.flops_params,
+    ) == ("table", "afbench", "n/a", 1e6)
     # the sweep's columns keep the version-1 names, read through the nested records
     assert (result.peak_memory_reserved_gib, result.tflops_per_device) == (4.5, 0.5)
     assert nest_figures(result.model_dump()) == result.model_dump()  # idempotent
@@ -252,14 +320,18 @@ def test_a_stored_result_with_an_unknown_key_names_the_file_and_the_key(tmp_path
 
 # --- summary.json (afbench.store.summary) ------------------------------------------------
 
+
 def test_a_misspelt_key_deep_in_a_summary_names_the_file_and_the_path(tmp_path):
     from afbench.store import read_summary
 
     data = json.loads((STORED / "v1" / "summary.json").read_text())
     data["comparisons"][0]["speed"]["gain_pc"] = data["comparisons"][0]["speed"].pop("gain_pct")
     (tmp_path / "summary.json").write_text(json.dumps(data))
-    with pytest.raises(OutputError, match=r"summary\.json: unknown key "
-                                          r"'comparisons\.0\.speed\.gain_pc'"):
+    with pytest.raises(
+        OutputError,
+        match=r"summary\.json: unknown key "
+        r"'comparisons\.0\.speed\.gain_pc'",
+    ):
         read_summary(tmp_path / "summary.json")
 
 
@@ -276,27 +348,54 @@ def test_a_version_0_summary_goes_through_both_steps_of_its_chain():
     assert SUMMARY_FILE.load(raw).comparisons[0].speed.ci_low_pct == first["speed"]["ci_low"]
 
 
-@pytest.mark.parametrize("where, key, value, message", [
-    ("baseline_runs", "n_runs", True, "calibration.baseline_runs.n_runs: Input should be a valid "
-                                      "integer"),
-    ("variant_runs", "n_runs", "24", "calibration.variant_runs.n_runs: Input should be a valid "
-                                     "integer"),
-    ("baseline_runs", "step_s", "0.25", "calibration.baseline_runs.step_s: Input should be a "
-                                        "valid number"),
-    (None, "n_pairs", True, "calibration.n_pairs: Input should be a valid integer"),
-    (None, "spread_pct", "3.0", "calibration.spread_pct: Input should be a valid number"),
-    (None, "df", True, "calibration.df: Input should be a valid number"),
-    (None, "n_pairs", 0, "calibration.n_pairs: Input should be greater than or equal to 1"),
-    (None, "n_outlier_pairs", -1, "calibration.n_outlier_pairs: Input should be greater than or "
-                                  "equal to 0"),
-])
+@pytest.mark.parametrize(
+    "where, key, value, message",
+    [
+        (
+            "baseline_runs",
+            "n_runs",
+            True,
+            "calibration.baseline_runs.n_runs: Input should be a valid integer",
+        ),
+        (
+            "variant_runs",
+            "n_runs",
+            "24",
+            "calibration.variant_runs.n_runs: Input should be a valid integer",
+        ),
+        (
+            "baseline_runs",
+            "step_s",
+            "0.25",
+            "calibration.baseline_runs.step_s: Input should be a valid number",
+        ),
+        (None, "n_pairs", True, "calibration.n_pairs: Input should be a valid integer"),
+        (None, "spread_pct", "3.0", "calibration.spread_pct: Input should be a valid number"),
+        (None, "df", True, "calibration.df: Input should be a valid number"),
+        (None, "n_pairs", 0, "calibration.n_pairs: Input should be greater than or equal to 1"),
+        (
+            None,
+            "n_outlier_pairs",
+            -1,
+            "calibration.n_outlier_pairs: Input should be greater than or equal to 0",
+        ),
+    ],
+)
 def test_a_hand_edited_calibration_number_is_an_output_error_naming_the_key(
-        tmp_path, where, key, value, message):
+    tmp_path, where, key, value, message
+):
     # n_runs: true was read as 1 run, "3.0" as 3.0: afbench writes JSON numbers only
     raw = json.loads((STORED / "v2" / "experiment.json").read_text())
     location = {"step_s": 0.25, "n_runs": 24, "spread_pct": 3.0, "df": 23}
-    good = {"kind": "k", "host_id": "h", "spread_pct": 3.0, "df": 23, "n_pairs": 24,
-            "baseline_runs": location, "variant_runs": location}
+    good = {
+        "kind": "k",
+        "host_id": "h",
+        "spread_pct": 3.0,
+        "df": 23,
+        "n_pairs": 24,
+        "baseline_runs": location,
+        "variant_runs": location,
+    }
     (tmp_path / "experiment.json").write_text(json.dumps({**raw, "calibration": good}))
     assert OutDir(tmp_path).experiment().calibration.baseline_runs.n_runs == 24
     cal = dict(good)

@@ -28,8 +28,11 @@ def rebuild(out_dir: Path):
 def report_text(path: Path) -> list[str]:
     """report.md without its "Generated <time> ..., directory <dir>" line."""
     generated = labels("en")["generated"]
-    return [line for line in path.read_text(encoding="utf-8").splitlines()
-            if not line.startswith(generated)]
+    return [
+        line
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if not line.startswith(generated)
+    ]
 
 
 @pytest.fixture(params=VERSIONS)
@@ -56,8 +59,12 @@ def test_rerendering_a_stored_directory_reproduces_its_report(stored_copy):
     assert summary.schema_version == SCHEMA_VERSION
     # strict JSON: the failed variant's missing numbers are null, never a bare NaN
     text = (copy / "summary.json").read_text()
-    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in summary.json"))[
-        "schema_version"] == SCHEMA_VERSION
+    assert (
+        json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in summary.json"))[
+            "schema_version"
+        ]
+        == SCHEMA_VERSION
+    )
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -85,27 +92,44 @@ def test_version_0_comparison_keys_become_the_two_sides(tmp_path):
     old = read_summary(STORED / "v0" / "summary.json")
     shutil.copytree(STORED / "v0", tmp_path / "v0")
     new = rebuild(tmp_path / "v0")  # recomputed from the run directories
-    side_fields = ("name", "mean_step_s", "repeats_s", "first_step_s", "step_cv_pct",
-                   "tokens_per_s", "metrics", "sanity")
+    side_fields = (
+        "name",
+        "mean_step_s",
+        "repeats_s",
+        "first_step_s",
+        "step_cv_pct",
+        "tokens_per_s",
+        "metrics",
+        "sanity",
+    )
     assert len(old.comparisons) == len(new.comparisons) == 3
     for a, b in zip(old.comparisons, new.comparisons):
         for side in ("baseline", "variant"):
             assert numbers(getattr(a, side), side_fields) == pytest.approx(
-                numbers(getattr(b, side), side_fields))
+                numbers(getattr(b, side), side_fields)
+            )
         # v0 computed a "compile cost" for every variant; today only compiling variants
         # (autofuse, graph mode) have one, and this fixture's command-engine variants do not
         assert b.compile.overhead_s is None or (
-            b.compile.model_dump() == pytest.approx(a.compile.model_dump()))
+            b.compile.model_dump() == pytest.approx(a.compile.model_dump())
+        )
         # the parity reason's catalog message (afbench.messages) is newer than v0
         assert (a.aa, a.reasons, a.parity.model_dump(exclude={"reason_msg"})) == (
-            b.aa, b.reasons, b.parity.model_dump(exclude={"reason_msg"}))
+            b.aa,
+            b.reasons,
+            b.parity.model_dump(exclude={"reason_msg"}),
+        )
         assert b.parity.reason_msg is None or b.parity.reason_msg.text == b.parity.reason
     assert [b.compile.overhead_s for b in new.comparisons] == [None, None, None]
     # the speed is recomputed by today's paired statistics; the stored one keeps v0's keys
     raw = json.loads((STORED / "v0" / "summary.json").read_text())["comparisons"]
     for a, c in zip(old.comparisons, raw):
         assert (a.speed.gain_pct, a.speed.ci_low_pct, a.speed.ci_high_pct, a.speed.kind) == (
-            c.get("gain_pct"), c.get("gain_ci_low"), c.get("gain_ci_high"), c["verdict_kind"])
+            c.get("gain_pct"),
+            c.get("gain_ci_low"),
+            c.get("gain_ci_high"),
+            c["verdict_kind"],
+        )
     assert [b.speed.kind for b in new.comparisons] == ["fixed", "fixed", "none"]
 
 
@@ -171,8 +195,12 @@ def test_a_run_folder_deleted_in_a_copy_is_missing_there_not_read_from_the_origi
     # the copy's summary.json records the run as OK: the re-render refuses rather than
     # overwrite that verdict with "not run" (and still never reads the original's folder)
     before = {f: (copy / f).read_bytes() for f in ("summary.json", "report.md")}
-    proc = subprocess.run([sys.executable, "-m", "afbench.report", str(copy)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "afbench.report", str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert f"{copy}/runs/fused-train-r2: missing, but summary.json records it as run" in proc.stderr
     assert str(original) not in proc.stderr
@@ -184,13 +212,18 @@ def _rerender(out_dir: Path, *args: str):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "afbench.report", str(out_dir), *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "afbench.report", str(out_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("lang", [[], ["--lang", "zh"]])
 def test_rerendering_a_copy_missing_a_recorded_run_folder_refuses_and_rewrites_nothing(
-        tmp_path, lang):
+    tmp_path, lang
+):
     copy = tmp_path / "v2"
     shutil.copytree(STORED / "v2", copy)
     shutil.rmtree(copy / "runs" / "fused-train-r1")
@@ -202,7 +235,8 @@ def test_rerendering_a_copy_missing_a_recorded_run_folder_refuses_and_rewrites_n
     assert lines == [
         f"afbench.report: error: {copy}/runs/fused-train-r1, {copy}/runs/broken-train-r2: "
         "missing, but summary.json records them as run; restore the folders (or re-run with "
-        f"resume={copy}) — nothing was rewritten"], proc.stderr
+        f"resume={copy}) — nothing was rewritten"
+    ], proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
 
@@ -229,38 +263,63 @@ def test_a_damaged_calibration_in_experiment_json_is_one_line_naming_the_key(tmp
     copy = tmp_path / "v2"
     shutil.copytree(STORED / "v2", copy)
     exp = json.loads((copy / "experiment.json").read_text())
-    exp["calibration"] = {"kind": "k", "host_id": "h", "spread_pct": 3.0, "df": 23,
-                          "n_pairs": 24, "baseline_runs": {"step_s": -1, "n_runs": 24,
-                                                           "spread_pct": 3.0, "df": 23}}
+    exp["calibration"] = {
+        "kind": "k",
+        "host_id": "h",
+        "spread_pct": 3.0,
+        "df": 23,
+        "n_pairs": 24,
+        "baseline_runs": {"step_s": -1, "n_runs": 24, "spread_pct": 3.0, "df": 23},
+    }
     (copy / "experiment.json").write_text(json.dumps(exp))
-    proc = subprocess.run([sys.executable, "-m", "afbench.report", str(copy)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "afbench.report", str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "experiment.json: calibration.baseline_runs.step_s: Input should be greater than 0" \
+    assert (
+        "experiment.json: calibration.baseline_runs.step_s: Input should be greater than 0"
         in proc.stderr
+    )
 
 
-@pytest.mark.parametrize("key, value, message", [
-    ("spread_pct", -1.0, "calibration.spread_pct: Input should be greater than 0"),
-    ("spread_pct", 0.0, "calibration.spread_pct: Input should be greater than 0"),
-    ("df", 0.0, "calibration.df: Input should be greater than or equal to 1"),
-    # hand-edited types were read as numbers ("3.0" as 3.0, true as 1)
-    ("spread_pct", "3.0", "calibration.spread_pct: Input should be a valid number"),
-    ("n_pairs", True, "calibration.n_pairs: Input should be a valid integer"),
-])
-def test_a_calibration_spread_out_of_range_is_one_line_naming_the_key(tmp_path, key, value,
-                                                                       message):
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("spread_pct", -1.0, "calibration.spread_pct: Input should be greater than 0"),
+        ("spread_pct", 0.0, "calibration.spread_pct: Input should be greater than 0"),
+        ("df", 0.0, "calibration.df: Input should be greater than or equal to 1"),
+        # hand-edited types were read as numbers ("3.0" as 3.0, true as 1)
+        ("spread_pct", "3.0", "calibration.spread_pct: Input should be a valid number"),
+        ("n_pairs", True, "calibration.n_pairs: Input should be a valid integer"),
+    ],
+)
+def test_a_calibration_spread_out_of_range_is_one_line_naming_the_key(
+    tmp_path, key, value, message
+):
     import subprocess
     import sys
 
     copy = tmp_path / "v2"
     shutil.copytree(STORED / "v2", copy)
     exp = json.loads((copy / "experiment.json").read_text())
-    exp["calibration"] = {"kind": "k", "host_id": "h", "spread_pct": 3.0, "df": 23,
-                          "n_pairs": 24, key: value}
+    exp["calibration"] = {
+        "kind": "k",
+        "host_id": "h",
+        "spread_pct": 3.0,
+        "df": 23,
+        "n_pairs": 24,
+        key: value,
+    }
     (copy / "experiment.json").write_text(json.dumps(exp))
-    proc = subprocess.run([sys.executable, "-m", "afbench.report", str(copy)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "afbench.report", str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert f"experiment.json: {message}" in proc.stderr
 
@@ -271,8 +330,12 @@ def test_report_of_a_file_says_it_is_not_a_directory(tmp_path):
 
     a_file = tmp_path / "summary.json"
     a_file.write_text("{}")
-    proc = subprocess.run([sys.executable, "-m", "afbench.report", str(a_file)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "afbench.report", str(a_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"{a_file} is not a directory" in proc.stderr  # it said "does not exist"
     assert a_file.read_text() == "{}"

@@ -18,23 +18,30 @@ from pathlib import Path
 import pytest
 import yaml
 
-from afbench.store import SweepRow, load_sweep_summary, read_summary
 from afbench.runspec import INTERRUPTED
+from afbench.store import SweepRow, load_sweep_summary, read_summary
 from support.history import seed_calibration
 
 WORKER = Path(__file__).parent / "fault_workers" / "switch_timed.py"
 AF, RMS = "optimization.autofuse", "optimization.add_rmsnorm"
-COMMAND = ["engine=command", f"engine.executable={sys.executable}", f"engine.args=['{WORKER}']",
-           "scheduler.steps=12", "scheduler.measure.first_step=3", "scheduler.measure.last_step=12",
-           "launcher.timeout_s=60", "launcher.kill_grace_s=1",
-           # the worker's step times are planted, not wall times: a shared machine must not
-           # set its runs aside or rerun them (tests/test_contention_runs.py tests that)
-           "report.contention=keep", "experiment.rerun_contended=0"]
+COMMAND = [
+    "engine=command",
+    f"engine.executable={sys.executable}",
+    f"engine.args=['{WORKER}']",
+    "scheduler.steps=12",
+    "scheduler.measure.first_step=3",
+    "scheduler.measure.last_step=12",
+    "launcher.timeout_s=60",
+    "launcher.kill_grace_s=1",
+    # the worker's step times are planted, not wall times: a shared machine must not
+    # set its runs aside or rerun them (tests/test_contention_runs.py tests that)
+    "report.contention=keep",
+    "experiment.rerun_contended=0",
+]
 GRID = [f"{AF}=false,true", f"{RMS}=false,true"]
 # one run per combination for the tests of failures, resume and interrupts: the baseline job's
 # runs are the only baseline runs (tests/test_sweep_pairing.py tests the default, beside)
 SEPARATE = "experiment.sweep_pairing=separate"
-
 
 
 def combo(af: bool, rms: bool) -> str:
@@ -46,13 +53,18 @@ def afbench(cwd: Path, *args: str, env: dict[str, str] | None = None, popen: boo
     # Own device-lock folder: the planted step times need no exclusive machine, and runs of
     # other afbench processes on this machine must not hold these up.
     (cwd / "locks").mkdir(exist_ok=True)
-    full_env = {**os.environ, "AFBENCH_RECIPE_PATH": str(cwd / "recipes"),
-                "AFBENCH_LOCK_DIR": str(cwd / "locks"), **(env or {})}
+    full_env = {
+        **os.environ,
+        "AFBENCH_RECIPE_PATH": str(cwd / "recipes"),
+        "AFBENCH_LOCK_DIR": str(cwd / "locks"),
+        **(env or {}),
+    }
     full_env.pop("HYDRA_FULL_ERROR", None)
     argv = [sys.executable, "-m", "afbench", *args]
     if popen:
-        return subprocess.Popen(argv, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            argv, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
     return subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=180)
 
 
@@ -135,7 +147,8 @@ def test_sweep_exits_0_and_writes_the_sweep_report(grid):
     proc, sweep = grid
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert {"sweep_report.md", "sweep_report.html", "sweep_summary.json"} <= {
-        p.name for p in sweep.iterdir()}
+        p.name for p in sweep.iterdir()
+    }
     s = summary(sweep)
     assert s["jobs"] == 4 and s["swept_keys"] == [AF, RMS] and s["failed"] == []
     assert all(len(c.side.repeats_s) == 3 and c.ok for c in by_name(sweep).values())
@@ -144,8 +157,12 @@ def test_sweep_exits_0_and_writes_the_sweep_report(grid):
 def test_combinations_are_ranked_by_their_gain_largest_first(grid):
     _, sweep = grid
     ranked = list(by_name(sweep).values())
-    assert [c.name for c in ranked] == [combo(True, False), combo(True, True),
-                                        combo(False, False), combo(False, True)]
+    assert [c.name for c in ranked] == [
+        combo(True, False),
+        combo(True, True),
+        combo(False, False),
+        combo(False, True),
+    ]
     gains = [c.gain_pct for c in ranked]
     assert gains == sorted(gains, reverse=True) and gains[2] == 0.0  # the baseline: 0
     # planted effects far above the noise: the step times fall in the same order
@@ -157,8 +174,11 @@ def test_combinations_are_ranked_by_their_gain_largest_first(grid):
     html = (sweep / "sweep_report.html").read_text()
     for rank, c in enumerate(ranked, 1):
         assert f"| {rank} | `{c.name}` |" in md
-        assert re.search(rf'<tr class="[^"]*" id="job-{c.job}"><td>{rank}</td>'
-                         rf'<td class="text"><code>{re.escape(c.name)}</code></td>', html)
+        assert re.search(
+            rf'<tr class="[^"]*" id="job-{c.job}"><td>{rank}</td>'
+            rf'<td class="text"><code>{re.escape(c.name)}</code></td>',
+            html,
+        )
 
 
 def test_baseline_is_the_all_off_combination(grid):
@@ -202,10 +222,12 @@ def test_main_effects_name_both_keys_with_the_planted_sizes(grid):
     assert af.p_holm <= 0.05 and rms.p_holm <= 0.05
     # each rests on the three combinations' pairs beside their own baseline runs
     rows = by_name(sweep)
-    assert {p.combination for p in af.pairs} == {combo(True, False), combo(True, True),
-                                                 combo(False, True)}
-    assert all(p.beside and p.n_pairs == 3 and p.job == rows[p.combination].job
-               for p in af.pairs)
+    assert {p.combination for p in af.pairs} == {
+        combo(True, False),
+        combo(True, True),
+        combo(False, True),
+    }
+    assert all(p.beside and p.n_pairs == 3 and p.job == rows[p.combination].job for p in af.pairs)
     md = (sweep / "sweep_report.md").read_text()
     assert f"| `{AF}` | False | True | {af.effect_pct:+.2f}% | [{af.ci_low:+.2f}%, " in md
     assert "9 pairs in jobs" in md
@@ -247,8 +269,12 @@ def test_offline_rerender_of_a_sweep_reproduces_its_summary(grid, tmp_path):
     before = summary(sweep)
     (sweep / "sweep_summary.json").unlink()
     (sweep / "sweep_report.md").unlink()
-    proc = subprocess.run([sys.executable, "-m", "afbench.report", str(sweep)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "afbench.report", str(sweep)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     after = summary(sweep)
     assert after.pop("sweep_dir") == str(sweep) and before.pop("sweep_dir") == str(original)
@@ -259,7 +285,8 @@ def test_offline_rerender_of_a_sweep_reproduces_its_summary(grid, tmp_path):
         return [line for line in text.splitlines() if not line.startswith("Generated")]
 
     assert without_time((sweep / "sweep_report.md").read_text()) == without_time(
-        (original / "sweep_report.md").read_text().replace(str(original), str(sweep)))
+        (original / "sweep_report.md").read_text().replace(str(original), str(sweep))
+    )
 
 
 # ---------------------------------------------------------------- a failing job, then resume
@@ -275,18 +302,46 @@ def failed_then_resumed(tmp_path_factory):
     history = {"AFBENCH_HISTORY_URL": f"sqlite:///{first_cwd / 'history.sqlite'}"}
     for af, rms in ((False, False), (False, True), (True, False), (True, True)):
         # every kind of run calibrated: a switch's runs are a kind of their own
-        seed_calibration(history["AFBENCH_HISTORY_URL"], *COMMAND, f"{AF}={str(af).lower()}",
-                         f"{RMS}={str(rms).lower()}", tmp=first_cwd)
-    first = afbench(first_cwd, "-m", *COMMAND, *GRID, SEPARATE, env={
-        "SWITCH_TIMED_FAIL": "autofuse=false,add_rmsnorm=true",
-        "SWITCH_TIMED_COUNTER": str(counter1), **history})
+        seed_calibration(
+            history["AFBENCH_HISTORY_URL"],
+            *COMMAND,
+            f"{AF}={str(af).lower()}",
+            f"{RMS}={str(rms).lower()}",
+            tmp=first_cwd,
+        )
+    first = afbench(
+        first_cwd,
+        "-m",
+        *COMMAND,
+        *GRID,
+        SEPARATE,
+        env={
+            "SWITCH_TIMED_FAIL": "autofuse=false,add_rmsnorm=true",
+            "SWITCH_TIMED_COUNTER": str(counter1),
+            **history,
+        },
+    )
     old = sweep_dir(first_cwd)
     stamps = file_stamps(old)
-    second = afbench(second_cwd, "-m", *COMMAND, *GRID, SEPARATE, f"resume={old}",
-                     f"report.sweep_baseline='{AF}=true,{RMS}=false'",
-                     env={"SWITCH_TIMED_COUNTER": str(counter2), **history})
-    return {"first": first, "old": old, "counter1": counter1, "stamps": stamps,
-            "second": second, "new": sweep_dir(second_cwd), "counter2": counter2}
+    second = afbench(
+        second_cwd,
+        "-m",
+        *COMMAND,
+        *GRID,
+        SEPARATE,
+        f"resume={old}",
+        f"report.sweep_baseline='{AF}=true,{RMS}=false'",
+        env={"SWITCH_TIMED_COUNTER": str(counter2), **history},
+    )
+    return {
+        "first": first,
+        "old": old,
+        "counter1": counter1,
+        "stamps": stamps,
+        "second": second,
+        "new": sweep_dir(second_cwd),
+        "counter2": counter2,
+    }
 
 
 def test_a_failing_job_does_not_end_the_sweep(failed_then_resumed):
@@ -294,10 +349,12 @@ def test_a_failing_job_does_not_end_the_sweep(failed_then_resumed):
     assert r["first"].returncode == 1, r["first"].stdout + r["first"].stderr
     assert "1 sweep job(s) had failures" in r["first"].stderr
     # every combination ran, the ones after the failing job included
-    assert counted(r["counter1"]) == ["baseline-r1 autofuse=false,add_rmsnorm=false",
-                                      "baseline-r1 autofuse=false,add_rmsnorm=true",
-                                      "baseline-r1 autofuse=true,add_rmsnorm=false",
-                                      "baseline-r1 autofuse=true,add_rmsnorm=true"]
+    assert counted(r["counter1"]) == [
+        "baseline-r1 autofuse=false,add_rmsnorm=false",
+        "baseline-r1 autofuse=false,add_rmsnorm=true",
+        "baseline-r1 autofuse=true,add_rmsnorm=false",
+        "baseline-r1 autofuse=true,add_rmsnorm=true",
+    ]
     assert [run_status(r["old"] / j)["status"] for j in "0123"] == ["OK", "FAILED", "OK", "OK"]
 
 
@@ -310,8 +367,11 @@ def test_the_sweep_report_marks_the_failed_combination_run_failed(failed_then_re
     assert any("command exited with status 4" in r for r in bad.reasons), bad.reasons
     assert s["combinations"][-1]["name"] == combo(False, True)  # no result: ranked last
     assert {n: c.verdict for n, c in by_name(old).items()} == {
-        combo(False, False): "BASELINE", combo(True, False): "FASTER",
-        combo(True, True): "FASTER", combo(False, True): "RUN_FAILED"}
+        combo(False, False): "BASELINE",
+        combo(True, False): "FASTER",
+        combo(True, True): "FASTER",
+        combo(False, True): "RUN_FAILED",
+    }
     md = (old / "sweep_report.md").read_text()
     row = only([l for l in md.splitlines() if f"`{combo(False, True)}`" in l])
     assert "RUN_FAILED" in row and "command exited with status 4" in row
@@ -326,8 +386,9 @@ def test_resume_copies_finished_runs_and_runs_only_the_failed_one(failed_then_re
         st = run_status(new_job)
         assert st["status"] == "OK"
         assert st["reason"] == f"resumed from {old_job / 'runs' / 'baseline-run-r1'}"
-        assert ((new_job / "runs/baseline-run-r1/stdout.log").read_text()
-                == (old_job / "runs/baseline-run-r1/stdout.log").read_text())
+        assert (new_job / "runs/baseline-run-r1/stdout.log").read_text() == (
+            old_job / "runs/baseline-run-r1/stdout.log"
+        ).read_text()
     rerun = run_status(job_of(r["new"], combo(False, True)))
     assert rerun["status"] == "OK" and rerun["reason"] == ""
 
@@ -352,11 +413,18 @@ def test_sweep_baseline_picks_another_baseline(failed_then_resumed):
     s = summary(new)
     assert s["baseline"] == combo(True, False)
     verdicts = {n: c.verdict for n, c in by_name(new).items()}
-    assert verdicts == {combo(True, False): "BASELINE", combo(True, True): "SLOWER",
-                        combo(False, False): "SLOWER", combo(False, True): "SLOWER"}
+    assert verdicts == {
+        combo(True, False): "BASELINE",
+        combo(True, True): "SLOWER",
+        combo(False, False): "SLOWER",
+        combo(False, True): "SLOWER",
+    }
     # one round each, decided with the host calibration: all slower than the fastest
-    assert all(c.gain_pct < -10 and c.speed.spread_source == "calibration"
-               for c in by_name(new).values() if c.verdict == "SLOWER")
+    assert all(
+        c.gain_pct < -10 and c.speed.spread_source == "calibration"
+        for c in by_name(new).values()
+        if c.verdict == "SLOWER"
+    )
 
 
 def test_offline_rerender_keeps_the_sweeps_own_baseline(failed_then_resumed, tmp_path):
@@ -404,9 +472,12 @@ def interrupted_then_resumed(tmp_path_factory):
     history = {"AFBENCH_HISTORY_URL": f"sqlite:///{first_cwd / 'history.sqlite'}"}
     for af in ("false", "true"):
         seed_calibration(history["AFBENCH_HISTORY_URL"], *COMMAND, f"{AF}={af}", tmp=first_cwd)
-    proc = afbench(first_cwd, *args, popen=True,
-                   env={"SWITCH_TIMED_SLEEP_S": "0.15", "SWITCH_TIMED_COUNTER": str(counter1),
-                        **history})
+    proc = afbench(
+        first_cwd,
+        *args,
+        popen=True,
+        env={"SWITCH_TIMED_SLEEP_S": "0.15", "SWITCH_TIMED_COUNTER": str(counter1), **history},
+    )
     try:
         wait_for_step("multirun/*/*/1/runs/baseline-run-r1/stdout.log", first_cwd, proc)
         proc.send_signal(signal.SIGINT)
@@ -420,11 +491,21 @@ def interrupted_then_resumed(tmp_path_factory):
     orphans = live_under(first_cwd)
     old = sweep_dir(first_cwd)
     stamps = file_stamps(old)
-    second = afbench(second_cwd, *args, f"resume={old}",
-                     env={"SWITCH_TIMED_COUNTER": str(counter2), **history})
-    return {"first": proc, "output": output, "exit_s": exit_s, "orphans": orphans, "old": old,
-            "counter1": counter1, "stamps": stamps, "second": second,
-            "new": sweep_dir(second_cwd), "counter2": counter2}
+    second = afbench(
+        second_cwd, *args, f"resume={old}", env={"SWITCH_TIMED_COUNTER": str(counter2), **history}
+    )
+    return {
+        "first": proc,
+        "output": output,
+        "exit_s": exit_s,
+        "orphans": orphans,
+        "old": old,
+        "counter1": counter1,
+        "stamps": stamps,
+        "second": second,
+        "new": sweep_dir(second_cwd),
+        "counter2": counter2,
+    }
 
 
 def test_interrupted_sweep_stops_promptly_and_keeps_finished_runs(interrupted_then_resumed):
@@ -448,8 +529,10 @@ def test_interrupted_sweep_exits_130_without_a_traceback(interrupted_then_resume
 
 def test_resume_after_an_interrupt_runs_only_what_did_not_finish(interrupted_then_resumed):
     r = interrupted_then_resumed
-    assert counted(r["counter1"]) == ["baseline-r1 autofuse=false,add_rmsnorm=false",
-                                      "baseline-r1 autofuse=true,add_rmsnorm=false"]
+    assert counted(r["counter1"]) == [
+        "baseline-r1 autofuse=false,add_rmsnorm=false",
+        "baseline-r1 autofuse=true,add_rmsnorm=false",
+    ]
     assert r["second"].returncode == 0, r["second"].stdout + r["second"].stderr
     assert counted(r["counter2"]) == ["baseline-r1 autofuse=true,add_rmsnorm=false"]
     assert run_status(r["new"] / "0")["reason"].startswith(f"resumed from {r['old'] / '0'}")
@@ -480,8 +563,9 @@ def test_sigterm_to_the_orchestrator_stops_the_worker_and_records_the_run(tmp_pa
             except ProcessLookupError:
                 pass
     assert orphans == []
-    st = json.loads(only(list(tmp_path.glob("outputs/*/*/runs/baseline-run-r1/status.json")))
-                    .read_text())
+    st = json.loads(
+        only(list(tmp_path.glob("outputs/*/*/runs/baseline-run-r1/status.json"))).read_text()
+    )
     assert st["status"] == "SKIPPED" and st["reason"] == INTERRUPTED
 
 
@@ -494,8 +578,15 @@ def aa_sweep(tmp_path_factory):
     runs it; job 1 asks its preflight for a million GiB free, so it stops before planning."""
     cwd = tmp_path_factory.mktemp("aa")
     (cwd / "recipes").mkdir()
-    recipe = {"experiment": {"name": "aa", "baseline": "a", "variants": {"a": {}, "a_again": {}},
-                             "phases": {"train": {}}, "repeats": 3}}
+    recipe = {
+        "experiment": {
+            "name": "aa",
+            "baseline": "a",
+            "variants": {"a": {}, "a_again": {}},
+            "phases": {"train": {}},
+            "repeats": 3,
+        }
+    }
     (cwd / "recipes" / "aa.yaml").write_text("# @package _global_\n" + yaml.safe_dump(recipe))
     proc = afbench(cwd, "-m", "experiment=aa", *COMMAND, "preflight.min_free_gib=0,1000000")
     return proc, sweep_dir(cwd)
@@ -539,7 +630,11 @@ def test_sft_aa_noise_recipe_plans_two_identical_builtin_variants(compose_cfg, t
     assert [r.run_id for r in plan.runs[:2]] == ["a-train-r1", "a_again-train-r1"]
     a, a_again = plan.runs[0].config, plan.runs[1].config
     assert a == a_again and a.engine.name == "builtin"
-    assert (a.scheduler.steps, a.scheduler.measure.first_step, a.scheduler.measure.last_step) == (6, 4, 6)
+    assert (a.scheduler.steps, a.scheduler.measure.first_step, a.scheduler.measure.last_step) == (
+        6,
+        4,
+        6,
+    )
 
 
 def test_a_resumed_sweep_job_reuses_runs_of_its_own_job_only(tmp_path):

@@ -23,17 +23,26 @@ NORM = "optimization.rmsnorm"
 def sweep_folder(tmp_path: Path, task: list[str]) -> Path:
     """A sweep folder as Hydra's basic sweeper leaves it before the first job: multirun.yaml."""
     (tmp_path / "multirun.yaml").write_text(
-        yaml.safe_dump({"hydra": {"overrides": {"task": task}}}), encoding="utf-8")
+        yaml.safe_dump({"hydra": {"overrides": {"task": task}}}), encoding="utf-8"
+    )
     return tmp_path
 
 
 def job_cfg(**experiment) -> OmegaConf:
-    return OmegaConf.create({
-        "optimization": {"autofuse": True, "rmsnorm": False},
-        "engine": {"args": ["crash.py", "{steps}"]},
-        "report": {"sweep_baseline": None},
-        "experiment": {"name": "single", "baseline": "baseline", "variants": {"baseline": {}},
-                       "sweep_pairing": "beside", **experiment}})
+    return OmegaConf.create(
+        {
+            "optimization": {"autofuse": True, "rmsnorm": False},
+            "engine": {"args": ["crash.py", "{steps}"]},
+            "report": {"sweep_baseline": None},
+            "experiment": {
+                "name": "single",
+                "baseline": "baseline",
+                "variants": {"baseline": {}},
+                "sweep_pairing": "beside",
+                **experiment,
+            },
+        }
+    )
 
 
 # ------------------------------------------------------------------ the baseline combination
@@ -41,8 +50,10 @@ def job_cfg(**experiment) -> OmegaConf:
 
 def test_baseline_setting_takes_each_keys_off_value_else_its_first():
     swept = {"optimization.autofuse": ["True", "False"], "scheduler.seq_len": ["512", "1024"]}
-    assert baseline_setting(swept, None) == {"optimization.autofuse": "False",
-                                             "scheduler.seq_len": "512"}
+    assert baseline_setting(swept, None) == {
+        "optimization.autofuse": "False",
+        "scheduler.seq_len": "512",
+    }
 
 
 def test_baseline_setting_follows_report_sweep_baseline_in_hydras_spelling():
@@ -55,31 +66,37 @@ def test_baseline_setting_follows_report_sweep_baseline_in_hydras_spelling():
 
 
 def test_every_job_of_a_sweep_decides_at_the_sweeps_per_comparison_level(tmp_path):
-    sweep = sweep_folder(tmp_path, ["optimization.autofuse=false,true",
-                                    "optimization.rmsnorm=false,true"])
+    sweep = sweep_folder(
+        tmp_path, ["optimization.autofuse=false,true", "optimization.rmsnorm=false,true"]
+    )
     cfg = job_cfg()
     cfg.report.confidence = 0.9
-    paired, _ = beside_baseline(cfg, sweep, ["optimization.autofuse=True",
-                                             "optimization.rmsnorm=False"], set())
+    paired, _ = beside_baseline(
+        cfg, sweep, ["optimization.autofuse=True", "optimization.rmsnorm=False"], set()
+    )
     # 4 combinations, 3 comparisons with the baseline one: Bonferroni 1 - 0.1 / 3
     assert paired.report.confidence == pytest.approx(1 - 0.1 / 3)
     # the baseline combination's own job too (its recipe's variants are compared in it)
-    own, why = beside_baseline(cfg, sweep, ["optimization.autofuse=False",
-                                            "optimization.rmsnorm=False"], set())
+    own, why = beside_baseline(
+        cfg, sweep, ["optimization.autofuse=False", "optimization.rmsnorm=False"], set()
+    )
     assert why is None and own.report.confidence == pytest.approx(1 - 0.1 / 3)
     assert cfg.report.confidence == 0.9  # the composed config is not changed
 
 
 def test_a_job_that_is_not_the_baseline_runs_the_baseline_combination_beside_its_own(tmp_path):
     sweep = sweep_folder(tmp_path, ["optimization.autofuse=false,true", "engine=command"])
-    cfg, why = beside_baseline(job_cfg(), sweep, ["optimization.autofuse=True", "engine=command"],
-                               {"engine", "model"})
+    cfg, why = beside_baseline(
+        job_cfg(), sweep, ["optimization.autofuse=True", "engine=command"], {"engine", "model"}
+    )
     assert why is None
     exp = cfg.experiment
     assert exp.baseline == SWEEP_BASELINE
     # typed as Hydra types it: the boolean False, not the string "False"
     assert OmegaConf.to_container(exp.variants) == {
-        SWEEP_BASELINE: {"optimization.autofuse": False}, COMBINATION: {"optimization.autofuse": True}}
+        SWEEP_BASELINE: {"optimization.autofuse": False},
+        COMBINATION: {"optimization.autofuse": True},
+    }
 
 
 def test_the_baseline_job_and_a_separate_sweep_run_as_they_are(tmp_path):
@@ -88,7 +105,9 @@ def test_the_baseline_job_and_a_separate_sweep_run_as_they_are(tmp_path):
     assert beside_baseline(cfg, sweep, ["optimization.autofuse=False"], set()) == (cfg, None)
     separate = job_cfg(sweep_pairing="separate")
     assert beside_baseline(separate, sweep, ["optimization.autofuse=True"], set()) == (
-        separate, None)
+        separate,
+        None,
+    )
 
 
 def test_a_single_variant_recipe_keeps_its_name_and_its_overrides_on_both_sides(tmp_path):
@@ -97,16 +116,28 @@ def test_a_single_variant_recipe_keeps_its_name_and_its_overrides_on_both_sides(
     cfg, why = beside_baseline(cfg, sweep, ["optimization.autofuse=True"], set())
     assert why is None and OmegaConf.to_container(cfg.experiment.variants) == {
         SWEEP_BASELINE: {"scheduler.steps": 8, "optimization.autofuse": False},
-        "eager": {"scheduler.steps": 8, "optimization.autofuse": True}}
+        "eager": {"scheduler.steps": 8, "optimization.autofuse": True},
+    }
 
 
-@pytest.mark.parametrize("task, own, cfg_kw, reason", [
-    (["model=qwen3_tiny,qwen3_0_6b"], ["model=qwen3_0_6b"], {}, "model selects a config group"),
-    (["optimization.autofuse=false,true"], ["optimization.autofuse=True"],
-     {"variants": {"a": {}, "b": {}}}, "the recipe has 2 variants"),
-    (["engine.args.0=good.py,crash.py"], ["engine.args.0=crash.py"], {},
-     "engine.args.0 is an element of a list"),
-])
+@pytest.mark.parametrize(
+    "task, own, cfg_kw, reason",
+    [
+        (["model=qwen3_tiny,qwen3_0_6b"], ["model=qwen3_0_6b"], {}, "model selects a config group"),
+        (
+            ["optimization.autofuse=false,true"],
+            ["optimization.autofuse=True"],
+            {"variants": {"a": {}, "b": {}}},
+            "the recipe has 2 variants",
+        ),
+        (
+            ["engine.args.0=good.py,crash.py"],
+            ["engine.args.0=crash.py"],
+            {},
+            "engine.args.0 is an element of a list",
+        ),
+    ],
+)
 def test_a_job_that_cannot_pair_says_why_and_runs_as_it_is(tmp_path, task, own, cfg_kw, reason):
     cfg = job_cfg(**cfg_kw)
     out, why = beside_baseline(cfg, sweep_folder(tmp_path, task), own, {"model", "engine"})
@@ -129,10 +160,18 @@ def drifting(tmp_path_factory):
     out = {}
     for pairing in ("beside", "separate"):
         cwd = tmp_path_factory.mktemp(pairing)
-        proc = afbench(cwd, "-m", *COMMAND, f"{NORM}=false,true", "experiment.repeats=3",
-                       f"experiment.sweep_pairing={pairing}",
-                       env={"SWITCH_TIMED_DRIFT": f"{cwd / 'drift.txt'}:5",
-                            "SWITCH_TIMED_COUNTER": str(cwd / "count.txt")})
+        proc = afbench(
+            cwd,
+            "-m",
+            *COMMAND,
+            f"{NORM}=false,true",
+            "experiment.repeats=3",
+            f"experiment.sweep_pairing={pairing}",
+            env={
+                "SWITCH_TIMED_DRIFT": f"{cwd / 'drift.txt'}:5",
+                "SWITCH_TIMED_COUNTER": str(cwd / "count.txt"),
+            },
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         out[pairing] = (sweep_dir(cwd), counted(cwd / "count.txt"))
     return out
@@ -141,9 +180,13 @@ def drifting(tmp_path_factory):
 def test_paired_jobs_run_the_baseline_combination_beside_their_own(drifting):
     sweep, runs = drifting["beside"]
     # job 0 is the baseline combination (3 runs); job 1 adds 3 baseline runs beside its 3
-    assert runs == sorted([
-        f"{v}-r{k} autofuse=false,add_rmsnorm=false"
-        for v in ("baseline", SWEEP_BASELINE, COMBINATION) for k in (1, 2, 3)])
+    assert runs == sorted(
+        [
+            f"{v}-r{k} autofuse=false,add_rmsnorm=false"
+            for v in ("baseline", SWEEP_BASELINE, COMBINATION)
+            for k in (1, 2, 3)
+        ]
+    )
     row = by_name(sweep)[f"{NORM}=True"]
     assert row.beside_baseline is True and row.n_pairs == 3
     summary = json.loads((sweep / "sweep_summary.json").read_text())
@@ -161,8 +204,10 @@ def test_drift_between_jobs_reads_as_a_slowdown_only_when_jobs_are_compared_apar
     separate = by_name(drifting["separate"][0])[f"{NORM}=True"]
     assert separate.beside_baseline is False and not separate.from_job
     assert separate.verdict == "SLOWER" and separate.gain_pct < -10
-    assert "(experiment.sweep_pairing=separate, or jobs" in (
-        drifting["separate"][0] / "sweep_report.md").read_text()
+    assert (
+        "(experiment.sweep_pairing=separate, or jobs"
+        in (drifting["separate"][0] / "sweep_report.md").read_text()
+    )
     # beside: each pair is adjacent and counterbalanced; no winner and no loser
     beside = by_name(drifting["beside"][0])[f"{NORM}=True"]
     assert beside.verdict not in ("FASTER", "SLOWER"), beside

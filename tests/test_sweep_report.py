@@ -35,26 +35,41 @@ def sweep(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("sweeprep")
     tpl = cwd / "tpl"
     tpl.mkdir()
-    (tpl / "sweep.md.j2").write_text("USER TEMPLATE {{ L.sweep_title }}: {{ s.baseline }}\n"
-                                     "{% for c in s.combinations %}{{ c.name }} {{ c.verdict }}\n"
-                                     "{% endfor %}", encoding="utf-8")
-    first = afbench(cwd, "-m", *COMMAND, f"{AF}=false,true", f"{RMS}=false,true",
-                    "experiment.repeats=3", f"report.template_dir={tpl}",
-                    env={"SWITCH_TIMED_LOADED": "autofuse=false,add_rmsnorm=true,repeat=2"})
+    (tpl / "sweep.md.j2").write_text(
+        "USER TEMPLATE {{ L.sweep_title }}: {{ s.baseline }}\n"
+        "{% for c in s.combinations %}{{ c.name }} {{ c.verdict }}\n"
+        "{% endfor %}",
+        encoding="utf-8",
+    )
+    first = afbench(
+        cwd,
+        "-m",
+        *COMMAND,
+        f"{AF}=false,true",
+        f"{RMS}=false,true",
+        "experiment.repeats=3",
+        f"report.template_dir={tpl}",
+        env={"SWITCH_TIMED_LOADED": "autofuse=false,add_rmsnorm=true,repeat=2"},
+    )
     assert first.returncode == 0, first.stdout + first.stderr
     grid = sweep_dir(cwd)
     shutil.move(grid, cwd / "grid")
     grid = cwd / "grid"
     second_cwd = cwd / "second"
     second_cwd.mkdir()
-    second = afbench(second_cwd, "-m", *COMMAND, f"{AF}=true", f"{RMS}=true",
-                     "preflight.min_free_gib=1000000")
+    second = afbench(
+        second_cwd, "-m", *COMMAND, f"{AF}=true", f"{RMS}=true", "preflight.min_free_gib=1000000"
+    )
     assert second.returncode == 1, second.stdout + second.stderr
     failed_job = only_job(grid, combo(True, True))
     shutil.rmtree(failed_job)
     shutil.copytree(sweep_dir(second_cwd) / "0", failed_job)
-    proc = subprocess.run([sys.executable, "-m", "afbench.report", str(grid)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "afbench.report", str(grid)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return grid
 
@@ -75,7 +90,7 @@ def test_a_job_stopped_by_its_preflight_is_run_failed_with_its_reason(sweep):
     assert "no plan.json" in bad.reasons[0] and "[FAIL]" in bad.reasons[0], bad.reasons
     assert bad.report is None
     html = (sweep / "sweep_report.html").read_text(encoding="utf-8")
-    row = html[html.index(f'id="job-{bad.job}"'):]
+    row = html[html.index(f'id="job-{bad.job}"') :]
     row = row[: row.index("</tr>")]
     assert "RUN_FAILED" in row and "[FAIL] free disk" in row
     assert "BASELINE" not in row and "+0.00%" not in row
@@ -155,7 +170,7 @@ def test_html_carries_plots_links_and_trust_signals(sweep):
     html = (sweep / "sweep_report.html").read_text(encoding="utf-8")
     L = labels("en")
     for plot in ("plot-forest", "plot-grid", "plot-steps"):
-        figure = html[html.index(f'id="{plot}"'):]
+        figure = html[html.index(f'id="{plot}"') :]
         assert figure[: figure.index("</figure>")].count("<svg") == 1, plot
     assert 'class="badge bad">RUN_FAILED' in html
     assert f'<span class="flag">{L["untrusted"]}</span>' in html
@@ -179,6 +194,7 @@ def test_in_chromium_every_job_link_resolves_and_the_plots_are_drawn(sweep):
 
 # --- the statistics behind the marks, on their own ------------------------------------------
 
+
 def test_outlier_runs_flag_a_loaded_repeat_but_not_ordinary_spread():
     assert outlier_runs([0.120, 0.481, 0.121]) == [1]
     assert outlier_runs([0.120, 0.123, 0.118, 0.125]) == []
@@ -189,17 +205,45 @@ def test_outlier_runs_flag_a_loaded_repeat_but_not_ordinary_spread():
 
 
 def test_a_sweep_summary_of_the_flat_rows_before_the_typed_one_still_loads():
-    old = {"schema_version": 1, "sweep_dir": "/x", "jobs": 2, "swept_keys": [AF],
-           "baseline": f"{AF}=False", "sweep_baseline": None, "confidence": 0.95,
-           "combinations": [{"name": f"{AF}=True", "job": "1", "variant": "baseline",
-                             "setting": {AF: "True"}, "ok": True, "statuses": ["OK"],
-                             "per_repeat_s": [0.07], "mean_step_s": 0.07, "tokens_per_s": None,
-                             "reasons": [], "is_plan_baseline": True, "verdict": "FASTER",
-                             "gain_pct": 30.0, "ci_low": None, "ci_high": None,
-                             "note": " (quick verdict: one round)"}],
-           "main_effects": [{"key": AF, "value": "True", "combinations": 1,
-                             "mean_gain_pct": 30.0, "effect_pct": 15.0}],
-           "failed": []}
+    old = {
+        "schema_version": 1,
+        "sweep_dir": "/x",
+        "jobs": 2,
+        "swept_keys": [AF],
+        "baseline": f"{AF}=False",
+        "sweep_baseline": None,
+        "confidence": 0.95,
+        "combinations": [
+            {
+                "name": f"{AF}=True",
+                "job": "1",
+                "variant": "baseline",
+                "setting": {AF: "True"},
+                "ok": True,
+                "statuses": ["OK"],
+                "per_repeat_s": [0.07],
+                "mean_step_s": 0.07,
+                "tokens_per_s": None,
+                "reasons": [],
+                "is_plan_baseline": True,
+                "verdict": "FASTER",
+                "gain_pct": 30.0,
+                "ci_low": None,
+                "ci_high": None,
+                "note": " (quick verdict: one round)",
+            }
+        ],
+        "main_effects": [
+            {
+                "key": AF,
+                "value": "True",
+                "combinations": 1,
+                "mean_gain_pct": 30.0,
+                "effect_pct": 15.0,
+            }
+        ],
+        "failed": [],
+    }
     s = load_sweep_summary(old)
     assert s.combinations[0].gain_pct == 30.0 and s.combinations[0].median_step_s is None
     # its flat verdict became the row's Speed, its flat numbers the row's Side
@@ -211,8 +255,14 @@ def test_a_sweep_summary_of_the_flat_rows_before_the_typed_one_still_loads():
     assert "mean_gain_pct" not in s.main_effects[0].model_dump()
     # from version 2 on, a key the summary does not name is an error naming it
     with pytest.raises(OutputError, match="gain_pc"):
-        load_sweep_summary({"schema_version": 2, "sweep_dir": "/x", "jobs": 1,
-                            "combinations": [{"name": "a", "job": "0", "gain_pc": 1.0}]})
+        load_sweep_summary(
+            {
+                "schema_version": 2,
+                "sweep_dir": "/x",
+                "jobs": 1,
+                "combinations": [{"name": "a", "job": "0", "gain_pc": 1.0}],
+            }
+        )
     with pytest.raises(OutputError, match="sweep_summary.json: schema_version 99"):
         load_sweep_summary({**old, "schema_version": 99})
 
@@ -261,8 +311,7 @@ def test_a_version_3_sweep_directory_re_renders_with_its_jobs_own_verdicts(tmp_p
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_the_one_round_caveat_names_the_calibration_recipe_of_the_sweeps_workload(tmp_path,
-                                                                                   lang):
+def test_the_one_round_caveat_names_the_calibration_recipe_of_the_sweeps_workload(tmp_path, lang):
     """An inference sweep is calibrated with calibrate_host_infer, not the training recipe
     (the recipe its rows' verdicts name, as an experiment's advice does)."""
     from afbench.config.models import ReportConfig
@@ -270,12 +319,22 @@ def test_the_one_round_caveat_names_the_calibration_recipe_of_the_sweeps_workloa
 
     stored = Path(__file__).parent / "fixtures" / "sweeps" / "v3" / "sweep_summary.json"
     s = load_sweep_summary(json.loads(stored.read_text()))
-    rows = [r.model_copy(update={"run_medians_s": r.run_medians_s[:1], "speed": r.speed
-                                 and r.speed.model_copy(
-                                     update={"calibrate_recipe": "calibrate_host_infer"})})
-            for r in s.combinations]
-    render_sweep(s.model_copy(update={"combinations": rows}), tmp_path,
-                 ReportConfig(formats=["md", "html"], lang=lang), run_lang=lang)
+    rows = [
+        r.model_copy(
+            update={
+                "run_medians_s": r.run_medians_s[:1],
+                "speed": r.speed
+                and r.speed.model_copy(update={"calibrate_recipe": "calibrate_host_infer"}),
+            }
+        )
+        for r in s.combinations
+    ]
+    render_sweep(
+        s.model_copy(update={"combinations": rows}),
+        tmp_path,
+        ReportConfig(formats=["md", "html"], lang=lang),
+        run_lang=lang,
+    )
     for name in ("sweep_report.md", "sweep_report.html"):
         text = (tmp_path / name).read_text(encoding="utf-8")
         assert "python -m afbench experiment=calibrate_host_infer" in text, name

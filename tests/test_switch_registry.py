@@ -29,6 +29,7 @@ from afbench.store import RunResult
 from afbench.switches import registry
 from afbench.switches.base import STAGES, Switch, SwitchContext
 
+
 def test_every_registered_switch_implements_the_protocol_in_its_own_module():
     names = registry.switch_names()
     assert len(set(names)) == len(names)
@@ -74,24 +75,31 @@ def test_every_switch_turned_on_is_listed_in_the_report(tmp_path):
     plan = types.SimpleNamespace(runs=[spec])
     from afbench.compare import switch_records
 
-    records = switch_records(plan, spec.run_id, RunResult(switches=[
-        {"name": "autofuse", "applied": True, "detail": "torch.compile"}]))
-    assert [r.name for r in records] == ["autofuse"] + [n for n in registry.switch_names()
-                                                         if n != "autofuse"]
+    records = switch_records(
+        plan,
+        spec.run_id,
+        RunResult(switches=[{"name": "autofuse", "applied": True, "detail": "torch.compile"}]),
+    )
+    assert [r.name for r in records] == ["autofuse"] + [
+        n for n in registry.switch_names() if n != "autofuse"
+    ]
     assert records[0].detail == "torch.compile" and records[1].detail == ""  # label: not reported
 
 
 def test_workload_restriction_comes_from_the_switch(compose_cfg, tmp_path):
     from afbench.plan import make_plan
 
-    with pytest.raises(ConfigError, match=r"optimization\.npugraph_ex is inference-only.*"
-                                          r"scheduler=infer"):
+    with pytest.raises(
+        ConfigError,
+        match=r"optimization\.npugraph_ex is inference-only.*"
+        r"scheduler=infer",
+    ):
         make_plan(validate_config(compose_cfg("optimization.npugraph_ex=true")), tmp_path)
 
 
 # ------------------------------------------------------------------ a new switch, end to end
 
-TOY = '''
+TOY = """
 from afbench.errors import ConfigError
 from afbench.switches import SwitchReport
 from afbench.switches.base import BuiltinOnlySwitch
@@ -115,7 +123,7 @@ class Toy(BuiltinOnlySwitch):
 
     def titan_args(self, cfg, flavor, run_dir):
         return ["--toy.enable"] if cfg.optimization.toy else []
-'''
+"""
 
 
 @pytest.fixture
@@ -130,17 +138,24 @@ def toy(tmp_path, monkeypatch):
     sys.modules.pop("toy_switch", None)
 
 
-def test_a_new_switch_flows_through_plan_engines_placeholders_and_report(toy, compose_cfg,
-                                                                          tmp_path):
+def test_a_new_switch_flows_through_plan_engines_placeholders_and_report(
+    toy, compose_cfg, tmp_path
+):
     from afbench.compare import switch_records
     from afbench.config.engines import TorchtitanEngine
     from afbench.engines.torchtitan.cmdline import trainer_args
     from afbench.plan import make_plan
 
     # the command line takes it as any switch: no field, no YAML line
-    cfg = validate_config(compose_cfg("engine=command", f"engine.executable={sys.executable}",
-                                      "engine.args=['--toy={toy}']", "scheduler.steps=12",
-                                      "optimization.toy=true"))
+    cfg = validate_config(
+        compose_cfg(
+            "engine=command",
+            f"engine.executable={sys.executable}",
+            "engine.args=['--toy={toy}']",
+            "scheduler.steps=12",
+            "optimization.toy=true",
+        )
+    )
     assert cfg.optimization.toy is True
     plan = make_plan(cfg, tmp_path)
     assert toy.CHECKED == [12] * len(plan.runs)  # plan time, every run
@@ -195,24 +210,29 @@ def _package_with_toy(root: Path) -> Path:
     shutil.copytree(Path(afbench.__file__).parent, pkg, ignore=skip)
     for sub in ("conf", "recipes"):
         if not (pkg / sub).is_dir():
-            shutil.copytree(Path(str(importlib.resources.files(f"afbench.{sub}"))), pkg / sub,
-                            ignore=skip)
+            shutil.copytree(
+                Path(str(importlib.resources.files(f"afbench.{sub}"))), pkg / sub, ignore=skip
+            )
     # step 1: the switch's own module
     (pkg / "switches" / "toy.py").write_text(TOY)
     # step 2: one entry in the ordered SWITCHES tuple (and the import of its class)
     path = pkg / "switches" / "registry.py"
     source = path.read_text()
     tree = ast.parse(source)
-    (node,) = [n for n in tree.body if isinstance(n, ast.AnnAssign)
-               and getattr(n.target, "id", "") == "SWITCHES"]
+    (node,) = [
+        n
+        for n in tree.body
+        if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == "SWITCHES"
+    ]
     lines = source.splitlines(keepends=True)
     end = node.value.end_lineno - 1
     line = lines[end]
     close = node.value.end_col_offset - 1
     assert line[close] == ")", line
     lines[end] = line[:close] + ", Toy()" + line[close:]
-    first_import = next(n for n in tree.body if isinstance(n, ast.ImportFrom)
-                        and n.module.startswith("afbench."))
+    first_import = next(
+        n for n in tree.body if isinstance(n, ast.ImportFrom) and n.module.startswith("afbench.")
+    )
     lines.insert(first_import.lineno - 1, "from afbench.switches.toy import Toy\n")
     path.write_text("".join(lines))
     return root
@@ -224,40 +244,67 @@ def test_a_switch_added_as_the_docs_say_runs_from_the_command_line_to_the_report
     seen.write_text(SEEN)
     from afbench.assets.manifest import ASSETS_ENV, default_assets_dir
 
-    env = {**os.environ, ASSETS_ENV: str(default_assets_dir()), "PYTHONPATH": os.pathsep.join(
-        [str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {
+        **os.environ,
+        ASSETS_ENV: str(default_assets_dir()),
+        "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
     env.pop("HYDRA_FULL_ERROR", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "afbench", "engine=command",
-         f"engine.executable={sys.executable}",
-         f"engine.args=['{seen}','{{run_dir}}','--toy={{toy}}']",
-         "scheduler.steps=4", "scheduler.measure.first_step=2", "scheduler.measure.last_step=4",
-         "report.formats=[md]", "optimization.toy=true"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "afbench",
+            "engine=command",
+            f"engine.executable={sys.executable}",
+            f"engine.args=['{seen}','{{run_dir}}','--toy={{toy}}']",
+            "scheduler.steps=4",
+            "scheduler.measure.first_step=2",
+            "scheduler.measure.last_step=4",
+            "report.formats=[md]",
+            "optimization.toy=true",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (out,) = list(tmp_path.glob("outputs/*/*"))
     (run_dir,) = list((out / "runs").iterdir())
     # the engine got it: the placeholder and the AFBENCH_TOY variable
-    assert json.loads((run_dir / "seen.json").read_text()) == {"argv": ["--toy=true"],
-                                                               "env": "true"}
+    assert json.loads((run_dir / "seen.json").read_text()) == {
+        "argv": ["--toy=true"],
+        "env": "true",
+    }
     spec = json.loads((run_dir / "runspec.json").read_text())
     assert spec["config"]["optimization"]["toy"] is True
     # the report's switch table lists it (on; the command engine reports nothing about it)
     report = (out / "report.md").read_text()
     assert f"- `{run_dir.name}`: toy: on; the engine reports nothing about it" in report
     # nothing else in the copy names the switch (no config field, no YAML line)
-    named = [p.relative_to(root) for p in root.rglob("*") if p.is_file()
-             and p.suffix in (".py", ".yaml") and re.search(r"\btoy\b", p.read_text())]
+    named = [
+        p.relative_to(root)
+        for p in root.rglob("*")
+        if p.is_file() and p.suffix in (".py", ".yaml") and re.search(r"\btoy\b", p.read_text())
+    ]
     assert sorted(map(str, named)) == ["afbench/switches/registry.py", "afbench/switches/toy.py"]
 
 
 def test_a_switch_not_registered_exits_2_naming_the_key(tmp_path, afbench_env):
-    proc = subprocess.run([sys.executable, "-m", "afbench", "optimization.autofuze=true"],
-                          cwd=tmp_path, env=afbench_env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "afbench", "optimization.autofuze=true"],
+        cwd=tmp_path,
+        env=afbench_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2
-    assert ("optimization.autofuze: unknown key; did you mean 'optimization.autofuse'?"
-            in proc.stderr)
+    assert (
+        "optimization.autofuze: unknown key; did you mean 'optimization.autofuse'?" in proc.stderr
+    )
     assert not (tmp_path / "outputs").exists()
 
 
@@ -265,15 +312,33 @@ def _spec(tmp_path, args):
     from afbench.config.models import RunConfig
     from afbench.runspec import RunSpec
 
-    config = RunConfig.model_validate({
-        "model": {"name": "m", "path": "/models/m"}, "data": {"name": "d", "path": "/d.parquet"},
-        "scheduler": {"workload": "sft", "steps": 5, "seed": 1, "seq_len": 8,
-                      "measure": {"first_step": 2, "last_step": 5}},
-        "optimization": {"profiler_window": {"first_step": 2, "last_step": 4}},
-        "engine": {"name": "command", "executable": sys.executable, "args": args}})
-    return RunSpec(run_id="v-train-r1", index=1, variant="v", phase="train", repeat=1,
-                   config=config, config_hash="0" * 64, run_dir=str(tmp_path),
-                   timeout_s=60, kill_grace_s=2)
+    config = RunConfig.model_validate(
+        {
+            "model": {"name": "m", "path": "/models/m"},
+            "data": {"name": "d", "path": "/d.parquet"},
+            "scheduler": {
+                "workload": "sft",
+                "steps": 5,
+                "seed": 1,
+                "seq_len": 8,
+                "measure": {"first_step": 2, "last_step": 5},
+            },
+            "optimization": {"profiler_window": {"first_step": 2, "last_step": 4}},
+            "engine": {"name": "command", "executable": sys.executable, "args": args},
+        }
+    )
+    return RunSpec(
+        run_id="v-train-r1",
+        index=1,
+        variant="v",
+        phase="train",
+        repeat=1,
+        config=config,
+        config_hash="0" * 64,
+        run_dir=str(tmp_path),
+        timeout_s=60,
+        kill_grace_s=2,
+    )
 
 
 def test_settings_the_config_checks_switch_names_against_are_its_non_switch_fields():
@@ -283,11 +348,14 @@ def test_settings_the_config_checks_switch_names_against_are_its_non_switch_fiel
     assert set(SETTINGS) == set(OptimizationConfig.model_fields)
 
 
-@pytest.mark.parametrize("name, error", [
-    ("compile", "is the optimization setting optimization.compile: rename the switch"),
-    ("fast-softmax", "use lowercase letters, digits and '_'"),
-    ("autofuse", "registered twice"),
-])
+@pytest.mark.parametrize(
+    "name, error",
+    [
+        ("compile", "is the optimization setting optimization.compile: rename the switch"),
+        ("fast-softmax", "use lowercase letters, digits and '_'"),
+        ("autofuse", "registered twice"),
+    ],
+)
 def test_a_switch_name_that_cannot_be_a_key_fails_naming_the_switch(monkeypatch, name, error):
     from afbench.config.switch_names import switch_names as names_the_config_reads
 

@@ -14,7 +14,8 @@ from afbench.store import Summary
 def test_user_template_dir_overrides_the_shipped_template(tmp_path):
     (tmp_path / "tpl").mkdir()
     (tmp_path / "tpl" / "report.md.j2").write_text(
-        "custom {{ s.experiment }} {{ L.verdict }} v{{ s.schema_version }}\n")
+        "custom {{ s.experiment }} {{ L.verdict }} v{{ s.schema_version }}\n"
+    )
     cfg = ReportConfig(template_dir=str(tmp_path / "tpl"), formats=["md"], lang="zh")
     (path,) = render(Summary(experiment="exp1"), tmp_path, cfg)
     assert path.read_text() == f"custom exp1 结论 v{SCHEMA_VERSION}\n"
@@ -28,14 +29,16 @@ def test_missing_template_dir_is_rejected_before_anything_runs(compose_cfg, tmp_
 
 
 def test_template_dir_removed_before_rendering_is_a_config_error(tmp_path):
-    cfg = ReportConfig.model_construct(**{**ReportConfig().model_dump(),
-                                          "template_dir": str(tmp_path / "gone"), "formats": ["md"]})
+    cfg = ReportConfig.model_construct(
+        **{**ReportConfig().model_dump(), "template_dir": str(tmp_path / "gone"), "formats": ["md"]}
+    )
     with pytest.raises(ConfigError, match="report.template_dir"):
         render({"experiment": "x"}, tmp_path, cfg)
 
 
 def test_compiled_templates_are_cached_between_invocations_and_an_edit_recompiles(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     monkeypatch.setenv("AFBENCH_CACHE_DIR", str(tmp_path / "cache"))
     tpl = tmp_path / "tpl"
     tpl.mkdir()
@@ -56,8 +59,7 @@ def test_compiled_templates_are_cached_between_invocations_and_an_edit_recompile
 
 
 @pytest.mark.parametrize("cache_dir", ["", "unwritable"])
-def test_no_cache_folder_means_compiling_every_time_not_an_error(tmp_path, monkeypatch,
-                                                                 cache_dir):
+def test_no_cache_folder_means_compiling_every_time_not_an_error(tmp_path, monkeypatch, cache_dir):
     if cache_dir:
         blocked = tmp_path / "blocked"
         blocked.write_text("a file where the cache folder would go")
@@ -90,8 +92,10 @@ def test_the_uniform_slowdown_note_is_worded_in_the_reports_language(tmp_path):
     summary = Summary.model_validate(json.loads(stored.read_text()))
     values = {"ratio": 1.9, "similar": 12, "ops": 14, "side": "fused"}
     # a note compare makes now (key and numbers), and one an older summary holds in English
-    summary.kernel_notes = {"fused": say("uniform_slowdown_note", **values),
-                            "plain_copy": UNIFORM_TEXT.format(**values)}
+    summary.kernel_notes = {
+        "fused": say("uniform_slowdown_note", **values),
+        "plain_copy": UNIFORM_TEXT.format(**values),
+    }
     (tmp_path / "en").mkdir()
     (tmp_path / "zh").mkdir()
     (en,) = render(summary, tmp_path / "en", ReportConfig(formats=["md"]))
@@ -107,10 +111,27 @@ def test_a_single_run_report_shows_its_step_time(tmp_path, fmt):
     # one variant, no comparison: the table showed its headers and no row (newcomer trial)
     from afbench.store import RunRow
 
-    runs = [RunRow(run_id="baseline-run-r1", variant="baseline", phase="run", repeat=1,
-                   status="OK", mean_step_s=0.00116, tokens_per_s=880.0, first_step_s=0.5),
-            RunRow(run_id="baseline-run-r1-old", variant="baseline", phase="run", repeat=1,
-                   status="OK", mean_step_s=0.9, replaced_by="baseline-run-r1")]
+    runs = [
+        RunRow(
+            run_id="baseline-run-r1",
+            variant="baseline",
+            phase="run",
+            repeat=1,
+            status="OK",
+            mean_step_s=0.00116,
+            tokens_per_s=880.0,
+            first_step_s=0.5,
+        ),
+        RunRow(
+            run_id="baseline-run-r1-old",
+            variant="baseline",
+            phase="run",
+            repeat=1,
+            status="OK",
+            mean_step_s=0.9,
+            replaced_by="baseline-run-r1",
+        ),
+    ]
     summary = Summary(experiment="single", baseline="baseline", verdict_phase="run", runs=runs)
     (out,) = render(summary, tmp_path, ReportConfig(formats=[fmt]))
     text = out.read_text()
@@ -118,19 +139,36 @@ def test_a_single_run_report_shows_its_step_time(tmp_path, fmt):
     assert "0.9000" not in text  # a replaced (contended) run is not the run's step time
 
 
-@pytest.mark.parametrize("calibration, says", [
-    (None, "Without a host calibration, one round gives no verdict"),
-    ({"kind": "cpu|k", "spread_pct": 3.0, "df": 23, "n_pairs": 24},
-     "decided with this host's calibration"),
-])
+@pytest.mark.parametrize(
+    "calibration, says",
+    [
+        (None, "Without a host calibration, one round gives no verdict"),
+        (
+            {"kind": "cpu|k", "spread_pct": 3.0, "df": 23, "n_pairs": 24},
+            "decided with this host's calibration",
+        ),
+    ],
+)
 def test_the_one_round_caveat_says_whether_a_calibration_decided(tmp_path, calibration, says):
     side = {"name": "a", "statuses": ["OK"]}
     speed = {"decision": "INCONCLUSIVE", "design": "one_round", "calibration": calibration}
-    summary = Summary.model_validate({
-        "experiment": "e", "caveat": "one_round",
-        "comparisons": [{"baseline": side, "variant": {**side, "name": "b"}, "phase": "train",
-                         "workload": "sft", "verdict": "INCONCLUSIVE", "verdict_line": "x",
-                         "speed": speed}]})
+    summary = Summary.model_validate(
+        {
+            "experiment": "e",
+            "caveat": "one_round",
+            "comparisons": [
+                {
+                    "baseline": side,
+                    "variant": {**side, "name": "b"},
+                    "phase": "train",
+                    "workload": "sft",
+                    "verdict": "INCONCLUSIVE",
+                    "verdict_line": "x",
+                    "speed": speed,
+                }
+            ],
+        }
+    )
     (path,) = render(summary, tmp_path, ReportConfig(formats=["md"]))
     text = path.read_text()
     assert says in text

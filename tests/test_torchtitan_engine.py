@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from afbench.analysis.errors import InvalidLog
 from afbench.analysis.steplog import parse_step_times
@@ -26,18 +27,24 @@ from afbench.engines.torchtitan.parsers import (
 from afbench.engines.torchtitan.run import run_torchtitan
 from afbench.errors import ConfigError, RunFailed, RunSkipped
 from afbench.plan import make_plan
-from pydantic import ValidationError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "torchtitan"
 MODEL = "/models/Qwen3-1.7B"
 DATA = "/data/wordle/data/train-00000-of-00001.parquet"
 NPU_OVERRIDES = (
-    "experiment=sft_af_compare", "experiment.repeats=1", "backend=npu", "parallel.world_size=2",
+    "experiment=sft_af_compare",
+    "experiment.repeats=1",
+    "backend=npu",
+    "parallel.world_size=2",
     "parallel.devices=[0,1]",
     # GBS 4 on two devices: 2 per device, one micro batch (the reference's config function
     # has local_batch_size 2); the reference trains at sequence length 1024.
-    "scheduler.micro_batch_size=2", "scheduler.seq_len=1024",
-    "model=qwen3_1_7b", f"model.path={MODEL}", "data=wordle", f"data.path={DATA}",
+    "scheduler.micro_batch_size=2",
+    "scheduler.seq_len=1024",
+    "model=qwen3_1_7b",
+    f"model.path={MODEL}",
+    "data=wordle",
+    f"data.path={DATA}",
 )
 
 
@@ -52,7 +59,11 @@ def af_compare_runs(compose_cfg, tmp_path):
     cfg = validate_config(compose_cfg(*NPU_OVERRIDES))
     plan = make_plan(cfg, tmp_path / "out")
     assert [r.run_id for r in plan.runs] == [
-        "af_off-train-r1", "af_on-train-r1", "af_off-profile-r1", "af_on-profile-r1"]
+        "af_off-train-r1",
+        "af_on-train-r1",
+        "af_off-profile-r1",
+        "af_on-profile-r1",
+    ]
     return plan.runs
 
 
@@ -85,17 +96,38 @@ def test_unknown_engine_key_and_pattern_without_step_group_are_rejected():
 def reference_command(steps: int, seed: int, compiled: bool, profile_dir: str | None):
     """docs/reference.md §1's torchtitan-npu command, restated: (env, script argv)."""
     env = {"MODULE": "torchtitan_npu.models.qwen3", "CONFIG": "sft_qwen3_1_7b_wordle", "NGPU": "2"}
-    argv = ["bash", "scripts/run_train.sh", "--hf_assets_path", MODEL, "--checkpoint.load_only",
-            "--training.global_batch_size", "4", "--training.steps", str(steps),
-            "--debug.seed", str(seed)]
+    argv = [
+        "bash",
+        "scripts/run_train.sh",
+        "--hf_assets_path",
+        MODEL,
+        "--checkpoint.load_only",
+        "--training.global_batch_size",
+        "4",
+        "--training.steps",
+        str(steps),
+        "--debug.seed",
+        str(seed),
+    ]
     if compiled:
         argv.append("--compile.enable")
     if profile_dir is not None:
-        argv += ["--profiling.enable_profiling", "--profiling.profile_step_start", "6",
-                 "--profiling.profile_step_end", "11",
-                 "--profiling.save_traces_folder", profile_dir]
-    argv += ["dataloader:chat-data-loader-config", "--dataloader.dataset-path", "parquet",
-             "--dataloader.data-files", DATA]
+        argv += [
+            "--profiling.enable_profiling",
+            "--profiling.profile_step_start",
+            "6",
+            "--profiling.profile_step_end",
+            "11",
+            "--profiling.save_traces_folder",
+            profile_dir,
+        ]
+    argv += [
+        "dataloader:chat-data-loader-config",
+        "--dataloader.dataset-path",
+        "parquet",
+        "--dataloader.data-files",
+        DATA,
+    ]
     return env, argv
 
 
@@ -118,12 +150,13 @@ def split_options(args: list[str]) -> tuple[dict[str, str | bool], list[str], li
         else:
             opts[key] = True
             i += 1
-    return opts, args[sub:sub + 1], args[sub + 1:]
+    return opts, args[sub : sub + 1], args[sub + 1 :]
 
 
 def test_sft_af_compare_commands_match_the_reference_flag_by_flag(af_compare_runs):
-    engine = TorchtitanEngine(flavor="torchtitan_npu", train_script="scripts/run_train.sh",
-                              workdir="/opt/torchtitan-npu")
+    engine = TorchtitanEngine(
+        flavor="torchtitan_npu", train_script="scripts/run_train.sh", workdir="/opt/torchtitan-npu"
+    )
     expected = {  # run -> (steps, seed, compiled, profiled), docs/reference.md §1's table
         "af_off-train-r1": (10, 42, False, False),
         "af_on-train-r1": (10, 42, True, False),
@@ -133,8 +166,9 @@ def test_sft_af_compare_commands_match_the_reference_flag_by_flag(af_compare_run
     for spec in af_compare_runs:
         steps, seed, compiled, profiled = expected[spec.run_id]
         profile_dir = str(Path(spec.run_dir) / "profile")
-        ref_env, ref_argv = reference_command(steps, seed, compiled,
-                                              profile_dir if profiled else None)
+        ref_env, ref_argv = reference_command(
+            steps, seed, compiled, profile_dir if profiled else None
+        )
         argv, env = build_command(with_engine(spec, engine), engine, sys.executable)
 
         assert argv[:2] == ref_argv[:2] == ["bash", "scripts/run_train.sh"]
@@ -146,13 +180,14 @@ def test_sft_af_compare_commands_match_the_reference_flag_by_flag(af_compare_run
         ref, ref_sub, ref_data = split_options(ref_argv[2:])
         for flag, value in ref.items():
             assert ours.get(flag) == value, (
-                f"{spec.run_id}: {flag} is {ours.get(flag)!r}, reference {value!r}")
+                f"{spec.run_id}: {flag} is {ours.get(flag)!r}, reference {value!r}"
+            )
         assert (our_sub, our_data) == (ref_sub, ref_data)
         # Profiling options in the reference's order, as one block.
         if profiled:
-            block = ref_argv[ref_argv.index("--profiling.enable_profiling"):][:7]
+            block = ref_argv[ref_argv.index("--profiling.enable_profiling") :][:7]
             start = argv.index("--profiling.enable_profiling")
-            assert argv[start:start + 7] == block
+            assert argv[start : start + 7] == block
         else:
             assert not any(a.startswith(("--profiling.", "--profiler.")) for a in argv)
         # What afbench adds, and nothing else: explicit values the reference takes from its
@@ -181,10 +216,15 @@ def test_direct_npu_command_is_torchrun_of_the_npu_entry(af_compare_runs):
     assert argv[argv.index("--local-ranks-filter") + 1] == "0"
     assert argv[argv.index("--log-dir") + 1] == f"{dump}/torchrun"
     m = argv.index("-m", 3)
-    assert argv[m:m + 6] == ["-m", "torchtitan_npu.entry",
-                             "--module", "torchtitan_npu.models.qwen3",
-                             "--config", "sft_qwen3_1_7b_wordle"]
-    assert argv[m + 6:] == trainer_args(spec, engine)
+    assert argv[m : m + 6] == [
+        "-m",
+        "torchtitan_npu.entry",
+        "--module",
+        "torchtitan_npu.models.qwen3",
+        "--config",
+        "sft_qwen3_1_7b_wordle",
+    ]
+    assert argv[m + 6 :] == trainer_args(spec, engine)
     assert env["ASCEND_RT_VISIBLE_DEVICES"] == "0,1"
     assert env["PYTORCH_NPU_ALLOC_CONF"] == "expandable_segments:True"
     assert "MODULE" not in env and "CUDA_VISIBLE_DEVICES" not in env
@@ -192,20 +232,28 @@ def test_direct_npu_command_is_torchrun_of_the_npu_entry(af_compare_runs):
 
 
 def test_torchtitan_flavor_records_the_window_with_a_one_shot_schedule(compose_cfg, tmp_path):
-    cfg = validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=1",
-                                      "backend=cuda", "parallel.world_size=2",
-                                      "parallel.devices=[2,3]",
-                                      "scheduler.micro_batch_size=2"))
+    cfg = validate_config(
+        compose_cfg(
+            "experiment=sft_af_compare",
+            "experiment.repeats=1",
+            "backend=cuda",
+            "parallel.world_size=2",
+            "parallel.devices=[2,3]",
+            "scheduler.micro_batch_size=2",
+        )
+    )
     engine = TorchtitanEngine()
     spec = with_engine(make_plan(cfg, tmp_path).runs[3], engine)  # af_on-profile-r1
     argv, env = build_command(spec, engine, "python")
-    opts, sub, _ = split_options(argv[argv.index("--config") + 2:])
+    opts, sub, _ = split_options(argv[argv.index("--config") + 2 :])
     # steps 6..10 with one warmup step: wait 4, warmup 1, active 5, once -> iteration_10/
     assert {k: v for k, v in opts.items() if k.startswith("--profiler.")} == {
         "--profiler.enable_profiling": True,
         "--profiler.save_traces_folder": str(Path(spec.run_dir) / "profile"),
-        "--profiler.profile_freq": "10", "--profiler.profiler_warmup": "1",
-        "--profiler.profiler_active": "5", "--profiler.profiler_repeat": "1",
+        "--profiler.profile_freq": "10",
+        "--profiler.profiler_warmup": "1",
+        "--profiler.profiler_active": "5",
+        "--profiler.profiler_repeat": "1",
     }
     assert opts["--compile.enable"] is True and opts["--training.steps"] == "12"
     assert sub == []  # upstream: the config function names the data
@@ -222,22 +270,29 @@ def test_devices_left_null_set_no_visibility_variable(compose_cfg, tmp_path):
 
 
 def test_extra_args_come_before_the_dataloader_subcommand(af_compare_runs):
-    engine = TorchtitanEngine(flavor="torchtitan_npu", extra_args=["--training.max_norm", "0.5"],
-                              data_args=["dataloader:chat-data-loader-config",
-                                         "--dataloader.data-files", "{data_path}"])
+    engine = TorchtitanEngine(
+        flavor="torchtitan_npu",
+        extra_args=["--training.max_norm", "0.5"],
+        data_args=["dataloader:chat-data-loader-config", "--dataloader.data-files", "{data_path}"],
+    )
     argv, _ = build_command(with_engine(af_compare_runs[0], engine), engine, "python")
-    assert argv[-5:] == ["--training.max_norm", "0.5", "dataloader:chat-data-loader-config",
-                         "--dataloader.data-files", DATA]
+    assert argv[-5:] == [
+        "--training.max_norm",
+        "0.5",
+        "dataloader:chat-data-loader-config",
+        "--dataloader.data-files",
+        DATA,
+    ]
 
 
-def test_a_relative_model_path_reaches_torchtitan_absolute(af_compare_runs, tmp_path,
-                                                             monkeypatch):
+def test_a_relative_model_path_reaches_torchtitan_absolute(af_compare_runs, tmp_path, monkeypatch):
     # torchtitan requires an absolute checkpoint.initial_load_path: validation makes it so,
     # against the directory afbench was started in
     monkeypatch.chdir(tmp_path)
     spec = af_compare_runs[0]
-    model = type(spec.config.model)(**{**spec.config.model.model_dump(),
-                                       "path": "models/Qwen3-1.7B"})
+    model = type(spec.config.model)(
+        **{**spec.config.model.model_dump(), "path": "models/Qwen3-1.7B"}
+    )
     spec = spec.model_copy(update={"config": spec.config.model_copy(update={"model": model})})
     args = trainer_args(spec, TorchtitanEngine(flavor="torchtitan_npu"))
     assert args[args.index("--hf_assets_path") + 1] == str(tmp_path / "models" / "Qwen3-1.7B")
@@ -258,7 +313,8 @@ def test_builtin_only_switches_skip_the_run(af_compare_runs):
 def test_npu_profiler_window_starting_at_step_one_is_rejected(af_compare_runs):
     spec = af_compare_runs[2]
     window = spec.config.optimization.profiler_window.model_copy(
-        update={"first_step": 1, "warmup_steps": 0})
+        update={"first_step": 1, "warmup_steps": 0}
+    )
     opt = spec.config.optimization.model_copy(update={"profiler_window": window})
     spec = spec.model_copy(update={"config": spec.config.model_copy(update={"optimization": opt})})
     with pytest.raises(ConfigError, match="first_step"):
@@ -282,8 +338,10 @@ def test_colored_log_gives_each_training_step_once_without_validation_lines():
 
 
 def test_mfu_na_and_nan_loss_are_kept_as_none_and_nan():
-    line = ("[titan] 2026-09-21 10:15:06,000 - root - INFO - step:  3  loss:      nan  "
-            "grad_norm:     nan  memory: 12.00GiB(20.00%)  tps: 1,234  tflops: 1,024.50  mfu: N/A")
+    line = (
+        "[titan] 2026-09-21 10:15:06,000 - root - INFO - step:  3  loss:      nan  "
+        "grad_norm:     nan  memory: 12.00GiB(20.00%)  tps: 1,234  tflops: 1,024.50  mfu: N/A"
+    )
     (rec,) = parse_titan_log(line)
     assert math.isnan(rec["loss"]) and rec["mfu_pct"] is None
     assert rec["tflops"] == 1024.5 and rec["rank"] is None and rec["tokens_per_s"] == 1234
@@ -334,8 +392,9 @@ def test_step_records_prefer_own_time_then_structured_then_tps():
     parsed = parse_titan_log((FIXTURES / "console_rank0_color.log").read_text(), world_size=2)
     structured = step_times_from_structured_logs(FIXTURES / "dump")
     del structured[12]
-    records, source = step_records(parsed, tokens_per_step=4096, world_size=2,
-                                   structured=structured)
+    records, source = step_records(
+        parsed, tokens_per_step=4096, world_size=2, structured=structured
+    )
     assert source == "structured_logs+tps"
     assert records[5]["step_time_s"] == pytest.approx(0.583)
     assert records[11]["step_time_source"] == "tps"
@@ -344,39 +403,55 @@ def test_step_records_prefer_own_time_then_structured_then_tps():
 
 
 # torchtitan's metrics logger line (torchtitan/components/metrics.py), with its ANSI colours
-TITAN_LINE = ("\x1b[31mstep: {step:2}  \x1b[32mloss: {loss:8.5f}  \x1b[38;2;180;60;0mgrad_norm: "
-              "{gn:7.4f}  \x1b[33mmemory: {gib:5.2f}GiB({pct:.2f}%)  \x1b[34mtps: {tps:,}  "
-              "\x1b[36mtflops: {tflops:,.2f}  \x1b[35mmfu: {mfu:.2f}%\x1b[39m")
+TITAN_LINE = (
+    "\x1b[31mstep: {step:2}  \x1b[32mloss: {loss:8.5f}  \x1b[38;2;180;60;0mgrad_norm: "
+    "{gn:7.4f}  \x1b[33mmemory: {gib:5.2f}GiB({pct:.2f}%)  \x1b[34mtps: {tps:,}  "
+    "\x1b[36mtflops: {tflops:,.2f}  \x1b[35mmfu: {mfu:.2f}%\x1b[39m"
+)
 
 
 def titan_lines(losses: dict[int, float], prefix: str = "") -> str:
-    return "".join(prefix + "[titan] 2026-09-21 10:15:06,000 - root - INFO - " + TITAN_LINE.format(
-        step=step, loss=loss, gn=1.5, gib=38.27, pct=62.15, tps=2246, tflops=25.2, mfu=7.12)
-        + "\n" for step, loss in losses.items())
+    return "".join(
+        prefix
+        + "[titan] 2026-09-21 10:15:06,000 - root - INFO - "
+        + TITAN_LINE.format(
+            step=step, loss=loss, gn=1.5, gib=38.27, pct=62.15, tps=2246, tflops=25.2, mfu=7.12
+        )
+        + "\n"
+        for step, loss in losses.items()
+    )
 
 
 def test_step_records_keep_rank0_lines_and_fail_a_step_logged_twice():
-    text = ("[rank1]:step:  1  loss:  9.00000  tps: 10\n"
-            "[rank0]:step:  1  loss:  2.00000  tps: 1,000\n"
-            "[rank0]:step:  2  loss:  3.00000  tps: 2,000\n")
+    text = (
+        "[rank1]:step:  1  loss:  9.00000  tps: 10\n"
+        "[rank0]:step:  1  loss:  2.00000  tps: 1,000\n"
+        "[rank0]:step:  2  loss:  3.00000  tps: 2,000\n"
+    )
     records, _ = step_records(parse_titan_log(text), tokens_per_step=1000, world_size=1)
     assert [(r["step"], r["loss"]) for r in records] == [(1, 2.0), (2, 3.0)]
     twice = titan_lines({1: 2.0, 2: 1.9}, "[rank0]:") + titan_lines({2: 1.8}, "[rank0]:")
-    with pytest.raises(InvalidLog, match=r"^console\.log: step 2 is duplicated \(2 times, "
-                                         r"lines 2, 3\)$"):
-        step_records(parse_titan_log(twice), tokens_per_step=1000, world_size=1,
-                     source="console.log")
+    with pytest.raises(
+        InvalidLog,
+        match=r"^console\.log: step 2 is duplicated \(2 times, "
+        r"lines 2, 3\)$",
+    ):
+        step_records(
+            parse_titan_log(twice), tokens_per_step=1000, world_size=1, source="console.log"
+        )
 
 
 def test_pipeline_placeholder_loss_is_no_loss_and_not_non_finite():
     # under pipeline parallelism the logging rank (first stage) prints loss -1 every step
-    records, _ = step_records(parse_titan_log(titan_lines({1: -1.0, 2: -1.0})),
-                              tokens_per_step=4096, world_size=2)
+    records, _ = step_records(
+        parse_titan_log(titan_lines({1: -1.0, 2: -1.0})), tokens_per_step=4096, world_size=2
+    )
     assert [(r["loss"], r["loss_placeholder"]) for r in records] == [(None, True), (None, True)]
     # the timing is unaffected
     assert all(r["step_time_s"] == pytest.approx(4096 / (2246 * 2)) for r in records)
-    (real,), _ = step_records(parse_titan_log(titan_lines({1: 2.5})), tokens_per_step=4096,
-                              world_size=2)
+    (real,), _ = step_records(
+        parse_titan_log(titan_lines({1: 2.5})), tokens_per_step=4096, world_size=2
+    )
     assert real["loss"] == 2.5 and "loss_placeholder" not in real
 
 
@@ -386,8 +461,12 @@ def test_a_pipeline_parallel_log_in_torchtitans_shape_gives_placeholders_and_rea
     # torchtitan's logger writes them, a 1-D ['pp'] mesh, no validation lines
     text = (FIXTURES / "console_npu_pp_rank0_color.log").read_text()
     assert "\x1b[31mstep:  6  \x1b[32mloss: -1.00000  \x1b[38;2;180;60;0mgrad_norm:" in text
-    records, source = step_records(parse_titan_log(text, world_size=2), tokens_per_step=8192,
-                                   world_size=2, source="console.log")
+    records, source = step_records(
+        parse_titan_log(text, world_size=2),
+        tokens_per_step=8192,
+        world_size=2,
+        source="console.log",
+    )
     assert [r["step"] for r in records] == list(range(1, 13)) and source == "log"
     assert all(r["loss"] is None and r["loss_placeholder"] is True for r in records)
     assert [r["step_time_s"] for r in records][5:10] == [0.587, 0.592, 0.590, 0.595, 0.589]
@@ -410,7 +489,7 @@ def test_traces_are_found_by_iteration_and_rank():
 
 # A stand-in for torchtitan's entry: parses the options afbench passes, prints step lines in
 # torchtitan's format (colours unless disabled), writes structured logs and a trace.
-FAKE_TRAIN = '''
+FAKE_TRAIN = """
 import json, logging, os, sys, time
 
 def opt(name, default=None):
@@ -467,7 +546,7 @@ def main(npu=False):
 
 if __name__ == "__main__":
     main()
-'''
+"""
 
 
 @pytest.fixture
@@ -479,16 +558,24 @@ def fake_torchtitan(tmp_path, monkeypatch):
     (root / "torchtitan_npu").mkdir()
     (root / "torchtitan_npu" / "__init__.py").write_text("")
     (root / "torchtitan_npu" / "entry.py").write_text(
-        "from torchtitan.train import main\nmain(npu=True)\n")
+        "from torchtitan.train import main\nmain(npu=True)\n"
+    )
     monkeypatch.setenv("PYTHONPATH", str(root))
     return root
 
 
-def cuda_run(compose_cfg, tmp_path, engine: TorchtitanEngine, index: int = 2,
-             backend: str = "cuda"):
-    cfg = validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=1",
-                                      f"backend={backend}", "parallel.world_size=2",
-                                      "scheduler.micro_batch_size=2"))
+def cuda_run(
+    compose_cfg, tmp_path, engine: TorchtitanEngine, index: int = 2, backend: str = "cuda"
+):
+    cfg = validate_config(
+        compose_cfg(
+            "experiment=sft_af_compare",
+            "experiment.repeats=1",
+            f"backend={backend}",
+            "parallel.world_size=2",
+            "scheduler.micro_batch_size=2",
+        )
+    )
     spec = with_engine(make_plan(cfg, tmp_path / "out").runs[index], engine)
     run_dir = Path(spec.run_dir)
     run_dir.mkdir(parents=True)
@@ -499,8 +586,7 @@ def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_run_is_skipped_when_torchtitan_is_not_importable(compose_cfg, tmp_path,
-                                                         hide_torchtitan):
+def test_run_is_skipped_when_torchtitan_is_not_importable(compose_cfg, tmp_path, hide_torchtitan):
     spec, run_dir = cuda_run(compose_cfg, tmp_path, TorchtitanEngine())
     with pytest.raises(RunSkipped, match="torchtitan importable") as err:
         run_torchtitan(spec, run_dir)
@@ -509,8 +595,9 @@ def test_run_is_skipped_when_torchtitan_is_not_importable(compose_cfg, tmp_path,
 
 
 def test_run_with_a_missing_train_script_is_skipped(compose_cfg, tmp_path):
-    engine = TorchtitanEngine(flavor="torchtitan_npu", train_script="scripts/run_train.sh",
-                              workdir=str(tmp_path))
+    engine = TorchtitanEngine(
+        flavor="torchtitan_npu", train_script="scripts/run_train.sh", workdir=str(tmp_path)
+    )
     spec, run_dir = cuda_run(compose_cfg, tmp_path, engine)
     with pytest.raises(RunSkipped, match="train_script"):
         run_torchtitan(spec, run_dir)
@@ -551,35 +638,41 @@ def test_run_writes_metrics_and_reference_lines(compose_cfg, tmp_path, fake_torc
 
 
 def test_run_counts_afbench_tflops_beside_torchtitans_from_the_model_config(
-        compose_cfg, tmp_path, fake_torchtitan):
+    compose_cfg, tmp_path, fake_torchtitan
+):
     from afbench.analysis import flops
 
     spec, run_dir = cuda_run(compose_cfg, tmp_path, TorchtitanEngine(), index=0)
-    cfg = spec.config.model_copy(update={
-        "backend": spec.config.backend.model_copy(update={"peak_tflops": 2.0})})
+    cfg = spec.config.model_copy(
+        update={"backend": spec.config.backend.model_copy(update={"peak_tflops": 2.0})}
+    )
     result = run_torchtitan(spec.model_copy(update={"config": cfg}), run_dir)
     recs = [r for r in metrics(run_dir) if 6 <= r["step"] <= 10]
     model_config = json.loads((Path(cfg.model.path) / "config.json").read_text())
-    per_token = flops.training_flops_per_token(flops.TransformerShape.from_config(model_config),
-                                               cfg.scheduler.seq_len)
+    per_token = flops.training_flops_per_token(
+        flops.TransformerShape.from_config(model_config), cfg.scheduler.seq_len
+    )
     tps = len(recs) * 1024 / sum(r["step_time_s"] for r in recs) / 2
     assert result.efficiency.flops_per_token == per_token
     assert result.efficiency.afbench_tflops_per_device == pytest.approx(tps * per_token / 1e12)
     assert result.efficiency.afbench_mfu_pct == pytest.approx(
-        result.efficiency.afbench_tflops_per_device / 2.0 * 100)
+        result.efficiency.afbench_tflops_per_device / 2.0 * 100
+    )
     assert result.efficiency.tflops_per_device == 0.5  # torchtitan's own stays beside it
     # without <model.path>/config.json afbench says why it has no count
     spec, run_dir = cuda_run(compose_cfg, tmp_path / "no-config", TorchtitanEngine(), index=0)
-    cfg = spec.config.model_copy(update={
-        "model": spec.config.model.model_copy(update={"path": str(tmp_path / "empty")})})
+    cfg = spec.config.model_copy(
+        update={"model": spec.config.model.model_copy(update={"path": str(tmp_path / "empty")})}
+    )
     result = run_torchtitan(spec.model_copy(update={"config": cfg}), run_dir)
     assert result.efficiency.afbench_tflops_per_device is None
     assert result.efficiency.tflops_per_device == 0.5
     assert result.efficiency.afbench_source.startswith(f"n/a: {tmp_path / 'empty'}/config.json")
 
 
-def test_run_without_structured_logs_derives_step_time_from_tps(compose_cfg, tmp_path,
-                                                                 fake_torchtitan, capsys):
+def test_run_without_structured_logs_derives_step_time_from_tps(
+    compose_cfg, tmp_path, fake_torchtitan, capsys
+):
     engine = TorchtitanEngine(extra_args=["--debug.no-enable-structured-logging"])
     spec, run_dir = cuda_run(compose_cfg, tmp_path, engine, index=0)
     result = run_torchtitan(spec, run_dir)
@@ -589,10 +682,12 @@ def test_run_without_structured_logs_derives_step_time_from_tps(compose_cfg, tmp
     assert sorted(parse_step_times(capsys.readouterr().out, 6, 10)) == [6, 7, 8, 9, 10]
 
 
-def test_npu_run_adds_no_second_line_for_steps_that_carry_their_time(compose_cfg, tmp_path,
-                                                                      fake_torchtitan, capsys):
-    spec, run_dir = cuda_run(compose_cfg, tmp_path, TorchtitanEngine(flavor="torchtitan_npu"),
-                             index=1, backend="npu")
+def test_npu_run_adds_no_second_line_for_steps_that_carry_their_time(
+    compose_cfg, tmp_path, fake_torchtitan, capsys
+):
+    spec, run_dir = cuda_run(
+        compose_cfg, tmp_path, TorchtitanEngine(flavor="torchtitan_npu"), index=1, backend="npu"
+    )
     result = run_torchtitan(spec, run_dir)
     out = capsys.readouterr().out
     assert result.step_time_source == "log"
@@ -600,8 +695,9 @@ def test_npu_run_adds_no_second_line_for_steps_that_carry_their_time(compose_cfg
     assert sorted(parse_step_times(out, 6, 10)) == [6, 7, 8, 9, 10]  # no duplicates
 
 
-def test_nan_loss_fails_the_run_with_the_common_wording(compose_cfg, tmp_path, fake_torchtitan,
-                                                        monkeypatch):
+def test_nan_loss_fails_the_run_with_the_common_wording(
+    compose_cfg, tmp_path, fake_torchtitan, monkeypatch
+):
     monkeypatch.setenv("FAKE_TITAN_NAN_AT", "4")
     spec, run_dir = cuda_run(compose_cfg, tmp_path, TorchtitanEngine(), index=0)
     with pytest.raises(RunFailed, match=r"^non-finite loss \(nan\) at step 4$"):
@@ -616,8 +712,9 @@ def test_a_step_logged_twice_fails_the_run(compose_cfg, tmp_path, fake_torchtita
         run_torchtitan(spec, run_dir)
 
 
-def test_failing_run_raises_and_keeps_the_steps_it_logged(compose_cfg, tmp_path, fake_torchtitan,
-                                                          monkeypatch):
+def test_failing_run_raises_and_keeps_the_steps_it_logged(
+    compose_cfg, tmp_path, fake_torchtitan, monkeypatch
+):
     monkeypatch.setenv("FAKE_TITAN_FAIL_AT", "4")
     spec, run_dir = cuda_run(compose_cfg, tmp_path, TorchtitanEngine(), index=0)
     with pytest.raises(RunFailed, match="exited with status"):

@@ -31,7 +31,8 @@ from afbench.plan import make_plan
 TINY = Path(__file__).resolve().parents[1] / "assets" / "qwen3_tiny"
 HAVE_TITAN = all(importlib.util.find_spec(m) for m in ("torchtitan", "triton"))
 needs_titan = pytest.mark.skipif(
-    not HAVE_TITAN, reason="torchtitan and triton not installed (pip install -e '.[titan-test]')")
+    not HAVE_TITAN, reason="torchtitan and triton not installed (pip install -e '.[titan-test]')"
+)
 
 TINY_CONFIG = json.loads((TINY / "config.json").read_text())
 
@@ -47,23 +48,41 @@ def write_model(folder: Path, **changes) -> Path:
 
 def test_shipped_tiny_model_maps_to_torchtitans_qwen3_sizes():
     assert qwen3_dims(TINY) == {
-        "dim": 256, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "head_dim": 64,
-        "hidden_dim": 768, "vocab_size": 2400, "max_seq_len": 2048, "rope_theta": 1e6,
-        "enable_weight_tying": True}
+        "dim": 256,
+        "n_layers": 4,
+        "n_heads": 4,
+        "n_kv_heads": 2,
+        "head_dim": 64,
+        "hidden_dim": 768,
+        "vocab_size": 2400,
+        "max_seq_len": 2048,
+        "rope_theta": 1e6,
+        "enable_weight_tying": True,
+    }
 
 
-@pytest.mark.parametrize("changes, said", [
-    ({"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"]}, "not a dense Qwen3"),
-    ({"attention_bias": True}, "attention_bias is true"),
-    ({"num_key_value_heads": 3}, "not a multiple of num_key_value_heads 3"),
-    ({"rms_norm_eps": 1e-5}, "rms_norm_eps 1e-05"),
-    ({"intermediate_size": None}, "no integer intermediate_size"),
-])
+@pytest.mark.parametrize(
+    "changes, said",
+    [
+        (
+            {"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"]},
+            "not a dense Qwen3",
+        ),
+        ({"attention_bias": True}, "attention_bias is true"),
+        ({"num_key_value_heads": 3}, "not a multiple of num_key_value_heads 3"),
+        ({"rms_norm_eps": 1e-5}, "rms_norm_eps 1e-05"),
+        ({"intermediate_size": None}, "no integer intermediate_size"),
+    ],
+)
 def test_a_model_torchtitan_cannot_build_is_a_plan_time_error_naming_model_path(
-        compose_cfg, tmp_path, changes, said):
+    compose_cfg, tmp_path, changes, said
+):
     model = write_model(tmp_path / "model", **changes)
-    cfg = validate_config(compose_cfg("engine=torchtitan", "backend=cuda",
-                                      f"model.path={model}", "model.manifest=null"))
+    cfg = validate_config(
+        compose_cfg(
+            "engine=torchtitan", "backend=cuda", f"model.path={model}", "model.manifest=null"
+        )
+    )
     with pytest.raises(ConfigError, match="model.path") as err:
         make_plan(cfg, tmp_path / "out")
     assert said in str(err.value) and str(model / "config.json") in str(err.value)
@@ -73,8 +92,11 @@ def test_command_line_tells_the_config_function_the_run_paths(compose_cfg, tmp_p
     cfg = validate_config(compose_cfg("engine=torchtitan", "backend=cuda"))
     spec = make_plan(cfg, tmp_path / "out").runs[0]
     argv, env = build_command(spec, cfg.engine, "python")
-    assert argv[argv.index("--module") + 1: argv.index("--config") + 2] == [
-        "afbench.engines.torchtitan.qwen3", "--config", "qwen3_from_hf"]
+    assert argv[argv.index("--module") + 1 : argv.index("--config") + 2] == [
+        "afbench.engines.torchtitan.qwen3",
+        "--config",
+        "qwen3_from_hf",
+    ]
     assert env["AFBENCH_MODEL_PATH"] == cfg.model.path == argv[argv.index("--hf_assets_path") + 1]
     assert env["AFBENCH_DATA_PATH"] == cfg.data.path
 
@@ -97,23 +119,28 @@ def test_cpu_backend_is_a_device_failure_and_a_matching_device_passes():
     assert not device_check("npu", "cuda", "0.3.0")["ok"]
 
 
-@pytest.mark.parametrize("world, backend, shard, torch_v, fails", [
-    (2, "spmd_types", -1, "2.13.0+cu130", True),
-    (2, "partial_dtensor", -1, "2.13.0+cu130", False),
-    (1, "spmd_types", -1, "2.13.0+cu130", False),
-    (2, "spmd_types", 1, "2.13.0+cu130", False),          # pure replication: no FSDP
-    (2, "spmd_types", -1, "2.14.0.dev20260601+cu130", False),  # the nightly it is tested with
-])
+@pytest.mark.parametrize(
+    "world, backend, shard, torch_v, fails",
+    [
+        (2, "spmd_types", -1, "2.13.0+cu130", True),
+        (2, "partial_dtensor", -1, "2.13.0+cu130", False),
+        (1, "spmd_types", -1, "2.13.0+cu130", False),
+        (2, "spmd_types", 1, "2.13.0+cu130", False),  # pure replication: no FSDP
+        (2, "spmd_types", -1, "2.14.0.dev20260601+cu130", False),  # the nightly it is tested with
+    ],
+)
 def test_fsdp_under_spmd_types_fails_only_at_world_size_above_one_on_a_release(
-        world, backend, shard, torch_v, fails):
+    world, backend, shard, torch_v, fails
+):
     check = fsdp_check("r1", world, backend, shard, torch_v, "0.3.0")
     assert (check is not None) == fails
     if fails:
         assert "partial_dtensor" in check["action"] and torch_v in check["current"]
 
 
-def test_preflight_without_torchtitan_is_one_failed_check_with_the_install(compose_cfg, tmp_path,
-                                                                           hide_torchtitan):
+def test_preflight_without_torchtitan_is_one_failed_check_with_the_install(
+    compose_cfg, tmp_path, hide_torchtitan
+):
     cfg = validate_config(compose_cfg("engine=torchtitan", "backend=cuda"))
     checks = titan_preflight(make_plan(cfg, tmp_path / "out").runs)
     assert [(c["item"], c["ok"]) for c in checks] == [("torchtitan", False)]
@@ -140,8 +167,9 @@ def test_torchtitan_builds_the_shipped_model_that_its_weights_fit():
     ids = torch.tensor([[5, 17, 99, 300, 1200, 7, 8, 9]])
     positions = torch.arange(ids.shape[1])[None]
     with torch.no_grad():
-        titan = model.eval()(ids, positions=positions,
-                             attention_masks=model.get_attention_masks(positions))
+        titan = model.eval()(
+            ids, positions=positions, attention_masks=model.get_attention_masks(positions)
+        )
         hf = AutoModelForCausalLM.from_pretrained(TINY).eval()(ids).logits
     assert titan.shape == hf.shape == (1, 8, 2400)
     assert torch.allclose(titan, hf, atol=1e-4)
@@ -149,12 +177,27 @@ def test_torchtitan_builds_the_shipped_model_that_its_weights_fit():
 
 #: The published config.json sizes of the Qwen3 presets (Qwen/Qwen3-*; conf/model/*.yaml).
 PRESETS = {
-    "0.6B": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
-                 num_attention_heads=16, tie_word_embeddings=True),
-    "1.7B": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
-                 num_attention_heads=16, tie_word_embeddings=True),
-    "8B": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
-               num_attention_heads=32, tie_word_embeddings=False),
+    "0.6B": dict(
+        hidden_size=1024,
+        intermediate_size=3072,
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        tie_word_embeddings=True,
+    ),
+    "1.7B": dict(
+        hidden_size=2048,
+        intermediate_size=6144,
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        tie_word_embeddings=True,
+    ),
+    "8B": dict(
+        hidden_size=4096,
+        intermediate_size=12288,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        tie_word_embeddings=False,
+    ),
 }
 
 
@@ -166,13 +209,21 @@ def test_preset_config_json_builds_torchtitans_own_qwen3_preset(tmp_path, flavor
 
     from afbench.engines.torchtitan.qwen3 import qwen3_model_spec
 
-    folder = write_model(tmp_path / flavor, **PRESETS[flavor], num_key_value_heads=8,
-                         head_dim=128, vocab_size=151936, max_position_embeddings=40960,
-                         rope_theta=1000000.0, rope_parameters=None)
+    folder = write_model(
+        tmp_path / flavor,
+        **PRESETS[flavor],
+        num_key_value_heads=8,
+        head_dim=128,
+        vocab_size=151936,
+        max_position_embeddings=40960,
+        rope_theta=1000000.0,
+        rope_parameters=None,
+    )
     ours, theirs = qwen3_model_spec(str(folder)).model, model_registry(flavor).model
     with torch.device("meta"):
-        shapes = [{k: v.shape for k, v in cfg.build().state_dict().items()}
-                  for cfg in (ours, theirs)]
+        shapes = [
+            {k: v.shape for k, v in cfg.build().state_dict().items()} for cfg in (ours, theirs)
+        ]
     assert shapes[0] == shapes[1]
     assert ours.enable_weight_tying == theirs.enable_weight_tying
 
@@ -181,16 +232,23 @@ def test_preset_config_json_builds_torchtitans_own_qwen3_preset(tmp_path, flavor
 def test_multi_turn_chat_rows_become_the_single_turn_pair_torchtitans_chat_dataset_takes():
     from afbench.engines.torchtitan.qwen3 import single_turn
 
-    row = {"prompt": [{"role": "system", "content": "Play Wordle."},
-                      {"role": "user", "content": "Guess."}],
-           "completion": [{"role": "assistant", "content": "<guess>[crate]</guess>"},
-                          {"role": "user", "content": "G X X X Y"},
-                          {"role": "assistant", "content": "<guess>[cells]</guess>"}]}
+    row = {
+        "prompt": [
+            {"role": "system", "content": "Play Wordle."},
+            {"role": "user", "content": "Guess."},
+        ],
+        "completion": [
+            {"role": "assistant", "content": "<guess>[crate]</guess>"},
+            {"role": "user", "content": "G X X X Y"},
+            {"role": "assistant", "content": "<guess>[cells]</guess>"},
+        ],
+    }
     user, assistant = single_turn(row)
     assert assistant == {"role": "assistant", "content": "<guess>[cells]</guess>"}
     assert user["role"] == "user" and user["content"] == (
         "system: Play Wordle.\n\nuser: Guess.\n\nassistant: <guess>[crate]</guess>"
-        "\n\nuser: G X X X Y")
+        "\n\nuser: G X X X Y"
+    )
     pair = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
     assert single_turn({"messages": pair}) == pair
     with pytest.raises(ValueError, match="without an assistant"):
@@ -198,13 +256,18 @@ def test_multi_turn_chat_rows_become_the_single_turn_pair_torchtitans_chat_datas
 
 
 @needs_titan
-def test_torchtitan_configmanager_accepts_every_sft_af_compare_command_line(compose_cfg,
-                                                                           tmp_path):
+def test_torchtitan_configmanager_accepts_every_sft_af_compare_command_line(compose_cfg, tmp_path):
     from afbench.engines.torchtitan.probe import probe
 
-    cfg = validate_config(compose_cfg("experiment=sft_af_compare", "engine=torchtitan",
-                                      "backend=cuda", "parallel.world_size=2",
-                                      "scheduler.micro_batch_size=2"))
+    cfg = validate_config(
+        compose_cfg(
+            "experiment=sft_af_compare",
+            "engine=torchtitan",
+            "backend=cuda",
+            "parallel.world_size=2",
+            "scheduler.micro_batch_size=2",
+        )
+    )
     runs = make_plan(cfg, tmp_path / "out").runs
     checks = {c["item"]: c for c in probe(probe_request(runs))}
     for run in runs:
@@ -212,6 +275,7 @@ def test_torchtitan_configmanager_accepts_every_sft_af_compare_command_line(comp
         assert line["ok"], line
         assert "model qwen3/hf:qwen3_tiny" in line["current"]
     import torch
+
     if "dev" not in torch.__version__:  # a release torch: FSDP under spmd_types is flagged
         assert not checks[f"torchtitan FSDP {runs[0].run_id}"]["ok"]
 
@@ -220,8 +284,11 @@ def test_torchtitan_configmanager_accepts_every_sft_af_compare_command_line(comp
 def test_torchtitan_rejects_an_unknown_option_as_a_failed_line(compose_cfg, tmp_path):
     from afbench.engines.torchtitan.probe import probe
 
-    cfg = validate_config(compose_cfg("engine=torchtitan", "backend=cuda",
-                                      "engine.extra_args=[--training.no_such_option,'1']"))
+    cfg = validate_config(
+        compose_cfg(
+            "engine=torchtitan", "backend=cuda", "engine.extra_args=[--training.no_such_option,'1']"
+        )
+    )
     [run] = make_plan(cfg, tmp_path / "out").runs
     check = next(c for c in probe(probe_request([run])) if "command line" in c["item"])
     assert not check["ok"] and "rejected by torchtitan" in check["current"]
@@ -232,23 +299,36 @@ def test_torchtitan_rejects_an_unknown_option_as_a_failed_line(compose_cfg, tmp_
 @pytest.mark.e2e
 def test_task_check_on_cpu_names_every_blocker_and_exits_3(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "afbench", "task=check", "engine=torchtitan",
-         "engine.flavor=torchtitan", "backend=cpu"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "afbench",
+            "task=check",
+            "engine=torchtitan",
+            "engine.flavor=torchtitan",
+            "backend=cpu",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, out
     assert "Traceback" not in out
     assert "[PASS] torchtitan command line baseline-run-r1: current accepted" in out
     assert "[FAIL] torchtitan device: current planned backend cpu" in out
     import torch
+
     if not hasattr(torch.distributed, "set_timeout"):
         assert "[FAIL] torch.distributed.set_timeout: current missing" in out
 
 
 @needs_titan
 @pytest.mark.e2e
-def test_real_torchtitan_output_flows_through_afbench_on_a_cpu_smoke_run(compose_cfg, tmp_path,
-                                                                         monkeypatch, capsys):
+def test_real_torchtitan_output_flows_through_afbench_on_a_cpu_smoke_run(
+    compose_cfg, tmp_path, monkeypatch, capsys
+):
     """torchtitan 0.3.0 trains afbench's model for 2 steps on CPU under the TEST-ONLY launcher
     tests/support/titan_cpu_smoke.py (device, attention and timeout shims; never a product
     path), started by afbench's own run_torchtitan; its console, structured logs and step
@@ -257,12 +337,20 @@ def test_real_torchtitan_output_flows_through_afbench_on_a_cpu_smoke_run(compose
     from afbench.engines.torchtitan.run import run_torchtitan
 
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "support"))
-    cfg = validate_config(compose_cfg(
-        "engine=torchtitan", "backend=cpu", "+engine.entry=titan_cpu_smoke",
-        "engine.extra_args=[activation-checkpoint:none]",
-        "scheduler.steps=2", "scheduler.seq_len=1024", "scheduler.global_batch_size=1",
-        "scheduler.micro_batch_size=1", "scheduler.measure.first_step=1",
-        "scheduler.measure.last_step=2"))
+    cfg = validate_config(
+        compose_cfg(
+            "engine=torchtitan",
+            "backend=cpu",
+            "+engine.entry=titan_cpu_smoke",
+            "engine.extra_args=[activation-checkpoint:none]",
+            "scheduler.steps=2",
+            "scheduler.seq_len=1024",
+            "scheduler.global_batch_size=1",
+            "scheduler.micro_batch_size=1",
+            "scheduler.measure.first_step=1",
+            "scheduler.measure.last_step=2",
+        )
+    )
     spec = make_plan(cfg, tmp_path / "out").runs[0]
     # run_torchtitan refuses a cpu plan (torchtitan has no CPU device); the launcher supplies one
     spec = spec.model_copy(update={"backend": "cuda"})
@@ -280,14 +368,18 @@ def test_real_torchtitan_output_flows_through_afbench_on_a_cpu_smoke_run(compose
 
 
 @needs_titan
-def test_a_model_folder_without_config_json_fails_the_config_function_line(compose_cfg,
-                                                                           tmp_path):
+def test_a_model_folder_without_config_json_fails_the_config_function_line(compose_cfg, tmp_path):
     from afbench.engines.torchtitan.probe import probe
 
     (tmp_path / "empty_model").mkdir()
-    cfg = validate_config(compose_cfg("engine=torchtitan", "backend=cuda",
-                                      f"model.path={tmp_path / 'empty_model'}",
-                                      "model.manifest=null"))
+    cfg = validate_config(
+        compose_cfg(
+            "engine=torchtitan",
+            "backend=cuda",
+            f"model.path={tmp_path / 'empty_model'}",
+            "model.manifest=null",
+        )
+    )
     [run] = make_plan(cfg, tmp_path / "out").runs  # no config.json: left to preflight
     check = next(c for c in probe(probe_request([run])) if "command line" in c["item"])
     assert not check["ok"] and check["current"].startswith("config function failed: model.path")

@@ -33,11 +33,13 @@ size = int(sys.argv[3]) if len(sys.argv) > 3 else 128
 iters = round(iters * float(os.environ.get("AFBENCH_BENCH_WORK", "1.0")))
 
 loaded = os.environ.get("AFBENCH_BENCH_BUSY_VARIANT") in (None, os.environ.get("AFBENCH_VARIANT"))
-busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        for _ in range(int(os.environ.get("AFBENCH_BENCH_BUSY", "0")) if loaded else 0)]
+busy = [
+    subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    for _ in range(int(os.environ.get("AFBENCH_BENCH_BUSY", "0")) if loaded else 0)
+]
 rng = np.random.default_rng(0)
 a = rng.standard_normal((size, size))
-b = rng.standard_normal((size, size)) / size ** 0.5
+b = rng.standard_normal((size, size)) / size**0.5
 try:
     for step in range(1, steps + 1):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -46,8 +48,11 @@ try:
             x = x @ b
             x /= np.abs(x).max() + 1e-12  # keep values finite without changing the work
         dt, cpu = time.perf_counter() - t0, time.process_time() - c0
-        print(f"step: {step:2d}  loss: {float(np.abs(x).mean()):8.5f}  "
-              f"elapsed_time_per_step: {dt:.6f}s  iters: {iters}  cpu_s: {cpu:.6f}", flush=True)
+        print(
+            f"step: {step:2d}  loss: {float(np.abs(x).mean()):8.5f}  "
+            f"elapsed_time_per_step: {dt:.6f}s  iters: {iters}  cpu_s: {cpu:.6f}",
+            flush=True,
+        )
 finally:
     for p in busy:
         p.kill()

@@ -14,24 +14,44 @@ import pandas as pd
 from afbench.analysis.contention import judge
 from afbench.analysis.errors import InvalidLog
 from afbench.analysis.op_table import OpTable, load_op_table
-from afbench.analysis.recompiles import (Recompile, recompile_caveat, recompile_in_records,
-                                         recompile_in_window)
+from afbench.analysis.recompiles import (
+    Recompile,
+    recompile_caveat,
+    recompile_in_records,
+    recompile_in_window,
+)
 from afbench.analysis.stats import describe, finite_mean
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, iter_log, mean_step_time
 from afbench.errors import OutputError
-from afbench.store import RESULT_FILE, ExperimentRecord, RunResult, StepRecord
 from afbench.runspec import Plan, RunSpec
+
 # the strict parse of a run's measured window lives with the file layout; re-exported here
-from afbench.store import METRICS, RESULT, STDOUT_LOG, OutDir, RunDir
+from afbench.store import (
+    METRICS,
+    RESULT,
+    RESULT_FILE,
+    STDOUT_LOG,
+    ExperimentRecord,
+    OutDir,
+    RunDir,
+    RunResult,
+    StepRecord,
+)
 from afbench.store import window_step_times as window_step_times
 from afbench.switches.registry import compiles
-
 
 # Per-run means over the measured window, from metrics.jsonl step records.
 MEANS = {
     "sft": ("tokens_per_s", "loss"),
-    "infer": ("tokens_per_s", "ttft_ms", "tpot_ms_mean", "tpot_ms_p50", "tpot_ms_p90",
-              "generated_tokens", "prompt_tokens"),
+    "infer": (
+        "tokens_per_s",
+        "ttft_ms",
+        "tpot_ms_mean",
+        "tpot_ms_p50",
+        "tpot_ms_p90",
+        "generated_tokens",
+        "prompt_tokens",
+    ),
 }
 
 
@@ -95,8 +115,10 @@ def _step_records(path: Path) -> list[StepRecord]:
             try:
                 out.append(StepRecord.model_validate(rec))
             except ValueError as exc:
-                raise OutputError(f"{path}: step record {line[:120]!r} does not fit the step "
-                                  f"schema: {str(exc).splitlines()[1:3]}") from exc
+                raise OutputError(
+                    f"{path}: step record {line[:120]!r} does not fit the step "
+                    f"schema: {str(exc).splitlines()[1:3]}"
+                ) from exc
     return out
 
 
@@ -119,8 +141,9 @@ def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> Recom
     pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
     log = run_dir / STDOUT_LOG
     text = iter_log(log) if log.is_file() else ""
-    return (recompile_in_window(text, w.first_step, w.last_step, pattern)
-            or recompile_in_records([r.model_dump() for r in records], w.first_step, w.last_step))
+    return recompile_in_window(text, w.first_step, w.last_step, pattern) or recompile_in_records(
+        [r.model_dump() for r in records], w.first_step, w.last_step
+    )
 
 
 def run_dir_of(out_dir: Path, spec: RunSpec) -> Path:
@@ -152,12 +175,21 @@ def contention_columns(result: RunResult | None) -> dict[str, Any]:
     where the run has no contention record."""
     record = result.contention if result is not None else None
     contended, reasons = judge(record)
-    return {"contended": contended, "contention_reasons": "; ".join(reasons),
-            **{key: getattr(record, attr, None) for key, attr in (
-                ("cpu_pressure_pct", "cpu_pressure_pct"), ("steal_pct", "steal_pct"),
+    return {
+        "contended": contended,
+        "contention_reasons": "; ".join(reasons),
+        **{
+            key: getattr(record, attr, None)
+            for key, attr in (
+                ("cpu_pressure_pct", "cpu_pressure_pct"),
+                ("steal_pct", "steal_pct"),
                 ("run_queue_wait_pct", "run_queue_wait_pct"),
-                ("cpu_per_wall", "cpu_per_wall"), ("threads", "threads"),
-                ("contention_scope", "scope"))}}
+                ("cpu_per_wall", "cpu_per_wall"),
+                ("threads", "threads"),
+                ("contention_scope", "scope"),
+            )
+        },
+    }
 
 
 def collect(out_dir: Path) -> Collected:
@@ -175,16 +207,27 @@ def collect(out_dir: Path) -> Collected:
         status = RunDir(run_dir).status()
         result = run_result(run_dir / RESULT)
         results[spec.run_id] = result
-        ident = {"run_id": spec.run_id, "variant": spec.variant, "phase": spec.phase,
-                 "repeat": spec.repeat}
+        ident = {
+            "run_id": spec.run_id,
+            "variant": spec.variant,
+            "phase": spec.phase,
+            "repeat": spec.repeat,
+        }
         row: dict[str, Any] = {
-            **ident, "status": status.status if status else "NOT_RUN",
+            **ident,
+            "status": status.status if status else "NOT_RUN",
             "exit_code": status.exit_code if status else None,
             "reason": status.reason if status else "not run",
-            "wall_s": status.wall_s if status else None, "mean_step_s": None, "log_error": "",
-            "first_step_s": result.first_step_s if result else None, "tokens_per_s": None,
-            "workload": spec.config.scheduler.workload, "step_cv_pct": None, "recompile": "",
-            **contention_columns(result), "replaced_by": replaced_by.get(spec.run_id),
+            "wall_s": status.wall_s if status else None,
+            "mean_step_s": None,
+            "log_error": "",
+            "first_step_s": result.first_step_s if result else None,
+            "tokens_per_s": None,
+            "workload": spec.config.scheduler.workload,
+            "step_cv_pct": None,
+            "recompile": "",
+            **contention_columns(result),
+            "replaced_by": replaced_by.get(spec.run_id),
             "rerun_of": rerun_of.get(spec.run_id),
             "lock_wait_s": status.lock_wait_s if status else None,
             "recompile_after_step": None,
@@ -233,7 +276,19 @@ def collect(out_dir: Path) -> Collected:
                 kernel_frames.append(found.table.assign(run_id=spec.run_id))
             else:
                 op_tables[spec.run_id] = found
-    kernels = (pd.concat(kernel_frames, ignore_index=True) if kernel_frames
-               else pd.DataFrame(columns=["op_type", "count", "total_us", "ratio_pct", "run_id"]))
-    return Collected(out_dir, plan, experiment, pd.DataFrame(run_rows), pd.DataFrame(step_rows),
-                     kernels, results, window_steps, op_tables)
+    kernels = (
+        pd.concat(kernel_frames, ignore_index=True)
+        if kernel_frames
+        else pd.DataFrame(columns=["op_type", "count", "total_us", "ratio_pct", "run_id"])
+    )
+    return Collected(
+        out_dir,
+        plan,
+        experiment,
+        pd.DataFrame(run_rows),
+        pd.DataFrame(step_rows),
+        kernels,
+        results,
+        window_steps,
+        op_tables,
+    )

@@ -13,17 +13,25 @@ from afbench.config.models import AfbenchConfig
 from afbench.errors import ConfigError, DiskFull, OutputError, PreflightError
 from afbench.history import record_experiment
 from afbench.history.provenance import provenance
+from afbench.io import disk_full_line, is_no_space, release_reserve, reserve_space, reserve_used
 from afbench.launch.eta import RunTimes
-from afbench.io import (disk_full_line, is_no_space, release_reserve, reserve_space,
-                        reserve_used)
 from afbench.launch.local import hold_interrupts, launch_run, skip_unrun, write_skipped
 from afbench.logs import console
 from afbench.plan import add_round, make_plan, skip_reason
 from afbench.preflight import run_preflight
 from afbench.runspec import INTERRUPTED, AutoStop, Plan, Rerun, RunSpec, RunStatus
-from afbench.store import (EXPERIMENT, EXPERIMENT_FILE, PLAN, PLAN_FILE,
-                           REPORT_MD, STATUS, STATUS_FILE,
-                           ExperimentRecord, RunDir, window_step_times)
+from afbench.store import (
+    EXPERIMENT,
+    EXPERIMENT_FILE,
+    PLAN,
+    PLAN_FILE,
+    REPORT_MD,
+    STATUS,
+    STATUS_FILE,
+    ExperimentRecord,
+    RunDir,
+    window_step_times,
+)
 from afbench.store.owner import claim
 from afbench.store.resume import resume_index, resume_root, reuse_run
 
@@ -42,8 +50,9 @@ def content_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def preflight(conf: AfbenchConfig, out_dir: Path, show_all: bool = False,
-              plan: Plan | None = None) -> list:
+def preflight(
+    conf: AfbenchConfig, out_dir: Path, show_all: bool = False, plan: Plan | None = None
+) -> list:
     """Run the preflight checks (afbench.preflight) for ``conf`` and its planned runs
     (``plan``; made here, nothing written, when an engine's check needs the runs: torchtitan);
     log FAIL lines (all lines with ``show_all``) and raise PreflightError if any failed.
@@ -53,16 +62,22 @@ def preflight(conf: AfbenchConfig, out_dir: Path, show_all: bool = False,
     """
     if plan is None and conf.engine.name == "torchtitan":
         plan = make_plan(conf, out_dir)
-    checks = run_preflight(conf, out_dir, min_free_gib=conf.preflight.min_free_gib,
-                           min_cann_date=conf.preflight.min_cann_date,
-                           runs=plan.runs if plan is not None else ())
+    checks = run_preflight(
+        conf,
+        out_dir,
+        min_free_gib=conf.preflight.min_free_gib,
+        min_cann_date=conf.preflight.min_cann_date,
+        runs=plan.runs if plan is not None else (),
+    )
     for check in checks:
         if show_all or not check.ok:
             log.log(logging.INFO if check.ok else logging.ERROR, "%s", check.line())
     failed = [c for c in checks if not c.ok]
     if failed:  # the FAIL lines are printed above; the error names the count and the fix
-        raise PreflightError(f"preflight: {len(failed)} check(s) failed (the [FAIL] lines above "
-                             "say what to do); nothing was run")
+        raise PreflightError(
+            f"preflight: {len(failed)} check(s) failed (the [FAIL] lines above "
+            "say what to do); nothing was run"
+        )
     if not show_all:
         log.info("afbench: preflight: %d checks passed", len(checks))
     return checks
@@ -71,8 +86,10 @@ def preflight(conf: AfbenchConfig, out_dir: Path, show_all: bool = False,
 def input_hashes(conf: AfbenchConfig) -> dict[str, dict[str, str]]:
     """Content SHA-256 of the model folder and the data file, for the report."""
     model, data = Path(conf.model.path), Path(conf.data.path)
-    return {"model": {"path": str(model), "sha256": content_sha256(model)},
-            "data": {"path": str(data), "sha256": content_sha256(data)}}
+    return {
+        "model": {"path": str(model), "sha256": content_sha256(model)},
+        "data": {"path": str(data), "sha256": content_sha256(data)},
+    }
 
 
 def _count(plan: Plan, i: int) -> tuple[int, int]:
@@ -131,16 +148,25 @@ def adaptive_round(plan: Plan, statuses: dict[str, str], elapsed_s: float) -> Pl
     for variant in plan.variants:
         if variant == plan.baseline or variant in stops:
             continue
-        rounds = {r.repeat for r in verdict_runs if r.variant == variant
-                  and r.run_id in statuses}
+        rounds = {r.repeat for r in verdict_runs if r.variant == variant and r.run_id in statuses}
         pairs = verdict_pairs(plan, variant, steps, results)
         if len(pairs.baseline) < len(rounds):
-            log.info("afbench: %s vs %s: a run of pair %d did not succeed; no more pairs",
-                     variant, plan.baseline, len(rounds))
+            log.info(
+                "afbench: %s vs %s: a run of pair %d did not succeed; no more pairs",
+                variant,
+                plan.baseline,
+                len(rounds),
+            )
             stops[variant] = AutoStop(reason=RUN_FAILED_STOP, n_pairs=len(pairs.baseline))
             continue
-        test = SequentialTest(design, pairs.baseline, pairs.variant, pairs.contended,
-                              pairs.detail, keep_contended=not plan.auto.set_aside_contended)
+        test = SequentialTest(
+            design,
+            pairs.baseline,
+            pairs.variant,
+            pairs.contended,
+            pairs.detail,
+            keep_contended=not plan.auto.set_aside_contended,
+        )
         look = test.look(elapsed_s)
         log.info("afbench: %s vs %s: %s", variant, plan.baseline, look.message)
         if look.stop and last_planned:
@@ -151,8 +177,12 @@ def adaptive_round(plan: Plan, statuses: dict[str, str], elapsed_s: float) -> Pl
     return add_round(plan, undecided) if undecided else plan
 
 
-def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
-                 plan_path: Path | None = None, reserve: Path | None = None) -> dict[str, str]:
+def execute_plan(
+    plan: Plan,
+    resume: dict[str, Path] | None = None,
+    plan_path: Path | None = None,
+    reserve: Path | None = None,
+) -> dict[str, str]:
     """Run (or skip, or reuse from ``resume``) every RunSpec in order; returns run_id -> status.
 
     A write that finds the disk full (or freed the ``reserve``, :func:`afbench.io.reserve_space`)
@@ -197,8 +227,9 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
         except OSError as exc:
             if not is_no_space(exc):
                 raise
-            raise DiskFull(str(exc) if isinstance(exc, DiskFull)
-                           else disk_full_line(Path(run.run_dir))) from None
+            raise DiskFull(
+                str(exc) if isinstance(exc, DiskFull) else disk_full_line(Path(run.run_dir))
+            ) from None
         # a rerun stands in for the run it replaced: the skip rules look runs up by run_id
         statuses[run.run_id] = statuses[plan.runs[i - 1].run_id] = st.status
         _progress(*_count(plan, i), plan.runs[i - 1].run_id, st)
@@ -212,13 +243,20 @@ def execute_plan(plan: Plan, resume: dict[str, Path] | None = None,
             times.add(plan.runs[i - 1], st)  # the rerun, where the run was rerun
         line = times.eta_line(plan.runs[i:]) if i < n else None
         if i < n:
-            line = line or (f"ETA not known yet for {n - i} more run(s): no run has finished "
-                            f"here yet (failed and resumed runs teach nothing)")
-            more = [" (repeats=auto: more rounds may follow)"
-                    if plan.repeats == "auto" and not _auto_done(plan) else "",
-                    " (plus a rerun for each contended run: experiment.rerun_contended)"
-                    if plan.rerun_contended and not rerun_said
-                    and any(r.phase == plan.verdict_phase for r in plan.runs[i:]) else ""]
+            line = line or (
+                f"ETA not known yet for {n - i} more run(s): no run has finished "
+                f"here yet (failed and resumed runs teach nothing)"
+            )
+            more = [
+                " (repeats=auto: more rounds may follow)"
+                if plan.repeats == "auto" and not _auto_done(plan)
+                else "",
+                " (plus a rerun for each contended run: experiment.rerun_contended)"
+                if plan.rerun_contended
+                and not rerun_said
+                and any(r.phase == plan.verdict_phase for r in plan.runs[i:])
+                else "",
+            ]
             rerun_said |= bool(more[1])
             log.info("      %s%s", line, "".join(more))
     return statuses
@@ -236,8 +274,9 @@ def run_contention(run: RunSpec) -> tuple[bool | None, list[str]]:
     return judge(result.contention if result is not None else None)
 
 
-def rerun_contended(plan: Plan, i: int, st: RunStatus,
-                    plan_path: Path | None = None) -> tuple[Plan, RunStatus]:
+def rerun_contended(
+    plan: Plan, i: int, st: RunStatus, plan_path: Path | None = None
+) -> tuple[Plan, RunStatus]:
     """Run ``plan.runs[i - 1]`` (1-based ``i``, just launched with status ``st``) again while
     it is an OK verdict-phase or profile-phase run whose window was contended
     (:func:`run_contention`; a rerun contended again is logged as such), at
@@ -255,18 +294,37 @@ def rerun_contended(plan: Plan, i: int, st: RunStatus,
         if not contended:
             break
         new_id = f"{original.run_id}-rerun{k}"
-        new = run.model_copy(update={"run_id": new_id,
-                                     "run_dir": str(Path(run.run_dir).with_name(new_id))})
-        log.warning("afbench: %s was contended (%s): running it again as %s (%d of at most %d; "
-                    "experiment.rerun_contended)", run.run_id, "; ".join(reasons), new_id, k,
-                    plan.rerun_contended)
-        mark = st.model_copy(update={"replaced_by": new_id, "reason": "; ".join(
-            filter(None, [st.reason, f"contended ({'; '.join(reasons)}): replaced by {new_id}"]))})
+        new = run.model_copy(
+            update={"run_id": new_id, "run_dir": str(Path(run.run_dir).with_name(new_id))}
+        )
+        log.warning(
+            "afbench: %s was contended (%s): running it again as %s (%d of at most %d; "
+            "experiment.rerun_contended)",
+            run.run_id,
+            "; ".join(reasons),
+            new_id,
+            k,
+            plan.rerun_contended,
+        )
+        mark = st.model_copy(
+            update={
+                "replaced_by": new_id,
+                "reason": "; ".join(
+                    filter(
+                        None, [st.reason, f"contended ({'; '.join(reasons)}): replaced by {new_id}"]
+                    )
+                ),
+            }
+        )
         STATUS_FILE.write(Path(run.run_dir) / STATUS, mark)
         runs = list(plan.runs)
         runs[i - 1] = new
-        plan = plan.model_copy(update={"runs": runs, "reruns": [
-            *plan.reruns, Rerun(replaced=run, by=new_id, reasons=reasons)]})
+        plan = plan.model_copy(
+            update={
+                "runs": runs,
+                "reruns": [*plan.reruns, Rerun(replaced=run, by=new_id, reasons=reasons)],
+            }
+        )
         if plan_path is not None:
             PLAN_FILE.write(plan_path, plan)
         # the contended run keeps its own line; the rerun is one more run in the count
@@ -278,8 +336,13 @@ def rerun_contended(plan: Plan, i: int, st: RunStatus,
     if run is not original and st.status == "OK":
         again, reasons = run_contention(run)
         if again:  # it never decides: the report's runs table names it "contended again"
-            log.warning("afbench: %s (rerun of %s) was contended again (%s): set aside, like "
-                        "the run it replaced", run.run_id, original.run_id, "; ".join(reasons))
+            log.warning(
+                "afbench: %s (rerun of %s) was contended again (%s): set aside, like "
+                "the run it replaced",
+                run.run_id,
+                original.run_id,
+                "; ".join(reasons),
+            )
     return plan, st
 
 
@@ -287,29 +350,39 @@ def _auto_done(plan: Plan) -> bool:
     return all(v in plan.auto_stops for v in plan.variants if v != plan.baseline)
 
 
-def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = None,
-                   checks: list | None = None) -> int:
+def run_experiment(
+    conf: AfbenchConfig, out_dir: Path, job_num: int | None = None, checks: list | None = None
+) -> int:
     """Plan, launch, collect, compare and render into ``out_dir``; returns the exit code
     (0 all runs OK or SKIPPED by a backend, 1 if any run FAILED). ``checks``: the preflight
     the caller already ran for this config (before ``out_dir`` existed); None runs it here."""
     out_dir = Path(out_dir)
     claim(out_dir)  # OutputBusy (exit 2) when another afbench owns it
     if (out_dir / PLAN).exists():
-        raise ConfigError(f"{out_dir} already holds an experiment; an output directory is never reused")
+        raise ConfigError(
+            f"{out_dir} already holds an experiment; an output directory is never reused"
+        )
     plan = make_plan(conf, out_dir, job_num)
     if conf.experiment.repeats != "auto" and conf.experiment.time_budget_s is not None:
-        log.warning("afbench: experiment.time_budget_s=%g is ignored: it applies only with "
-                    "experiment.repeats=auto (this run has repeats=%s)",
-                    conf.experiment.time_budget_s, conf.experiment.repeats)
+        log.warning(
+            "afbench: experiment.time_budget_s=%g is ignored: it applies only with "
+            "experiment.repeats=auto (this run has repeats=%s)",
+            conf.experiment.time_budget_s,
+            conf.experiment.repeats,
+        )
     resume = None
     if conf.resume:
         root = resume_root(Path(conf.resume), job_num)
         resume = resume_index(root) if root is not None else {}
     if resume is not None:
         hits = sum(r.config_hash in resume for r in plan.runs)
-        log.info("afbench: resume: %d of %d runs have an OK result in %s%s", hits,
-                 len(plan.runs), conf.resume,
-                 "" if hits else " (nothing to reuse: every run runs)")
+        log.info(
+            "afbench: resume: %d of %d runs have an OK result in %s%s",
+            hits,
+            len(plan.runs),
+            conf.resume,
+            "" if hits else " (nothing to reuse: every run runs)",
+        )
     if checks is None:
         preflight(conf, out_dir, plan=plan)
     else:
@@ -317,12 +390,13 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
     assets = input_hashes(conf)
     from afbench.history.calibration import for_plan  # numpy: not for task=check
 
-    kinds, calibration = for_plan(plan, conf.history.url) if conf.history.record \
-        else (None, None)
+    kinds, calibration = for_plan(plan, conf.history.url) if conf.history.record else (None, None)
     if not conf.history.record and plan.repeats == 1 and len(plan.variants) > 1:
-        log.info("afbench: history.record=false: no host calibration is read or learnt, so a "
-                 "one-round verdict will be INCONCLUSIVE (the history database holds the "
-                 "calibration)")
+        log.info(
+            "afbench: history.record=false: no host calibration is read or learnt, so a "
+            "one-round verdict will be INCONCLUSIVE (the history database holds the "
+            "calibration)"
+        )
     reserve = reserve_space(out_dir)  # DiskFull when there is not even that much
     try:
         return _run_planned(conf, out_dir, plan, resume, kinds, calibration, assets, reserve)
@@ -330,21 +404,39 @@ def run_experiment(conf: AfbenchConfig, out_dir: Path, job_num: int | None = Non
         release_reserve(reserve)
 
 
-def _run_planned(conf: AfbenchConfig, out_dir: Path, plan: Plan,
-                 resume: dict[str, Path] | None, kinds: object, calibration: object,
-                 assets: dict, reserve: Path) -> int:
+def _run_planned(
+    conf: AfbenchConfig,
+    out_dir: Path,
+    plan: Plan,
+    resume: dict[str, Path] | None,
+    kinds: object,
+    calibration: object,
+    assets: dict,
+    reserve: Path,
+) -> int:
     """What :func:`run_experiment` writes: records, runs, report, history. A full disk ends
     it with one error line, the runs not run SKIPPED, the report written if it fits; 1."""
     from afbench.history.calibration import learn
-    from afbench.report import build_report, console_lines  # pandas, jinja2, matplotlib: not for task=check
+    from afbench.report import (
+        build_report,
+        console_lines,
+    )  # pandas, jinja2, matplotlib: not for task=check
 
-    EXPERIMENT_FILE.write(out_dir / EXPERIMENT, ExperimentRecord.model_validate({
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "config": conf, "assets": assets, "calibration": calibration,
-        # host fingerprint, afbench version, git commit, CANN dates: for the history
-        "provenance": provenance(plan.runs[0].backend if plan.runs else None,
-                                 conf.backend.cann_root),
-    }))
+    EXPERIMENT_FILE.write(
+        out_dir / EXPERIMENT,
+        ExperimentRecord.model_validate(
+            {
+                "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "config": conf,
+                "assets": assets,
+                "calibration": calibration,
+                # host fingerprint, afbench version, git commit, CANN dates: for the history
+                "provenance": provenance(
+                    plan.runs[0].backend if plan.runs else None, conf.backend.cann_root
+                ),
+            }
+        ),
+    )
     PLAN_FILE.write(out_dir / PLAN, plan)
     log.info("afbench: experiment %s: %d runs -> %s", plan.experiment, len(plan.runs), out_dir)
     try:
@@ -359,15 +451,22 @@ def _run_planned(conf: AfbenchConfig, out_dir: Path, plan: Plan,
         raise
     if full:
         skipped = skip_unrun(plan.runs, full)
-        log.error("afbench: error: %s; the experiment stopped (%d later run(s) recorded "
-                  "SKIPPED)", full, skipped)
+        log.error(
+            "afbench: error: %s; the experiment stopped (%d later run(s) recorded SKIPPED)",
+            full,
+            skipped,
+        )
     try:
         summary = build_report(out_dir, conf.report)
     except OSError as exc:
         if not is_no_space(exc):
             raise
-        log.error("afbench: error: no report (%s); re-render it once there is space: "
-                  "python -m afbench.report %s", exc, out_dir)
+        log.error(
+            "afbench: error: no report (%s); re-render it once there is space: "
+            "python -m afbench.report %s",
+            exc,
+            out_dir,
+        )
         return 1
     log.info("afbench: report %s", out_dir / REPORT_MD)
     for line in console_lines(summary, conf.report.lang, conf.verbose, conf.report.template_dir):

@@ -52,8 +52,10 @@ def disk_full_line(path: Path) -> str:
         space = f"{usage.free / 2**20:.1f} MiB free of {usage.total / 2**20:.1f} MiB"
     except OSError:
         space = "free space unknown"
-    return (f"disk full: no space left for {path} on {_mount(folder)} ({space}); free space "
-            "there, or give hydra.run.dir= a folder on a larger disk")
+    return (
+        f"disk full: no space left for {path} on {_mount(folder)} ({space}); free space "
+        "there, or give hydra.run.dir= a folder on a larger disk"
+    )
 
 
 def is_no_space(exc: BaseException) -> bool:
@@ -190,7 +192,9 @@ def inside(path: Path, root: Path) -> Path:
 
     real, top = Path(path).resolve(), Path(root).resolve()
     if real != top and top not in real.parents:
-        raise OutputError(f"{path}: a symlink leads it to {real}, outside {top}; afbench "
-                          "writes nothing through links out of the directory it writes: "
-                          "remove the link")
+        raise OutputError(
+            f"{path}: a symlink leads it to {real}, outside {top}; afbench "
+            "writes nothing through links out of the directory it writes: "
+            "remove the link"
+        )
     return Path(path)

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.highlighter import RegexHighlighter
 from rich.theme import Theme
 
+
 class _Console(Console):
     def on_broken_pipe(self) -> None:
         """The reader of our pipe is gone (Ctrl-C through ``afbench ... 2>&1 | tee log``
@@ -31,9 +32,12 @@ class _Console(Console):
 
 
 #: The orchestrator's terminal (stderr), shared by the log handler and the live display.
-console = _Console(stderr=True, highlight=False, soft_wrap=True,
-                  theme=Theme({"afbench.ok": "green", "afbench.skipped": "yellow",
-                               "afbench.failed": "red"}))
+console = _Console(
+    stderr=True,
+    highlight=False,
+    soft_wrap=True,
+    theme=Theme({"afbench.ok": "green", "afbench.skipped": "yellow", "afbench.failed": "red"}),
+)
 
 
 class StatusHighlighter(RegexHighlighter):
@@ -41,8 +45,11 @@ class StatusHighlighter(RegexHighlighter):
     FAILED / [FAIL] red) on a colour terminal; the text itself is unchanged."""
 
     base_style = "afbench."
-    highlights = [r"(?P<ok>\bOK\b|\[PASS\])", r"(?P<skipped>\bSKIPPED\b)",
-                  r"(?P<failed>\bFAILED\b|\[FAIL\])"]
+    highlights = [
+        r"(?P<ok>\bOK\b|\[PASS\])",
+        r"(?P<skipped>\bSKIPPED\b)",
+        r"(?P<failed>\bFAILED\b|\[FAIL\])",
+    ]
 
 
 class ConsoleHandler(logging.Handler):

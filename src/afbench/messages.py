@@ -78,8 +78,7 @@ class _Args(dict):
         if _is_message(value):
             return render(value, self.table)
         if isinstance(value, list) and value and all(map(_is_message, value)):
-            return self.table.get("list_sep", LIST_SEP).join(render(v, self.table)
-                                                            for v in value)
+            return self.table.get("list_sep", LIST_SEP).join(render(v, self.table) for v in value)
         return value
 
 
@@ -98,68 +97,123 @@ def fill(template: str, table: dict[str, str] | None = None, /, **args: Any) -> 
 #: report exists, and the catalog key each is: the report shows them in its own language
 #: (:func:`recorded`). Each pattern is the whole text its writer produces (tests hold them
 #: to the writers' constants); anything else recorded (an error message) is shown as written.
-RECORDED: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), key) for p, key in (
-    (r"VmHWM from /proc/self/status after clear_refs reset \(peak RSS of the whole process\)",
-     "src_vmhwm"),
-    (r"resource\.getrusage ru_maxrss \(peak RSS of the whole process since it started, not "
-     r"resettable here: includes model loading and warm-up\)", "src_maxrss"),
-    (r"torch\.(?P<kind>\w+)\.max_memory_allocated / max_memory_reserved of (?P<device>\S+) "
-     r"after torch\.\w+\.reset_peak_memory_stats", "src_device_memory"),
-    (r"not measured on backend (?P<backend>\S+)", "src_not_measured"),
-    (r"not reported \(engine (?P<engine>\S+)\)", "src_not_reported"),
-    (r"torchtitan step log 'memory: X GiB\(Y%\)': reserved_bytes\.all\.peak of rank 0's "
-     r"device, reset after each logged step; max over the window", "src_titan_memory"),
-    (r"afbench: 6N \+ 12\*L\*H\*Q\*T FLOPs per token \(PaLM App\. B, as torchtitan\) x "
-     r"measured tokens/s per device over the window", "src_tflops"),
-    (r"afbench: 6N \+ 12\*L\*H\*Q\*T FLOPs per token \(PaLM App\. B, as torchtitan\) x "
-     r"measured tokens/s per device over the window \(parameters counted as Qwen3's; "
-     r"model_type is (?P<model_type>\S+)\)", "src_tflops_other_model"),
-    (r"torchtitan step log 'tflops:' / 'mfu:' \(its own FLOP count and peak\); mean over the "
-     r"window", "src_titan_tflops"),
-    (r"n/a: no published peak for device (?P<device>.+); set backend\.peak_tflops",
-     "peak_unknown_device"),
-    (r"n/a: model dtype (?P<dtype>\S+), the published peak of (?P<device>.+) is BF16 dense; "
-     r"set backend\.peak_tflops for this precision", "peak_other_dtype"),
-    (r"steps (?P<first>\d+)-(?P<last>\d+) \(counters reset after (?P<warm>\d+) warm-up "
-     r"steps\)", "memory_window_steps"),
-    (r"runs (?P<first>\d+)-(?P<last>\d+) \(counters reset after (?P<warm>\d+) warm-up "
-     r"runs\)", "memory_window_runs"),
-    (r"2 \(K, V\) x layers x kv_heads x head_dim x \(longest prompt \+ max_new_tokens\) x batch "
-     r"x dtype bytes, from config\.json", "src_kv_cache"),
-    (r"(?P<profiler>.+) profiler, steps (?P<first>\d+)-(?P<last>\d+)", "switch_profiler_steps"),
-    (r"(?P<profiler>.+) profiler, runs (?P<first>\d+)-(?P<last>\d+)", "switch_profiler_runs"),
-    (r"(?P<sites>\d+) sites: residual add \+ post_attention_layernorm -> (?P<op>\S+)",
-     "switch_add_rmsnorm"),
-    (r"(?P<sites>\d+) sites: RMSNorm -> (?P<op>\S+)", "switch_rmsnorm"),
-    (r"baseline run (?P<run>\S+) did not succeed", "skip_baseline_failed"),
-    (r"earlier run (?P<run>\S+) did not succeed", "skip_earlier_failed"),  # older runs
-    (r"earlier run (?P<run>\S+) did not succeed \(skip_policy reference: a failed run skips "
-     r"every later (?:phase|run)\)", "skip_earlier_reference"),
-    (r"earlier run (?P<run>\S+) of this variant did not succeed \(skip_policy per_variant: a "
-     r"failed variant's later phases are skipped\)", "skip_earlier_own_variant"),
-    (r"earlier baseline run (?P<run>\S+) did not succeed \(skip_policy per_variant: after a "
-     r"failed baseline every variant's later phases are skipped\)", "skip_earlier_baseline"),
-    (r"interrupted \(SIGINT/SIGTERM to afbench\)", "skip_interrupted"),
-    (r"interrupted", "run_interrupted"),
-    (r"not run", "run_not_run"),
-    # afbench.analysis.contention.REASON_TEXT (judge's reasons: progress lines, status.json)
-    (r"window of (?P<wall>[\d.]+) s too short to judge \(< (?P<limit>[\d.]+) s\)",
-     "cont_reason_short"),
-    (r"waited for a CPU (?P<wait>\d+)% of the window > (?P<limit>[\d.]+)%", "cont_reason_wait"),
-    (r"steal (?P<steal>[\d.]+)% > (?P<limit>[\d.]+)%", "cont_reason_steal"),
-    (r"CPU pressure (?P<pressure>\d+)% > (?P<limit>[\d.]+)%", "cont_reason_pressure"),
-    (r"CPU/wall (?P<cpu_per_wall>[\d.]+) of (?P<threads>\d+) thread\(s\) = (?P<share>\d+)% < "
-     r"(?P<limit>[\d.]+)%", "cont_reason_cpu_share"),
-    (r"uniform slowdown of x(?P<ratio>[\d.]+) across (?P<similar>\d+) of (?P<ops>\d+) ops "
-     r"whose launch count did not change, not in the switched ops: the (?P<side>\S+) run was "
-     r"likely contended; compare the runs' contention before reading this diff",
-     "uniform_slowdown_note"),
-    # afbench.experiment.rerun_contended's status.json reason
-    (r"contended \((?P<reasons>.+)\): replaced by (?P<run>\S+)", "run_replaced_contended"),
-    # a run's recorded reasons (a set-aside pair's detail before it was a message): last, as
-    # it is the loosest; taken only where its reason is a recorded sentence (NESTED)
-    (r"(?P<run>\S+): (?P<reason>.+)", "run_reason"),
-))
+RECORDED: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p), key)
+    for p, key in (
+        (
+            r"VmHWM from /proc/self/status after clear_refs reset \(peak RSS of the whole process\)",
+            "src_vmhwm",
+        ),
+        (
+            r"resource\.getrusage ru_maxrss \(peak RSS of the whole process since it started, not "
+            r"resettable here: includes model loading and warm-up\)",
+            "src_maxrss",
+        ),
+        (
+            r"torch\.(?P<kind>\w+)\.max_memory_allocated / max_memory_reserved of (?P<device>\S+) "
+            r"after torch\.\w+\.reset_peak_memory_stats",
+            "src_device_memory",
+        ),
+        (r"not measured on backend (?P<backend>\S+)", "src_not_measured"),
+        (r"not reported \(engine (?P<engine>\S+)\)", "src_not_reported"),
+        (
+            r"torchtitan step log 'memory: X GiB\(Y%\)': reserved_bytes\.all\.peak of rank 0's "
+            r"device, reset after each logged step; max over the window",
+            "src_titan_memory",
+        ),
+        (
+            r"afbench: 6N \+ 12\*L\*H\*Q\*T FLOPs per token \(PaLM App\. B, as torchtitan\) x "
+            r"measured tokens/s per device over the window",
+            "src_tflops",
+        ),
+        (
+            r"afbench: 6N \+ 12\*L\*H\*Q\*T FLOPs per token \(PaLM App\. B, as torchtitan\) x "
+            r"measured tokens/s per device over the window \(parameters counted as Qwen3's; "
+            r"model_type is (?P<model_type>\S+)\)",
+            "src_tflops_other_model",
+        ),
+        (
+            r"torchtitan step log 'tflops:' / 'mfu:' \(its own FLOP count and peak\); mean over the "
+            r"window",
+            "src_titan_tflops",
+        ),
+        (
+            r"n/a: no published peak for device (?P<device>.+); set backend\.peak_tflops",
+            "peak_unknown_device",
+        ),
+        (
+            r"n/a: model dtype (?P<dtype>\S+), the published peak of (?P<device>.+) is BF16 dense; "
+            r"set backend\.peak_tflops for this precision",
+            "peak_other_dtype",
+        ),
+        (
+            r"steps (?P<first>\d+)-(?P<last>\d+) \(counters reset after (?P<warm>\d+) warm-up "
+            r"steps\)",
+            "memory_window_steps",
+        ),
+        (
+            r"runs (?P<first>\d+)-(?P<last>\d+) \(counters reset after (?P<warm>\d+) warm-up "
+            r"runs\)",
+            "memory_window_runs",
+        ),
+        (
+            r"2 \(K, V\) x layers x kv_heads x head_dim x \(longest prompt \+ max_new_tokens\) x batch "
+            r"x dtype bytes, from config\.json",
+            "src_kv_cache",
+        ),
+        (r"(?P<profiler>.+) profiler, steps (?P<first>\d+)-(?P<last>\d+)", "switch_profiler_steps"),
+        (r"(?P<profiler>.+) profiler, runs (?P<first>\d+)-(?P<last>\d+)", "switch_profiler_runs"),
+        (
+            r"(?P<sites>\d+) sites: residual add \+ post_attention_layernorm -> (?P<op>\S+)",
+            "switch_add_rmsnorm",
+        ),
+        (r"(?P<sites>\d+) sites: RMSNorm -> (?P<op>\S+)", "switch_rmsnorm"),
+        (r"baseline run (?P<run>\S+) did not succeed", "skip_baseline_failed"),
+        (r"earlier run (?P<run>\S+) did not succeed", "skip_earlier_failed"),  # older runs
+        (
+            r"earlier run (?P<run>\S+) did not succeed \(skip_policy reference: a failed run skips "
+            r"every later (?:phase|run)\)",
+            "skip_earlier_reference",
+        ),
+        (
+            r"earlier run (?P<run>\S+) of this variant did not succeed \(skip_policy per_variant: a "
+            r"failed variant's later phases are skipped\)",
+            "skip_earlier_own_variant",
+        ),
+        (
+            r"earlier baseline run (?P<run>\S+) did not succeed \(skip_policy per_variant: after a "
+            r"failed baseline every variant's later phases are skipped\)",
+            "skip_earlier_baseline",
+        ),
+        (r"interrupted \(SIGINT/SIGTERM to afbench\)", "skip_interrupted"),
+        (r"interrupted", "run_interrupted"),
+        (r"not run", "run_not_run"),
+        # afbench.analysis.contention.REASON_TEXT (judge's reasons: progress lines, status.json)
+        (
+            r"window of (?P<wall>[\d.]+) s too short to judge \(< (?P<limit>[\d.]+) s\)",
+            "cont_reason_short",
+        ),
+        (r"waited for a CPU (?P<wait>\d+)% of the window > (?P<limit>[\d.]+)%", "cont_reason_wait"),
+        (r"steal (?P<steal>[\d.]+)% > (?P<limit>[\d.]+)%", "cont_reason_steal"),
+        (r"CPU pressure (?P<pressure>\d+)% > (?P<limit>[\d.]+)%", "cont_reason_pressure"),
+        (
+            r"CPU/wall (?P<cpu_per_wall>[\d.]+) of (?P<threads>\d+) thread\(s\) = (?P<share>\d+)% < "
+            r"(?P<limit>[\d.]+)%",
+            "cont_reason_cpu_share",
+        ),
+        (
+            r"uniform slowdown of x(?P<ratio>[\d.]+) across (?P<similar>\d+) of (?P<ops>\d+) ops "
+            r"whose launch count did not change, not in the switched ops: the (?P<side>\S+) run was "
+            r"likely contended; compare the runs' contention before reading this diff",
+            "uniform_slowdown_note",
+        ),
+        # afbench.experiment.rerun_contended's status.json reason
+        (r"contended \((?P<reasons>.+)\): replaced by (?P<run>\S+)", "run_replaced_contended"),
+        # a run's recorded reasons (a set-aside pair's detail before it was a message): last, as
+        # it is the loosest; taken only where its reason is a recorded sentence (NESTED)
+        (r"(?P<run>\S+): (?P<reason>.+)", "run_reason"),
+    )
+)
 
 #: Patterns whose named part is itself recorded sentences (``"; "``-joined): the part becomes
 #: their messages, rendered in the report's language; where it is not, the pattern does not
@@ -181,7 +235,7 @@ def _top_level_parts(text: str) -> list[str]:
     parts, depth, cur = [], 0, ""
     for i, ch in enumerate(text):
         depth += (ch == "(") - (ch == ")")
-        if ch == ";" and depth == 0 and text[i + 1:i + 2] == " ":
+        if ch == ";" and depth == 0 and text[i + 1 : i + 2] == " ":
             parts.append(cur)
             cur = ""
             continue
@@ -213,8 +267,7 @@ def recorded(text: str) -> Message | None:
     return None
 
 
-def render(message: Message | dict[str, Any] | list | str | None,
-           table: dict[str, str]) -> str:
+def render(message: Message | dict[str, Any] | list | str | None, table: dict[str, str]) -> str:
     """``message`` in the language of ``table`` (a :func:`labels` table): its key's text filled
     with its args; its stored English text when ``table`` lacks the key; a list of messages
     joined by the catalog's ``list_sep``; a plain string that is a :func:`recorded` sentence

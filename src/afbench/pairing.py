@@ -114,8 +114,9 @@ def at_sweep_level(cfg: DictConfig, swept: dict[str, list[str]]) -> DictConfig:
     return out
 
 
-def beside_baseline(cfg: DictConfig, sweep_dir: Path, job_overrides: list[str],
-                    groups: set[str]) -> tuple[DictConfig, str | None]:
+def beside_baseline(
+    cfg: DictConfig, sweep_dir: Path, job_overrides: list[str], groups: set[str]
+) -> tuple[DictConfig, str | None]:
     """The config of a sweep job with the baseline combination added beside its own, and why
     not (None when it was added, or when this job is the baseline combination).
 
@@ -136,8 +137,10 @@ def beside_baseline(cfg: DictConfig, sweep_dir: Path, job_overrides: list[str],
     if exp.get("sweep_pairing", "beside") != "beside":
         return cfg, None
     if swept is None:
-        return cfg, (f"the sweep folder {sweep_dir} has no multirun.yaml of Hydra's basic "
-                     "sweeper to read the swept values from")
+        return cfg, (
+            f"the sweep folder {sweep_dir} has no multirun.yaml of Hydra's basic "
+            "sweeper to read the swept values from"
+        )
     own = dict(split_override(o) for o in job_overrides if "=" in o)
     base = baseline_setting(swept, OmegaConf.select(cfg, "report.sweep_baseline"))
     differ = {k: v for k, v in base.items() if not same_value(own.get(k, v), v)}
@@ -145,16 +148,22 @@ def beside_baseline(cfg: DictConfig, sweep_dir: Path, job_overrides: list[str],
         return cfg, None  # this job is the baseline combination
     n_variants = len(exp.get("variants") or {})
     if n_variants != 1:
-        return cfg, (f"the recipe has {n_variants} variants, compared within the job; "
-                     "across jobs it is compared with the baseline job's runs")
+        return cfg, (
+            f"the recipe has {n_variants} variants, compared within the job; "
+            "across jobs it is compared with the baseline job's runs"
+        )
     unpairable = [k for k in differ if k in groups or k.split(".")[0] in ("experiment", "hydra")]
     if unpairable:
-        return cfg, (f"{', '.join(unpairable)} selects a config group or the experiment, which "
-                     "a variant cannot change; compared with the baseline job's runs")
+        return cfg, (
+            f"{', '.join(unpairable)} selects a config group or the experiment, which "
+            "a variant cannot change; compared with the baseline job's runs"
+        )
     in_list = [k for k in differ if _under_a_list(cfg, k)]
     if in_list:
-        return cfg, (f"{', '.join(in_list)} is an element of a list, which a variant cannot "
-                     "override; compared with the baseline job's runs")
+        return cfg, (
+            f"{', '.join(in_list)} is an element of a list, which a variant cannot "
+            "override; compared with the baseline job's runs"
+        )
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     def typed(setting: dict[str, str]) -> dict[str, Any]:
@@ -165,15 +174,19 @@ def beside_baseline(cfg: DictConfig, sweep_dir: Path, job_overrides: list[str],
     # the job's own values again on its own side: its report and its history series then
     # name the combination it is (the composed config has them already)
     mine = typed({k: own[k] for k in differ if k in own})
-    (name, overrides), = OmegaConf.to_container(exp.variants, resolve=False).items()
+    ((name, overrides),) = OmegaConf.to_container(exp.variants, resolve=False).items()
     overrides = dict(overrides or {})
     paired = OmegaConf.to_container(cfg, resolve=False)
     paired["experiment"]["variants"] = {
         SWEEP_BASELINE: {**overrides, **values},
-        (COMBINATION if name == "baseline" else name): {**overrides, **mine}}
+        (COMBINATION if name == "baseline" else name): {**overrides, **mine},
+    }
     paired["experiment"]["baseline"] = SWEEP_BASELINE
     out = OmegaConf.create(paired)
-    log.info("afbench: sweep pairing: this job also runs the baseline combination (%s) as "
-             "variant %s, beside its own runs", ", ".join(f"{k}={v}" for k, v in differ.items()),
-             SWEEP_BASELINE)
+    log.info(
+        "afbench: sweep pairing: this job also runs the baseline combination (%s) as "
+        "variant %s, beside its own runs",
+        ", ".join(f"{k}={v}" for k, v in differ.items()),
+        SWEEP_BASELINE,
+    )
     return out, None

@@ -30,13 +30,17 @@ from typing import Any
 from afbench.backends.resolve import resolve_backend
 from afbench.config.models import AfbenchConfig, RunConfig
 from afbench.config.short import short_run
-from afbench.config.validate import (apply_overrides, check_unknown_keys, expand_dotted,
-                                     validate_run_config)
+from afbench.config.validate import (
+    apply_overrides,
+    check_unknown_keys,
+    expand_dotted,
+    validate_run_config,
+)
 from afbench.engines.registry import engine_for
-from afbench.switches.registry import check_switches
 from afbench.errors import ConfigError
 from afbench.launch.devices import assign_devices
 from afbench.runspec import AutoDesign, Plan, RunSpec, config_hash
+from afbench.switches.registry import check_switches
 
 RUN_KEYS = tuple(RunConfig.model_fields)
 
@@ -83,12 +87,14 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
     if exp.order == "random" and seed is None:
         seed = secrets.randbelow(2**31)  # drawn once, recorded in plan.json
     auto = exp.repeats == "auto"
-    phases = ([verdict_phase] + [p for p in exp.phases if p != verdict_phase] if auto
-              else list(exp.phases))
+    phases = (
+        [verdict_phase] + [p for p in exp.phases if p != verdict_phase]
+        if auto
+        else list(exp.phases)
+    )
     runs: list[RunSpec] = []
     for phase in phases:
-        rounds = ((exp.min_repeats if auto else exp.repeats) if phase == verdict_phase
-                  else 1)
+        rounds = (exp.min_repeats if auto else exp.repeats) if phase == verdict_phase else 1
         for repeat in range(1, rounds + 1):
             for variant in round_order(variant_names, repeat, exp.order, seed):
                 rc = configs[(variant, phase)]
@@ -108,16 +114,22 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
                         kill_grace_s=cfg.launcher.kill_grace_s,
                         env=dict(cfg.launcher.env),
                         backend=backend,
-                        devices=assign_devices(rc.parallel, backend, job_num,
-                                               cfg.launcher.device_pool),
+                        devices=assign_devices(
+                            rc.parallel, backend, job_num, cfg.launcher.device_pool
+                        ),
                     )
                 )
     design = None
     if auto:
-        design = AutoDesign(level=cfg.report.confidence, min_pairs=exp.min_repeats,
-                            max_pairs=exp.max_repeats, precision_pct=exp.precision_pct,
-                            time_budget_s=exp.time_budget_s, min_gain_pct=cfg.report.min_gain_pct,
-                            set_aside_contended=cfg.report.contention == "set_aside")
+        design = AutoDesign(
+            level=cfg.report.confidence,
+            min_pairs=exp.min_repeats,
+            max_pairs=exp.max_repeats,
+            precision_pct=exp.precision_pct,
+            time_budget_s=exp.time_budget_s,
+            min_gain_pct=cfg.report.min_gain_pct,
+            set_aside_contended=cfg.report.contention == "set_aside",
+        )
     return Plan(
         experiment=exp.name,
         baseline=exp.baseline,
@@ -153,8 +165,10 @@ def round_order(variants: list[str], repeat: int, order: str, seed: int | None) 
     if order == "counterbalanced":
         return names[::-1]
     if order != "random" or seed is None:
-        raise ValueError(f"order {order!r} with seed {seed!r}: expected counterbalanced, "
-                         "interleaved or random with a seed")
+        raise ValueError(
+            f"order {order!r} with seed {seed!r}: expected counterbalanced, "
+            "interleaved or random with a seed"
+        )
     rng = random.Random(f"{seed}:{repeat}")  # a str seed: deterministic across runs
     if repeat == 1:
         rest = names[1:]
@@ -178,13 +192,19 @@ def add_round(plan: Plan, variants: list[str]) -> Plan:
     for variant in round_order(members, repeat, plan.order, plan.order_seed):
         src = first[variant]
         run_id = f"{variant}-{phase}-r{repeat}"
-        new.append(src.model_copy(update={
-            "run_id": run_id, "repeat": repeat, "run_dir": str(Path(src.run_dir).with_name(run_id)),
-            "config_hash": config_hash(src.config, variant, phase, repeat)}))
+        new.append(
+            src.model_copy(
+                update={
+                    "run_id": run_id,
+                    "repeat": repeat,
+                    "run_dir": str(Path(src.run_dir).with_name(run_id)),
+                    "config_hash": config_hash(src.config, variant, phase, repeat),
+                }
+            )
+        )
     cut = max(i for i, r in enumerate(plan.runs) if r.phase == phase) + 1
     runs = plan.runs[:cut] + new + plan.runs[cut:]
-    runs = [r if r.index == i else r.model_copy(update={"index": i})
-            for i, r in enumerate(runs, 1)]
+    runs = [r if r.index == i else r.model_copy(update={"index": i}) for i, r in enumerate(runs, 1)]
     return plan.model_copy(update={"runs": runs})
 
 
@@ -196,6 +216,7 @@ def shadowed_overrides(overrides: list[str], cfg: AfbenchConfig) -> list[str]:
     re-selects it (sets ``engine.name``); one that sets a key inside the group (a free-form
     map such as ``engine.env.SLOW``, or ``engine.args``) refines the selected option and
     shadows nothing."""
+
     def has(tree: dict[str, Any], parts: list[str]) -> bool:
         for part in parts:
             if not isinstance(tree, dict) or part not in tree:
@@ -218,9 +239,11 @@ def shadowed_overrides(overrides: list[str], cfg: AfbenchConfig) -> list[str]:
                 if has(tree, parts):
                     # a group re-selected there: name the key that re-selects it
                     where = f"{key}.name" if isinstance(tree.get(key), dict) else key
-                    out.append(f"{key} is set again by experiment.{kind}.{name}, which wins "
-                               f"there; to change it for that {kind[:-1]} use "
-                               f"experiment.{kind}.{name}.{where}=...")
+                    out.append(
+                        f"{key} is set again by experiment.{kind}.{name}, which wins "
+                        f"there; to change it for that {kind[:-1]} use "
+                        f"experiment.{kind}.{name}.{where}=..."
+                    )
     return out
 
 
@@ -229,6 +252,7 @@ def misspelt_entries(overrides: list[str], cfg: AfbenchConfig) -> list[str]:
     afbench.cli.args.free_form_argv) whose name is close to one the experiment already has,
     so a misspelling would add a run per phase instead of changing the one meant; one warning
     line each. An entry counts as added when the command line set every key it holds."""
+
     def leaves(tree: Any, prefix: str = "") -> list[str]:
         if not isinstance(tree, dict) or not tree:
             return [prefix]
@@ -251,9 +275,11 @@ def misspelt_entries(overrides: list[str], cfg: AfbenchConfig) -> list[str]:
             others = [n for n in entries if n not in given]
             close = difflib.get_close_matches(name, others, n=1, cutoff=0.75)
             if close:
-                out.append(f"experiment.{kind}.{name} adds a new {kind[:-1]} beside "
-                           f"'{close[0]}'; if you meant '{close[0]}', write "
-                           f"experiment.{kind}.{close[0]}.<key>=...")
+                out.append(
+                    f"experiment.{kind}.{name} adds a new {kind[:-1]} beside "
+                    f"'{close[0]}'; if you meant '{close[0]}', write "
+                    f"experiment.{kind}.{close[0]}.<key>=..."
+                )
     return out
 
 
@@ -273,6 +299,7 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
     the pair has no number and its comparison reads RUN_FAILED. Round 1 always runs the
     baseline first, so the reference's rules hold there unchanged.
     """
+
     def bad(run_id: str) -> bool:
         return status.get(run_id, "OK") != "OK"
 
@@ -281,11 +308,19 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
         return f"baseline run {baseline_here} did not succeed"
     if plan.skip_policy == "reference":  # any run that ran and failed skips all after it,
         # across rounds too (a failed round 1 skips rounds 2-5, as runs 2-4 in the reference)
-        failed = next((r.run_id for r in plan.runs if r.run_id != run.run_id
-                       and r.run_id in status and bad(r.run_id)), None)
+        failed = next(
+            (
+                r.run_id
+                for r in plan.runs
+                if r.run_id != run.run_id and r.run_id in status and bad(r.run_id)
+            ),
+            None,
+        )
         if failed:
-            return (f"earlier run {failed} did not succeed (skip_policy reference: a failed "
-                    f"run skips every later run)")
+            return (
+                f"earlier run {failed} did not succeed (skip_policy reference: a failed "
+                f"run skips every later run)"
+            )
         return None
     earlier = plan.phases[: plan.phases.index(run.phase)]
     for other in plan.runs:
@@ -293,12 +328,16 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
             continue
         # each reason says which rule of the policy applies (docs/configuration.md, experiment.skip_policy)
         if other.variant == plan.baseline:
-            return (f"earlier baseline run {other.run_id} did not succeed (skip_policy "
-                    f"per_variant: after a failed baseline every variant's later phases are "
-                    f"skipped)")
+            return (
+                f"earlier baseline run {other.run_id} did not succeed (skip_policy "
+                f"per_variant: after a failed baseline every variant's later phases are "
+                f"skipped)"
+            )
         if other.variant == run.variant:
-            return (f"earlier run {other.run_id} of this variant did not succeed (skip_policy "
-                    f"per_variant: a failed variant's later phases are skipped)")
+            return (
+                f"earlier run {other.run_id} of this variant did not succeed (skip_policy "
+                f"per_variant: a failed variant's later phases are skipped)"
+            )
     return None
 
 
@@ -311,16 +350,23 @@ def calibration_recipe(workload: str) -> str:
 
     import yaml
 
-    for path in sorted(importlib.resources.files("afbench.recipes").iterdir(),
-                       key=lambda p: p.name):
+    for path in sorted(
+        importlib.resources.files("afbench.recipes").iterdir(), key=lambda p: p.name
+    ):
         if not (path.name.startswith("calibrate_host") and path.name.endswith(".yaml")):
             continue
         try:
             defaults = yaml.safe_load(path.read_text(encoding="utf-8")).get("defaults") or []
         except (OSError, yaml.YAMLError, AttributeError):
             continue
-        scheduler = next((d["override /scheduler"] for d in defaults
-                          if isinstance(d, dict) and "override /scheduler" in d), "sft")
+        scheduler = next(
+            (
+                d["override /scheduler"]
+                for d in defaults
+                if isinstance(d, dict) and "override /scheduler" in d
+            ),
+            "sft",
+        )
         if scheduler == workload:
             return path.name[: -len(".yaml")]
     return "calibrate_host"

@@ -159,7 +159,11 @@ class RunStatus(BaseModel):
 def config_hash(config: RunConfig, variant: str, phase: str, repeat: int) -> str:
     """Hex sha256 of the canonical JSON (sorted keys, no spaces) of ``{config, variant, phase,
     repeat}``: a run's identity for resume, independent of where and when it ran."""
-    payload = {"config": config.model_dump(mode="json"), "variant": variant, "phase": phase,
-               "repeat": repeat}
+    payload = {
+        "config": config.model_dump(mode="json"),
+        "variant": variant,
+        "phase": phase,
+        "repeat": repeat,
+    }
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()

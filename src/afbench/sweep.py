@@ -19,13 +19,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-
 from afbench.errors import OutputError
 from afbench.io import inside
 from afbench.messages import Message, say
 from afbench.pairing import SWEEP_BASELINE, baseline_setting, same_value, split_override
-from afbench.store import (SWEEP_SUMMARY, SWEEP_SUMMARY_FILE, Comparison, EffectPair, MainEffect,
-                           OutDir, Speed, SweepDir, SweepRow, SweepSummary)
+from afbench.store import (
+    SWEEP_SUMMARY,
+    SWEEP_SUMMARY_FILE,
+    Comparison,
+    EffectPair,
+    MainEffect,
+    OutDir,
+    Speed,
+    SweepDir,
+    SweepRow,
+    SweepSummary,
+)
 from afbench.store.sweep import BASELINE
 from afbench.verdict.words import RUN_FAILED, SKIPPED
 
@@ -139,8 +148,12 @@ def _job_report(job: Path, lang: str, template_dir: str | None = None) -> str | 
     if lang != own and (job / "plan.json").is_file():
         settings = _report_settings([job])
         try:
-            build_report(job, ReportConfig.model_validate({**settings, "lang": lang,
-                                                           "template_dir": template_dir}))
+            build_report(
+                job,
+                ReportConfig.model_validate(
+                    {**settings, "lang": lang, "template_dir": template_dir}
+                ),
+            )
         except Exception as exc:  # the sweep page still links the job's own report
             log.warning("afbench: job %s: report in %s failed: %s", job.name, lang, exc)
             name = "report.html"
@@ -162,8 +175,13 @@ def _own_comparisons(job: Path, col: Any) -> list[Comparison]:
     return comparisons(col, col.experiment.report)
 
 
-def _combinations(job: Path, setting: dict[str, str], keys: list[str],
-                  lang: str = "en", template_dir: str | None = None) -> list[_Combination]:
+def _combinations(
+    job: Path,
+    setting: dict[str, str],
+    keys: list[str],
+    lang: str = "en",
+    template_dir: str | None = None,
+) -> list[_Combination]:
     """One entry per variant of one job (one entry, failed, for a job that never planned):
     its side and its comparison with the job's baseline as the job's report has them
     (:func:`_own_comparisons`), and the runs that side counts (report.contention=set_aside
@@ -179,9 +197,19 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
     name = ",".join(f"{k}={setting.get(k, '')}" for k in keys) or job.name
     if not (job / "plan.json").is_file():
         why = job_failure_reason(job)
-        return [_Combination(SweepRow(name=name, job=job.name, setting=setting,
-                                      reasons=[why.text], reason_msgs=[why],
-                                      is_plan_baseline=True, status=RUN_FAILED))]
+        return [
+            _Combination(
+                SweepRow(
+                    name=name,
+                    job=job.name,
+                    setting=setting,
+                    reasons=[why.text],
+                    reason_msgs=[why],
+                    is_plan_baseline=True,
+                    status=RUN_FAILED,
+                )
+            )
+        ]
     col = collect(job)
     runs = col.runs.set_index("run_id")
     phase = col.plan.verdict_phase
@@ -196,22 +224,36 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
         ids = run_ids(col, variant, phase)
         comp = comps.get(variant)
         of_base = next(iter(comps.values())).baseline if comps else None
-        v = comp.variant if comp else of_base if variant == col.plan.baseline and of_base \
+        v = (
+            comp.variant
+            if comp
+            else of_base
+            if variant == col.plan.baseline and of_base
             else side(col, variant, phase, workload, set_aside)
+        )
         sel = runs.loc[ids]
         row = SweepRow(
-            name=name + (f" [{variant}]" if len(own) > 1 else ""), job=job.name,
+            name=name + (f" [{variant}]" if len(own) > 1 else ""),
+            job=job.name,
             # a paired job's own variant stands for the job's one combination
-            variant="" if paired else variant, setting=setting, side=v,
+            variant="" if paired else variant,
+            setting=setting,
+            side=v,
             # every run's note, resumed ones included, without the run id
             reasons=[r for r in sel.reason.tolist() + sel.log_error.tolist() if r],
-            is_plan_baseline=variant == col.plan.baseline, report=report)
-        combo = _Combination(row, calibration=col.experiment.calibration_dict(),
-                             min_gain_pct=col.experiment.report.min_gain_pct, own=comp,
-                             plan_baseline=col.plan.baseline,
-                             paired_base=paired and variant == SWEEP_BASELINE,
-                             launched=sum(r.variant == variant for r in col.plan.runs)
-                             + sum(r.replaced.variant == variant for r in col.plan.reruns))
+            is_plan_baseline=variant == col.plan.baseline,
+            report=report,
+        )
+        combo = _Combination(
+            row,
+            calibration=col.experiment.calibration_dict(),
+            min_gain_pct=col.experiment.report.min_gain_pct,
+            own=comp,
+            plan_baseline=col.plan.baseline,
+            paired_base=paired and variant == SWEEP_BASELINE,
+            launched=sum(r.variant == variant for r in col.plan.runs)
+            + sum(r.replaced.variant == variant for r in col.plan.reruns),
+        )
         medians = []
         for rid in ids:
             window = col.spec(rid).config.scheduler.measure
@@ -224,7 +266,10 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
             if contended:
                 row.contended_runs.append(rid)
             combo.rounds[col.spec(rid).repeat] = (
-                steps, contended, detail.model_dump() if detail else None)
+                steps,
+                contended,
+                detail.model_dump() if detail else None,
+            )
             if contended and set_aside:
                 continue  # the side and the verdict leave it out: so do the row's medians
             stat = run_statistic(steps, rid)
@@ -237,8 +282,11 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
         row.outlier_runs = [medians[i][0] for i in outlier_runs(row.run_medians_s)]
         # contended runs make a combination untrusted unless the jobs keep them
         # (report.contention=keep): then they are shown, not held against it
-        row.untrusted = bool(row.outlier_runs) or (set_aside and bool(row.contended_runs)) or (
-            v.step_cv_pct is not None and v.step_cv_pct > UNTRUSTED_CV_PCT)
+        row.untrusted = (
+            bool(row.outlier_runs)
+            or (set_aside and bool(row.contended_runs))
+            or (v.step_cv_pct is not None and v.step_cv_pct > UNTRUSTED_CV_PCT)
+        )
         if not col.steps.empty and {"run_id", "step", "step_time_s"} <= set(col.steps):
             frame = col.steps[col.steps.run_id.isin(ids)]
             combo.steps = frame.assign(combination=row.name) if len(frame) else None
@@ -251,8 +299,9 @@ def _combinations(job: Path, setting: dict[str, str], keys: list[str],
     return out
 
 
-def _verdict(combo: _Combination, base: _Combination | None, level: float,
-             contention: bool = True) -> None:
+def _verdict(
+    combo: _Combination, base: _Combination | None, level: float, contention: bool = True
+) -> None:
     """Fill ``combo.row``'s verdict against the baseline combination: the job's own comparison
     as it is (``from_job``) where the job compared it with the baseline combination's runs (a
     job paired beside the baseline, a variant of the baseline job); else
@@ -262,7 +311,8 @@ def _verdict(combo: _Combination, base: _Combination | None, level: float,
     row = combo.row
     own = combo.own
     in_job = combo.beside is not None or (
-        base is not None and base.row.job == row.job and base.row.variant == combo.plan_baseline)
+        base is not None and base.row.job == row.job and base.row.variant == combo.plan_baseline
+    )
     if own is not None and in_job:
         row.speed, row.from_job = own.speed, True
         if own.verdict in (RUN_FAILED, SKIPPED):
@@ -282,22 +332,34 @@ def _verdict(combo: _Combination, base: _Combination | None, level: float,
 
     rounds = sorted(set(base.rounds) & set(combo.rounds))
     b, v = [base.rounds[r] for r in rounds], [combo.rounds[r] for r in rounds]
-    cal = (combined_record(base.calibration, combo.calibration)
-           if base.calibration and combo.calibration else None)
+    cal = (
+        combined_record(base.calibration, combo.calibration)
+        if base.calibration and combo.calibration
+        else None
+    )
     speed = compare_runs(
-        [x[0] for x in b], [x[0] for x in v], confidence=level,
+        [x[0] for x in b],
+        [x[0] for x in v],
+        confidence=level,
         min_gain_pct=combo.min_gain_pct or DEFAULT_MIN_GAIN_PCT,
         contended=[(x[1], y[1]) for x, y in zip(b, v)],
         keep_contended=not contention,  # report.contention=keep: balanced contention only
         contention_detail=[[d for d in (x[2], y[2]) if d] for x, y in zip(b, v)],
-        calibration=RunSpread.of(cal) if cal else None)
-    row.speed = Speed.of(speed, calibration=cal if speed.spread_source and
-                         "calibration" in speed.spread_source else None)
+        calibration=RunSpread.of(cal) if cal else None,
+    )
+    row.speed = Speed.of(
+        speed,
+        calibration=cal if speed.spread_source and "calibration" in speed.spread_source else None,
+    )
 
 
-def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
-                       level: float | None = None, lang: str | None = None,
-                       template_dir: str | None = None) -> SweepSummary:
+def build_sweep_report(
+    sweep_dir: Path,
+    baseline: str | None = None,
+    level: float | None = None,
+    lang: str | None = None,
+    template_dir: str | None = None,
+) -> SweepSummary:
     """Collect every job below ``sweep_dir``, compare every combination with the baseline
     combination, rank them and write sweep_summary.json and sweep_report.md / .html (per
     ``report.formats``). Returns the :class:`afbench.store.SweepSummary`. In a language
@@ -323,9 +385,9 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     """
     # pandas, scipy and Jinja2 load only once a report is written, not at Hydra start-up
     from afbench.analysis.factorial import UNTRUSTED_CV_PCT
-    from afbench.verdict import sweep_level
     from afbench.config.models import ReportConfig
     from afbench.report.render import render_sweep
+    from afbench.verdict import sweep_level
 
     sweep_dir = Path(sweep_dir).resolve()
     jobs = [inside(job, sweep_dir) for job in _job_dirs(sweep_dir)]  # no job -> /elsewhere
@@ -334,11 +396,18 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
     if baseline is None:
         baseline = settings.get("sweep_baseline")
     if level is None:  # the sweep's own: its jobs decide at the per-comparison level
-        level = float(SweepDir(sweep_dir).sweep_report_settings().get(
-            "confidence", settings.get("confidence", 0.95)))
-    report = ReportConfig.model_validate({
-        **{k: v for k, v in settings.items() if k in ("lang", "formats", "template_dir")},
-        **({"lang": lang} if lang else {}), **({"template_dir": template_dir} if template_dir else {})})
+        level = float(
+            SweepDir(sweep_dir)
+            .sweep_report_settings()
+            .get("confidence", settings.get("confidence", 0.95))
+        )
+    report = ReportConfig.model_validate(
+        {
+            **{k: v for k, v in settings.items() if k in ("lang", "formats", "template_dir")},
+            **({"lang": lang} if lang else {}),
+            **({"template_dir": template_dir} if template_dir else {}),
+        }
+    )
     all_overrides = [job_overrides(j) for j in jobs]
     keys = swept_keys(all_overrides)
     combos: list[_Combination] = []
@@ -357,39 +426,63 @@ def build_sweep_report(sweep_dir: Path, baseline: str | None = None,
         if c is base:
             c.row.status = BASELINE if c.has_result else c.row.status or RUN_FAILED
             continue
-        _verdict(c, c.beside or base, per_comparison,
-                 settings.get("contention", "set_aside") == "set_aside")
+        _verdict(
+            c,
+            c.beside or base,
+            per_comparison,
+            settings.get("contention", "set_aside") == "set_aside",
+        )
     rows = [c.row for c in combos]
     # by the paired gain (each row's estimate against the baseline runs it was judged on: a
     # beside-paired job's own, which drift between jobs does not move), then step time
-    ranked = sorted(rows, key=lambda r: (r.verdict in (RUN_FAILED, SKIPPED), r.gain_pct is None,
-                                         -(r.gain_pct or 0.0), r.median_step_s is None,
-                                         r.median_step_s or 0.0))
+    ranked = sorted(
+        rows,
+        key=lambda r: (
+            r.verdict in (RUN_FAILED, SKIPPED),
+            r.gain_pct is None,
+            -(r.gain_pct or 0.0),
+            r.median_step_s is None,
+            r.median_step_s or 0.0,
+        ),
+    )
     # what the command line asked for and no job folder holds (a sweep stopped early)
     ran = [dict(map(split_override, ovs)) for ovs in all_overrides]
-    never_ran = [",".join(f"{k}={v}" for k, v in want.items())
-                 for want in SweepDir(sweep_dir).asked()
-                 if not any(all(same_value(r.get(k, ""), v) for k, v in want.items())
-                            for r in ran)]
+    never_ran = [
+        ",".join(f"{k}={v}" for k, v in want.items())
+        for want in SweepDir(sweep_dir).asked()
+        if not any(all(same_value(r.get(k, ""), v) for k, v in want.items()) for r in ran)
+    ]
     summary = SweepSummary(
-        sweep_dir=str(sweep_dir), jobs=len(jobs), swept_keys=keys,
-        baseline=base.row.name if base else None, sweep_baseline=baseline, confidence=level,
-        level=per_comparison, comparisons=len(combos) - 1 if combos else 0, combinations=ranked,
-        beside=sum(r.beside_baseline for r in rows), runs=n_runs, beside_runs=n_beside,
-        main_effects=main_effects(rows, keys, base.row if base else None, level,
-                                  settings.get("min_gain_pct")),
+        sweep_dir=str(sweep_dir),
+        jobs=len(jobs),
+        swept_keys=keys,
+        baseline=base.row.name if base else None,
+        sweep_baseline=baseline,
+        confidence=level,
+        level=per_comparison,
+        comparisons=len(combos) - 1 if combos else 0,
+        combinations=ranked,
+        beside=sum(r.beside_baseline for r in rows),
+        runs=n_runs,
+        beside_runs=n_beside,
+        main_effects=main_effects(
+            rows, keys, base.row if base else None, level, settings.get("min_gain_pct")
+        ),
         failed=[r.name for r in rows if r.verdict == RUN_FAILED],
         never_ran=never_ran,
-        untrusted=[r.name for r in rows if r.untrusted], cv_threshold_pct=UNTRUSTED_CV_PCT,
-        generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        untrusted=[r.name for r in rows if r.untrusted],
+        cv_threshold_pct=UNTRUSTED_CV_PCT,
+        generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
     SWEEP_SUMMARY_FILE.write(sweep_dir / SWEEP_SUMMARY, summary)
     frames = [c.steps for c in combos if c.steps is not None]
     render_sweep(summary, sweep_dir, report, frames, run_lang=settings.get("lang") or "en")
     return summary
 
 
-def _pick_baseline(combos: list[_Combination], keys: list[str],
-                   wanted: str | None) -> _Combination | None:
+def _pick_baseline(
+    combos: list[_Combination], keys: list[str], wanted: str | None
+) -> _Combination | None:
     """The baseline combination: the plan baseline of the job whose swept values are
     :func:`afbench.pairing.baseline_setting`'s (the rule the paired jobs ran by), over the
     values the jobs ran with in job order; the first combination when none is (a sweep whose
@@ -398,24 +491,33 @@ def _pick_baseline(combos: list[_Combination], keys: list[str],
     Raises ConfigError naming ``report.sweep_baseline`` when ``wanted`` matches no combination."""
     if not combos:
         return None
-    values = {k: list(dict.fromkeys(c.row.setting[k] for c in combos if k in c.row.setting))
-              for k in keys}
+    values = {
+        k: list(dict.fromkeys(c.row.setting[k] for c in combos if k in c.row.setting)) for k in keys
+    }
     target = baseline_setting(values, wanted)
     want = {**dict(split_override(i) for i in (wanted or "").split(",") if "=" in i), **target}
     for c in combos:
         if c.row.is_plan_baseline and all(
-                k in c.row.setting and same_value(c.row.setting[k], v) for k, v in want.items()):
+            k in c.row.setting and same_value(c.row.setting[k], v) for k, v in want.items()
+        ):
             return c
     if wanted:
         from afbench.errors import ConfigError  # only on this error path
 
-        raise ConfigError(f"report.sweep_baseline: no combination matches {wanted!r}; "
-                          f"combinations: {[c.row.name for c in combos]}")
+        raise ConfigError(
+            f"report.sweep_baseline: no combination matches {wanted!r}; "
+            f"combinations: {[c.row.name for c in combos]}"
+        )
     return combos[0]
 
 
-def main_effects(rows: list[SweepRow], keys: list[str], base: SweepRow | None,
-                 level: float, min_gain_pct: float | None = None) -> list[MainEffect]:
+def main_effects(
+    rows: list[SweepRow],
+    keys: list[str],
+    base: SweepRow | None,
+    level: float,
+    min_gain_pct: float | None = None,
+) -> list[MainEffect]:
     """Per swept key and each value other than the baseline combination's (the reference):
     the factorial contrast of the rows' paired gains against the baseline combination (each
     row's ``speed``: for a job paired beside the baseline, its own time-paired pairs), the
@@ -428,35 +530,56 @@ def main_effects(rows: list[SweepRow], keys: list[str], base: SweepRow | None,
 
     if base is None:
         return []
+
     def cell(r: SweepRow) -> dict[str, str]:  # a recipe's variants are cells of their own
         return {**r.setting, "\0variant": r.variant if r.name.endswith(f" [{r.variant}]") else ""}
 
     cells = [cell(r) for r in rows]
     gains = [PairedGain.of(r.name, r.speed) if r.status is None else None for r in rows]
     found = factorial_contrasts(cells, gains, keys, cell(base))
-    done = holm_effects([c for _, _, c, _ in found if c is not None], level,
-                        min_gain_pct or DEFAULT_MIN_GAIN_PCT)
+    done = holm_effects(
+        [c for _, _, c, _ in found if c is not None], level, min_gain_pct or DEFAULT_MIN_GAIN_PCT
+    )
     by_name = {r.name: r for r in rows}
     out = []
     for key, value, contrast, dropped in found:
-        effect = MainEffect(key=key, value=value, reference=base.setting.get(key, ""),
-                            dropped=dropped, cells=0)
+        effect = MainEffect(
+            key=key, value=value, reference=base.setting.get(key, ""), dropped=dropped, cells=0
+        )
         if contrast is not None:
             e = done.pop(0)
-            effect = effect.model_copy(update=dict(
-                effect_pct=e.gain_pct, ci_low=e.ci_low_pct, ci_high=e.ci_high_pct,
-                level=e.level, decision=e.decision, p_value=e.p_value, p_holm=e.p_holm,
-                df=e.df if math.isfinite(e.df) else None, family=e.family, method=e.method,
-                cells=len({g.name for w, g in e.terms if w > 0}),
-                pairs=[EffectPair(combination=g.name, job=by_name[g.name].job, weight=w,
-                                  n_pairs=g.n_pairs, beside=by_name[g.name].beside_baseline
-                                  or by_name[g.name].from_job) for w, g in e.terms]))
+            effect = effect.model_copy(
+                update=dict(
+                    effect_pct=e.gain_pct,
+                    ci_low=e.ci_low_pct,
+                    ci_high=e.ci_high_pct,
+                    level=e.level,
+                    decision=e.decision,
+                    p_value=e.p_value,
+                    p_holm=e.p_holm,
+                    df=e.df if math.isfinite(e.df) else None,
+                    family=e.family,
+                    method=e.method,
+                    cells=len({g.name for w, g in e.terms if w > 0}),
+                    pairs=[
+                        EffectPair(
+                            combination=g.name,
+                            job=by_name[g.name].job,
+                            weight=w,
+                            n_pairs=g.n_pairs,
+                            beside=by_name[g.name].beside_baseline or by_name[g.name].from_job,
+                        )
+                        for w, g in e.terms
+                    ],
+                )
+            )
         out.append(effect)
     return out
 
 
-def verdict_lines(summary: SweepSummary, lang: str = "en",
-                  template_dir: str | None = None) -> list[str]:
+def verdict_lines(
+    summary: SweepSummary, lang: str = "en", template_dir: str | None = None
+) -> list[str]:
     """One line per combination, ranked, in the shape of an experiment's headline
     (templates/verdict_words.j2 ``sweep_headline``: ``name vs baseline  VERDICT  +x.x%
     [lo, hi]  N rounds``, the interval at the sweep's per-comparison level, ``untrusted ⚠``
@@ -466,5 +589,6 @@ def verdict_lines(summary: SweepSummary, lang: str = "en",
 
     words = verdict_words(lang, template_dir)
     never = labels(lang)["h_never_ran"]
-    return ([str(words.sweep_headline(c, summary.baseline)) for c in summary.combinations]
-            + [never.format(name=name) for name in summary.never_ran])
+    return [str(words.sweep_headline(c, summary.baseline)) for c in summary.combinations] + [
+        never.format(name=name) for name in summary.never_ran
+    ]

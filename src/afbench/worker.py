@@ -33,8 +33,12 @@ def with_secrets(spec: RunSpec) -> RunSpec:
     engine = spec.config.engine
     if getattr(engine, "env", None):
         engine = engine.model_copy(update={"env": unmask_env(engine.env)})
-    return spec.model_copy(update={"env": unmask_env(spec.env), "config": spec.config.model_copy(
-        update={"engine": engine})})
+    return spec.model_copy(
+        update={
+            "env": unmask_env(spec.env),
+            "config": spec.config.model_copy(update={"engine": engine}),
+        }
+    )
 
 
 #: set by the launcher (afbench.launch.local.PARENT_PID_ENV): afbench's pid
@@ -65,6 +69,7 @@ def watch_parent(parent: int, grace_s: float) -> None:
     afbench (``parent``) is gone, e.g. after ``kill -9``: a worker must not run on without the
     launcher's timeout, holding the devices (it holds their locks until it is gone). Polls
     every :data:`WATCH_S` seconds in a daemon thread."""
+
     def watch() -> None:
         while _descends_from(parent):
             time.sleep(WATCH_S)
@@ -91,13 +96,18 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ.get("RANK", "0"))
     if rank:
         # under torchrun: only rank 0 writes the log the verdict is parsed from
-        log = os.open(Path(spec.run_dir) / f"rank{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        log = os.open(
+            Path(spec.run_dir) / f"rank{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
+        )
         sys.stdout.flush()
         sys.stderr.flush()
         os.dup2(log, 1)
         os.dup2(log, 2)
-    print(f"afbench.worker: run {spec.run_id} (variant {spec.variant}, phase {spec.phase}, "
-          f"repeat {spec.repeat})", flush=True)
+    print(
+        f"afbench.worker: run {spec.run_id} (variant {spec.variant}, phase {spec.phase}, "
+        f"repeat {spec.repeat})",
+        flush=True,
+    )
     try:
         result = engine_for(spec.config).run(spec, Path(spec.run_dir))
     except RunSkipped as exc:

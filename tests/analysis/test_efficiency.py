@@ -10,18 +10,34 @@ from afbench.engines.torchtitan.parsers import parse_titan_log
 
 # torchtitan 0.3.0's colours (torchtitan/tools/utils.py Color) and header, docs/reference.md §7.
 RED, GREEN, ORANGE, TURQ, BLUE, CYAN, MAGENTA, RESET = (
-    "\033[31m", "\033[32m", "\033[38;2;180;60;0m", "\033[38;2;54;234;195m", "\033[34m",
-    "\033[36m", "\033[35m", "\033[39m")
+    "\033[31m",
+    "\033[32m",
+    "\033[38;2;180;60;0m",
+    "\033[38;2;54;234;195m",
+    "\033[34m",
+    "\033[36m",
+    "\033[35m",
+    "\033[39m",
+)
 HEADER = "[rank0]:[titan] 2026-09-21 10:15:06,000 - root - INFO - "
 
 
-def titan_line(step: int, gib: float, pct: float, tps: float, tflops: float,
-               mfu: float | None, prefix: str = "") -> str:
+def titan_line(
+    step: int,
+    gib: float,
+    pct: float,
+    tps: float,
+    tflops: float,
+    mfu: float | None,
+    prefix: str = "",
+) -> str:
     """One step line as torchtitan's MetricsProcessor.log prints it."""
     mfu_str = f"{mfu:.2f}%" if mfu is not None else "N/A"
-    return (f"{HEADER}{RED}{prefix}step: {step:2}  {GREEN}loss: {2.5:8.5f}  "
-            f"{ORANGE}grad_norm: {1.25:7.4f}  {TURQ}memory: {gib:5.2f}GiB({pct:.2f}%)  "
-            f"{BLUE}tps: {round(tps):,}  {CYAN}tflops: {tflops:,.2f}  {MAGENTA}mfu: {mfu_str}{RESET}")
+    return (
+        f"{HEADER}{RED}{prefix}step: {step:2}  {GREEN}loss: {2.5:8.5f}  "
+        f"{ORANGE}grad_norm: {1.25:7.4f}  {TURQ}memory: {gib:5.2f}GiB({pct:.2f}%)  "
+        f"{BLUE}tps: {round(tps):,}  {CYAN}tflops: {tflops:,.2f}  {MAGENTA}mfu: {mfu_str}{RESET}"
+    )
 
 
 def test_window_peak_is_the_largest_memory_line_and_tflops_mfu_are_window_means():
@@ -57,5 +73,13 @@ def test_lines_without_memory_fields_say_not_reported():
 def test_command_engine_reports_no_memory():
     out = not_reported("command")
     assert out["memory_source"] == "not reported (engine command)"
-    assert all(out[k] is None for k in ("peak_memory_allocated_gib", "peak_memory_reserved_gib",
-                                        "peak_rss_gib", "tflops_per_device", "mfu_pct"))
+    assert all(
+        out[k] is None
+        for k in (
+            "peak_memory_allocated_gib",
+            "peak_memory_reserved_gib",
+            "peak_rss_gib",
+            "tflops_per_device",
+            "mfu_pct",
+        )
+    )

@@ -12,17 +12,38 @@ from afbench.analysis import flops
 from afbench.analysis.flops import ModelConfigError, TransformerShape
 
 # Two layers, hidden 8, 2 query heads / 1 KV head of dim 4, MLP 16, vocabulary 10, tied.
-SMALL = {"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2,
-         "num_key_value_heads": 1, "head_dim": 4, "intermediate_size": 16, "vocab_size": 10,
-         "tie_word_embeddings": True}
+SMALL = {
+    "num_hidden_layers": 2,
+    "hidden_size": 8,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 4,
+    "intermediate_size": 16,
+    "vocab_size": 10,
+    "tie_word_embeddings": True,
+}
 
 # Published config.json values (the comments of conf/model/qwen3_8b.yaml, qwen3_1_7b.yaml).
-QWEN3_8B = {"num_hidden_layers": 36, "hidden_size": 4096, "num_attention_heads": 32,
-            "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288,
-            "vocab_size": 151936, "tie_word_embeddings": False}
-QWEN3_1_7B = {"num_hidden_layers": 28, "hidden_size": 2048, "num_attention_heads": 16,
-              "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 6144,
-              "vocab_size": 151936, "tie_word_embeddings": True}
+QWEN3_8B = {
+    "num_hidden_layers": 36,
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 12288,
+    "vocab_size": 151936,
+    "tie_word_embeddings": False,
+}
+QWEN3_1_7B = {
+    "num_hidden_layers": 28,
+    "hidden_size": 2048,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 6144,
+    "vocab_size": 151936,
+    "tie_word_embeddings": True,
+}
 
 
 def test_small_config_flops_per_token_match_a_hand_calculation():
@@ -82,12 +103,15 @@ def test_untied_model_with_attention_bias_counts_match_transformers():
     assert count.flops_params == real - embedding
 
 
-@pytest.mark.parametrize(("config", "total_b", "non_embedding_b"), [
-    # Qwen's model cards: "Number of Parameters 8.2B, Number of Parameters (Non-Embedding) 6.95B"
-    (QWEN3_8B, 8.2, 6.95),
-    # "1.7B, Non-Embedding 1.4B"
-    (QWEN3_1_7B, 1.7, 1.4),
-])
+@pytest.mark.parametrize(
+    ("config", "total_b", "non_embedding_b"),
+    [
+        # Qwen's model cards: "Number of Parameters 8.2B, Number of Parameters (Non-Embedding) 6.95B"
+        (QWEN3_8B, 8.2, 6.95),
+        # "1.7B, Non-Embedding 1.4B"
+        (QWEN3_1_7B, 1.7, 1.4),
+    ],
+)
 def test_published_qwen3_parameter_counts(config, total_b, non_embedding_b):
     count = flops.count_params(TransformerShape.from_config(config))
     assert count.total / 1e9 == pytest.approx(total_b, abs=0.05)
@@ -108,14 +132,17 @@ def test_achieved_tflops_and_mfu():
     assert flops.mfu_pct(tflops, 312.0) == pytest.approx(100 * 20 / 312)
 
 
-@pytest.mark.parametrize(("name", "peak"), [
-    ("NVIDIA H100 80GB HBM3", 989.0),
-    ("NVIDIA H100 PCIe", 756.0),
-    ("NVIDIA H100 NVL", 835.0),
-    ("NVIDIA H200", 989.0),
-    ("NVIDIA A100-SXM4-80GB", 312.0),
-    ("NVIDIA A100 80GB PCIe", 312.0),
-])
+@pytest.mark.parametrize(
+    ("name", "peak"),
+    [
+        ("NVIDIA H100 80GB HBM3", 989.0),
+        ("NVIDIA H100 PCIe", 756.0),
+        ("NVIDIA H100 NVL", 835.0),
+        ("NVIDIA H200", 989.0),
+        ("NVIDIA A100-SXM4-80GB", 312.0),
+        ("NVIDIA A100 80GB PCIe", 312.0),
+    ],
+)
 def test_published_peaks_are_recognised_by_device_name(name, peak):
     assert flops.published_peak_tflops(name)[0] == peak
     assert flops.resolve_peak_tflops(None, name, "bfloat16")[0] == peak
@@ -130,7 +157,10 @@ def test_unknown_devices_get_no_peak_and_say_which_key_to_set(name):
 def test_float32_model_gets_no_bf16_peak_but_a_configured_peak_always_wins():
     peak, why = flops.resolve_peak_tflops(None, "NVIDIA H100 80GB HBM3", "float32")
     assert peak is None and "float32" in why
-    assert flops.resolve_peak_tflops(313.0, "Ascend910B3", "float32") == (313.0, "backend.peak_tflops")
+    assert flops.resolve_peak_tflops(313.0, "Ascend910B3", "float32") == (
+        313.0,
+        "backend.peak_tflops",
+    )
 
 
 def test_kv_cache_of_qwen3_8b_by_hand():

@@ -19,8 +19,10 @@ HEADER = (
 
 
 def row(step, name, typ, start, dur, shapes='"4,1024;2048,1024"'):
-    return (f"{step},0,{name},{typ},AI_CORE,{start}\t,{dur},0.52,24,{shapes},BF16;BF16,ND;ND,"
-            f'"4,2048",BF16,ND')
+    return (
+        f"{step},0,{name},{typ},AI_CORE,{start}\t,{dur},0.52,24,{shapes},BF16;BF16,ND;ND,"
+        f'"4,2048",BF16,ND'
+    )
 
 
 ROWS = [

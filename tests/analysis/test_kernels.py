@@ -31,7 +31,8 @@ def test_kernel_details_are_aggregated_by_type_over_steps(npu_dir):
     # keyed by Type; each launch's Name kept beside it
     assert list(df.columns) == [*KERNEL_COLUMNS, "kernel_names"]
     assert df.set_index("op_type").loc["Pow", "kernel_names"] == (
-        "aclnnPowTensorScalar_PowAiCore_Pow")
+        "aclnnPowTensorScalar_PowAiCore_Pow"
+    )
     rows = {r.op_type: (r.count, r.total_us) for r in df.itertuples()}
     assert rows == {
         "MatMul": (4, pytest.approx(401.5)),
@@ -65,8 +66,13 @@ def test_kernel_details_without_step_id_and_with_spaced_unit_are_read(tmp_path):
     )
     df = read_kernel_details(path)
     assert df.to_dict("records") == [
-        {"op_type": "MatMul", "count": 2, "total_us": 15.0, "ratio_pct": 100.0,
-         "kernel_names": "aclnnMatmul"}
+        {
+            "op_type": "MatMul",
+            "count": 2,
+            "total_us": 15.0,
+            "ratio_pct": 100.0,
+            "kernel_names": "aclnnMatmul",
+        }
     ]
 
 
@@ -165,8 +171,13 @@ def test_diff_is_an_outer_join_sorted_by_absolute_time_delta():
     variant = table([("MatMul", 4, 390.0), ("Mul", 543, 45.0), ("AddRmsNorm", 435, 20.0)])
     diff = diff_kernel_tables(baseline, variant)
     assert list(diff.columns) == [
-        "op_type", "count_baseline", "count_variant", "count_delta",
-        "total_us_baseline", "total_us_variant", "total_us_delta",
+        "op_type",
+        "count_baseline",
+        "count_variant",
+        "count_delta",
+        "total_us_baseline",
+        "total_us_variant",
+        "total_us_delta",
     ]
     assert diff["op_type"].tolist() == ["Pow", "Mul", "AddRmsNorm", "MatMul"]
     pow_row = diff.iloc[0]
@@ -184,11 +195,24 @@ def test_diff_is_an_outer_join_sorted_by_absolute_time_delta():
 @pytest.mark.parametrize(
     ("op_type", "piece"),
     [
-        ("aten::pow", "pow"), ("Pow", "pow"), ("ReduceMean", "mean"), ("aten::mean", "mean"),
-        ("Rsqrt", "rsqrt"), ("Mul", "mul"), ("Muls", "mul"), ("aten::mul_", "mul"),
-        ("Add", "add"), ("Adds", "add"), ("aten::add.Tensor", "add"),
-        ("MatMul", None), ("BatchMatMul", None), ("aten::addmm", None), ("AddRmsNorm", None),
-        ("triton_poi_fused_add_mul_pow_0", None), ("Cast", None), ("Sqrt", None),
+        ("aten::pow", "pow"),
+        ("Pow", "pow"),
+        ("ReduceMean", "mean"),
+        ("aten::mean", "mean"),
+        ("Rsqrt", "rsqrt"),
+        ("Mul", "mul"),
+        ("Muls", "mul"),
+        ("aten::mul_", "mul"),
+        ("Add", "add"),
+        ("Adds", "add"),
+        ("aten::add.Tensor", "add"),
+        ("MatMul", None),
+        ("BatchMatMul", None),
+        ("aten::addmm", None),
+        ("AddRmsNorm", None),
+        ("triton_poi_fused_add_mul_pow_0", None),
+        ("Cast", None),
+        ("Sqrt", None),
     ],
 )
 def test_rmsnorm_pieces_match_whole_op_names_only(op_type, piece):
@@ -196,16 +220,28 @@ def test_rmsnorm_pieces_match_whole_op_names_only(op_type, piece):
 
 
 def test_fused_rmsnorm_replaces_its_small_ops():
-    baseline = table([
-        ("MatMul", 1000, 9000.0), ("Mul", 978, 700.0), ("Pow", 435, 560.0),
-        ("ReduceMean", 435, 450.0),
-        ("Adds", 435, 120.0), ("Rsqrt", 435, 100.0), ("Add", 100, 90.0), ("Cast", 300, 270.0),
-    ])
-    variant = table([
-        ("MatMul", 1000, 9000.0), ("Mul", 108, 80.0), ("AddRmsNorm", 400, 300.0),
-        ("RmsNorm", 35, 20.0),
-        ("Add", 100, 90.0), ("Cast", 300, 270.0),
-    ])
+    baseline = table(
+        [
+            ("MatMul", 1000, 9000.0),
+            ("Mul", 978, 700.0),
+            ("Pow", 435, 560.0),
+            ("ReduceMean", 435, 450.0),
+            ("Adds", 435, 120.0),
+            ("Rsqrt", 435, 100.0),
+            ("Add", 100, 90.0),
+            ("Cast", 300, 270.0),
+        ]
+    )
+    variant = table(
+        [
+            ("MatMul", 1000, 9000.0),
+            ("Mul", 108, 80.0),
+            ("AddRmsNorm", 400, 300.0),
+            ("RmsNorm", 35, 20.0),
+            ("Add", 100, 90.0),
+            ("Cast", 300, 270.0),
+        ]
+    )
     evidence = rmsnorm_evidence(baseline, variant, ("add_rms_norm", "rms_norm"))
     assert list(evidence["pieces"]) == list(RMSNORM_PIECES)
     assert evidence["pieces"]["pow"] == {"baseline": 435, "variant": 0, "delta": -435}
@@ -213,7 +249,10 @@ def test_fused_rmsnorm_replaces_its_small_ops():
     assert evidence["pieces"]["add"] == {"baseline": 535, "variant": 100, "delta": -435}
     assert evidence["pieces"]["mul"]["variant"] == 108
     assert evidence["fused"] == {
-        "baseline": 0, "variant": 435, "delta": 435, "op_types": ["AddRmsNorm", "RmsNorm"]
+        "baseline": 0,
+        "variant": 435,
+        "delta": 435,
+        "op_types": ["AddRmsNorm", "RmsNorm"],
     }
     assert evidence["fusion_evident"] is True
 

@@ -83,8 +83,10 @@ def test_recompile_right_before_the_window_counts_for_its_first_step():
 
 
 def test_older_cache_size_limit_warning_is_recognised():
-    old = ("[2024-04-16 22:28:39,856] torch._dynamo.convert_frame: [WARNING] torch._dynamo hit "
-           "config.cache_size_limit (8)")
+    old = (
+        "[2024-04-16 22:28:39,856] torch._dynamo.convert_frame: [WARNING] torch._dynamo hit "
+        "config.cache_size_limit (8)"
+    )
     rec = recompile_in_window(log({8: [old]}), 6, 10)
     assert rec is not None and rec.after_step == 8
 

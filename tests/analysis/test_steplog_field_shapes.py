@@ -15,8 +15,13 @@ from pathlib import Path
 import pytest
 
 from afbench.analysis.errors import InvalidLog
-from afbench.analysis.steplog import log_lines, parse_step_times, read_log, read_step_times
-from afbench.analysis.steplog import check_unique_steps
+from afbench.analysis.steplog import (
+    check_unique_steps,
+    log_lines,
+    parse_step_times,
+    read_log,
+    read_step_times,
+)
 
 HEADER = "[titan] 2025-11-29 11:00:{sec:02d},000 - root - INFO - "
 
@@ -96,7 +101,9 @@ def test_one_duplicated_step_does_not_blame_the_ranks():
 
 
 def test_check_unique_steps_rejects_a_repeated_step_instead_of_keeping_the_first():
-    with pytest.raises(InvalidLog, match=r"console.log: step 3 is duplicated \(2 times, lines 3, 9\)"):
+    with pytest.raises(
+        InvalidLog, match=r"console.log: step 3 is duplicated \(2 times, lines 3, 9\)"
+    ):
         check_unique_steps([(1, 1), (2, 2), (3, 3), (3, 9)], source="console.log")
 
 
@@ -107,8 +114,9 @@ def test_check_unique_steps_accepts_each_step_once():
 def test_a_merged_log_with_torchrun_rank_prefixes_is_read_for_rank_0():
     # torchrun --tee 3 / a merged console: every line behind its [rankN]: prefix, ranks
     # interleaved, rank 1's numbers different from rank 0's
-    lines = [f"[rank{r}]:" + titan(s, 0.28 if r == 0 else 0.35)
-             for s in range(1, 11) for r in (1, 0)]
+    lines = [
+        f"[rank{r}]:" + titan(s, 0.28 if r == 0 else 0.35) for s in range(1, 11) for r in (1, 0)
+    ]
     times = parse_step_times("\n".join(lines), 6, 10, source="stdout.log")
     assert list(times) == [6, 7, 8, 9, 10]
     assert all(t == pytest.approx(0.28) for t in times.values())
@@ -142,16 +150,22 @@ def glued_log(steps: int = 10, redraws: int = 3) -> str:
     bar's postfix names the step that just ended (``step=3`` before ``step: 4``)."""
     out = []
     for step in range(1, steps + 1):
-        bars = "".join(BAR.format(pct=(step - 1) * 10, fill="█" * (step - 1), n=step - 1)
-                       for _ in range(redraws))
-        out.append(bars + f"step: {step:2d}  loss: {2.5 - step / 100:8.5f}  "
-                   f"elapsed_time_per_step: {0.27 + step / 1000:.6f}s\n")
+        bars = "".join(
+            BAR.format(pct=(step - 1) * 10, fill="█" * (step - 1), n=step - 1)
+            for _ in range(redraws)
+        )
+        out.append(
+            bars + f"step: {step:2d}  loss: {2.5 - step / 100:8.5f}  "
+            f"elapsed_time_per_step: {0.27 + step / 1000:.6f}s\n"
+        )
     return "".join(out) + BAR.format(pct=100, fill="█" * 10, n=10) + "\n"
 
 
 #: A pattern loose enough to read the bar's own ``step=`` postfix if the bar were kept.
-LOOSE = (r"\bstep[:=]\s*(?P<step>\d+)(?:.*?\bloss[:=]\s*(?P<loss>[^\s,\]]+))?"
-         r".*?\belapsed_time_per_step:\s*(?P<value>\S+?)s?(?=\s|$)")
+LOOSE = (
+    r"\bstep[:=]\s*(?P<step>\d+)(?:.*?\bloss[:=]\s*(?P<loss>[^\s,\]]+))?"
+    r".*?\belapsed_time_per_step:\s*(?P<value>\S+?)s?(?=\s|$)"
+)
 
 
 def test_a_tqdm_bar_glued_before_each_metrics_line_is_cut_off_and_the_line_read_once():
@@ -168,8 +182,9 @@ def test_the_bars_own_step_postfix_is_never_read_as_a_step():
 def test_a_log_written_by_real_tqdm_parses_from_the_file_with_physical_line_numbers():
     raw = TQDM_LOG.read_bytes()
     assert b"\r" in raw and b"step=3]step:  4" in raw  # the shape under test
-    assert read_step_times(TQDM_LOG, 6, 10) == {s: pytest.approx(0.27 + s / 1000)
-                                                for s in range(6, 11)}
+    assert read_step_times(TQDM_LOG, 6, 10) == {
+        s: pytest.approx(0.27 + s / 1000) for s in range(6, 11)
+    }
     assert read_step_times(TQDM_LOG, 6, 10, LOOSE) == read_step_times(TQDM_LOG, 6, 10)
     # line numbers count newlines, not redraws: a duplicated step names the editor's lines
     lines = list(log_lines(read_log(TQDM_LOG)))
@@ -213,23 +228,29 @@ def test_a_bar_without_a_rate_glued_before_each_metrics_line_is_cut_off(name):
     assert all("%|" not in line and "/12" not in line for _, line in lines)
 
 
-@pytest.mark.parametrize("bar", [
-    "Training:  40%|####      | 4/10 ",
-    "\rTraining:  30%|###       | 3/10\rTraining:  40%|####      | 4/10 ",
-    "Training:  40%|████      | 4/10 [00:01<00:02]",
-    "[####      ] 4/10 ",
-    "Epoch [1/3]: [====>     ] 4/10",
-])
+@pytest.mark.parametrize(
+    "bar",
+    [
+        "Training:  40%|####      | 4/10 ",
+        "\rTraining:  30%|###       | 3/10\rTraining:  40%|####      | 4/10 ",
+        "Training:  40%|████      | 4/10 [00:01<00:02]",
+        "[####      ] 4/10 ",
+        "Epoch [1/3]: [====>     ] 4/10",
+    ],
+)
 def test_a_hand_made_or_rateless_bar_before_a_metrics_line_keeps_the_line(bar):
     metrics = "step: 5 loss: 2.31 elapsed_time_per_step: 0.281s"
     assert [t for _, t in log_lines(bar + metrics + "\n")] == [metrics]
-    text = "\n".join(bar + f"step: {s} loss: 2.31 elapsed_time_per_step: 0.28{s}s"
-                     for s in range(1, 11))
+    text = "\n".join(
+        bar + f"step: {s} loss: 2.31 elapsed_time_per_step: 0.28{s}s" for s in range(1, 11)
+    )
     assert parse_step_times(text, 6, 9) == {s: pytest.approx(0.28 + s / 1000) for s in range(6, 10)}
 
 
 def test_text_that_is_not_a_bar_before_a_step_is_kept():
-    for line in ("[rank0]: step:  6  elapsed_time_per_step: 0.3s",
-                 "epoch 1 [12/40 batches] step: 6  elapsed_time_per_step: 0.3s",
-                 "progress 60% | step: 6  elapsed_time_per_step: 0.3s"):
+    for line in (
+        "[rank0]: step:  6  elapsed_time_per_step: 0.3s",
+        "epoch 1 [12/40 batches] step: 6  elapsed_time_per_step: 0.3s",
+        "progress 60% | step: 6  elapsed_time_per_step: 0.3s",
+    ):
         assert [t for _, t in log_lines(line)] == [line]

@@ -25,33 +25,93 @@ FLOW_BASE = 1732873000000000000  # torch_npu flow ids are ns timestamps: > 2**53
 def npu_trace(steps=(5, 6)) -> list[dict]:
     events = [
         {"ph": "M", "name": "process_name", "pid": HOST, "tid": 0, "args": {"name": "Python"}},
-        {"ph": "M", "name": "process_name", "pid": DEV, "tid": 0,
-         "args": {"name": "Ascend Hardware"}},
-        {"ph": "M", "name": "process_name", "pid": OVERLAP, "tid": 0,
-         "args": {"name": "Overlap Analysis"}},
+        {
+            "ph": "M",
+            "name": "process_name",
+            "pid": DEV,
+            "tid": 0,
+            "args": {"name": "Ascend Hardware"},
+        },
+        {
+            "ph": "M",
+            "name": "process_name",
+            "pid": OVERLAP,
+            "tid": 0,
+            "args": {"name": "Overlap Analysis"},
+        },
     ]
     for k, step in enumerate(steps):
         t0 = BASE + k * 10_000
-        events.append({"ph": "X", "name": f"ProfilerStep#{step}", "pid": HOST, "tid": HOST,
-                       "ts": f"{t0}.000", "dur": 2000.0, "cat": "cpu_op", "args": {}})
+        events.append(
+            {
+                "ph": "X",
+                "name": f"ProfilerStep#{step}",
+                "pid": HOST,
+                "tid": HOST,
+                "ts": f"{t0}.000",
+                "dur": 2000.0,
+                "cat": "cpu_op",
+                "args": {},
+            }
+        )
         # two kernels launched inside the host step that run after it has ended (async)
-        for j, (frac, dur, name) in enumerate([("125", 0.25, "aclnnMatmul_MatMulV2"),
-                                               ("375", 0.5, "aclnnAdd_AddAiCore_Add")]):
+        for j, (frac, dur, name) in enumerate(
+            [("125", 0.25, "aclnnMatmul_MatMulV2"), ("375", 0.5, "aclnnAdd_AddAiCore_Add")]
+        ):
             launch = f"{t0 + 100 + j}.{frac}"
             start = f"{t0 + 2500}.{frac}"
             fid = FLOW_BASE + k * 10 + j
             events += [
-                {"ph": "X", "name": "aclnnMatmul" if j == 0 else "aclnnAdd", "pid": HOST,
-                 "tid": HOST, "ts": launch, "dur": 1.0, "cat": "cpu_op", "args": {}},
-                {"ph": "s", "name": "HostToDevice", "id": fid, "pid": HOST, "tid": HOST,
-                 "ts": launch, "cat": "HostToDevice"},
-                {"ph": "f", "name": "HostToDevice", "id": fid, "pid": DEV, "tid": 3,
-                 "ts": start, "cat": "HostToDevice", "bp": "e"},
-                {"ph": "X", "name": name, "pid": DEV, "tid": 3, "ts": start, "dur": dur,
-                 "args": {"Task Type": "AI_CORE", "Model Id": 4294967295}},
+                {
+                    "ph": "X",
+                    "name": "aclnnMatmul" if j == 0 else "aclnnAdd",
+                    "pid": HOST,
+                    "tid": HOST,
+                    "ts": launch,
+                    "dur": 1.0,
+                    "cat": "cpu_op",
+                    "args": {},
+                },
+                {
+                    "ph": "s",
+                    "name": "HostToDevice",
+                    "id": fid,
+                    "pid": HOST,
+                    "tid": HOST,
+                    "ts": launch,
+                    "cat": "HostToDevice",
+                },
+                {
+                    "ph": "f",
+                    "name": "HostToDevice",
+                    "id": fid,
+                    "pid": DEV,
+                    "tid": 3,
+                    "ts": start,
+                    "cat": "HostToDevice",
+                    "bp": "e",
+                },
+                {
+                    "ph": "X",
+                    "name": name,
+                    "pid": DEV,
+                    "tid": 3,
+                    "ts": start,
+                    "dur": dur,
+                    "args": {"Task Type": "AI_CORE", "Model Id": 4294967295},
+                },
             ]
-        events.append({"ph": "X", "name": "Computing", "pid": OVERLAP, "tid": 1,
-                       "ts": f"{t0 + 2500}.125", "dur": 1.0, "args": {}})
+        events.append(
+            {
+                "ph": "X",
+                "name": "Computing",
+                "pid": OVERLAP,
+                "tid": 1,
+                "ts": f"{t0 + 2500}.125",
+                "dur": 1.0,
+                "args": {},
+            }
+        )
     return events
 
 
@@ -90,32 +150,102 @@ def cuda_trace(labels, gpu=True) -> dict:
     events = []
     for k, n in enumerate(labels):
         t0 = 1712000000000 + k * 10_000
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}",
-                       "pid": 1234, "tid": 1234, "ts": t0 + 0.123, "dur": 5000.0,
-                       "args": {"External id": k * 100}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{n}",
+                "pid": 1234,
+                "tid": 1234,
+                "ts": t0 + 0.123,
+                "dur": 5000.0,
+                "args": {"External id": k * 100},
+            }
+        )
         if gpu:
-            events.append({"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{n}",
-                           "pid": 0, "tid": 7, "ts": t0 + 100.5, "dur": 4900.0,
-                           "args": {"External id": k * 100}})
-        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1234,
-                       "tid": 1234, "ts": t0 + 10, "dur": 30.0, "args": {}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "gpu_user_annotation",
+                    "name": f"ProfilerStep#{n}",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": t0 + 100.5,
+                    "dur": 4900.0,
+                    "args": {"External id": k * 100},
+                }
+            )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::mm",
+                "pid": 1234,
+                "tid": 1234,
+                "ts": t0 + 10,
+                "dur": 30.0,
+                "args": {},
+            }
+        )
         if gpu:
             corr = 1000 + k
             events += [
-                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1234,
-                 "tid": 1234, "ts": t0 + 20, "dur": 5.0, "args": {"correlation": corr}},
-                {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_tn", "pid": 0,
-                 "tid": 7, "ts": t0 + 200, "dur": 1500.0,
-                 "args": {"correlation": corr, "device": 0, "stream": 7}},
-                {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pinned)",
-                 "pid": 0, "tid": 7, "ts": t0 + 1800, "dur": 2.5, "args": {"device": 0}},
-                {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 1234,
-                 "tid": 1234, "ts": t0 + 20},
-                {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 0, "tid": 7,
-                 "ts": t0 + 200, "bp": "e"},
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 1234,
+                    "tid": 1234,
+                    "ts": t0 + 20,
+                    "dur": 5.0,
+                    "args": {"correlation": corr},
+                },
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "ampere_sgemm_128x64_tn",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": t0 + 200,
+                    "dur": 1500.0,
+                    "args": {"correlation": corr, "device": 0, "stream": 7},
+                },
+                {
+                    "ph": "X",
+                    "cat": "gpu_memcpy",
+                    "name": "Memcpy DtoH (Device -> Pinned)",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": t0 + 1800,
+                    "dur": 2.5,
+                    "args": {"device": 0},
+                },
+                {
+                    "ph": "s",
+                    "cat": "ac2g",
+                    "name": "ac2g",
+                    "id": corr,
+                    "pid": 1234,
+                    "tid": 1234,
+                    "ts": t0 + 20,
+                },
+                {
+                    "ph": "f",
+                    "cat": "ac2g",
+                    "name": "ac2g",
+                    "id": corr,
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": t0 + 200,
+                    "bp": "e",
+                },
             ]
-    return {"schemaVersion": 1, "deviceProperties": [], "traceEvents": events,
-            "traceName": "trace.json"}
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [],
+        "traceEvents": events,
+        "traceName": "trace.json",
+    }
 
 
 SCHEDULE = {"wait": 4, "warmup": 1, "active": 5, "repeat": 1}
@@ -188,18 +318,38 @@ def test_trace_view_is_the_kernel_table_of_last_resort(tmp_path):
     # any CSV wins over the trace
     (out / "op_statistic.csv").write_text(
         "OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n"
-        "MatMul,AI_CORE,3,30.0,10.0,10.0,10.0,100.0\n")
+        "MatMul,AI_CORE,3,30.0,10.0,10.0,10.0,100.0\n"
+    )
     assert load_kernel_table(tmp_path / "profile")["op_type"].tolist() == ["MatMul"]
 
 
 def rmsnorm_trace(names: list[str]) -> list[dict]:
     """A torch_npu trace_view.json with one step and one device launch per name."""
     events = npu_trace(steps=())
-    events.append({"ph": "X", "name": "ProfilerStep#5", "pid": HOST, "tid": HOST,
-                   "ts": f"{BASE}.000", "dur": 5000.0, "cat": "cpu_op", "args": {}})
+    events.append(
+        {
+            "ph": "X",
+            "name": "ProfilerStep#5",
+            "pid": HOST,
+            "tid": HOST,
+            "ts": f"{BASE}.000",
+            "dur": 5000.0,
+            "cat": "cpu_op",
+            "args": {},
+        }
+    )
     for j, name in enumerate(names):
-        events.append({"ph": "X", "name": name, "pid": DEV, "tid": 3,
-                       "ts": f"{BASE + 10 * j}.125", "dur": 2.0, "args": {"Task Type": "AI_CORE"}})
+        events.append(
+            {
+                "ph": "X",
+                "name": name,
+                "pid": DEV,
+                "tid": 3,
+                "ts": f"{BASE + 10 * j}.125",
+                "dur": 2.0,
+                "args": {"Task Type": "AI_CORE"},
+            }
+        )
     return events
 
 
@@ -213,18 +363,34 @@ def test_a_diff_across_kernel_details_and_trace_view_shows_each_op_once(tmp_path
     base.mkdir(parents=True)
     (base / "kernel_details.csv").write_text(
         "Step Id,Device_id,Name,Type,Accelerator Core,Start Time(us),Duration(us)\n"
-        + "".join(f"5,0,{name},{kind},AI_VECTOR_CORE,{BASE + j}.125\t,2.0\n"
-                  for j, (name, kind) in enumerate([
-                      ("aclnnPowTensorScalar_PowAiCore_Pow", "Pow"),
-                      ("aclnnMean_ReduceMeanAiCore_ReduceMean", "ReduceMean"),
-                      ("aclnnAdds_AddsAiCore_Adds", "Adds"),
-                      ("aclnnRsqrt_RsqrtAiCore_Rsqrt", "Rsqrt"),
-                      ("aclnnMul_MulAiCore_Mul", "Mul"), ("aclnnMul_MulAiCore_Mul", "Mul")])))
+        + "".join(
+            f"5,0,{name},{kind},AI_VECTOR_CORE,{BASE + j}.125\t,2.0\n"
+            for j, (name, kind) in enumerate(
+                [
+                    ("aclnnPowTensorScalar_PowAiCore_Pow", "Pow"),
+                    ("aclnnMean_ReduceMeanAiCore_ReduceMean", "ReduceMean"),
+                    ("aclnnAdds_AddsAiCore_Adds", "Adds"),
+                    ("aclnnRsqrt_RsqrtAiCore_Rsqrt", "Rsqrt"),
+                    ("aclnnMul_MulAiCore_Mul", "Mul"),
+                    ("aclnnMul_MulAiCore_Mul", "Mul"),
+                ]
+            )
+        )
+    )
     var = tmp_path / "var" / "h_2_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     var.mkdir(parents=True)
-    (var / "trace_view.json").write_text(json.dumps(rmsnorm_trace(
-        ["aclnnPowTensorScalar_PowAiCore_Pow", "aclnnMean_ReduceMeanAiCore_ReduceMean",
-         "aclnnAddRmsNorm_AddRmsNorm_AddRmsNorm", "aclnnMul_MulAiCore_Mul"])))
+    (var / "trace_view.json").write_text(
+        json.dumps(
+            rmsnorm_trace(
+                [
+                    "aclnnPowTensorScalar_PowAiCore_Pow",
+                    "aclnnMean_ReduceMeanAiCore_ReduceMean",
+                    "aclnnAddRmsNorm_AddRmsNorm_AddRmsNorm",
+                    "aclnnMul_MulAiCore_Mul",
+                ]
+            )
+        )
+    )
     b, v = load_kernel_table(tmp_path / "base"), load_kernel_table(tmp_path / "var")
     diff = diff_kernel_tables(b, v)
     assert diff["op_type"].is_unique
@@ -234,11 +400,17 @@ def test_a_diff_across_kernel_details_and_trace_view_shows_each_op_once(tmp_path
     # both sides keep their kernel names
     assert b.set_index("op_type").loc["Mul", "kernel_names"] == "aclnnMul_MulAiCore_Mul"
     assert v.set_index("op_type").loc["AddRmsNorm", "kernel_names"] == (
-        "aclnnAddRmsNorm_AddRmsNorm_AddRmsNorm")
+        "aclnnAddRmsNorm_AddRmsNorm_AddRmsNorm"
+    )
     # the unfused RMSNorm pieces are found on the trace side too
     ev = rmsnorm_evidence(b, v)
     assert {p: (n["baseline"], n["variant"]) for p, n in ev["pieces"].items()} == {
-        "pow": (1, 1), "mean": (1, 1), "rsqrt": (1, 0), "mul": (2, 1), "add": (1, 0)}
+        "pow": (1, 1),
+        "mean": (1, 1),
+        "rsqrt": (1, 0),
+        "mul": (2, 1),
+        "add": (1, 0),
+    }
     assert ev["fused"]["variant"] == 1 and ev["fusion_evident"]
 
 
@@ -246,11 +418,13 @@ def test_a_trace_kernel_takes_its_type_from_kernel_details_beside_it(tmp_path):
     from afbench.analysis.kernels import kernel_op_type, kernel_types
 
     (tmp_path / "kernel_details.csv").write_text(
-        "Device_id,Name,Type,Duration(us)\n0,aclnnMatmul_MatMulCommon_MatMulV2,MatMul,1.0\n")
+        "Device_id,Name,Type,Duration(us)\n0,aclnnMatmul_MatMulCommon_MatMulV2,MatMul,1.0\n"
+    )
     known = kernel_types(tmp_path)
     assert kernel_op_type("aclnnMatmul_MatMulCommon_MatMulV2", known) == "MatMul"
     assert kernel_op_type("aclnnMatmul_MatMulCommon_MatMulV2") == "MatMulV2"
     # generated and CUDA kernels are their own type
     assert kernel_op_type("autofused_add_mul_pow_0") == "autofused_add_mul_pow_0"
     assert kernel_op_type("void at::native::vectorized_elementwise_kernel<4>") == (
-        "void at::native::vectorized_elementwise_kernel<4>")
+        "void at::native::vectorized_elementwise_kernel<4>"
+    )

@@ -7,16 +7,20 @@ import sys
 import time
 
 steps = int(sys.argv[1])
-busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        for _ in range(int(sys.argv[2]))]
+busy = [
+    subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(int(sys.argv[2]))
+]
 try:
     time.sleep(0.2 if busy else 0)  # let the loops reach the CPUs
     for step in range(1, steps + 1):
         t0, c0 = time.perf_counter(), time.process_time()
         while time.process_time() - c0 < 0.04:
             pass
-        print(f"step: {step:2d}  loss: {2.0 / step:8.5f}  "
-              f"elapsed_time_per_step: {time.perf_counter() - t0:.6f}s", flush=True)
+        print(
+            f"step: {step:2d}  loss: {2.0 / step:8.5f}  "
+            f"elapsed_time_per_step: {time.perf_counter() - t0:.6f}s",
+            flush=True,
+        )
 finally:
     for p in busy:
         p.kill()

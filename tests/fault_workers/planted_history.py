@@ -13,5 +13,4 @@ rng = random.Random(f"{os.environ.get('AFBENCH_PLANTED_SEED', '0')}-{sys.argv[2]
 factor = float(os.environ.get("AFBENCH_BENCH_WORK", "1.0"))
 for step in range(1, steps + 1):
     t = 0.01 * factor * rng.lognormvariate(0.0, 0.03)
-    print(f"step: {step:2d}  loss: {2.0 / step:8.5f}  elapsed_time_per_step: {t:.6f}s",
-          flush=True)
+    print(f"step: {step:2d}  loss: {2.0 / step:8.5f}  elapsed_time_per_step: {t:.6f}s", flush=True)

@@ -12,5 +12,4 @@ factor = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
 spread = float(sys.argv[4]) if len(sys.argv) > 4 else 0.03
 for step in range(1, steps + 1):
     t = 0.01 * factor * rng.lognormvariate(0.0, spread)
-    print(f"step: {step:2d}  loss: {2.0 / step:8.5f}  elapsed_time_per_step: {t:.6f}s",
-          flush=True)
+    print(f"step: {step:2d}  loss: {2.0 / step:8.5f}  elapsed_time_per_step: {t:.6f}s", flush=True)

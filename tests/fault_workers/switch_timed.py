@@ -30,7 +30,10 @@ import time
 
 spec = json.load(open("runspec.json", encoding="utf-8"))
 opt = spec["config"]["optimization"]
-switches = {"autofuse": str(opt["autofuse"]).lower(), "add_rmsnorm": str(opt["add_rmsnorm"]).lower()}
+switches = {
+    "autofuse": str(opt["autofuse"]).lower(),
+    "add_rmsnorm": str(opt["add_rmsnorm"]).lower(),
+}
 tag = ",".join(f"{k}={v}" for k, v in switches.items())
 counter = os.environ.get("SWITCH_TIMED_COUNTER")
 if counter:
@@ -38,12 +41,16 @@ if counter:
         fh.write(f"{spec['variant']}-r{spec['repeat']} {tag}\n")
 
 fail_when = os.environ.get("SWITCH_TIMED_FAIL", "")
-fail = bool(fail_when) and all(switches.get(k) == v for k, _, v in
-                               (p.partition("=") for p in fail_when.split(",")))
+fail = bool(fail_when) and all(
+    switches.get(k) == v for k, _, v in (p.partition("=") for p in fail_when.split(","))
+)
 sleep_s = float(os.environ.get("SWITCH_TIMED_SLEEP_S", "0"))
-loaded_when = dict(p.partition("=")[::2] for p in os.environ.get("SWITCH_TIMED_LOADED", "").split(",") if p)
-loaded = bool(loaded_when) and all({**switches, "repeat": str(spec["repeat"])}.get(k) == v
-                                   for k, v in loaded_when.items())
+loaded_when = dict(
+    p.partition("=")[::2] for p in os.environ.get("SWITCH_TIMED_LOADED", "").split(",") if p
+)
+loaded = bool(loaded_when) and all(
+    {**switches, "repeat": str(spec["repeat"])}.get(k) == v for k, v in loaded_when.items()
+)
 drift_file, _, drift_pct = os.environ.get("SWITCH_TIMED_DRIFT", "").rpartition(":")
 drift = 1.0
 if drift_file:
@@ -56,8 +63,11 @@ for step in range(1, spec["config"]["scheduler"]["steps"] + 1):
     rng = random.Random(f"{tag}-{spec['variant']}-{spec['repeat']}-{step}")
     time.sleep(sleep_s)
     factor = (4.0 * (3.0 if step in (4, 7) else 1.0)) if loaded else 1.0
-    print(f"step: {step:2d}  loss: {2.0 / step:8.5f}  "
-          f"elapsed_time_per_step: {planted * factor * rng.gauss(1.0, 0.02):.6f}s", flush=True)
+    print(
+        f"step: {step:2d}  loss: {2.0 / step:8.5f}  "
+        f"elapsed_time_per_step: {planted * factor * rng.gauss(1.0, 0.02):.6f}s",
+        flush=True,
+    )
     if fail:
         print("fatal: injected failure for " + tag, file=sys.stderr, flush=True)
         sys.exit(4)

@@ -9,8 +9,11 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from afbench.cli import register
-def seed_calibration(url: str, *overrides: str, spread_pct: float = 2.0, n_pairs: int = 24,
-                     tmp: Path | None = None) -> str:
+
+
+def seed_calibration(
+    url: str, *overrides: str, spread_pct: float = 2.0, n_pairs: int = 24, tmp: Path | None = None
+) -> str:
     """Record a host calibration fit for one round (``n_pairs`` clean pairs, ``spread_pct``
     run-to-run spread) in the history database at ``url``, for the run kind that
     ``python -m afbench <overrides>`` plans, for every kind its variants run in the verdict
@@ -24,15 +27,21 @@ def seed_calibration(url: str, *overrides: str, spread_pct: float = 2.0, n_pairs
 
     register()
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(importlib.resources.files("afbench.conf")),
-                               version_base="1.3"):
+    with initialize_config_dir(
+        config_dir=str(importlib.resources.files("afbench.conf")), version_base="1.3"
+    ):
         conf = validate_config(compose(config_name="config", overrides=list(overrides)))
     GlobalHydra.instance().clear()
     plan = make_plan(conf, Path(tmp or tempfile.mkdtemp()) / "plan")
     kinds = cal.verdict_kinds(plan)
     for kind in sorted(set(kinds.values())):  # every kind its variants run: each calibrated
-        assert cal.record(kind, RunSpread(spread_pct=spread_pct, df=n_pairs - 1,
-                                          n_pairs=n_pairs), "tests/conftest.py", cal.AA, url)
+        assert cal.record(
+            kind,
+            RunSpread(spread_pct=spread_pct, df=n_pairs - 1, n_pairs=n_pairs),
+            "tests/conftest.py",
+            cal.AA,
+            url,
+        )
     return kinds[plan.baseline]
 
 

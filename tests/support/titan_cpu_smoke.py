@@ -33,8 +33,12 @@ torch._utils._get_available_device_type = lambda: "cpu"
 
 def _rss_stats(device=None) -> dict[str, int]:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"active_bytes.all.peak": peak, "reserved_bytes.all.peak": peak,
-            "num_alloc_retries": 0, "num_ooms": 0}
+    return {
+        "active_bytes.all.peak": peak,
+        "reserved_bytes.all.peak": peak,
+        "num_alloc_retries": 0,
+        "num_ooms": 0,
+    }
 
 
 def _total_memory() -> int:
@@ -45,32 +49,36 @@ def _total_memory() -> int:
 
 torch.cpu.get_device_name = lambda device=None: "cpu"
 torch.cpu.get_device_properties = lambda device=None: types.SimpleNamespace(
-    name="cpu", total_memory=_total_memory())
+    name="cpu", total_memory=_total_memory()
+)
 torch.cpu.memory_stats = _rss_stats
 torch.cpu.reset_peak_memory_stats = lambda device=None: None
 torch.cpu.empty_cache = lambda: None
 
-from torch.nn.attention.flex_attention import create_mask  # noqa: E402
 import torchtitan.distributed.utils as titan_dist  # noqa: E402
+from torch.nn.attention.flex_attention import create_mask  # noqa: E402
 from torchtitan.models.common.attention import FlexAttention  # noqa: E402
 from torchtitan.train import main  # noqa: E402  (after the device shim)
-
 
 _MASK: dict = {}
 
 
-def _masked_sdpa(q, k, v, *, score_mod, block_mask, scale, enable_gqa, return_aux,
-                 kernel_options):
+def _masked_sdpa(q, k, v, *, score_mod, block_mask, scale, enable_gqa, return_aux, kernel_options):
     """FlexAttention's result (B, N, L, H) for a mask-only call, by SDPA on a dense mask."""
     if score_mod is not None or return_aux.lse:
         raise NotImplementedError("titan_cpu_smoke: only mask-only FlexAttention calls")
     key = (id(block_mask), q.shape[0], q.shape[2], k.shape[2])
     if _MASK.get("key") != key:  # one mask per batch, shared by every layer
-        _MASK.update(key=key, mask=create_mask(block_mask.mask_mod, q.shape[0], None, q.shape[2],
-                                               k.shape[2], device=q.device))
+        _MASK.update(
+            key=key,
+            mask=create_mask(
+                block_mask.mask_mod, q.shape[0], None, q.shape[2], k.shape[2], device=q.device
+            ),
+        )
     mask = _MASK["mask"]
     out = torch.nn.functional.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, scale=scale, enable_gqa=enable_gqa)
+        q, k, v, attn_mask=mask, scale=scale, enable_gqa=enable_gqa
+    )
     return out, None
 
 

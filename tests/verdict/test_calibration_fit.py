@@ -10,21 +10,33 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from afbench.verdict import (FASTER, INCONCLUSIVE, SLOWER, RunLocation, RunSpread, combine,
-                             compare_runs, one_kind, run_spread_from_pairs)
+from afbench.verdict import (
+    FASTER,
+    INCONCLUSIVE,
+    SLOWER,
+    RunLocation,
+    RunSpread,
+    combine,
+    compare_runs,
+    one_kind,
+    run_spread_from_pairs,
+)
 from afbench.verdict.calibration import FIT_LEVEL, combined_record, pool
 from afbench.verdict.estimate import CALIBRATION_STALE
 
 
 def runs(rng, spread, n, log_mu=0.0, within=0.03, steps=5):
-    return [list(np.exp(log_mu + rng.normal(0, spread) + rng.normal(0, within, steps)))
-            for _ in range(n)]
+    return [
+        list(np.exp(log_mu + rng.normal(0, spread) + rng.normal(0, within, steps)))
+        for _ in range(n)
+    ]
 
 
 def calibrated(rng, spread, log_mu=0.0, pairs=12):
     """A kind's calibration as afbench keeps it: an A/A of ``pairs`` pairs (one_kind)."""
-    return one_kind(run_spread_from_pairs(runs(rng, spread, pairs, log_mu),
-                                          runs(rng, spread, pairs, log_mu)))
+    return one_kind(
+        run_spread_from_pairs(runs(rng, spread, pairs, log_mu), runs(rng, spread, pairs, log_mu))
+    )
 
 
 def at(step_s, spread=5.0, n_runs=24, df=11):
@@ -32,14 +44,20 @@ def at(step_s, spread=5.0, n_runs=24, df=11):
 
 
 def test_a_run_where_its_calibration_ran_fits_and_one_30_pct_slower_does_not():
-    cal = RunSpread(spread_pct=5.0, df=22, n_pairs=12, baseline_runs=at(0.25, df=22),
-                    variant_runs=at(0.20, df=22))
+    cal = RunSpread(
+        spread_pct=5.0,
+        df=22,
+        n_pairs=12,
+        baseline_runs=at(0.25, df=22),
+        variant_runs=at(0.20, df=22),
+    )
     same = cal.fit_of([0.25], [0.20])
     assert same.fits and same.statistic == pytest.approx(0.0) and same.n_runs == 2
     slow = cal.fit_of([0.25 * 1.3], [0.20])
     assert not slow.fits and slow.shift_pct == pytest.approx(30.0)
     # threshold: 2 runs, k F(k, df) at FIT_LEVEL
     from scipy import stats
+
     assert slow.threshold == pytest.approx(2 * stats.f.ppf(FIT_LEVEL, 2, 22))
     # a side whose location is not known is not checked; nothing known: no check at all
     assert replace(cal, variant_runs=None).fit_of([0.25], [0.10]).n_runs == 1
@@ -89,15 +107,21 @@ def test_on_a_host_that_fits_the_check_costs_about_its_level_and_keeps_a_30_pct_
         b, v = runs(rng, 0.05, 1), runs(rng, 0.05, 1, gain)
         found += compare_runs(b, v, calibration=both).decision == FASTER
         aa = combine(calibrated(rng, 0.05), calibrated(rng, 0.05))
-        aa_wrong += compare_runs(runs(rng, 0.05, 1), runs(rng, 0.05, 1),
-                                 calibration=aa).decision in (FASTER, SLOWER)
+        aa_wrong += compare_runs(
+            runs(rng, 0.05, 1), runs(rng, 0.05, 1), calibration=aa
+        ).decision in (FASTER, SLOWER)
     assert found / n >= 0.80  # unchecked: ~99% (bench/README.md §8); the check gives up ~10%
     assert aa_wrong / n <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / n)
 
 
 def test_locations_follow_the_kind_through_one_kind_pool_and_combine():
-    aa = RunSpread(spread_pct=4.0, df=11, n_pairs=12, baseline_runs=at(0.30, 4.0, 12),
-                   variant_runs=at(0.27, 4.0, 12))
+    aa = RunSpread(
+        spread_pct=4.0,
+        df=11,
+        n_pairs=12,
+        baseline_runs=at(0.30, 4.0, 12),
+        variant_runs=at(0.27, 4.0, 12),
+    )
     kind = one_kind(aa)
     assert kind.baseline_runs == kind.variant_runs
     assert kind.baseline_runs.step_s == pytest.approx(math.sqrt(0.30 * 0.27))
@@ -110,15 +134,38 @@ def test_locations_follow_the_kind_through_one_kind_pool_and_combine():
     compiled = RunSpread(spread_pct=6.0, df=11, n_pairs=12, baseline_runs=at(0.2, 6.0, 24))
     both = combine(kind, compiled)
     assert both.baseline_runs == kind.baseline_runs and both.variant_runs == compiled.baseline_runs
-    rec = combined_record({"kind": "a", "host_id": "h", "spread_pct": 4.0, "df": 11,
-                           "n_pairs": 12, "baseline_runs": vars(kind.baseline_runs)},
-                          {"kind": "b", "host_id": "h", "spread_pct": 6.0, "df": 11,
-                           "n_pairs": 12, "baseline_runs": vars(compiled.baseline_runs)})
+    rec = combined_record(
+        {
+            "kind": "a",
+            "host_id": "h",
+            "spread_pct": 4.0,
+            "df": 11,
+            "n_pairs": 12,
+            "baseline_runs": vars(kind.baseline_runs),
+        },
+        {
+            "kind": "b",
+            "host_id": "h",
+            "spread_pct": 6.0,
+            "df": 11,
+            "n_pairs": 12,
+            "baseline_runs": vars(compiled.baseline_runs),
+        },
+    )
     assert RunSpread.of(rec).variant_runs == compiled.baseline_runs
 
 
-@pytest.mark.parametrize("field, value", [("n_runs", True), ("n_runs", 2.0), ("n_runs", 0),
-                                          ("step_s", True), ("df", False), ("spread_pct", -1.0)])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("n_runs", True),
+        ("n_runs", 2.0),
+        ("n_runs", 0),
+        ("step_s", True),
+        ("df", False),
+        ("spread_pct", -1.0),
+    ],
+)
 def test_a_run_location_refuses_a_boolean_or_out_of_range_field_by_name(field, value):
     # n_runs: true in a hand-edited record would otherwise be 1 run (a bool is a Python int)
     record = {"step_s": 0.25, "n_runs": 24, "spread_pct": 5.0, "df": 11, field: value}

@@ -8,8 +8,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from afbench.verdict import (FASTER, INCONCLUSIVE, NO_GAIN, SLOWER, compare_runs, decide,
-                             run_spread_from_pairs)
+from afbench.verdict import (
+    FASTER,
+    INCONCLUSIVE,
+    NO_GAIN,
+    SLOWER,
+    compare_runs,
+    decide,
+    run_spread_from_pairs,
+)
 from afbench.verdict.calibration import RunSpread
 
 
@@ -40,10 +47,13 @@ def test_one_round_on_a_calibrated_host_decides_a_large_effect_and_not_a_small_o
     assert small.decision == INCONCLUSIVE and small.ci_low_pct < 0 < small.ci_high_pct
 
 
-@pytest.mark.parametrize("calibration", [
-    RunSpread(spread_pct=5.0, df=7, n_pairs=8),  # too few pairs
-    RunSpread(spread_pct=5.0, df=23, n_pairs=24, n_outlier_pairs=1),  # saw an outlier run
-])
+@pytest.mark.parametrize(
+    "calibration",
+    [
+        RunSpread(spread_pct=5.0, df=7, n_pairs=8),  # too few pairs
+        RunSpread(spread_pct=5.0, df=23, n_pairs=24, n_outlier_pairs=1),  # saw an outlier run
+    ],
+)
 def test_an_unfit_calibration_does_not_decide_one_round(calibration):
     speed = compare_runs(runs([1.0]), runs([0.5]), calibration=calibration)
     assert (speed.decision, speed.no_interval_reason) == (INCONCLUSIVE, "calibration_unfit")
@@ -57,13 +67,21 @@ def test_two_pairs_decide_on_their_own_spread_whether_or_not_an_unfit_calibratio
     unfit = compare_runs(base, var, calibration=RunSpread(spread_pct=5.0, df=7, n_pairs=8))
     assert alone.decision == SLOWER and alone.spread_source == "pairs"
     assert (unfit.decision, unfit.ci_low_pct, unfit.ci_high_pct) == (
-        alone.decision, alone.ci_low_pct, alone.ci_high_pct)
+        alone.decision,
+        alone.ci_low_pct,
+        alone.ci_high_pct,
+    )
 
 
 def test_a_contended_run_never_decides_even_on_a_calibrated_host():
     # the baseline shared the CPU: 1.9x slower, measured as contended
-    speed = compare_runs(runs([1.9]), runs([1.0]), calibration=FIT, contended=[(True, False)],
-                         contention_detail=["a-train-r1: CPU pressure 61%"])
+    speed = compare_runs(
+        runs([1.9]),
+        runs([1.0]),
+        calibration=FIT,
+        contended=[(True, False)],
+        contention_detail=["a-train-r1: CPU pressure 61%"],
+    )
     assert speed.decision == INCONCLUSIVE and speed.no_interval_reason == "no_pairs_left"
     (aside,) = speed.set_aside
     assert (aside.pair, aside.side, aside.reason) == (1, "baseline", "contended")
@@ -79,14 +97,18 @@ def test_keeping_contended_runs_never_decides_on_contention_one_sided(n, calibra
     base = runs(np.exp(rng.normal(0, 0.01, n)) * ([1.9] + [1.0] * (n - 1)), jitter=0.01)
     var = runs(np.exp(rng.normal(0, 0.01, n)), jitter=0.01)
     one_sided = [(True, False)] + [(False, False)] * (n - 1)
-    speed = compare_runs(base, var, calibration=calibration, contended=one_sided,
-                         keep_contended=True)
+    speed = compare_runs(
+        base, var, calibration=calibration, contended=one_sided, keep_contended=True
+    )
     assert (speed.decision, speed.no_interval_reason) == (INCONCLUSIVE, "one_sided_contention")
     assert [(a.pair, a.side) for a in speed.set_aside] == [(1, "baseline")]
 
 
 def test_keeping_contended_runs_lets_a_pair_contended_on_both_sides_decide():
-    base, var = runs([1.05, 1.0, 1.01, 0.99], jitter=0.01), runs([0.84, 0.8, 0.82, 0.79], jitter=0.01)
+    base, var = (
+        runs([1.05, 1.0, 1.01, 0.99], jitter=0.01),
+        runs([0.84, 0.8, 0.82, 0.79], jitter=0.01),
+    )
     both = [(True, True)] + [(False, False)] * 3
     kept = compare_runs(base, var, contended=both, keep_contended=True)
     assert kept.decision == FASTER and kept.n_pairs == 4 and not kept.set_aside
@@ -99,8 +121,11 @@ def test_a_sequential_design_keeping_contended_runs_sets_one_sided_pairs_aside()
 
     test = SequentialTest(keep_contended=True)
     for k in range(4):
-        look = test.add([1.9 if k == 0 else 1.0] * 5, [1.0] * 5,
-                        contended=(k == 0, False) if k < 2 else (True, True))
+        look = test.add(
+            [1.9 if k == 0 else 1.0] * 5,
+            [1.0] * 5,
+            contended=(k == 0, False) if k < 2 else (True, True),
+        )
     assert [(a.pair, a.side) for a in look.speed.set_aside] == [(1, "baseline")]
     assert look.n_pairs == 3
 
@@ -109,12 +134,22 @@ def test_history_keeping_contended_runs_decides_only_with_contention_on_both_sid
     from afbench.verdict import compare_groups
 
     hist, new = runs([1.0, 1.01, 0.99, 1.9], jitter=0.01), runs([1.3, 1.31, 1.29], jitter=0.01)
-    one = compare_groups(hist, new, history_contended=[False, False, False, True],
-                         newest_contended=[False] * 3, keep_contended=True)
+    one = compare_groups(
+        hist,
+        new,
+        history_contended=[False, False, False, True],
+        newest_contended=[False] * 3,
+        keep_contended=True,
+    )
     assert (one.decision, one.no_interval_reason) == (INCONCLUSIVE, "one_sided_contention")
     assert [(a.side, a.pair) for a in one.set_aside] == [("history", 4)]
-    both = compare_groups(hist, new, history_contended=[False, False, False, True],
-                          newest_contended=[True, False, False], keep_contended=True)
+    both = compare_groups(
+        hist,
+        new,
+        history_contended=[False, False, False, True],
+        newest_contended=[True, False, False],
+        keep_contended=True,
+    )
     assert both.ci_low_pct is not None
     assert not [a for a in both.set_aside if a.reason == "contended"]  # kept, deciding
 
@@ -140,13 +175,16 @@ def test_an_outlier_run_is_set_aside_and_the_rest_decide():
     assert speed.decision == FASTER
 
 
-@pytest.mark.parametrize("low, high, expected", [
-    (1.0, 9.0, FASTER),
-    (-9.0, -1.0, SLOWER),
-    (-1.5, 1.5, NO_GAIN),
-    (-5.0, 1.0, INCONCLUSIVE),  # may hide a 5% slowdown: never NO_GAIN
-    (-1.0, 3.0, INCONCLUSIVE),
-])
+@pytest.mark.parametrize(
+    "low, high, expected",
+    [
+        (1.0, 9.0, FASTER),
+        (-9.0, -1.0, SLOWER),
+        (-1.5, 1.5, NO_GAIN),
+        (-5.0, 1.0, INCONCLUSIVE),  # may hide a 5% slowdown: never NO_GAIN
+        (-1.0, 3.0, INCONCLUSIVE),
+    ],
+)
 def test_no_gain_means_the_whole_interval_lies_within_the_margin(low, high, expected):
     assert decide(low, high, 2.0) == expected
 
@@ -168,14 +206,17 @@ def test_a_calibration_from_paired_runs_is_half_the_variance_of_their_log_ratios
     assert (spread.df, spread.n_pairs, spread.usable_for_one_round) == (11, 12, True)
 
 
-@pytest.mark.parametrize("bad", [
-    dict(baseline=[[1.0]], variant=[[1.0], [1.0]]),
-    dict(baseline=[[1.0, float("nan")]], variant=[[1.0]]),
-    dict(baseline=[[]], variant=[[1.0]]),
-    dict(baseline=[[1.0]], variant=[[1.0]], confidence=1.5),
-    dict(baseline=[[1.0]], variant=[[1.0]], min_gain_pct=0),
-    dict(baseline=[[1.0]], variant=[[1.0]], contended=[(True, False), (False, False)]),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(baseline=[[1.0]], variant=[[1.0], [1.0]]),
+        dict(baseline=[[1.0, float("nan")]], variant=[[1.0]]),
+        dict(baseline=[[]], variant=[[1.0]]),
+        dict(baseline=[[1.0]], variant=[[1.0]], confidence=1.5),
+        dict(baseline=[[1.0]], variant=[[1.0]], min_gain_pct=0),
+        dict(baseline=[[1.0]], variant=[[1.0]], contended=[(True, False), (False, False)]),
+    ],
+)
 def test_bad_input_is_a_value_error_naming_what_is_wrong(bad):
     with pytest.raises(ValueError):
         compare_runs(**bad)
@@ -192,8 +233,10 @@ def test_a_new_run_against_its_history_uses_the_historys_own_spread():
     assert same.decision in (INCONCLUSIVE, NO_GAIN)
     alone = compare_groups(history[:1], runs([1.3]))  # one run a side: no spread to judge by
     assert alone.decision == INCONCLUSIVE and alone.no_interval_reason == "uncalibrated"
-    assert compare_groups(history[:1], runs([1.3]), run_spread_pct=5.0,
-                          run_spread_df=23).decision == SLOWER
+    assert (
+        compare_groups(history[:1], runs([1.3]), run_spread_pct=5.0, run_spread_df=23).decision
+        == SLOWER
+    )
 
 
 def test_contended_runs_of_either_side_never_decide_a_comparison_with_history():
@@ -203,10 +246,13 @@ def test_contended_runs_of_either_side_never_decide_a_comparison_with_history():
     history = runs(np.exp(rng.normal(0, 0.03, 6)))
     # two history runs slowed by a shared machine, marked contended: left out, named by side
     slowed = history[:4] + runs([1.5, 1.6])
-    speed = compare_groups(slowed, runs([1.3, 1.31, 1.29]),
-                           history_contended=[False] * 4 + [True, True])
+    speed = compare_groups(
+        slowed, runs([1.3, 1.31, 1.29]), history_contended=[False] * 4 + [True, True]
+    )
     assert [(a.side, a.pair, a.reason) for a in speed.set_aside] == [
-        ("history", 5, "contended"), ("history", 6, "contended")]
+        ("history", 5, "contended"),
+        ("history", 6, "contended"),
+    ]
     assert speed.decision == SLOWER
     # an outlier history run is a history run, not a "baseline" one
     outlier = compare_groups(history[:5] + runs([3.0]), runs([1.0, 1.01]))

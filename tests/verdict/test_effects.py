@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from afbench.verdict import FASTER, SLOWER, compare_runs
-from afbench.verdict.effects import (Contrast, PairedGain, factorial_contrasts, holm,
-                                     main_effects)
+from afbench.verdict.effects import Contrast, PairedGain, factorial_contrasts, holm, main_effects
 from afbench.verdict.power import t_quantile
 
 
@@ -20,8 +19,10 @@ def gain(name: str, log_ratio: float, se: float = 0.01, df: float = 4.0) -> Pair
 
 
 def grid(n_keys: int) -> list[dict[str, str]]:
-    return [dict(zip([f"k{i}" for i in range(n_keys)], v))
-            for v in itertools.product(("off", "on"), repeat=n_keys)]
+    return [
+        dict(zip([f"k{i}" for i in range(n_keys)], v))
+        for v in itertools.product(("off", "on"), repeat=n_keys)
+    ]
 
 
 def test_holm_multiplies_the_ordered_p_values_and_keeps_them_monotone():
@@ -35,8 +36,10 @@ def test_holm_multiplies_the_ordered_p_values_and_keeps_them_monotone():
 def test_a_key_effect_is_the_mean_over_cells_of_the_paired_gain_differences():
     settings = grid(2)  # (off,off) is the baseline: no term
     gains = [None, gain("b", 0.10), gain("a", -0.20), gain("ab", -0.04)]
-    effects = {(k, v): (c, d) for k, v, c, d in
-               factorial_contrasts(settings, gains, ["k0", "k1"], settings[0])}
+    effects = {
+        (k, v): (c, d)
+        for k, v, c, d in factorial_contrasts(settings, gains, ["k0", "k1"], settings[0])
+    }
     k0, dropped = effects[("k0", "on")]
     # cells k1=off: D(on,off) - 0 = -0.20; k1=on: D(on,on) - D(off,on) = -0.14
     assert k0.estimate == pytest.approx((-0.20 + (-0.04 - 0.10)) / 2) and dropped == 0
@@ -48,8 +51,9 @@ def test_a_key_effect_is_the_mean_over_cells_of_the_paired_gain_differences():
 def test_a_cell_without_a_paired_gain_is_dropped_and_counted():
     settings = grid(2)
     gains = [None, gain("b", 0.1), None, gain("ab", 0.0)]  # (on,off) has no result
-    effects = {k: (c, d) for k, _, c, d in
-               factorial_contrasts(settings, gains, ["k0", "k1"], settings[0])}
+    effects = {
+        k: (c, d) for k, _, c, d in factorial_contrasts(settings, gains, ["k0", "k1"], settings[0])
+    }
     k0, dropped = effects["k0"]
     assert dropped == 1 and [g.name for _, g in k0.terms] == ["ab", "b"]
     assert k0.estimate == pytest.approx(0.0 - 0.1)
@@ -60,10 +64,22 @@ def test_a_cell_without_a_paired_gain_is_dropped_and_counted():
 def test_an_interval_excludes_zero_exactly_when_holm_rejects():
     rng = np.random.default_rng(3)
     for _ in range(200):
-        contrasts = [Contrast(((1.0, gain("x", float(rng.normal(0, 0.02)),
-                                          se=float(rng.uniform(0.003, 0.02)),
-                                          df=float(rng.integers(2, 12)))),))
-                     for _ in range(int(rng.integers(1, 5)))]
+        contrasts = [
+            Contrast(
+                (
+                    (
+                        1.0,
+                        gain(
+                            "x",
+                            float(rng.normal(0, 0.02)),
+                            se=float(rng.uniform(0.003, 0.02)),
+                            df=float(rng.integers(2, 12)),
+                        ),
+                    ),
+                )
+            )
+            for _ in range(int(rng.integers(1, 5)))
+        ]
         for e in main_effects(contrasts, confidence=0.95):
             called = e.decision in (FASTER, SLOWER)
             assert called == (e.p_holm <= 0.05) == (e.ci_low_pct > 0 or e.ci_high_pct < 0)
@@ -92,9 +108,10 @@ def test_an_unchanged_sweep_calls_a_main_effect_at_most_at_its_family_wise_level
     keys = list(settings[0])
     n, called = 1500, 0
     for _ in range(n):
-        gains = [None] + [PairedGain("c", float(np.mean(d)), float(np.std(d, ddof=1) / math.sqrt(3)),
-                                     2.0, 3)
-                          for d in rng.normal(0, 0.04, (len(settings) - 1, 3))]
+        gains = [None] + [
+            PairedGain("c", float(np.mean(d)), float(np.std(d, ddof=1) / math.sqrt(3)), 2.0, 3)
+            for d in rng.normal(0, 0.04, (len(settings) - 1, 3))
+        ]
         contrasts = [c for *_, c, _ in factorial_contrasts(settings, gains, keys, settings[0])]
         called += any(e.decision in (FASTER, SLOWER) for e in main_effects(contrasts))
     assert called / n <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / n)
@@ -103,8 +120,10 @@ def test_an_unchanged_sweep_calls_a_main_effect_at_most_at_its_family_wise_level
 def test_a_real_effect_of_one_key_is_found_and_the_others_are_not():
     settings = grid(3)
     keys = list(settings[0])
-    gains = [None] + [gain(",".join(s.values()), math.log(0.9) if s["k0"] == "on" else 0.0,
-                           se=0.005) for s in settings[1:]]
+    gains = [None] + [
+        gain(",".join(s.values()), math.log(0.9) if s["k0"] == "on" else 0.0, se=0.005)
+        for s in settings[1:]
+    ]
     contrasts = [c for *_, c, _ in factorial_contrasts(settings, gains, keys, settings[0])]
     first, *others = main_effects(contrasts)
     assert first.decision == FASTER and first.gain_pct == pytest.approx(10.0)

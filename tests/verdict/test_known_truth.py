@@ -10,27 +10,42 @@ import sys
 import numpy as np
 from scipy import stats
 
-from afbench.verdict import (AUTO, FASTER, NO_GAIN, SLOWER, Design, SequentialTest,
-                             compare_runs, pairs_for_mde, run_sequential)
+from afbench.verdict import (
+    AUTO,
+    FASTER,
+    NO_GAIN,
+    SLOWER,
+    Design,
+    SequentialTest,
+    compare_runs,
+    pairs_for_mde,
+    run_sequential,
+)
 from afbench.verdict.power import SCREEN_MISS, claim_power, mde_log
 
 
 def host(rng, spread=0.05, within=0.03, steps=5):
     """A run: steps around exp(u_run), u_run ~ N(0, spread) between processes."""
+
     def run(log_mu=0.0):
         return list(np.exp(log_mu + rng.normal(0, spread) + rng.normal(0, within, steps)))
+
     return run
 
 
 def test_fixed_three_pairs_hold_their_level_and_never_call_a_slowdown_no_gain():
     rng = np.random.default_rng(11)
     run = host(rng)
-    aa = [compare_runs([run() for _ in range(3)], [run() for _ in range(3)]).decision
-          for _ in range(400)]
+    aa = [
+        compare_runs([run() for _ in range(3)], [run() for _ in range(3)]).decision
+        for _ in range(400)
+    ]
     rate = np.mean([d in (FASTER, SLOWER) for d in aa])
     assert rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 400)  # 5% within Monte Carlo error
-    slow = [compare_runs([run() for _ in range(3)], [run(math.log(1.1)) for _ in range(3)])
-            for _ in range(300)]
+    slow = [
+        compare_runs([run() for _ in range(3)], [run(math.log(1.1)) for _ in range(3)])
+        for _ in range(300)
+    ]
     assert not any(s.decision == NO_GAIN for s in slow)
 
 
@@ -48,16 +63,25 @@ def test_the_printed_mde_is_met_with_its_stated_power():
 
 def test_pairs_for_mde_is_the_fewest_pairs_whose_mde_reaches_the_target():
     n = pairs_for_mde(0.05, 5.0)
-    mde = lambda k: (1 - math.exp(-mde_log(stats.t.ppf(0.975, k - 1), k - 1,
-                                           0.05 / math.sqrt(k), claim_power(0.8, k)))) * 100
+    mde = lambda k: (
+        (
+            1
+            - math.exp(
+                -mde_log(stats.t.ppf(0.975, k - 1), k - 1, 0.05 / math.sqrt(k), claim_power(0.8, k))
+            )
+        )
+        * 100
+    )
     assert mde(n) <= 5.0 < mde(n - 1)
 
 
 def outlier_host(rng, spread=0.05, share=0.05):
     """Runs as ``host``'s, but ``share`` of them 2x slower and not flagged (issue 20's model)."""
+
     def run(log_mu=0.0):
         slow = math.log(2.0) if rng.random() < share else 0.0
         return list(np.exp(log_mu + slow + rng.normal(0, spread) + rng.normal(0, 0.03, 5)))
+
     return run
 
 
@@ -70,13 +94,20 @@ def test_the_mde_is_met_unless_a_variant_run_was_set_aside_as_an_outlier():
     for share in (0.05, 0.0):
         rng = np.random.default_rng(5)
         run = outlier_host(rng, share=share)
-        mdes = [compare_runs([run() for _ in range(3)], [run() for _ in range(3)]).mde_pct
-                for _ in range(600)]
+        mdes = [
+            compare_runs([run() for _ in range(3)], [run() for _ in range(3)]).mde_pct
+            for _ in range(600)
+        ]
         true = -math.log(1 - np.median([m for m in mdes if m is not None]) / 100)
-        speeds = [compare_runs([run() for _ in range(3)], [run(-true) for _ in range(3)])
-                  for _ in range(1500)]
-        clean = [s.decision == FASTER for s in speeds
-                 if s.mde_pct is not None and not s.n_outliers_variant]
+        speeds = [
+            compare_runs([run() for _ in range(3)], [run(-true) for _ in range(3)])
+            for _ in range(1500)
+        ]
+        clean = [
+            s.decision == FASTER
+            for s in speeds
+            if s.mde_pct is not None and not s.n_outliers_variant
+        ]
         found[share] = np.mean(clean)
         if share:
             put_back = np.mean([s.decision == FASTER for s in speeds if s.n_outliers_variant])
@@ -130,8 +161,10 @@ def test_sequential_a_a_error_rate_holds_its_level():
 
 
 def test_the_verdict_library_imports_no_torch_pandas_matplotlib_or_pydantic():
-    code = ("import sys, afbench.verdict as v; v.compare_runs([[1.0, 1.1]], [[0.9, 1.0]]);"
-            "print(sorted(m for m in ('torch', 'pandas', 'matplotlib', 'pydantic') "
-            "if m in sys.modules))")
+    code = (
+        "import sys, afbench.verdict as v; v.compare_runs([[1.0, 1.1]], [[0.9, 1.0]]);"
+        "print(sorted(m for m in ('torch', 'pandas', 'matplotlib', 'pydantic') "
+        "if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

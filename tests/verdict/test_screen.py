@@ -8,8 +8,18 @@ import math
 import numpy as np
 import pytest
 
-from afbench.verdict import (FASTER, INCONCLUSIVE, NO_GAIN, SLOWER, AUTO, Design, RunSpread,
-                             SequentialTest, compare_runs, run_spread_from_pairs)
+from afbench.verdict import (
+    AUTO,
+    FASTER,
+    INCONCLUSIVE,
+    NO_GAIN,
+    SLOWER,
+    Design,
+    RunSpread,
+    SequentialTest,
+    compare_runs,
+    run_spread_from_pairs,
+)
 from afbench.verdict.runs import run_statistic
 
 #: a 5-step window with a 1-2% step-to-step spread (seconds)
@@ -38,8 +48,10 @@ def test_a_variant_that_stalls_is_never_no_gain_on_its_screened_runs():
     var[6] *= 2.0
     speed = compare_runs(runs(base), runs(var))
     # the six screened pairs alone are NO_GAIN (within +-2%) ...
-    six = compare_runs(runs([b for k, b in enumerate(base) if k not in (2, 6)]),
-                       runs([v for k, v in enumerate(var) if k not in (2, 6)]))
+    six = compare_runs(
+        runs([b for k, b in enumerate(base) if k not in (2, 6)]),
+        runs([v for k, v in enumerate(var) if k not in (2, 6)]),
+    )
     assert six.decision == NO_GAIN
     # ... but the stalls change the answer: INCONCLUSIVE naming them
     assert speed.decision == INCONCLUSIVE and speed.screen == "changes_answer"
@@ -56,8 +68,10 @@ def test_stalls_that_make_the_variant_slower_give_slower_from_every_run():
     speed = compare_runs(runs(base), runs(var))
     assert speed.decision == SLOWER and speed.screen == "all_runs"
     assert speed.n_pairs == 20 and speed.n_outliers_variant == 5
-    assert (speed.ci_low_pct, speed.ci_high_pct) == (speed.with_outliers_low_pct,
-                                                      speed.with_outliers_high_pct)
+    assert (speed.ci_low_pct, speed.ci_high_pct) == (
+        speed.with_outliers_low_pct,
+        speed.with_outliers_high_pct,
+    )
 
 
 def test_faster_typical_runs_with_stalls_are_not_faster():
@@ -65,8 +79,10 @@ def test_faster_typical_runs_with_stalls_are_not_faster():
     var = [0.9 * m for m in steady(8)]  # 10% faster in typical runs ...
     var[3] *= 2.0  # ... stalling 2x in a quarter of them (mean time +12.5%)
     var[7] *= 2.0
-    screened = compare_runs(runs([b for k, b in enumerate(base) if k not in (3, 7)]),
-                            runs([v for k, v in enumerate(var) if k not in (3, 7)]))
+    screened = compare_runs(
+        runs([b for k, b in enumerate(base) if k not in (3, 7)]),
+        runs([v for k, v in enumerate(var) if k not in (3, 7)]),
+    )
     assert screened.decision == FASTER
     speed = compare_runs(runs(base), runs(var))
     assert speed.decision != FASTER and speed.screen in ("changes_answer", "all_runs")
@@ -100,8 +116,9 @@ def test_the_sequential_design_puts_the_stalls_back_too():
     test = SequentialTest(Design(repeats=AUTO, max_pairs=12, max_set_aside=12))
     for k in range(12):
         stall = 2.0 if k % 4 == 1 else 1.0  # a quarter of the variant's runs
-        look = test.add(list(np.exp(rng.normal(0, 0.01, 5))),
-                        list(stall * np.exp(rng.normal(0, 0.01, 5))))
+        look = test.add(
+            list(np.exp(rng.normal(0, 0.01, 5))), list(stall * np.exp(rng.normal(0, 0.01, 5)))
+        )
         assert look.speed is None or look.speed.decision in (INCONCLUSIVE, SLOWER), k
         if look.stop:
             break
@@ -123,8 +140,10 @@ def test_a_compile_straggler_does_not_decide_the_run_statistic():
     assert speed.decision != SLOWER
 
 
-@pytest.mark.parametrize("bare", [{"run_spread_pct": 5.0}, {"calibration": 5.0},
-                                  {"calibration": {"spread_pct": 5.0, "df": 23}}])
+@pytest.mark.parametrize(
+    "bare",
+    [{"run_spread_pct": 5.0}, {"calibration": 5.0}, {"calibration": {"spread_pct": 5.0, "df": 23}}],
+)
 def test_a_bare_calibration_is_refused_with_what_to_pass(bare):
     with pytest.raises(ValueError, match="RunSpread"):
         compare_runs(runs([1.0]), runs([0.7]), **bare)
@@ -132,8 +151,13 @@ def test_a_bare_calibration_is_refused_with_what_to_pass(bare):
 
 def test_a_run_spread_with_its_df_decides_one_round():
     rng = np.random.default_rng(31)
-    base, var = ([list(np.exp(math.log(level) + rng.normal(0, 0.03) + rng.normal(0, 0.01, 5)))
-                  for _ in range(24)] for level in (1.0, 0.7))
+    base, var = (
+        [
+            list(np.exp(math.log(level) + rng.normal(0, 0.03) + rng.normal(0, 0.01, 5)))
+            for _ in range(24)
+        ]
+        for level in (1.0, 0.7)
+    )
     cal = run_spread_from_pairs(base, var)  # 24 pairs of each kind, the effect removed
     assert isinstance(cal, RunSpread) and cal.df == 23
     speed = compare_runs(runs([1.0]), runs([0.7]), calibration=cal)
@@ -145,9 +169,19 @@ def test_one_design_holds_every_default_and_refuses_bad_settings():
     from afbench.verdict import DEFAULT
 
     exp, report = ExperimentConfig(), ReportConfig()
-    assert (exp.repeats, exp.min_repeats, exp.max_repeats, exp.precision_pct,
-            exp.time_budget_s) == (DEFAULT.repeats, DEFAULT.min_pairs, DEFAULT.max_pairs,
-                                   DEFAULT.precision_pct, DEFAULT.time_budget_s)
+    assert (
+        exp.repeats,
+        exp.min_repeats,
+        exp.max_repeats,
+        exp.precision_pct,
+        exp.time_budget_s,
+    ) == (
+        DEFAULT.repeats,
+        DEFAULT.min_pairs,
+        DEFAULT.max_pairs,
+        DEFAULT.precision_pct,
+        DEFAULT.time_budget_s,
+    )
     assert (report.confidence, report.min_gain_pct) == (DEFAULT.level, DEFAULT.min_gain_pct)
     assert [Design(repeats=r).kind for r in (1, 3, AUTO)] == ["one_round", "fixed", "sequential"]
     for bad in ({"repeats": 0}, {"repeats": "many"}, {"min_pairs": 2}, {"level": 1.0}):

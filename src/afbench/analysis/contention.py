@@ -216,8 +216,10 @@ def sample(pid: int | None = None, proc: Path = PROC) -> Sample:
         try:
             import resource  # POSIX only
 
-            own["nivcsw"] = (resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
-                             + resource.getrusage(resource.RUSAGE_CHILDREN).ru_nivcsw)
+            own["nivcsw"] = (
+                resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+                + resource.getrusage(resource.RUSAGE_CHILDREN).ru_nivcsw
+            )
         except ImportError:
             own["nivcsw"] = None
         own["thread_wait_ns"] = thread_waits("self", proc) or None
@@ -227,10 +229,15 @@ def sample(pid: int | None = None, proc: Path = PROC) -> Sample:
         load = os.getloadavg()[0]
     except (OSError, AttributeError):
         load = None
-    return Sample(t_s=time.monotonic(),
-                  psi_some_us=parse_psi_some_total(_read(proc / "pressure" / "cpu")),
-                  cpu_ticks=cpu_ticks, steal_ticks=steal, procs_running=running,
-                  load_1m=load, **own)
+    return Sample(
+        t_s=time.monotonic(),
+        psi_some_us=parse_psi_some_total(_read(proc / "pressure" / "cpu")),
+        cpu_ticks=cpu_ticks,
+        steal_ticks=steal,
+        procs_running=running,
+        load_1m=load,
+        **own,
+    )
 
 
 def _delta(a: float | None, b: float | None) -> float | None:
@@ -250,8 +257,9 @@ def _max_thread_wait(start: Sample, end: Sample) -> int | None:
     return max((w - before.get(tid, 0) for tid, w in end.thread_wait_ns.items()), default=0)
 
 
-def window_record(start: Sample, end: Sample, *, threads: int | None, scope: str,
-                  source: str) -> dict[str, Any]:
+def window_record(
+    start: Sample, end: Sample, *, threads: int | None, scope: str, source: str
+) -> dict[str, Any]:
     """The contention record of the span ``start`` .. ``end`` (the JSON of
     :class:`afbench.store.Contention`).
 
@@ -275,7 +283,10 @@ def window_record(start: Sample, end: Sample, *, threads: int | None, scope: str
     wall = end.t_s - start.t_s
     ok = wall > 0
     psi = _delta(start.psi_some_us, end.psi_some_us)
-    ticks, steal = _delta(start.cpu_ticks, end.cpu_ticks), _delta(start.steal_ticks, end.steal_ticks)
+    ticks, steal = (
+        _delta(start.cpu_ticks, end.cpu_ticks),
+        _delta(start.steal_ticks, end.steal_ticks),
+    )
     cpu = _delta(start.cpu_s, end.cpu_s)
     switches = _delta(start.nivcsw, end.nivcsw)
     wait = _max_thread_wait(start, end)
@@ -285,21 +296,29 @@ def window_record(start: Sample, end: Sample, *, threads: int | None, scope: str
     except AttributeError:
         cpus = os.cpu_count()
     return {
-        "scope": scope, "source": source, "wall_s": _round(wall, 4),
+        "scope": scope,
+        "source": source,
+        "wall_s": _round(wall, 4),
         # PSI totals are µs of wall time: min() against rounding at the edges of the span
-        "cpu_pressure_pct": _round(min(100.0, psi / 1e4 / wall)) if psi is not None and ok else None,
-        "steal_pct": _round(100.0 * steal / ticks) if steal is not None and ticks else (
-            0.0 if steal == 0 else None),
+        "cpu_pressure_pct": _round(min(100.0, psi / 1e4 / wall))
+        if psi is not None and ok
+        else None,
+        "steal_pct": _round(100.0 * steal / ticks)
+        if steal is not None and ticks
+        else (0.0 if steal == 0 else None),
         # the most-delayed thread's run-queue wait over the span (schedstat)
-        "run_queue_wait_pct": (_round(min(100.0, 100.0 * wait / 1e9 / wall), 2)
-                               if wait is not None and ok else None),
+        "run_queue_wait_pct": (
+            _round(min(100.0, 100.0 * wait / 1e9 / wall), 2) if wait is not None and ok else None
+        ),
         "cpu_s": _round(cpu, 4),
         "cpu_per_wall": _round(per_wall),
         "threads": threads,
-        "cpu_of_threads_pct": (_round(100.0 * per_wall / threads, 2)
-                               if per_wall is not None and threads else None),
+        "cpu_of_threads_pct": (
+            _round(100.0 * per_wall / threads, 2) if per_wall is not None and threads else None
+        ),
         "involuntary_switches": int(switches) if switches is not None else None,
-        "involuntary_switches_per_s": _round(switches / wall, 1) if switches is not None and ok
+        "involuntary_switches_per_s": _round(switches / wall, 1)
+        if switches is not None and ok
         else None,
         "load_avg_1m": _round(end.load_1m, 2),
         "procs_running": end.procs_running,
@@ -315,12 +334,13 @@ REASON_TEXT = {
     "cont_reason_steal": "steal {steal:.1f}% > {limit:g}%",
     "cont_reason_pressure": "CPU pressure {pressure:.0f}% > {limit:g}%",
     "cont_reason_cpu_share": "CPU/wall {cpu_per_wall:.2f} of {threads} thread(s) = "
-                             "{share:.0f}% < {limit:g}%",
+    "{share:.0f}% < {limit:g}%",
 }
 
 
-def judge_reasons(record: Mapping[str, Any] | Any | None
-                  ) -> tuple[bool | None, list[tuple[str, dict[str, Any]]]]:
+def judge_reasons(
+    record: Mapping[str, Any] | Any | None,
+) -> tuple[bool | None, list[tuple[str, dict[str, Any]]]]:
     """:func:`judge` as codes and values: each reason is ``(code, values)``, a key of
     :data:`REASON_TEXT` and the numbers its sentence takes (``("cont_reason_wait", {"wait":
     34.2, "limit": 10.0})``), for a report to word in its own language."""
@@ -345,9 +365,17 @@ def judge_reasons(record: Mapping[str, Any] | Any | None
         if psi is not None and psi > CPU_PRESSURE_PCT:
             reasons.append(("cont_reason_pressure", {"pressure": psi, "limit": CPU_PRESSURE_PCT}))
         if share is not None and share < CPU_OF_THREADS_PCT:
-            reasons.append(("cont_reason_cpu_share", {
-                "cpu_per_wall": get("cpu_per_wall"), "threads": get("threads"), "share": share,
-                "limit": CPU_OF_THREADS_PCT}))
+            reasons.append(
+                (
+                    "cont_reason_cpu_share",
+                    {
+                        "cpu_per_wall": get("cpu_per_wall"),
+                        "threads": get("threads"),
+                        "share": share,
+                        "limit": CPU_OF_THREADS_PCT,
+                    },
+                )
+            )
     return bool(reasons), reasons
 
 
@@ -375,9 +403,22 @@ class WindowSampler:
     construction (a child started later). :meth:`start` again restarts the window;
     :meth:`end` before :meth:`start` does nothing."""
 
-    def __init__(self, *, threads: int | None, scope: str, source: str,
-                 pid: int | None = None, proc: Path = PROC) -> None:
-        self.threads, self.scope, self.source, self.pid, self.proc = threads, scope, source, pid, proc
+    def __init__(
+        self,
+        *,
+        threads: int | None,
+        scope: str,
+        source: str,
+        pid: int | None = None,
+        proc: Path = PROC,
+    ) -> None:
+        self.threads, self.scope, self.source, self.pid, self.proc = (
+            threads,
+            scope,
+            source,
+            pid,
+            proc,
+        )
         self.first: Sample | None = None
         self.last: Sample | None = None
 
@@ -393,8 +434,9 @@ class WindowSampler:
         ended."""
         if self.first is None or self.last is None:
             return None
-        return window_record(self.first, self.last, threads=self.threads, scope=self.scope,
-                             source=self.source)
+        return window_record(
+            self.first, self.last, threads=self.threads, scope=self.scope, source=self.source
+        )
 
 
 #: :func:`uniform_slowdown`: at least this many ops whose launch count did not change ...
@@ -408,13 +450,16 @@ UNIFORM_MAX_SPREAD = 1.5
 
 
 #: The English of :func:`uniform_slowdown` (labels.yaml ``uniform_slowdown_note`` words it).
-UNIFORM_TEXT = ("uniform slowdown of x{ratio:.2f} across {similar} of {ops} ops whose launch "
-                "count did not change, not in the switched ops: the {side} run was likely "
-                "contended; compare the runs' contention before reading this diff")
+UNIFORM_TEXT = (
+    "uniform slowdown of x{ratio:.2f} across {similar} of {ops} ops whose launch "
+    "count did not change, not in the switched ops: the {side} run was likely "
+    "contended; compare the runs' contention before reading this diff"
+)
 
 
-def uniform_slowdown(rows: list[Mapping[str, Any]], *, baseline: str,
-                     variant: str) -> dict[str, Any] | None:
+def uniform_slowdown(
+    rows: list[Mapping[str, Any]], *, baseline: str, variant: str
+) -> dict[str, Any] | None:
     """Whether an op diff's change is everywhere rather than in the switched ops.
 
     A switch changes the ops it touches (their launch counts change: fused ops appear,
@@ -436,9 +481,12 @@ def uniform_slowdown(rows: list[Mapping[str, Any]], *, baseline: str,
         on the same side of 1; else None.
     """
     ratios = sorted(
-        float(r["total_us_variant"]) / float(r["total_us_baseline"]) for r in rows
+        float(r["total_us_variant"]) / float(r["total_us_baseline"])
+        for r in rows
         if int(r["count_baseline"]) == int(r["count_variant"]) > 0
-        and float(r["total_us_baseline"]) > 0 and float(r["total_us_variant"]) > 0)
+        and float(r["total_us_baseline"]) > 0
+        and float(r["total_us_variant"]) > 0
+    )
     if len(ratios) < UNIFORM_MIN_OPS:
         return None
     n = len(ratios)
@@ -446,9 +494,14 @@ def uniform_slowdown(rows: list[Mapping[str, Any]], *, baseline: str,
     if max(med, 1 / med) < UNIFORM_MIN_RATIO:
         return None
     slower = med > 1
-    similar = [r for r in ratios if (r > 1) == slower and max(r / med, med / r) <= UNIFORM_MAX_SPREAD]
+    similar = [
+        r for r in ratios if (r > 1) == slower and max(r / med, med / r) <= UNIFORM_MAX_SPREAD
+    ]
     if len(similar) < UNIFORM_MIN_SHARE * n:
         return None
-    return {"ratio": round(max(med, 1 / med), 4), "similar": len(similar), "ops": n,
-            "side": variant if slower else baseline}
-
+    return {
+        "ratio": round(max(med, 1 / med), 4),
+        "similar": len(similar),
+        "ops": n,
+        "side": variant if slower else baseline,
+    }

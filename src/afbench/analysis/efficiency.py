@@ -21,29 +21,40 @@ from afbench.analysis import flops
 #: ``DeviceMemoryMonitor.get_peak_stats``): ``reserved_bytes.all.peak`` of the logging rank's
 #: device from ``torch.<device>.memory_stats``, reset after every step line
 #: (``reset_peak_stats``), so each line is the peak since the previous one.
-TITAN_MEMORY_SOURCE = ("torchtitan step log 'memory: X GiB(Y%)': reserved_bytes.all.peak of "
-                       "rank 0's device, reset after each logged step; max over the window")
-TFLOPS_SOURCE = ("afbench: 6N + 12*L*H*Q*T FLOPs per token (PaLM App. B, as torchtitan) "
-                 "x measured tokens/s per device over the window")
-TITAN_TFLOPS_SOURCE = ("torchtitan step log 'tflops:' / 'mfu:' (its own FLOP count and peak); "
-                       "mean over the window")
+TITAN_MEMORY_SOURCE = (
+    "torchtitan step log 'memory: X GiB(Y%)': reserved_bytes.all.peak of "
+    "rank 0's device, reset after each logged step; max over the window"
+)
+TFLOPS_SOURCE = (
+    "afbench: 6N + 12*L*H*Q*T FLOPs per token (PaLM App. B, as torchtitan) "
+    "x measured tokens/s per device over the window"
+)
+TITAN_TFLOPS_SOURCE = (
+    "torchtitan step log 'tflops:' / 'mfu:' (its own FLOP count and peak); mean over the window"
+)
 
 
 def not_reported(engine: str) -> dict[str, Any]:
     """The memory and efficiency fields of an engine that reports none (the command engine:
     afbench cannot see inside the user's process)."""
-    return {"peak_memory_allocated_gib": None, "peak_memory_reserved_gib": None,
-            "peak_rss_gib": None, "memory_source": f"not reported (engine {engine})",
-            "tflops_per_device": None, "mfu_pct": None,
-            "tflops_source": f"not reported (engine {engine})"}
+    return {
+        "peak_memory_allocated_gib": None,
+        "peak_memory_reserved_gib": None,
+        "peak_rss_gib": None,
+        "memory_source": f"not reported (engine {engine})",
+        "tflops_per_device": None,
+        "mfu_pct": None,
+        "tflops_source": f"not reported (engine {engine})",
+    }
 
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def titan_efficiency(records: Iterable[Mapping[str, Any]], first_step: int,
-                     last_step: int) -> dict[str, Any]:
+def titan_efficiency(
+    records: Iterable[Mapping[str, Any]], first_step: int, last_step: int
+) -> dict[str, Any]:
     """Memory and efficiency fields of a torchtitan run over steps ``first_step..last_step``.
 
     Args:
@@ -69,18 +80,32 @@ def titan_efficiency(records: Iterable[Mapping[str, Any]], first_step: int,
         "peak_memory_reserved_gib": max(memory) if memory else None,
         "peak_memory_reserved_pct": max(pct) if pct else None,
         "peak_rss_gib": None,
-        "memory_source": (TITAN_MEMORY_SOURCE if memory
-                          else f"not reported (no 'memory:' field on torchtitan's {where} lines)"),
+        "memory_source": (
+            TITAN_MEMORY_SOURCE
+            if memory
+            else f"not reported (no 'memory:' field on torchtitan's {where} lines)"
+        ),
         "tflops_per_device": _mean(tflops),
         "mfu_pct": _mean(mfu),
-        "tflops_source": (TITAN_TFLOPS_SOURCE if tflops
-                          else f"not reported (no 'tflops:' field on torchtitan's {where} lines)"),
+        "tflops_source": (
+            TITAN_TFLOPS_SOURCE
+            if tflops
+            else f"not reported (no 'tflops:' field on torchtitan's {where} lines)"
+        ),
     }
 
 
-def training_efficiency(model_config: dict[str, Any], seq_len: int, tokens: int, seconds: float,
-                        world_size: int, *, peak_tflops: float | None, device_name: str,
-                        dtype: str) -> dict[str, Any]:
+def training_efficiency(
+    model_config: dict[str, Any],
+    seq_len: int,
+    tokens: int,
+    seconds: float,
+    world_size: int,
+    *,
+    peak_tflops: float | None,
+    device_name: str,
+    dtype: str,
+) -> dict[str, Any]:
     """FLOPs per token, achieved TFLOPs per device and MFU of an SFT run's measured window.
 
     Args:
@@ -99,17 +124,31 @@ def training_efficiency(model_config: dict[str, Any], seq_len: int, tokens: int,
     try:
         shape = flops.TransformerShape.from_config(model_config, "model config.json")
     except flops.ModelConfigError as exc:
-        return {key: None for key in ("flops_per_token", "flops_params", "tflops_per_device",
-                                      "peak_tflops", "peak_tflops_source", "mfu_pct")} | {
-            "tflops_source": f"n/a: {exc}"}
+        return {
+            key: None
+            for key in (
+                "flops_per_token",
+                "flops_params",
+                "tflops_per_device",
+                "peak_tflops",
+                "peak_tflops_source",
+                "mfu_pct",
+            )
+        } | {"tflops_source": f"n/a: {exc}"}
     per_token = flops.training_flops_per_token(shape, seq_len)
-    tflops = (flops.achieved_tflops(tokens / seconds / world_size, per_token)
-              if seconds > 0 else None)
+    tflops = (
+        flops.achieved_tflops(tokens / seconds / world_size, per_token) if seconds > 0 else None
+    )
     peak, source = flops.resolve_peak_tflops(peak_tflops, device_name, dtype)
-    return {"flops_per_token": per_token, "flops_params": flops.count_params(shape).flops_params,
-            "tflops_per_device": tflops, "peak_tflops": peak, "peak_tflops_source": source,
-            "mfu_pct": flops.mfu_pct(tflops, peak) if peak and tflops is not None else None,
-            "tflops_source": TFLOPS_SOURCE + _architecture_caveat(model_config)}
+    return {
+        "flops_per_token": per_token,
+        "flops_params": flops.count_params(shape).flops_params,
+        "tflops_per_device": tflops,
+        "peak_tflops": peak,
+        "peak_tflops_source": source,
+        "mfu_pct": flops.mfu_pct(tflops, peak) if peak and tflops is not None else None,
+        "tflops_source": TFLOPS_SOURCE + _architecture_caveat(model_config),
+    }
 
 
 def _architecture_caveat(model_config: dict[str, Any]) -> str:

@@ -34,8 +34,13 @@ from dataclasses import dataclass
 from typing import Any
 
 #: Keys of an HF config that the counts need (``head_dim`` may be absent: hidden / heads).
-REQUIRED_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads",
-                 "intermediate_size", "vocab_size")
+REQUIRED_KEYS = (
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "intermediate_size",
+    "vocab_size",
+)
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
@@ -59,7 +64,9 @@ class TransformerShape:
     attention_bias: bool  # q/k/v/o projections carry biases (Qwen3: false)
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], where: str = "model config") -> "TransformerShape":
+    def from_config(
+        cls, config: Mapping[str, Any], where: str = "model config"
+    ) -> "TransformerShape":
         """Read the shape from an HF ``config.json`` dict.
 
         Raises:
@@ -68,21 +75,29 @@ class TransformerShape:
         """
         missing = [k for k in REQUIRED_KEYS if k not in config]
         if missing:
-            raise ModelConfigError(f"{where}: missing {', '.join(missing)}; FLOPs and KV-cache "
-                                   "sizes need an HF decoder config.json")
+            raise ModelConfigError(
+                f"{where}: missing {', '.join(missing)}; FLOPs and KV-cache "
+                "sizes need an HF decoder config.json"
+            )
         heads = config["num_attention_heads"]
         values = {
-            "layers": config["num_hidden_layers"], "hidden": config["hidden_size"],
-            "heads": heads, "kv_heads": config.get("num_key_value_heads") or heads,
-            "head_dim": config.get("head_dim") or (
-                config["hidden_size"] // heads if isinstance(heads, int) and heads > 0 else heads),
-            "intermediate": config["intermediate_size"], "vocab": config["vocab_size"],
+            "layers": config["num_hidden_layers"],
+            "hidden": config["hidden_size"],
+            "heads": heads,
+            "kv_heads": config.get("num_key_value_heads") or heads,
+            "head_dim": config.get("head_dim")
+            or (config["hidden_size"] // heads if isinstance(heads, int) and heads > 0 else heads),
+            "intermediate": config["intermediate_size"],
+            "vocab": config["vocab_size"],
         }
         for name, value in values.items():
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ModelConfigError(f"{where}: {name} is {value!r}; expected a positive integer")
-        return cls(**values, tied=bool(config.get("tie_word_embeddings", False)),
-                   attention_bias=bool(config.get("attention_bias", False)))
+        return cls(
+            **values,
+            tied=bool(config.get("tie_word_embeddings", False)),
+            attention_bias=bool(config.get("attention_bias", False)),
+        )
 
 
 @dataclass(frozen=True)
@@ -126,8 +141,14 @@ def count_params(shape: TransformerShape) -> ParamCount:
     norms = 2 * h  # input_layernorm, post_attention_layernorm
     per_layer = attention + qk_norms + mlp + norms
     table = shape.vocab * h
-    return ParamCount(embedding=table, per_layer=per_layer, layers=shape.layers * per_layer,
-                      final_norm=h, lm_head=table, tied=shape.tied)
+    return ParamCount(
+        embedding=table,
+        per_layer=per_layer,
+        layers=shape.layers * per_layer,
+        final_norm=h,
+        lm_head=table,
+        tied=shape.tied,
+    )
 
 
 def training_flops_per_token(shape: TransformerShape, seq_len: int) -> int:
@@ -160,11 +181,31 @@ def mfu_pct(tflops_per_device: float, peak_tflops: float) -> float:
 #: figure for the 910B family on a product page that could be cited (the ~313 TFLOPs that
 #: circulates for 910B3 is second-hand); set ``backend.peak_tflops`` for them.
 PUBLISHED_PEAK_BF16_TFLOPS: tuple[tuple[str, float, str], ...] = (
-    (r"H200\s*NVL", 835.0, "NVIDIA H200 NVL, 1,671 sparse / 835 dense, nvidia.com/en-us/data-center/h200/"),
-    (r"H200", 989.0, "NVIDIA H200 SXM, 1,979 sparse / 989 dense, nvidia.com/en-us/data-center/h200/"),
-    (r"H100\s*NVL", 835.0, "NVIDIA H100 NVL, 1,671 sparse / 835 dense, nvidia.com/en-us/data-center/h100/"),
-    (r"H100\s*PCIe", 756.0, "NVIDIA H100 PCIe, 1,513 sparse / 756 dense, nvidia.com/en-us/data-center/h100/"),
-    (r"H100", 989.0, "NVIDIA H100 SXM, 1,979 sparse / 989 dense, nvidia.com/en-us/data-center/h100/"),
+    (
+        r"H200\s*NVL",
+        835.0,
+        "NVIDIA H200 NVL, 1,671 sparse / 835 dense, nvidia.com/en-us/data-center/h200/",
+    ),
+    (
+        r"H200",
+        989.0,
+        "NVIDIA H200 SXM, 1,979 sparse / 989 dense, nvidia.com/en-us/data-center/h200/",
+    ),
+    (
+        r"H100\s*NVL",
+        835.0,
+        "NVIDIA H100 NVL, 1,671 sparse / 835 dense, nvidia.com/en-us/data-center/h100/",
+    ),
+    (
+        r"H100\s*PCIe",
+        756.0,
+        "NVIDIA H100 PCIe, 1,513 sparse / 756 dense, nvidia.com/en-us/data-center/h100/",
+    ),
+    (
+        r"H100",
+        989.0,
+        "NVIDIA H100 SXM, 1,979 sparse / 989 dense, nvidia.com/en-us/data-center/h100/",
+    ),
     (r"A100", 312.0, "NVIDIA A100, 624 sparse / 312 dense, nvidia.com/en-us/data-center/a100/"),
 )
 
@@ -180,8 +221,9 @@ def published_peak_tflops(device_name: str) -> tuple[float, str] | None:
     return None
 
 
-def resolve_peak_tflops(configured: float | None, device_name: str,
-                        dtype: str) -> tuple[float | None, str]:
+def resolve_peak_tflops(
+    configured: float | None, device_name: str, dtype: str
+) -> tuple[float | None, str]:
     """The MFU denominator and where it came from.
 
     ``backend.peak_tflops`` (``configured``) wins; otherwise the published BF16 peak of a
@@ -197,8 +239,10 @@ def resolve_peak_tflops(configured: float | None, device_name: str,
     if found is None:
         return None, f"n/a: no published peak for device {device_name!r}; set backend.peak_tflops"
     if dtype not in HALF_DTYPES:
-        return None, (f"n/a: model dtype {dtype}, the published peak of {device_name!r} is "
-                      "BF16 dense; set backend.peak_tflops for this precision")
+        return None, (
+            f"n/a: model dtype {dtype}, the published peak of {device_name!r} is "
+            "BF16 dense; set backend.peak_tflops for this precision"
+        )
     return found
 
 

@@ -10,7 +10,6 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-
 #: Small ops an unfused RMSNorm decomposes into: x.pow(2).mean(-1) -> + eps -> rsqrt -> * x
 #: -> * gamma (often with Casts around it).
 RMSNORM_PIECES = ("pow", "mean", "rsqrt", "mul", "add")

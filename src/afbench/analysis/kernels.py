@@ -145,10 +145,14 @@ def read_kernel_details(path: Path | str) -> pd.DataFrame:
     df = _read_csv(path)
     types = _op_types(_pick(df, path, "Type"))
     durations = _numbers(_pick(df, path, "Duration(us)"), path, "Duration(us)")
-    names = (_op_types(_pick(df, path, "Name"))
-             if _column_key("Name") in {_column_key(c) for c in df.columns} else None)
-    keys = [op_type_of(t, n)
-            for t, n in zip(types, names if names is not None else [None] * len(types))]
+    names = (
+        _op_types(_pick(df, path, "Name"))
+        if _column_key("Name") in {_column_key(c) for c in df.columns}
+        else None
+    )
+    keys = [
+        op_type_of(t, n) for t, n in zip(types, names if names is not None else [None] * len(types))
+    ]
     rows = pd.DataFrame({"op_type": keys, "count": 1, "total_us": durations.to_numpy()})
     if names is not None:
         rows[KERNEL_NAMES] = names.to_numpy()
@@ -259,13 +263,22 @@ def kernel_details_per_step(path: Path | str) -> StepDeviceTime:
         else pd.Series([""] * len(df))
     )
     frame = pd.DataFrame(
-        {"step": steps.to_numpy(), "device_id": devices.to_numpy(), "dur": durations.to_numpy(),
-         "start": starts, "end": ends}
+        {
+            "step": steps.to_numpy(),
+            "device_id": devices.to_numpy(),
+            "dur": durations.to_numpy(),
+            "start": starts,
+            "end": ends,
+        }
     )
     table = (
         frame.groupby(["step", "device_id"], sort=True)
-        .agg(kernels=("dur", "size"), kernel_us=("dur", "sum"), first=("start", "min"),
-             last=("end", "max"))
+        .agg(
+            kernels=("dur", "size"),
+            kernel_us=("dur", "sum"),
+            first=("start", "min"),
+            last=("end", "max"),
+        )
         .reset_index()
     )
     table["span_us"] = [ns_to_us(int(b) - int(a)) for a, b in zip(table["first"], table["last"])]
@@ -288,9 +301,15 @@ def read_op_statistic(path: Path | str) -> pd.DataFrame:
     types = _pick(df, path, "OP Type", "op_type", "optype")
     counts = _numbers(_pick(df, path, "Count"), path, "Count")
     totals = _numbers(_pick(df, path, "Total Time(us)"), path, "Total Time(us)")
-    return build_kernel_table(pd.DataFrame(
-        {"op_type": [kernel_op_type(t) for t in _op_types(types)], "count": counts,
-         "total_us": totals}))
+    return build_kernel_table(
+        pd.DataFrame(
+            {
+                "op_type": [kernel_op_type(t) for t in _op_types(types)],
+                "count": counts,
+                "total_us": totals,
+            }
+        )
+    )
 
 
 def read_kernel_table(path: Path | str) -> pd.DataFrame:

@@ -75,10 +75,16 @@ def op_rows(table: pd.DataFrame) -> list[OpRow]:
     """
     names = table[K.KERNEL_NAMES] if K.KERNEL_NAMES in table else [None] * len(table)
     return [
-        OpRow(op_type=str(op), count=int(count), total_us=float(total), ratio_pct=float(ratio),
-              kernel_names=_names(joined))
-        for op, count, total, ratio, joined in zip(table["op_type"], table["count"],
-                                                   table["total_us"], table["ratio_pct"], names)
+        OpRow(
+            op_type=str(op),
+            count=int(count),
+            total_us=float(total),
+            ratio_pct=float(ratio),
+            kernel_names=_names(joined),
+        )
+        for op, count, total, ratio, joined in zip(
+            table["op_type"], table["count"], table["total_us"], table["ratio_pct"], names
+        )
     ]
 
 
@@ -124,18 +130,26 @@ def read_profiler_db(path: Path | str) -> pd.DataFrame:
         with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as db:
             found = db.execute(_DB_QUERY).fetchall()
     except sqlite3.DatabaseError as exc:
-        raise ValueError(f"{path}: not a torch_npu profiler database "
-                         f"(COMPUTE_TASK_INFO, TASK, STRING_IDS): {exc}") from None
+        raise ValueError(
+            f"{path}: not a torch_npu profiler database "
+            f"(COMPUTE_TASK_INFO, TASK, STRING_IDS): {exc}"
+        ) from None
     bad = next((name for _t, name, _n, _s, odd in found if odd), None)
     if bad is not None:
-        raise ValueError(f"{path}: a TASK row of {bad!r} has a startNs/endNs that is not a "
-                         f"whole number of ns")
+        raise ValueError(
+            f"{path}: a TASK row of {bad!r} has a startNs/endNs that is not a whole number of ns"
+        )
     names = ["<unknown>" if name is None else str(name) for _t, name, _n, _s, _o in found]
-    return K.build_kernel_table(pd.DataFrame({
-        "op_type": [K.op_type_of(t, n) for (t, *_rest), n in zip(found, names)],
-        "count": [n for _t, _name, n, _s, _o in found],
-        "total_us": [ns_to_us(total) for _t, _name, _n, total, _o in found],
-        K.KERNEL_NAMES: names}))
+    return K.build_kernel_table(
+        pd.DataFrame(
+            {
+                "op_type": [K.op_type_of(t, n) for (t, *_rest), n in zip(found, names)],
+                "count": [n for _t, _name, n, _s, _o in found],
+                "total_us": [ns_to_us(total) for _t, _name, _n, total, _o in found],
+                K.KERNEL_NAMES: names,
+            }
+        )
+    )
 
 
 def _trace_view_kernels(path: Path) -> pd.DataFrame:
@@ -146,10 +160,16 @@ def _trace_view_kernels(path: Path) -> pd.DataFrame:
 
     by_name = read_trace(path).kernels
     known = K.kernel_types(path.parent)
-    return K.build_kernel_table(pd.DataFrame({
-        "op_type": [K.kernel_op_type(n, known) for n in by_name["op_type"]],
-        "count": by_name["count"], "total_us": by_name["total_us"],
-        K.KERNEL_NAMES: by_name["op_type"]}))
+    return K.build_kernel_table(
+        pd.DataFrame(
+            {
+                "op_type": [K.kernel_op_type(n, known) for n in by_name["op_type"]],
+                "count": by_name["count"],
+                "total_us": by_name["total_us"],
+                K.KERNEL_NAMES: by_name["op_type"],
+            }
+        )
+    )
 
 
 _TORCH_TRACE = re.compile(r"^rank\d+_trace\.json(?:\.gz)?$")
@@ -167,8 +187,11 @@ _FORMATS = (
     (_is_profiler_db, read_profiler_db, f"{PROFILER_DB_PREFIX}_*{PROFILER_DB_SUFFIX}"),
     (lambda f: f == K.TRACE_VIEW_FILENAME, _trace_view_kernels, K.TRACE_VIEW_FILENAME),
     # a torch.profiler chrome trace a command or torchtitan run wrote (its CUDA kernels)
-    (lambda f: f == "trace.json" or _TORCH_TRACE.match(f) is not None, _trace_view_kernels,
-     "trace.json or rank*_trace.json[.gz]"),
+    (
+        lambda f: f == "trace.json" or _TORCH_TRACE.match(f) is not None,
+        _trace_view_kernels,
+        "trace.json or rank*_trace.json[.gz]",
+    ),
 )
 #: The file names a profile folder's op table is read from, in order of preference.
 OP_TABLE_FILES = tuple(shown for _m, _r, shown in _FORMATS)
@@ -213,8 +236,11 @@ def load_op_table(profile_dir: Path | str) -> OpTable:
             tables = [reader(p) for p in paths]
         except (OSError, ValueError) as exc:
             return OpTable(None, tuple(paths), UNREADABLE, str(exc))
-        table = (tables[0] if len(tables) == 1
-                 else K.build_kernel_table(pd.concat(tables, ignore_index=True)))
+        table = (
+            tables[0]
+            if len(tables) == 1
+            else K.build_kernel_table(pd.concat(tables, ignore_index=True))
+        )
         if not len(table):
             return OpTable(None, tuple(paths), NO_KERNELS)
         return OpTable(table, tuple(paths))

@@ -51,8 +51,9 @@ class Recompile:
     text: str
 
 
-def find_recompiles(text: str | Iterable[str],
-                    pattern: str = DEFAULT_STEP_PATTERN) -> list[Recompile]:
+def find_recompiles(
+    text: str | Iterable[str], pattern: str = DEFAULT_STEP_PATTERN
+) -> list[Recompile]:
     """Every recompile warning of a log, in log order, with the step it came after.
 
     Args:

@@ -15,8 +15,9 @@ from typing import Sequence
 REPLACEMENT = "\ufffd"
 
 
-def repetition_loop(tokens: Sequence[int], max_ngram: int = 8, min_repeats: int = 4,
-                    min_single: int = 8) -> int | None:
+def repetition_loop(
+    tokens: Sequence[int], max_ngram: int = 8, min_repeats: int = 4, min_single: int = 8
+) -> int | None:
     """Size of the n-gram repeated back to back at the end of ``tokens`` (None if none).
 
     A single token must repeat ``min_single`` times; an n-gram of size 2..max_ngram
@@ -27,7 +28,10 @@ def repetition_loop(tokens: Sequence[int], max_ngram: int = 8, min_repeats: int 
         if len(tokens) < n * need:
             continue
         tail = list(tokens[-n:])
-        if all(list(tokens[len(tokens) - (k + 1) * n: len(tokens) - k * n]) == tail for k in range(need)):
+        if all(
+            list(tokens[len(tokens) - (k + 1) * n : len(tokens) - k * n]) == tail
+            for k in range(need)
+        ):
             return n
     return None
 
@@ -58,5 +62,11 @@ def sanity_check(texts: Sequence[str], token_ids: Sequence[Sequence[int]]) -> di
         counts[state] += 1
         details.append({"index": i, "status": state, "problems": problems})
     status = "failed" if counts["failed"] else "warning" if counts["warning"] else "ok"
-    return {"status": status, "counts": counts, "empty": empty, "repetition_loops": loops,
-            "undecodable": undecodable, "details": details}
+    return {
+        "status": status,
+        "counts": counts,
+        "empty": empty,
+        "repetition_loops": loops,
+        "undecodable": undecodable,
+        "details": details,
+    }

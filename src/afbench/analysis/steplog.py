@@ -38,10 +38,14 @@ VERDICT_LAST_STEP = 10
 #:   many PyTorch scripts) is no compile id;
 #: - tqdm bars (``60%|██████``) and anything naming ``torch._dynamo``.
 _NOT_A_STEP_RULES = (
-    (r"^(?:\[[^\]]*\]:)?\s*[IWEFV]\d{4}\s+[\d:.]+\s+\d+\s+(?:\S*/)?torch/[^\s\]]*:\d+\]",
-     "it is a glog record of a PyTorch file (torch/...), e.g. a dynamo recompile warning"),
-    (r"^(?:\[[^\]]*\]:)?\s*\[\s*\d+\s*/\s*\d+(?:_\d+)?\s*\]",
-     "it starts with a dynamo compile id ([frame/recompile], e.g. [0/8])"),
+    (
+        r"^(?:\[[^\]]*\]:)?\s*[IWEFV]\d{4}\s+[\d:.]+\s+\d+\s+(?:\S*/)?torch/[^\s\]]*:\d+\]",
+        "it is a glog record of a PyTorch file (torch/...), e.g. a dynamo recompile warning",
+    ),
+    (
+        r"^(?:\[[^\]]*\]:)?\s*\[\s*\d+\s*/\s*\d+(?:_\d+)?\s*\]",
+        "it starts with a dynamo compile id ([frame/recompile], e.g. [0/8])",
+    ),
     (r"\d%\|", "it holds a tqdm progress bar (N%|)"),
     (r"torch\._dynamo", "it names torch._dynamo"),
 )
@@ -173,8 +177,10 @@ def iter_log(path: Path | str, cap: int = LOG_LINE_CAP) -> Iterator[str]:
             size = len(raw)
             while not raw.endswith(b"\n") and (raw := fh.readline(1 << 20)):
                 size += len(raw)
-            yield (f"[afbench: line {lineno} of {path} holds {size} bytes, over the "
-                   f"{cap / 2**20:g} MiB line cap: not read]\n")
+            yield (
+                f"[afbench: line {lineno} of {path} holds {size} bytes, over the "
+                f"{cap / 2**20:g} MiB line cap: not read]\n"
+            )
 
 
 def read_log(path: Path | str, cap: int = LOG_LINE_CAP) -> str:
@@ -193,7 +199,9 @@ def step_line(step: int, loss: float, step_time_s: float, **fields: float) -> st
     back: ``step: N  loss: L  elapsed_time_per_step: X.XXXXXXs`` (seconds) then ``key: value``
     for each extra field (floats to 4 decimals), in the reference's format so that its strict
     parsing rules apply to afbench's own logs."""
-    extra = "  ".join(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}" for k, v in fields.items())
+    extra = "  ".join(
+        f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}" for k, v in fields.items()
+    )
     return f"step: {step:2d}  loss: {loss:8.5f}  elapsed_time_per_step: {step_time_s:.6f}s  {extra}".rstrip()
 
 
@@ -333,10 +341,15 @@ def parse_step_times(
     for step in window:
         hits = seen.get(step, [])
         if not hits:
-            problems.append(f"step {step} is missing" + (
-                "; " + ", ".join(excluded[step]) + " reads like its step line but is not one "
-                "(if it is your loop's step line, set engine.step_pattern to match it)"
-                if step in excluded else ""))
+            problems.append(
+                f"step {step} is missing"
+                + (
+                    "; " + ", ".join(excluded[step]) + " reads like its step line but is not one "
+                    "(if it is your loop's step line, set engine.step_pattern to match it)"
+                    if step in excluded
+                    else ""
+                )
+            )
             continue
         if len(hits) > 1:
             continue
@@ -347,9 +360,7 @@ def parse_step_times(
         else:
             times[step] = parsed
     if problems:
-        raise InvalidLog(
-            f"{source}: invalid step window {first}..{last}: " + "; ".join(problems)
-        )
+        raise InvalidLog(f"{source}: invalid step window {first}..{last}: " + "; ".join(problems))
     return times
 
 
@@ -361,8 +372,9 @@ def parse_step_times(
 _RANK_PREFIX_RE = re.compile(r"^\[(?:[A-Za-z_]+)?(\d+)\]:")
 
 
-def _lowest_rank_only(seen: dict[int, list[tuple[int, str, str]]],
-                      ranks: dict[int, int | None]) -> dict[int, list[tuple[int, str, str]]]:
+def _lowest_rank_only(
+    seen: dict[int, list[tuple[int, str, str]]], ranks: dict[int, int | None]
+) -> dict[int, list[tuple[int, str, str]]]:
     """When every step line carries a ``[rankN]:`` prefix and more than one rank is present,
     keep the lowest rank's lines (rank 0: torchtitan and the builtin loop log their metrics
     from rank 0); otherwise ``seen`` unchanged, so unprefixed duplicates stay an error."""

@@ -207,9 +207,7 @@ def validate_step_trace(
 
     problems: list[str] = []
     if len(df) != len(expected):
-        problems.append(
-            f"{len(df)} rows, expected {len(expected)} (steps {_fmt_steps(expected)})"
-        )
+        problems.append(f"{len(df)} rows, expected {len(expected)} (steps {_fmt_steps(expected)})")
 
     steps = _to_numeric(df["Step"])
     bad_steps = df["Step"][~(steps.notna() & (steps % 1 == 0))]
@@ -343,8 +341,7 @@ def profiling_status(
     if incomparable:
         return _result(INCOMPARABLE, incomparable, device_ids=device_ids, paths=paths)
     if device_ids["baseline"] != device_ids["variant"]:
-        return _result(INCOMPARABLE, [(None, "devices", "")], device_ids=device_ids,
-                       paths=paths)
+        return _result(INCOMPARABLE, [(None, "devices", "")], device_ids=device_ids, paths=paths)
 
     means = pd.DataFrame(
         {
@@ -353,12 +350,18 @@ def profiling_status(
         },
         index=pd.Index(PHASE_COLUMNS, name="phase"),
     )
-    return _result(COMPARABLE, [(None, "ok", _fmt_steps(list(expected_steps)))], means=means,
-                   device_ids=device_ids, paths=paths)
+    return _result(
+        COMPARABLE,
+        [(None, "ok", _fmt_steps(list(expected_steps)))],
+        means=means,
+        device_ids=device_ids,
+        paths=paths,
+    )
 
 
-def reason_text(parts: Sequence[tuple[str | None, str, str]],
-                device_ids: dict[str, int | str]) -> str:
+def reason_text(
+    parts: Sequence[tuple[str | None, str, str]], device_ids: dict[str, int | str]
+) -> str:
     """The English one-liner of :attr:`ProfilingResult.parts` (``"; "``-joined clauses)."""
     clauses = []
     for side, code, detail in parts:
@@ -369,14 +372,16 @@ def reason_text(parts: Sequence[tuple[str | None, str, str]],
         elif code == "error":
             clauses.append(f"{side}: {detail}")
         elif code == "devices":
-            clauses.append(f"different Device_id: baseline {device_ids['baseline']}, "
-                           f"variant {device_ids['variant']}")
+            clauses.append(
+                f"different Device_id: baseline {device_ids['baseline']}, "
+                f"variant {device_ids['variant']}"
+            )
         else:
-            clauses.append(f"both sides hold steps {detail} once each on Device_id "
-                           f"{device_ids['baseline']}")
+            clauses.append(
+                f"both sides hold steps {detail} once each on Device_id {device_ids['baseline']}"
+            )
     return "; ".join(clauses)
 
 
 def _result(status: str, parts: list[tuple[str | None, str, str]], **kw: Any) -> ProfilingResult:
-    return ProfilingResult(status, reason_text(parts, kw.get("device_ids", {})), parts=parts,
-                           **kw)
+    return ProfilingResult(status, reason_text(parts, kw.get("device_ids", {})), parts=parts, **kw)

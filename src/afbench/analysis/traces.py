@@ -106,8 +106,9 @@ class _Capped:
     def __init__(self, fh: Any, cap: int, path: Path) -> None:
         self.fh, self.path, self.n = fh, path, 0
         self.gz = path.suffix == ".gz"
-        self.cap = min(cap, max(GZIP_MIN_CAP, GZIP_MAX_RATIO * path.stat().st_size)) \
-            if self.gz else cap
+        self.cap = (
+            min(cap, max(GZIP_MIN_CAP, GZIP_MAX_RATIO * path.stat().st_size)) if self.gz else cap
+        )
 
     def read(self, size: int = -1) -> bytes:
         data = self.fh.read(1 << 16 if size is None or size < 0 else size)
@@ -115,9 +116,14 @@ class _Capped:
         if self.n > self.cap:
             raise ValueError(
                 f"{self.path}: over {self.cap / 2**20:g} MiB "
-                + (f"inflated (analysis.traces: at most {GZIP_MAX_RATIO}x its size, "
-                   f"{TRACE_MAX_BYTES >> 30} GiB)" if self.gz else
-                   "(analysis.traces.TRACE_MAX_BYTES)") + ": not read")
+                + (
+                    f"inflated (analysis.traces: at most {GZIP_MAX_RATIO}x its size, "
+                    f"{TRACE_MAX_BYTES >> 30} GiB)"
+                    if self.gz
+                    else "(analysis.traces.TRACE_MAX_BYTES)"
+                )
+                + ": not read"
+            )
         return data
 
 
@@ -125,7 +131,7 @@ class _Capped:
 def _open(path: Path, cap: int = TRACE_MAX_BYTES) -> Iterator[_Capped]:
     """``path`` (inflated when ``.gz``) as a binary file object that refuses to read past
     its cap (:class:`_Capped`)."""
-    with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as raw:
+    with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as raw:
         yield _Capped(raw, cap, path)
 
 
@@ -164,8 +170,9 @@ def read_trace_events(path: Path | str, cap: int = TRACE_MAX_BYTES) -> list[dict
                         slim["args"] = {"name": event["args"].get("name")}
                     events.append(slim)
             if not found and first == b"{" and not _has_key(path, cap):
-                raise ValueError(f"{path}: expected a JSON array of events or an object "
-                                 "with 'traceEvents'")
+                raise ValueError(
+                    f"{path}: expected a JSON array of events or an object with 'traceEvents'"
+                )
     except (ijson.JSONError, EOFError, gzip.BadGzipFile) as exc:
         raise ValueError(f"{path}: not a JSON trace: {exc}") from exc
     return events
@@ -191,8 +198,10 @@ def _has_key(path: Path, cap: int) -> bool:
     import ijson
 
     with _open(path, cap) as fh:
-        return any(prefix == "traceEvents" and event == "start_array"
-                   for prefix, event, _ in ijson.parse(fh, buf_size=_READ))
+        return any(
+            prefix == "traceEvents" and event == "start_array"
+            for prefix, event, _ in ijson.parse(fh, buf_size=_READ)
+        )
 
 
 def _span(event: Mapping[str, Any], source: Path) -> _Span:
@@ -201,8 +210,14 @@ def _span(event: Mapping[str, Any], source: Path) -> _Span:
         end = start + us_to_ns(event.get("dur", 0))
     except (KeyError, ValueError) as exc:
         raise ValueError(f"{source}: event {event.get('name')!r}: bad ts/dur: {exc}") from None
-    return _Span(str(event.get("name", "")), start, end, event.get("pid"), event.get("tid"),
-                 str(event.get("cat", "")))
+    return _Span(
+        str(event.get("name", "")),
+        start,
+        end,
+        event.get("pid"),
+        event.get("tid"),
+        str(event.get("cat", "")),
+    )
 
 
 def summarise_trace(
@@ -232,8 +247,10 @@ def summarise_trace(
     device_pids = {
         e.get("pid")
         for e in events
-        if e.get("ph") == "M" and e.get("name") == "process_name"
-        and isinstance(e.get("args"), dict) and e["args"].get("name") == _NPU_KERNEL_PROCESS
+        if e.get("ph") == "M"
+        and e.get("name") == "process_name"
+        and isinstance(e.get("args"), dict)
+        and e["args"].get("name") == _NPU_KERNEL_PROCESS
     }
     host_steps: dict[int, _Span] = {}
     device_steps: dict[int, _Span] = {}
@@ -266,17 +283,23 @@ def summarise_trace(
         if e.get("cat") in _DEVICE_CATS or e.get("pid") in device_pids:
             device.append(_span(e, source))
 
-    launch = {(pid, tid, ts): flow_starts[fid] for fid, pid, tid, ts in flow_ends
-              if fid in flow_starts}
+    launch = {
+        (pid, tid, ts): flow_starts[fid] for fid, pid, tid, ts in flow_ends if fid in flow_starts
+    }
     labels = sorted(host_steps, key=lambda n: host_steps[n].start)
     per_step: dict[int, list[_Span]] = {n: [] for n in labels}
     for ev in device:
-        owner = next((n for n in labels if n in device_steps
-                      and device_steps[n].start <= ev.start < device_steps[n].end), None)
+        owner = next(
+            (
+                n
+                for n in labels
+                if n in device_steps and device_steps[n].start <= ev.start < device_steps[n].end
+            ),
+            None,
+        )
         if owner is None:
             at = launch.get((ev.pid, ev.tid, ev.start), ev.start)
-            owner = next((n for n in labels
-                          if host_steps[n].start <= at < host_steps[n].end), None)
+            owner = next((n for n in labels if host_steps[n].start <= at < host_steps[n].end), None)
         if owner is not None:
             per_step[owner].append(ev)
 
@@ -290,19 +313,25 @@ def summarise_trace(
             dev_span = ns_to_us(max(e.end for e in evs) - min(e.start for e in evs))
         else:
             dev_span = None
-        rows.append({
-            "profiler_step": n,
-            "training_step": training[i] if training else None,
-            "host_span_us": ns_to_us(host_steps[n].end - host_steps[n].start),
-            "device_span_us": dev_span,
-            "kernels": len(evs),
-            "kernel_us": ns_to_us(sum(e.end - e.start for e in evs)),
-        })
-    kernels = build_kernel_table(pd.DataFrame({
-        "op_type": [e.name for e in device],
-        "count": [1] * len(device),
-        "total_us": [ns_to_us(e.end - e.start) for e in device],
-    }))
+        rows.append(
+            {
+                "profiler_step": n,
+                "training_step": training[i] if training else None,
+                "host_span_us": ns_to_us(host_steps[n].end - host_steps[n].start),
+                "device_span_us": dev_span,
+                "kernels": len(evs),
+                "kernel_us": ns_to_us(sum(e.end - e.start for e in evs)),
+            }
+        )
+    kernels = build_kernel_table(
+        pd.DataFrame(
+            {
+                "op_type": [e.name for e in device],
+                "count": [1] * len(device),
+                "total_us": [ns_to_us(e.end - e.start) for e in device],
+            }
+        )
+    )
     return TraceSummary(kernels, pd.DataFrame(rows, columns=TRACE_STEP_COLUMNS), source)
 
 
@@ -342,8 +371,9 @@ def training_steps_of(
             f"{source}: {n_recorded} profiled steps, but schedule {dict(schedule)} records "
             f"{capacity}"
         )
-    return [skip + (i // active) * cycle + wait + warmup + (i % active) + 1
-            for i in range(n_recorded)]
+    return [
+        skip + (i // active) * cycle + wait + warmup + (i % active) + 1 for i in range(n_recorded)
+    ]
 
 
 def label_stretches(labels: Sequence[int]) -> list[tuple[int, int]]:

@@ -10,10 +10,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from afbench.assets.dataset import FIRST_USER_MESSAGE, SYSTEM_PROMPT, game_to_row, rows_to_messages, write_parquet
+from afbench.assets.dataset import (
+    FIRST_USER_MESSAGE,
+    SYSTEM_PROMPT,
+    game_to_row,
+    rows_to_messages,
+    write_parquet,
+)
 from afbench.assets.manifest import AssetLayout, write_manifest
-from afbench.assets.words import load_or_build_word_list, write_word_list
 from afbench.assets.wordle import play_games
+from afbench.assets.words import load_or_build_word_list, write_word_list
 from afbench.errors import AssetError
 
 log = logging.getLogger(__name__)
@@ -91,8 +97,13 @@ def build_assets(out: Path, cfg: BuildConfig = BuildConfig()) -> BuildReport:
     train_rows = [game_to_row(g) for g in play_games(words, cfg.train_games, cfg.train_seed)]
     chats = [bpe.render_chatml(rows_to_messages(r)) for r in sample_rows + train_rows]
     report.timings_s["data"] = time.perf_counter() - t
-    log.info("data: %d words, %d sample games (%.0f%% solved), %d training chats",
-             len(words), len(sample_rows), 100 * report.solved_fraction, len(chats))
+    log.info(
+        "data: %d words, %d sample games (%.0f%% solved), %d training chats",
+        len(words),
+        len(sample_rows),
+        100 * report.solved_fraction,
+        len(chats),
+    )
 
     t = time.perf_counter()
     try:
@@ -103,14 +114,20 @@ def build_assets(out: Path, cfg: BuildConfig = BuildConfig()) -> BuildReport:
     report.timings_s["tokenizer"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    train_cfg = tiny.TinyTrainConfig(seed=cfg.model_seed, steps=cfg.train_steps, num_threads=cfg.num_threads)
+    train_cfg = tiny.TinyTrainConfig(
+        seed=cfg.model_seed, steps=cfg.train_steps, num_threads=cfg.num_threads
+    )
     windows = tiny.pack_windows(
         [tok.encode(c).ids for c in chats], special_ids[bpe.ENDOFTEXT], train_cfg.seq_len
     )
     model = tiny.build_model(tok.get_vocab_size(), special_ids, cfg.model_seed)
     n_params = sum(p.numel() for p in model.parameters())
-    log.info("model: %.2fM parameters, %d training windows of %d tokens",
-             n_params / 1e6, len(windows), train_cfg.seq_len)
+    log.info(
+        "model: %.2fM parameters, %d training windows of %d tokens",
+        n_params / 1e6,
+        len(windows),
+        train_cfg.seq_len,
+    )
     losses = tiny.train(model, windows, train_cfg)
     report.final_loss = sum(losses[-20:]) / max(1, len(losses[-20:]))
     report.timings_s["train"] = time.perf_counter() - t
@@ -132,7 +149,10 @@ def build_assets(out: Path, cfg: BuildConfig = BuildConfig()) -> BuildReport:
 
     report.greedy_sample = tiny.greedy_reply(
         layout.model_dir,
-        [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": FIRST_USER_MESSAGE}],
+        [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": FIRST_USER_MESSAGE},
+        ],
     )
     log.info("greedy reply to the first Wordle prompt: %r", report.greedy_sample)
     return report

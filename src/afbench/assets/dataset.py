@@ -69,7 +69,9 @@ def game_to_row(game: WordleGame) -> dict[str, Any]:
         zip(game.thoughts, game.guesses, game.patterns), start=1
     ):
         completion.append({"role": "assistant", "content": assistant_turn(thought, guess)})
-        completion.append({"role": "user", "content": feedback_turn(guess, pattern, turn, game.answer)})
+        completion.append(
+            {"role": "user", "content": feedback_turn(guess, pattern, turn, game.answer)}
+        )
     return {
         "prompt": prompt,
         "completion": completion,

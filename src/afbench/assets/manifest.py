@@ -97,7 +97,9 @@ def write_manifest(root: Path, files: Iterable[Path], name: str = MANIFEST_NAME)
     if not entries:
         raise ValueError("no files to put in the manifest")
     manifest = root / name
-    manifest.write_text("".join(f"{h}  {p}\n" for p, h in sorted(entries.items())), encoding="utf-8")
+    manifest.write_text(
+        "".join(f"{h}  {p}\n" for p, h in sorted(entries.items())), encoding="utf-8"
+    )
     return manifest
 
 
@@ -149,5 +151,7 @@ def verify_manifest(manifest: Path) -> list[str]:
         else:
             actual = sha256_file(path)
             if actual != expected:
-                problems.append(f"sha256 mismatch: {rel}: expected {expected[:12]}..., got {actual[:12]}...")
+                problems.append(
+                    f"sha256 mismatch: {rel}: expected {expected[:12]}..., got {actual[:12]}..."
+                )
     return problems

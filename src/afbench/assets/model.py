@@ -128,7 +128,10 @@ def train(model, windows: torch.Tensor, cfg: TinyTrainConfig) -> list[float]:
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
     opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        [
+            {"params": decay, "weight_decay": cfg.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
         lr=cfg.lr,
         betas=(0.9, 0.95),
         eps=1e-8,
@@ -156,7 +159,11 @@ def train(model, windows: torch.Tensor, cfg: TinyTrainConfig) -> list[float]:
             elapsed = time.perf_counter() - t0
             log.info(
                 "step: %4d  loss: %.4f  lr: %.2e  elapsed_s: %.1f  step_time_s: %.3f",
-                step + 1, loss.item(), _lr_at(step, cfg), elapsed, elapsed / (step + 1),
+                step + 1,
+                loss.item(),
+                _lr_at(step, cfg),
+                elapsed,
+                elapsed / (step + 1),
             )
     model.eval()
     return losses
@@ -190,5 +197,4 @@ def greedy_reply(model_dir: Path, messages: list[dict[str, str]], max_new_tokens
     ids = tok(text, return_tensors="pt")["input_ids"]
     with torch.no_grad():
         out = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False)
-    return tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
-
+    return tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)

@@ -14,7 +14,16 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import (
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
 
 ENDOFTEXT = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -112,5 +121,7 @@ def save_tokenizer(tok: Tokenizer, folder: Path, model_max_length: int) -> list[
     tok_path = folder / "tokenizer.json"
     tok.save(str(tok_path), pretty=True)
     cfg_path = folder / "tokenizer_config.json"
-    cfg_path.write_text(json.dumps(tokenizer_config(model_max_length), indent=2) + "\n", encoding="utf-8")
+    cfg_path.write_text(
+        json.dumps(tokenizer_config(model_max_length), indent=2) + "\n", encoding="utf-8"
+    )
     return [tok_path, cfg_path]

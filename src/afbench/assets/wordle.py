@@ -175,7 +175,9 @@ class Solver:
                 knowledge = summarise(list(zip(game.guesses, game.patterns)))
                 guess = self._pick(candidates, rng)
                 n = len(candidates)
-                game.thoughts.append(f"{knowledge.describe()}. {n} word{'s' if n != 1 else ''} fit.")
+                game.thoughts.append(
+                    f"{knowledge.describe()}. {n} word{'s' if n != 1 else ''} fit."
+                )
             pattern = score_guess(guess, answer)
             game.guesses.append(guess)
             game.patterns.append(pattern)
@@ -194,7 +196,9 @@ def play_games(words: Sequence[str], n_games: int, seed: int) -> list[WordleGame
     Raises ``ValueError`` if ``n_games`` exceeds the number of words.
     """
     if n_games > len(words):
-        raise ValueError(f"{n_games} games need {n_games} distinct answers; only {len(words)} words")
+        raise ValueError(
+            f"{n_games} games need {n_games} distinct answers; only {len(words)} words"
+        )
     rng = random.Random(seed)
     words = sorted(words)
     answers = rng.sample(words, n_games)

@@ -37,13 +37,12 @@ class PeakMemory:
         return out
 
 
-
 def device_peak_memory(device_module: Any, kind: str, index: int) -> PeakMemory:
     """Peak allocated / reserved bytes of ``torch.cuda`` or ``torch.npu`` (``device_module``,
     whose memory functions share one API) for device ``kind:index``, in GiB."""
     return PeakMemory(
         source=f"torch.{kind}.max_memory_allocated / max_memory_reserved of {kind}:{index} "
-               f"after torch.{kind}.reset_peak_memory_stats",
+        f"after torch.{kind}.reset_peak_memory_stats",
         peak_memory_allocated_gib=device_module.max_memory_allocated(index) / GIB,
         peak_memory_reserved_gib=device_module.max_memory_reserved(index) / GIB,
     )
@@ -75,8 +74,14 @@ class Backend:
     def compile(self, module: torch.nn.Module, cfg: CompileConfig) -> tuple[Any, str]:
         """The ``autofuse`` switch: return (compiled module, what was done)."""
         options = dict(cfg.options) or None
-        compiled = torch.compile(module, backend=cfg.backend, mode=cfg.mode,
-                                 fullgraph=cfg.fullgraph, dynamic=cfg.dynamic, options=options)
+        compiled = torch.compile(
+            module,
+            backend=cfg.backend,
+            mode=cfg.mode,
+            fullgraph=cfg.fullgraph,
+            dynamic=cfg.dynamic,
+            options=options,
+        )
         return compiled, f"torch.compile(backend={cfg.backend!r}, mode={cfg.mode!r})"
 
     def graph_mode(self, fn: Callable, options: dict[str, Any]) -> tuple[Callable, str]:

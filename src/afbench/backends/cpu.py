@@ -21,8 +21,10 @@ VM_HWM = re.compile(r"^VmHWM:\s*(\d+)\s*kB", re.M)
 # torch keeps no allocator statistics for CPU tensors (torch.cpu has no memory_stats, checked on torch 2.13),
 # so the process's resident set is the only peak there is.
 HWM_SOURCE = "VmHWM from /proc/self/status after clear_refs reset (peak RSS of the whole process)"
-MAXRSS_SOURCE = ("resource.getrusage ru_maxrss (peak RSS of the whole process since it started, "
-                 "not resettable here: includes model loading and warm-up)")
+MAXRSS_SOURCE = (
+    "resource.getrusage ru_maxrss (peak RSS of the whole process since it started, "
+    "not resettable here: includes model loading and warm-up)"
+)
 
 
 class CpuBackend(Backend):

@@ -50,8 +50,11 @@ class CudaBackend(Backend):
         return [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
 
     def versions(self) -> dict[str, str]:
-        return {"torch": torch.__version__, "cuda": str(torch.version.cuda),
-                "device_name": self.device_name()}
+        return {
+            "torch": torch.__version__,
+            "cuda": str(torch.version.cuda),
+            "device_name": self.device_name(),
+        }
 
     def describe(self) -> str:
         return f"cuda ({self.device_name()})"

@@ -26,15 +26,29 @@ DROPPED_ENV = ("LD_PRELOAD", "PYTHONHOME", "CONDA_PREFIX")
 NPU_ENV = {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}
 #: Variables that are lists of folders: set_env.sh prepends to them, so the worker gets
 #: set_env.sh's entries first and afbench's own after them.
-PATH_LISTS = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "ASCEND_OPP_PATH", "ASCEND_AICPU_PATH",
-              "LIBRARY_PATH", "CPATH", "CMAKE_PREFIX_PATH", "PKG_CONFIG_PATH")
+PATH_LISTS = (
+    "PATH",
+    "LD_LIBRARY_PATH",
+    "PYTHONPATH",
+    "ASCEND_OPP_PATH",
+    "ASCEND_AICPU_PATH",
+    "LIBRARY_PATH",
+    "CPATH",
+    "CMAKE_PREFIX_PATH",
+    "PKG_CONFIG_PATH",
+)
 #: What bash itself adds to any environment: not set_env.sh's doing.
 _SHELL_VARS = ("PWD", "OLDPWD", "SHLVL", "_")
 CANN_ENV_TIMEOUT_S = 60.0
 
 
-def cann_env(cann_root: str | Path, *, path: str | None = None, home: str | None = None,
-             timeout_s: float = CANN_ENV_TIMEOUT_S) -> dict[str, str]:
+def cann_env(
+    cann_root: str | Path,
+    *,
+    path: str | None = None,
+    home: str | None = None,
+    timeout_s: float = CANN_ENV_TIMEOUT_S,
+) -> dict[str, str]:
     """The environment ``<cann_root>/set_env.sh`` sets up, read from a clean shell.
 
     Runs ``bash -c '. "$1" >&2; env -0' bash <cann_root>/set_env.sh`` (an argv list, no shell
@@ -57,23 +71,37 @@ def cann_env(cann_root: str | Path, *, path: str | None = None, home: str | None
     """
     script = Path(cann_root) / "set_env.sh"
     if not script.is_file():
-        raise PreflightError(f"[FAIL] CANN root: current {script} missing; required set_env.sh "
-                             f"under backend.cann_root; action set backend.cann_root to the "
-                             f"CANN toolkit folder")
-    clean = {"PATH": path if path is not None else os.environ.get("PATH", os.defpath),
-             "HOME": home if home is not None else os.environ.get("HOME", "/")}
+        raise PreflightError(
+            f"[FAIL] CANN root: current {script} missing; required set_env.sh "
+            f"under backend.cann_root; action set backend.cann_root to the "
+            f"CANN toolkit folder"
+        )
+    clean = {
+        "PATH": path if path is not None else os.environ.get("PATH", os.defpath),
+        "HOME": home if home is not None else os.environ.get("HOME", "/"),
+    }
     argv = ["bash", "-c", '. "$1" >&2; env -0', "bash", str(script)]
     try:
-        proc = subprocess.run(argv, env=clean, capture_output=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL, check=False)
+        proc = subprocess.run(
+            argv,
+            env=clean,
+            capture_output=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise PreflightError(f"[FAIL] CANN set_env.sh: current cannot source {script}: {exc}; "
-                             "required bash sources it; action check the CANN install") from exc
+        raise PreflightError(
+            f"[FAIL] CANN set_env.sh: current cannot source {script}: {exc}; "
+            "required bash sources it; action check the CANN install"
+        ) from exc
     if proc.returncode != 0:
         tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
-        raise PreflightError(f"[FAIL] CANN set_env.sh: current sourcing {script} exited "
-                             f"{proc.returncode}: {tail[0]}; required exit 0; action check the "
-                             "CANN install")
+        raise PreflightError(
+            f"[FAIL] CANN set_env.sh: current sourcing {script} exited "
+            f"{proc.returncode}: {tail[0]}; required exit 0; action check the "
+            "CANN install"
+        )
     env: dict[str, str] = {}
     for record in proc.stdout.split(b"\0"):
         name, sep, value = record.decode(errors="surrogateescape").partition("=")
@@ -125,7 +153,9 @@ class NpuBackend(Backend):
         try:
             import torch_npu  # noqa: F401  (registers torch.npu)
         except ImportError as exc:
-            raise RunSkipped(f"backend npu needs torch_npu (pip install afbench[npu]): {exc}") from exc
+            raise RunSkipped(
+                f"backend npu needs torch_npu (pip install afbench[npu]): {exc}"
+            ) from exc
         self.torch_npu = importlib.import_module("torch_npu")
 
     def device(self) -> torch.device:
@@ -161,15 +191,26 @@ class NpuBackend(Backend):
                 raise RunSkipped(
                     f"autofuse on npu needs torch_npu >= 2.14 (ships the ascendc inductor backend) "
                     f"or, with torch_npu {getattr(self.torch_npu, '__version__', '?')}, the "
-                    f"inductor_npu_ext package from torchair: {exc}") from exc
+                    f"inductor_npu_ext package from torchair: {exc}"
+                ) from exc
         options = {"npu_backend": "ascendc", **cfg.options}
-        compiled = torch.compile(module, backend="inductor", mode=cfg.mode,
-                                 fullgraph=cfg.fullgraph, dynamic=cfg.dynamic, options=options)
-        return compiled, "torch.compile(backend='inductor', options={'npu_backend': 'ascendc'}) (AutoFuse)"
+        compiled = torch.compile(
+            module,
+            backend="inductor",
+            mode=cfg.mode,
+            fullgraph=cfg.fullgraph,
+            dynamic=cfg.dynamic,
+            options=options,
+        )
+        return (
+            compiled,
+            "torch.compile(backend='inductor', options={'npu_backend': 'ascendc'}) (AutoFuse)",
+        )
 
     def graph_mode(self, fn: Callable, options: dict[str, Any]) -> tuple[Callable, str]:
-        compiled = torch.compile(fn, backend="npugraph_ex", fullgraph=True, dynamic=False,
-                                 options=dict(options) or None)
+        compiled = torch.compile(
+            fn, backend="npugraph_ex", fullgraph=True, dynamic=False, options=dict(options) or None
+        )
         return compiled, f"torch.compile(backend='npugraph_ex', fullgraph=True, options={options})"
 
     def add_rms_norm(self) -> tuple[Callable | None, str]:
@@ -191,7 +232,10 @@ class NpuBackend(Backend):
         )
 
     def versions(self) -> dict[str, str]:
-        return {"torch": torch.__version__, "torch_npu": getattr(self.torch_npu, "__version__", "?")}
+        return {
+            "torch": torch.__version__,
+            "torch_npu": getattr(self.torch_npu, "__version__", "?"),
+        }
 
     def describe(self) -> str:
         return f"npu ({self.device_name()})"

@@ -37,8 +37,10 @@ if TYPE_CHECKING:  # the annotation only: importing base would import torch
 Resolved = Literal["cpu", "cuda", "npu"]
 BACKENDS: tuple[str, ...] = ("cpu", "cuda", "npu")
 #: The variable that restricts a process to some devices, per backend (cpu: none).
-VISIBLE_DEVICES_ENV: dict[str, str] = {"cuda": "CUDA_VISIBLE_DEVICES",
-                                       "npu": "ASCEND_RT_VISIBLE_DEVICES"}
+VISIBLE_DEVICES_ENV: dict[str, str] = {
+    "cuda": "CUDA_VISIBLE_DEVICES",
+    "npu": "ASCEND_RT_VISIBLE_DEVICES",
+}
 NVIDIA_DRIVER_FILE = "/proc/driver/nvidia/version"
 DAVINCI_GLOB = "/dev/davinci[0-9]*"
 NVIDIA_SMI_TIMEOUT_S = 10.0
@@ -65,8 +67,14 @@ def _nvidia_driver() -> bool:
     if exe is None:
         return False
     try:
-        out = subprocess.run([exe, "-L"], capture_output=True, text=True, check=False,
-                             timeout=NVIDIA_SMI_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            [exe, "-L"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=NVIDIA_SMI_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return out.returncode == 0 and "GPU" in out.stdout
@@ -82,11 +90,18 @@ def detect_backend(environ: Mapping[str, str] | None = None) -> Resolved:
     ``environ`` (default ``os.environ``) is read for the visibility variables only.
     """
     environ = os.environ if environ is None else environ
-    if (environ.get(VISIBLE_DEVICES_ENV["npu"]) != "" and _installed("torch_npu")
-            and _ascend_devices()):
+    if (
+        environ.get(VISIBLE_DEVICES_ENV["npu"]) != ""
+        and _installed("torch_npu")
+        and _ascend_devices()
+    ):
         return "npu"
-    if (environ.get(VISIBLE_DEVICES_ENV["cuda"]) not in ("", "-1") and _installed("torch")
-            and not _cpu_only_torch() and _nvidia_driver()):
+    if (
+        environ.get(VISIBLE_DEVICES_ENV["cuda"]) not in ("", "-1")
+        and _installed("torch")
+        and not _cpu_only_torch()
+        and _nvidia_driver()
+    ):
         return "cuda"
     return "cpu"
 

@@ -37,9 +37,16 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from afbench.cli import hydra_run
-from afbench.cli.args import (combinations_to_check, free_form_argv, is_multirun,
-                              override_problems, parses, single_run_overrides, sweep_values,
-                              user_overrides)
+from afbench.cli.args import (
+    combinations_to_check,
+    free_form_argv,
+    is_multirun,
+    override_problems,
+    parses,
+    single_run_overrides,
+    sweep_values,
+    user_overrides,
+)
 from afbench.cli.problems import config_problems
 from afbench.cli.recipes import RECIPE_PATH_ENV, recipe_dirs, register, selected_recipes
 from afbench.errors import AfbenchError
@@ -57,8 +64,9 @@ def _verbose(conf: Any = None) -> bool:
     return bool(getattr(conf, "verbose", False)) or os.environ.get("HYDRA_FULL_ERROR") == "1"
 
 
-def _fail(lines: list[str], code: int, exc: BaseException | None = None,
-          verbose: bool = False) -> NoReturn:
+def _fail(
+    lines: list[str], code: int, exc: BaseException | None = None, verbose: bool = False
+) -> NoReturn:
     """Print ``afbench: error: <line>`` per line (after the traceback of ``exc`` when
     ``verbose``) and exit ``code``."""
     if verbose and exc is not None:
@@ -111,31 +119,41 @@ def _job(cfg: DictConfig, checks: list | None) -> None:
     mask_hydra_files(Path(hydra_cfg.runtime.output_dir))  # first: Hydra has just written them
     if hydra_cfg.mode == RunMode.MULTIRUN:
         mask_hydra_files(Path(hydra_cfg.sweep.dir))
-        if os.environ.get("SUBMITIT_EXECUTOR") == "slurm" and os.environ.get("SLURM_PROCID",
-                                                                             "0") != "0":
+        if (
+            os.environ.get("SUBMITIT_EXECUTOR") == "slurm"
+            and os.environ.get("SLURM_PROCID", "0") != "0"
+        ):
             # a job of several nodes (hydra.launcher.nodes) runs this on every node; the first
             # runs the experiment, its torchrun agents reach the others (srun, parallel.nnodes)
-            log.info("afbench: SLURM task %s idle: task 0 runs the experiment",
-                     os.environ["SLURM_PROCID"])
+            log.info(
+                "afbench: SLURM task %s idle: task 0 runs the experiment",
+                os.environ["SLURM_PROCID"],
+            )
             return
         # A failing job must not end the sweep: its files say it failed (sweep_summary.json).
         job = f"job {hydra_cfg.job.num} ({','.join(hydra_cfg.overrides.task)})"
         try:
-            cfg, unpaired = beside_baseline(cfg, Path(hydra_cfg.sweep.dir),
-                                            list(hydra_cfg.overrides.task),
-                                            set(hydra_cfg.runtime.choices))
+            cfg, unpaired = beside_baseline(
+                cfg,
+                Path(hydra_cfg.sweep.dir),
+                list(hydra_cfg.overrides.task),
+                set(hydra_cfg.runtime.choices),
+            )
             if unpaired:
                 log.info("afbench: sweep pairing: %s", unpaired)
-            run_experiment(validate_config(cfg), Path(hydra_cfg.runtime.output_dir),
-                           job_num=hydra_cfg.job.num)
+            run_experiment(
+                validate_config(cfg), Path(hydra_cfg.runtime.output_dir), job_num=hydra_cfg.job.num
+            )
         except AfbenchError as exc:
             log.error("afbench: error in %s: %s", job, exc)
         except KeyboardInterrupt:
             # Ctrl-C / SIGTERM stops the whole sweep; the finished jobs still get their report
             log.error("afbench: sweep interrupted in %s; partial results are kept", job)
             try:
-                build_sweep_report(Path(hydra_cfg.sweep.dir),
-                                   template_dir=OmegaConf.select(cfg, "report.template_dir"))
+                build_sweep_report(
+                    Path(hydra_cfg.sweep.dir),
+                    template_dir=OmegaConf.select(cfg, "report.template_dir"),
+                )
             except Exception as exc:  # the jobs' own reports are there in any case
                 log.error("afbench: no sweep report: %s", exc)
             sys.exit(130)
@@ -143,8 +161,9 @@ def _job(cfg: DictConfig, checks: list | None) -> None:
     try:
         conf = validate_config(cfg)
         task_overrides = list(hydra_cfg.overrides.task)
-        for line in (shadowed_overrides(task_overrides, conf)
-                     + misspelt_entries(task_overrides, conf)):
+        for line in shadowed_overrides(task_overrides, conf) + misspelt_entries(
+            task_overrides, conf
+        ):
             log.warning("afbench: warning: %s", line)
         out_dir = Path(hydra_cfg.runtime.output_dir)
         if conf.task == "check":
@@ -214,8 +233,9 @@ def run_single(overrides: list[str], conf_dir: str) -> None:
                 print(f"afbench: warning: {line}", file=sys.stderr)
         run_dir = Path(str(cfg.hydra.run.dir))
         if (run_dir / PLAN).exists():  # refused before Hydra rewrites its .hydra/ there
-            _fail([f"{run_dir} already holds an experiment; an output directory is never "
-                   "reused"], 2)
+            _fail(
+                [f"{run_dir} already holds an experiment; an output directory is never reused"], 2
+            )
         held["checks"] = _preflight_before_output(conf, run_dir)
         from afbench.store.owner import OutputBusy, claim
 
@@ -224,12 +244,14 @@ def run_single(overrides: list[str], conf_dir: str) -> None:
         except OutputBusy as exc:
             _fail([str(exc)], exc.exit_code)
         if (run_dir / PLAN).exists():  # the owner before us finished meanwhile
-            _fail([f"{run_dir} already holds an experiment; an output directory is never "
-                   "reused"], 2)
+            _fail(
+                [f"{run_dir} already holds an experiment; an output directory is never reused"], 2
+            )
 
     try:
-        hydra_run.run_once(overrides, conf_dir, check,
-                           lambda cfg: _task(cfg, checks=held.get("checks")))
+        hydra_run.run_once(
+            overrides, conf_dir, check, lambda cfg: _task(cfg, checks=held.get("checks"))
+        )
     except (HydraException, OmegaConfBaseException) as exc:
         _fail(config_problems(overrides, conf_dir, failed=exc), 2)
 
@@ -256,24 +278,37 @@ def precheck(argv: list[str], conf_dir: str) -> None:
 
 
 def _check_sweep(argv: list[str], overrides: list[str], conf_dir: str) -> None:
-    from afbench.preflight import check_output_root
     from afbench.pairing import same_value, split_override
+    from afbench.preflight import check_output_root
 
     # Hydra's own settings as typed, the chosen launcher and sweeper (hydra/launcher=...)
     # before the keys they bring (hydra.launcher.partition=...)
-    hydra_args = [a for a in argv if "=" in a and a.lstrip("+~").startswith(("hydra.", "hydra/"))
-                  and not a.replace(" ", "").lower().startswith("hydra.mode")]
+    hydra_args = [
+        a
+        for a in argv
+        if "=" in a
+        and a.lstrip("+~").startswith(("hydra.", "hydra/"))
+        and not a.replace(" ", "").lower().startswith("hydra.mode")
+    ]
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
-            cfg = compose(config_name="config", return_hydra_config=True,
-                          overrides=[*combinations_to_check(overrides)[0], *hydra_args])
+            cfg = compose(
+                config_name="config",
+                return_hydra_config=True,
+                overrides=[*combinations_to_check(overrides)[0], *hydra_args],
+            )
         sweep_dir = Path(str(cfg.hydra.sweep.dir))
         wanted = OmegaConf.select(cfg, "report.sweep_baseline")
         resume = OmegaConf.select(cfg, "resume")
     except (HydraException, OmegaConfBaseException) as exc:
-        _fail([f"{' '.join(hydra_args)}: {' '.join(str(exc).split())}"
-               + (" (pip install hydra-submitit-launcher)" if "submitit" in str(exc) else "")], 2)
+        _fail(
+            [
+                f"{' '.join(hydra_args)}: {' '.join(str(exc).split())}"
+                + (" (pip install hydra-submitit-launcher)" if "submitit" in str(exc) else "")
+            ],
+            2,
+        )
     finally:
         GlobalHydra.instance().clear()
     if resume:  # as a single run checks it: before the sweep folder is made
@@ -294,11 +329,15 @@ def _check_sweep(argv: list[str], overrides: list[str], conf_dir: str) -> None:
     for item in str(wanted).split(","):
         key, value = split_override(item)
         if key not in swept:
-            problems.append(f"report.sweep_baseline: {key} is not swept on this command line "
-                            f"(swept: {', '.join(swept) or 'nothing'})")
+            problems.append(
+                f"report.sweep_baseline: {key} is not swept on this command line "
+                f"(swept: {', '.join(swept) or 'nothing'})"
+            )
         elif not any(same_value(value, v) for v in swept[key][0]):
-            problems.append(f"report.sweep_baseline: {key}={value} is none of the swept values "
-                            f"{key}={swept[key][1]}")
+            problems.append(
+                f"report.sweep_baseline: {key}={value} is none of the swept values "
+                f"{key}={swept[key][1]}"
+            )
     if problems:
         _fail(problems, 2)
 
@@ -311,8 +350,9 @@ def _recipes_or_exit(broken: dict[str, str], overrides: list[str] | None) -> Non
     if chosen:
         _fail(chosen, 2)
     for name, msg in broken.items():
-        print(f"afbench: warning: {msg}; left out (only experiment={name} needs it)",
-              file=sys.stderr)
+        print(
+            f"afbench: warning: {msg}; left out (only experiment={name} needs it)", file=sys.stderr
+        )
 
 
 def _version() -> str:
@@ -320,8 +360,10 @@ def _version() -> str:
 
     from afbench import __version__
 
-    return (f"afbench {__version__} (hydra-core {hydra.__version__}, omegaconf "
-            f"{omegaconf.__version__}, python {sys.version.split()[0]})")
+    return (
+        f"afbench {__version__} (hydra-core {hydra.__version__}, omegaconf "
+        f"{omegaconf.__version__}, python {sys.version.split()[0]})"
+    )
 
 
 def _terminate(signum: int, frame: object) -> None:

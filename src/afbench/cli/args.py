@@ -14,16 +14,35 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import OverrideParseException
 
 # Hydra flags that take a value (the value is not an override).
-VALUE_FLAGS = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
-               "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
+VALUE_FLAGS = {
+    "--cfg",
+    "-c",
+    "--package",
+    "-p",
+    "--config-path",
+    "-cp",
+    "--config-name",
+    "-cn",
+    "--config-dir",
+    "-cd",
+    "--experimental-rerun",
+    "--info",
+    "-i",
+}
 HELP_FLAGS = ("--help", "-h", "--hydra-help", "--version", "--shell-completion", "-sc")
 # Maps whose keys are the user's own (environment variables, compiler options, variants and
 # phases with the keys inside them): every ``dict[str, ...]`` field of the config schemas
 # (tests/test_cli_errors.py derives them from the models and holds this list to them; listed
 # here so that a command line Hydra rejects never loads pydantic). A new key needs no ``+``
 # there: afbench passes them to Hydra as ``++key=value`` (add or replace).
-FREE_FORM_MAPS = ("launcher.env", "engine.env", "optimization.compile.options",
-                  "optimization.npugraph_ex_options", "experiment.variants", "experiment.phases")
+FREE_FORM_MAPS = (
+    "launcher.env",
+    "engine.env",
+    "optimization.compile.options",
+    "optimization.npugraph_ex_options",
+    "experiment.variants",
+    "experiment.phases",
+)
 # Keys whose value is one string holding commas (never a sweep over its items).
 ONE_STRING_KEYS = ("report.sweep_baseline",)
 
@@ -51,7 +70,8 @@ def user_overrides(argv: list[str]) -> list[str] | None:
 
 def is_multirun(argv: list[str]) -> bool:
     return any(a in ("-m", "--multirun") for a in argv) or any(
-        a.replace(" ", "").lower() == "hydra.mode=multirun" for a in argv)
+        a.replace(" ", "").lower() == "hydra.mode=multirun" for a in argv
+    )
 
 
 def free_form_argv(argv: list[str]) -> list[str]:
@@ -62,8 +82,11 @@ def free_form_argv(argv: list[str]) -> list[str]:
     out = []
     for arg in argv:
         key = arg.partition("=")[0]
-        if "=" in arg and not arg.startswith(("+", "~", "-")) and any(
-                key.startswith(m + ".") for m in FREE_FORM_MAPS):
+        if (
+            "=" in arg
+            and not arg.startswith(("+", "~", "-"))
+            and any(key.startswith(m + ".") for m in FREE_FORM_MAPS)
+        ):
             arg = "++" + arg
         out.append(arg)
     return out
@@ -98,9 +121,11 @@ def _equals_hint(key: str, value: str, multirun: bool) -> str:
     items = _split_top(value) if multirun and key not in ONE_STRING_KEYS else [value]
     hydra_value = ",".join(f'"{v}"' for v in items)
     kind = f"a sweep over {len(items)} values" if len(items) > 1 else "one value"
-    return (f"{key}: the value {value!r} contains '=', which Hydra's override grammar reads as "
-            f"a second key; quote each value for Hydra, inside quotes for the shell "
-            f"({kind}): '{key}={hydra_value}'")
+    return (
+        f"{key}: the value {value!r} contains '=', which Hydra's override grammar reads as "
+        f"a second key; quote each value for Hydra, inside quotes for the shell "
+        f"({kind}): '{key}={hydra_value}'"
+    )
 
 
 def _brace_hint(key: str, value: str) -> str:
@@ -108,8 +133,10 @@ def _brace_hint(key: str, value: str) -> str:
         fixed = "[" + ",".join(_quoted(v) for v in _split_top(value[1:-1])) + "]"
     else:
         fixed = _quoted(value)
-    return (f"{key}: Hydra's override grammar reads a bare '{{' as the start of a mapping; quote "
-            f"each placeholder for Hydra, inside double quotes for the shell: \"{key}={fixed}\"")
+    return (
+        f"{key}: Hydra's override grammar reads a bare '{{' as the start of a mapping; quote "
+        f'each placeholder for Hydra, inside double quotes for the shell: "{key}={fixed}"'
+    )
 
 
 def override_problems(argv: list[str], overrides: list[str]) -> list[str]:
@@ -133,17 +160,21 @@ def override_problems(argv: list[str], overrides: list[str]) -> list[str]:
                 problems.append(_brace_hint(key, value))
             elif not value.isascii() and value[:1] not in "'\"[":
                 # Hydra's unquoted values are ASCII only (a path in Chinese, an accent)
-                problems.append(f"{key}: Hydra's override grammar reads only ASCII in an "
-                                f"unquoted value; quote the value for Hydra, inside single "
-                                f"quotes for the shell: '{key}=\"{value}\"'")
+                problems.append(
+                    f"{key}: Hydra's override grammar reads only ASCII in an "
+                    f"unquoted value; quote the value for Hydra, inside single "
+                    f"quotes for the shell: '{key}=\"{value}\"'"
+                )
             else:
                 problems.append(f"{key}: {' '.join(str(exc).split())}")
             continue
         if parsed.is_sweep_override() and not multirun:
             n = len(list(parsed.sweep_string_iterator()))
-            problems.append(f"{key}: '{value}' is a sweep over {n} values, which needs -m "
-                            f"(python -m afbench -m '{line}'); for a list write '{key}=[{value}]',"
-                            f" for a string '{key}=\"{value}\"'")
+            problems.append(
+                f"{key}: '{value}' is a sweep over {n} values, which needs -m "
+                f"(python -m afbench -m '{line}'); for a list write '{key}=[{value}]',"
+                f" for a string '{key}=\"{value}\"'"
+            )
     return problems
 
 
@@ -161,8 +192,10 @@ def sweep_values(overrides: list[str]) -> dict[str, tuple[list[str], str]]:
     out = {}
     for o in OverridesParser.create().parse_overrides(overrides):
         if o.is_sweep_override():
-            out[o.get_key_element().lstrip("+~")] = (list(o.sweep_string_iterator()),
-                                                    o.input_line.partition("=")[2])
+            out[o.get_key_element().lstrip("+~")] = (
+                list(o.sweep_string_iterator()),
+                o.input_line.partition("=")[2],
+            )
     return out
 
 
@@ -170,13 +203,17 @@ def combinations_to_check(overrides: list[str]) -> list[list[str]]:
     """Override lists that together try every value of every swept key once (the other swept
     keys at their first value): enough to catch any bad value without running the product."""
     parsed = OverridesParser.create().parse_overrides(overrides)
-    values = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
-              if o.is_sweep_override() else [o.input_line] for o in parsed]
+    values = [
+        [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
+        if o.is_sweep_override()
+        else [o.input_line]
+        for o in parsed
+    ]
     first = [v[0] for v in values]
     out = [first]
     for i, vals in enumerate(values):
         for v in vals[1:]:
-            out.append(first[:i] + [v] + first[i + 1:])
+            out.append(first[:i] + [v] + first[i + 1 :])
     return out
 
 

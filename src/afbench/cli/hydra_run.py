@@ -31,8 +31,12 @@ def supported(version: str = hydra.__version__) -> bool:
     return ".".join(version.split(".")[:2]) in SUPPORTED_HYDRA
 
 
-def run_once(overrides: list[str], conf_dir: str, check: Callable[[DictConfig], None],
-             task: Callable[[DictConfig], Any]) -> None:
+def run_once(
+    overrides: list[str],
+    conf_dir: str,
+    check: Callable[[DictConfig], None],
+    task: Callable[[DictConfig], Any],
+) -> None:
     """Compose ``overrides`` once (run mode, Hydra's ``hydra`` node included), call
     ``check(cfg)`` (which exits on a bad config: nothing is written then), then run ``task``
     as Hydra's ``run`` would: output directory, ``.hydra/``, job logging, callbacks. An
@@ -50,19 +54,28 @@ def run_once(overrides: list[str], conf_dir: str, check: Callable[[DictConfig], 
         with initialize_config_dir(config_dir=conf_dir, version_base="1.3", job_name="cli"):
             gh = GlobalHydra.instance()
             assert gh.hydra is not None
-            cfg = gh.hydra.compose_config(config_name="config",
-                                          overrides=[*overrides, "hydra.mode=RUN"],
-                                          run_mode=RunMode.RUN, with_log_configuration=False)
+            cfg = gh.hydra.compose_config(
+                config_name="config",
+                overrides=[*overrides, "hydra.mode=RUN"],
+                run_mode=RunMode.RUN,
+                with_log_configuration=False,
+            )
             check(cfg)
 
             def job() -> None:
                 configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
                 callbacks = Callbacks(cfg)
                 callbacks.on_run_start(config=cfg, config_name="config")
-                ret = run_job(hydra_context=HydraContext(config_loader=gh.config_loader(),
-                                                         callbacks=callbacks),
-                              task_function=task, config=cfg, job_dir_key="hydra.run.dir",
-                              job_subdir_key=None, configure_logging=True)
+                ret = run_job(
+                    hydra_context=HydraContext(
+                        config_loader=gh.config_loader(), callbacks=callbacks
+                    ),
+                    task_function=task,
+                    config=cfg,
+                    job_dir_key="hydra.run.dir",
+                    job_subdir_key=None,
+                    configure_logging=True,
+                )
                 callbacks.on_run_end(config=cfg, config_name="config", job_return=ret)
                 _ = ret.return_value  # re-raises an exception of the task, as Hydra.run does
 

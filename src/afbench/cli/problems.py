@@ -80,8 +80,11 @@ def hydra_problem(exc: Exception, overrides: list[str], conf_dir: str) -> tuple[
         plus = "" if hint else f" (to add a new key write +{key}=...)"
         return (f"{key}: unknown key;{hint}{plus}", [o for o in overrides if _key(o) == key])
     lines = msg.splitlines()
-    about = [o for o in overrides if f"'{_key(o)}" in msg or f"'{_key(o)}/" in msg
-             or f"{_key(o)}=" in msg]
+    about = [
+        o
+        for o in overrides
+        if f"'{_key(o)}" in msg or f"'{_key(o)}/" in msg or f"{_key(o)}=" in msg
+    ]
     if "Could not find" in msg:
         options = []
         for line in lines[1:]:
@@ -94,8 +97,9 @@ def hydra_problem(exc: Exception, overrides: list[str], conf_dir: str) -> tuple[
     return " ".join(l.strip() for l in lines if l.strip() and "hydra.cc" not in l), about
 
 
-def config_problems(overrides: list[str], conf_dir: str,
-                    failed: Exception | None = None) -> list[str]:
+def config_problems(
+    overrides: list[str], conf_dir: str, failed: Exception | None = None
+) -> list[str]:
     """Every problem of ``overrides``, one line each (empty: the command line is fine).
 
     Composes, and on a Hydra error names it, leaves the override it is about out and composes

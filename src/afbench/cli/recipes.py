@@ -27,9 +27,23 @@ from afbench.switches.registry import switch_names
 RECIPE_PATH_ENV = "AFBENCH_RECIPE_PATH"
 # every scalar key exists, so `experiment.repeats=3` works without a `+`
 # (their defaults: the schema's, the design's from afbench.verdict.DEFAULT)
-EXPERIMENT_SCALARS = {key: ExperimentConfig.model_fields[key].default for key in (
-    "repeats", "skip_policy", "verdict_phase", "precision_pct", "min_repeats", "max_repeats",
-    "time_budget_s", "order", "order_seed", "steps", "rerun_contended", "sweep_pairing")}
+EXPERIMENT_SCALARS = {
+    key: ExperimentConfig.model_fields[key].default
+    for key in (
+        "repeats",
+        "skip_policy",
+        "verdict_phase",
+        "precision_pct",
+        "min_repeats",
+        "max_repeats",
+        "time_budget_s",
+        "order",
+        "order_seed",
+        "steps",
+        "rerun_contended",
+        "sweep_pairing",
+    )
+}
 
 
 def recipe_dirs() -> list[Path]:
@@ -58,8 +72,12 @@ def register() -> dict[str, str]:
     if not OmegaConf.has_resolver("afbench_uid"):
         OmegaConf.register_new_resolver("afbench_uid", lambda: str(os.getpid()), use_cache=True)
     store = ConfigStore.instance()
-    store.store(group="optimization", name="switches", node=dict.fromkeys(switch_names(), False),
-                provider="afbench switches (afbench.switches.registry)")
+    store.store(
+        group="optimization",
+        name="switches",
+        node=dict.fromkeys(switch_names(), False),
+        provider="afbench switches (afbench.switches.registry)",
+    )
     broken: dict[str, str] = {}
     for folder in recipe_dirs():
         if not folder.is_dir():
@@ -73,8 +91,13 @@ def register() -> dict[str, str]:
             broken.pop(path.stem, None)  # a later folder's valid file of that name wins
             if "experiment" in node:
                 node = OmegaConf.merge({"experiment": dict(EXPERIMENT_SCALARS)}, node)
-            store.store(group="experiment", name=path.stem, node=node,
-                        package="_global_", provider=f"afbench recipes ({folder})")
+            store.store(
+                group="experiment",
+                name=path.stem,
+                node=node,
+                package="_global_",
+                provider=f"afbench recipes ({folder})",
+            )
     return broken
 
 

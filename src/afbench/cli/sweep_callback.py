@@ -57,29 +57,39 @@ class SweepCallback(Callback):
         if self.total:
             left = (elapsed / self.done) * (self.total - self.done)
             eta = f", ETA {left / 60:.1f} min"
-        log.info("afbench: sweep job %d/%s done (%.1f min elapsed%s)", self.done,
-                 self.total or "?", elapsed / 60, eta)
+        log.info(
+            "afbench: sweep job %d/%s done (%.1f min elapsed%s)",
+            self.done,
+            self.total or "?",
+            elapsed / 60,
+            eta,
+        )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         report = config.get("report", {})
         try:
             confidence = report.get("confidence")
-            summary = build_sweep_report(sweep_dir, report.get("sweep_baseline"),
-                                         float(confidence) if confidence is not None else None,
-                                         report.get("lang"), report.get("template_dir"))
+            summary = build_sweep_report(
+                sweep_dir,
+                report.get("sweep_baseline"),
+                float(confidence) if confidence is not None else None,
+                report.get("lang"),
+                report.get("template_dir"),
+            )
         except Exception as exc:  # the jobs' own reports stay; say why the sweep one is missing
             log.error("afbench: sweep report failed: %s", exc)
             raise SystemExit(1) from None
         log.info("afbench: sweep report %s", sweep_dir / "sweep_report.md")
-        for line in verdict_lines(summary, report.get("lang") or "en",
-                                  report.get("template_dir")):
+        for line in verdict_lines(summary, report.get("lang") or "en", report.get("template_dir")):
             log.info("  %s", line)
         failed = failed_jobs(sweep_dir)
         if failed:  # the sweep's exit status, whatever launcher ran the jobs
             # stderr as the errors before it; Hydra's own logging of the sweep goes to stdout
-            print(f"afbench: {len(failed)} sweep job(s) had failures: " + "; ".join(failed),
-                  file=sys.stderr)
+            print(
+                f"afbench: {len(failed)} sweep job(s) had failures: " + "; ".join(failed),
+                file=sys.stderr,
+            )
             raise SystemExit(1)
 
 
@@ -88,5 +98,8 @@ def failed_jobs(sweep_dir: Path) -> list[str]:
     that did not succeed, by run_experiment's rule: a FAILED run, or a run never started or
     a job stopped before planning (its exit status was 2 or 3)."""
     summary = SWEEP_SUMMARY_FILE.read(Path(sweep_dir) / SWEEP_SUMMARY)
-    return [f"job {c.job} ({c.name})" for c in summary.combinations
-            if not c.statuses or {"FAILED", "NOT_RUN"} & set(c.statuses)]
+    return [
+        f"job {c.job} ({c.name})"
+        for c in summary.combinations
+        if not c.statuses or {"FAILED", "NOT_RUN"} & set(c.statuses)
+    ]

@@ -11,39 +11,101 @@ from typing import Any
 import pandas as pd
 
 from afbench.analysis import kernels as K
+from afbench.analysis.contention import uniform_slowdown
 from afbench.analysis.fusion import rmsnorm_evidence
 from afbench.analysis.op_table import op_rows
-from afbench.analysis.contention import uniform_slowdown
 from afbench.collect import Collected
+from afbench.compare.parity import (
+    PLACEHOLDER_LOSS_REASON,
+    generation_parity,
+    loss_parity,
+    parity_of,
+)
+from afbench.compare.profiling import (
+    kernel_tables,
+    op_table_note,
+    profiler_labels,
+    profiling_pair,
+    profiling_reason,
+    step_device_time,
+)
+from afbench.compare.sides import (
+    caveats_of,
+    compile_cost,
+    efficiency_of,
+    failure_reasons,
+    first_step,
+    memory_change,
+    memory_of,
+    run_ids,
+    side,
+    status_of,
+)
+from afbench.compare.speed import (
+    VerdictPairs,
+    decided_runs,
+    dotted,
+    run_contention,
+    sequential_design,
+    speed_of,
+    verdict_pairs,
+)
 from afbench.config.models import ReportConfig
 from afbench.messages import Message, say
-from afbench.store import (Comparison, Environment, FusedEvidence, KernelDiffRow, KernelRow,
-                           PhaseParameters, ProfilingComparison, RunResult, Side, Speed,
-                           StepDeviceTime, Summary, SwitchRecord)
+from afbench.runspec import INTERRUPTED as RUNSPEC_INTERRUPTED
 from afbench.runspec import Plan
+from afbench.store import (
+    Comparison,
+    Environment,
+    FusedEvidence,
+    KernelDiffRow,
+    KernelRow,
+    PhaseParameters,
+    ProfilingComparison,
+    RunResult,
+    Side,
+    Speed,
+    StepDeviceTime,
+    Summary,
+    SwitchRecord,
+)
+from afbench.switches.registry import compiles, requested_not_reported
 from afbench.verdict import INCONCLUSIVE, RUN_FAILED, SKIPPED, verdict_word
 from afbench.verdict.sequential import INTERRUPTED
-from afbench.runspec import INTERRUPTED as RUNSPEC_INTERRUPTED
-from afbench.switches.registry import compiles, requested_not_reported
-
-from afbench.compare.parity import (PLACEHOLDER_LOSS_REASON, generation_parity, loss_parity,
-                                    parity_of)
-from afbench.compare.profiling import (kernel_tables, op_table_note, profiler_labels,
-                                       profiling_pair, profiling_reason, step_device_time)
-from afbench.compare.sides import (caveats_of, compile_cost, efficiency_of, failure_reasons,
-                                   first_step, memory_change, memory_of, run_ids, side, status_of)
-from afbench.compare.speed import (VerdictPairs, decided_runs, dotted, run_contention,
-                                   sequential_design, speed_of, verdict_pairs)
 
 # the package's API: the comparison and the pieces the sweep, the history and the tests use
 __all__ = [
-    "CAVEAT", "PLACEHOLDER_LOSS_REASON", "VerdictPairs", "caveats_of", "compare", "compare_pair",
-    "comparisons", "compile_cost", "efficiency_of", "failure_reasons", "first_step",
-    "generation_parity", "kernel_tables", "loss_parity", "memory_change", "memory_of",
-    "op_table_note", "parity_of",
-    "profiler_labels", "profiling_pair", "profiling_reason", "run_contention", "run_ids",
-    "sequential_design", "side", "speed_of", "status_of", "step_device_time", "switch_records",
-    "verdict_pairs", "workload_of",
+    "CAVEAT",
+    "PLACEHOLDER_LOSS_REASON",
+    "VerdictPairs",
+    "caveats_of",
+    "compare",
+    "compare_pair",
+    "comparisons",
+    "compile_cost",
+    "efficiency_of",
+    "failure_reasons",
+    "first_step",
+    "generation_parity",
+    "kernel_tables",
+    "loss_parity",
+    "memory_change",
+    "memory_of",
+    "op_table_note",
+    "parity_of",
+    "profiler_labels",
+    "profiling_pair",
+    "profiling_reason",
+    "run_contention",
+    "run_ids",
+    "sequential_design",
+    "side",
+    "speed_of",
+    "status_of",
+    "step_device_time",
+    "switch_records",
+    "verdict_pairs",
+    "workload_of",
 ]
 
 
@@ -52,20 +114,24 @@ __all__ = [
 CAVEAT = "one_round"
 
 
-
-def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rtol: float,
-                 aa: bool) -> Comparison:
+def compare_pair(
+    col: Collected, b: Side, variant: str, report: ReportConfig, rtol: float, aa: bool
+) -> Comparison:
     """One variant against the baseline side ``b`` on the verdict phase."""
     phase, workload = col.plan.verdict_phase, workload_of(col)
     v = side(col, variant, phase, workload, report.contention == "set_aside")
     interrupted = _interrupted(col, run_ids(col, variant, phase) + run_ids(col, b.name, phase))
     if (v.skipped and b.ok) or (interrupted and "FAILED" not in b.statuses + v.statuses):
         # a run stopped by Ctrl-C (or SIGTERM) is SKIPPED, interrupted: nothing failed
-        verdict, speed = SKIPPED, Speed(level=report.confidence,
-                                        stop_reason=INTERRUPTED if interrupted else None)
+        verdict, speed = (
+            SKIPPED,
+            Speed(level=report.confidence, stop_reason=INTERRUPTED if interrupted else None),
+        )
     elif not (b.ok and v.ok and b.repeats_s and v.repeats_s):
-        verdict, speed = RUN_FAILED, Speed(level=report.confidence,
-                                           stop_reason=_stop_reason(col.plan, variant))
+        verdict, speed = (
+            RUN_FAILED,
+            Speed(level=report.confidence, stop_reason=_stop_reason(col.plan, variant)),
+        )
     else:
         speed = speed_of(col, variant, report)
         verdict = verdict_word(speed.decision or INCONCLUSIVE, variant)
@@ -81,20 +147,34 @@ def compare_pair(col: Collected, b: Side, variant: str, report: ReportConfig, rt
         # the measured-contended runs whose pairs decided (not set aside as outliers)
         measured = verdict_pairs(col.plan, variant, col.window_steps, col.results)
         aside = {a.pair for a in speed.set_aside}
-        kept = [i for k, (ids, flags) in enumerate(zip(measured.ids, measured.contended), 1)
-                if k not in aside for i, f in zip(ids, flags) if f]
+        kept = [
+            i
+            for k, (ids, flags) in enumerate(zip(measured.ids, measured.contended), 1)
+            if k not in aside
+            for i, f in zip(ids, flags)
+            if f
+        ]
         if kept:
             caveat_msgs.append(say("caveat_contention_kept", runs=", ".join(kept)))
     caveats = [m.text for m in caveat_msgs]
     reasons = failure_reasons(col, run_ids(col, variant, phase) + run_ids(col, b.name, phase))
     return Comparison(
-        baseline=b, variant=v, phase=phase, workload=workload, verdict=verdict,
+        baseline=b,
+        variant=v,
+        phase=phase,
+        workload=workload,
+        verdict=verdict,
         verdict_line="",  # worded by the report (templates/verdict_words.j2: fill_lines)
-        speed=speed, parity=parity, compile=compile_cost(b, v, speed, _compiles(col, variant)),
+        speed=speed,
+        parity=parity,
+        compile=compile_cost(b, v, speed, _compiles(col, variant)),
         memory=memory,
-        caveats=caveats, caveat_msgs=caveat_msgs, aa=aa, reasons=[m.text for m in reasons],
-        reason_msgs=reasons)
-
+        caveats=caveats,
+        caveat_msgs=caveat_msgs,
+        aa=aa,
+        reasons=[m.text for m in reasons],
+        reason_msgs=reasons,
+    )
 
 
 def _contended_profile(col: Collected, pc: ProfilingComparison) -> ProfilingComparison:
@@ -106,11 +186,21 @@ def _contended_profile(col: Collected, pc: ProfilingComparison) -> ProfilingComp
     if not found:
         return pc
     clause = say("profiling_contended", runs=[m.model_dump() for _, m in found if m])
-    items = [clause.model_dump(), *((pc.reason_msg.args.get("items") or [])
-                                    if pc.reason_msg and pc.status != "COMPARABLE" else [])]
-    return pc.model_copy(update={"status": "INCOMPARABLE", "reason": clause.text,
-                                 "reason_msg": say("clauses", items=items)})
-
+    items = [
+        clause.model_dump(),
+        *(
+            (pc.reason_msg.args.get("items") or [])
+            if pc.reason_msg and pc.status != "COMPARABLE"
+            else []
+        ),
+    ]
+    return pc.model_copy(
+        update={
+            "status": "INCOMPARABLE",
+            "reason": clause.text,
+            "reason_msg": say("clauses", items=items),
+        }
+    )
 
 
 def switch_records(plan: Plan, run_id: str, result: RunResult) -> list[SwitchRecord]:
@@ -120,10 +210,11 @@ def switch_records(plan: Plan, run_id: str, result: RunResult) -> list[SwitchRec
     spec = next((r for r in plan.runs if r.run_id == run_id), None)
     records = list(result.switches)
     if spec is not None:
-        records += [SwitchRecord(name=name) for name in
-                    requested_not_reported(spec.config, [sw.name for sw in records])]
+        records += [
+            SwitchRecord(name=name)
+            for name in requested_not_reported(spec.config, [sw.name for sw in records])
+        ]
     return records
-
 
 
 def _interrupted(col: Collected, ids: list[str]) -> bool:
@@ -132,12 +223,10 @@ def _interrupted(col: Collected, ids: list[str]) -> bool:
     return bool(((sel.status == "SKIPPED") & (sel.reason == RUNSPEC_INTERRUPTED)).any())
 
 
-
 def _compiles(col: Collected, variant: str) -> bool:
     """Whether ``variant``'s verdict-phase runs compile the model (a switch that compiles)."""
     specs = [r for r in col.plan.runs if r.variant == variant and r.phase == col.plan.verdict_phase]
     return any(compiles(r.config) for r in specs)
-
 
 
 def _stop_reason(plan: Plan, variant: str) -> str | None:
@@ -145,21 +234,23 @@ def _stop_reason(plan: Plan, variant: str) -> str | None:
     return stop.reason if stop else None
 
 
-
 def workload_of(col: Collected) -> str:
     """The workload (``sft`` | ``infer``) of the baseline's verdict-phase run."""
     plan = col.plan
-    spec = next(r for r in plan.runs if r.variant == plan.baseline and r.phase == plan.verdict_phase)
+    spec = next(
+        r for r in plan.runs if r.variant == plan.baseline and r.phase == plan.verdict_phase
+    )
     return spec.config.scheduler.workload
-
 
 
 def parity_rtol(plan: Plan, variant: str, report: ReportConfig) -> float:
     """The parity tolerance of ``variant`` against the baseline: the looser of the two sides'
     dtypes' (a bfloat16 variant of a float32 baseline is judged at bfloat16's, not float32's)."""
+
     def rtol_of(name: str) -> float:
-        spec = next((r for r in plan.runs if r.variant == name and r.phase == plan.verdict_phase),
-                    None)
+        spec = next(
+            (r for r in plan.runs if r.variant == name and r.phase == plan.verdict_phase), None
+        )
         if spec is None:
             return 0.0
         return float(getattr(report.parity, f"rtol_{spec.config.model.dtype}"))
@@ -171,20 +262,30 @@ def comparisons(col: Collected, report: ReportConfig) -> list[Comparison]:
     """One :class:`Comparison` per non-baseline variant, in plan order."""
     plan = col.plan
     variants_cfg = col.experiment.variants
-    b = side(col, plan.baseline, plan.verdict_phase, workload_of(col),
-             report.contention == "set_aside")
-    return [compare_pair(col, b, variant, report, parity_rtol(plan, variant, report),
-                         aa=variants_cfg.get(variant) == variants_cfg.get(plan.baseline))
-            for variant in plan.variants if variant != plan.baseline]
-
+    b = side(
+        col, plan.baseline, plan.verdict_phase, workload_of(col), report.contention == "set_aside"
+    )
+    return [
+        compare_pair(
+            col,
+            b,
+            variant,
+            report,
+            parity_rtol(plan, variant, report),
+            aa=variants_cfg.get(variant) == variants_cfg.get(plan.baseline),
+        )
+        for variant in plan.variants
+        if variant != plan.baseline
+    ]
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows as dicts; a missing cell (NaN, which a float column keeps even after
     ``where(notna, None)``) is ``None``."""
-    return [{k: None if isinstance(v, float) and v != v else v for k, v in row.items()}
-            for row in df.to_dict("records")]
-
+    return [
+        {k: None if isinstance(v, float) and v != v else v for k, v in row.items()}
+        for row in df.to_dict("records")
+    ]
 
 
 def _run_rows(runs: pd.DataFrame) -> list[dict[str, Any]]:
@@ -196,7 +297,6 @@ def _run_rows(runs: pd.DataFrame) -> list[dict[str, Any]]:
             row["recompile_after_step"] = int(step)
             row["recompile_msg"] = say("run_recompile", step=int(step))
     return rows
-
 
 
 def compare(col: Collected, report: ReportConfig) -> Summary:
@@ -218,14 +318,25 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
         expected = [s - 1 for s in spec.config.optimization.profiler_window.steps]
         tables = kernel_tables(col)
         # typed rows (OpRow -> KernelRow by attribute): a reader's extra column stays out
-        kernels = {v: [KernelRow.model_validate(r, from_attributes=True)
-                       for r in op_rows(K.top_n(t, report.top_n_kernels))]
-                   for v, t in tables.items()}
-        op_table_notes = {v: note for v in plan.variants if v not in tables
-                          for note in [op_table_note(col, v)] if note is not None}
+        kernels = {
+            v: [
+                KernelRow.model_validate(r, from_attributes=True)
+                for r in op_rows(K.top_n(t, report.top_n_kernels))
+            ]
+            for v, t in tables.items()
+        }
+        op_table_notes = {
+            v: note
+            for v in plan.variants
+            if v not in tables
+            for note in [op_table_note(col, v)]
+            if note is not None
+        }
         for variant in plan.variants:
             rid = run_ids(col, variant, plan.profile_phase)[0]
-            found = step_device_time(col.out_dir, rid) if status_of(col.runs, [rid]) == ["OK"] else None
+            found = (
+                step_device_time(col.out_dir, rid) if status_of(col.runs, [rid]) == ["OK"] else None
+            )
             if found is not None:
                 per_step[variant] = found
         for variant in plan.variants:
@@ -242,31 +353,39 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
 
     results = {rid: r for rid, r in col.results.items() if r is not None}
     env = next(iter(results.values()), None)
-    return Summary.model_validate({
-        "experiment": plan.experiment, "out_dir": str(col.out_dir),
-        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "created_at": col.experiment.created_at, "baseline": base,
-        "verdict_phase": plan.verdict_phase, "profile_phase": plan.profile_phase,
-        "repeats": plan.repeats, "skip_policy": plan.skip_policy,
-        "variants": {name: dotted(over) for name, over in
-                     col.experiment.variants.items()},
-        "assets": col.experiment.assets,
-        "environment": env.model_dump(include=set(Environment.model_fields),
-                                      exclude_none=True) if env else {},
-        "parameters": _parameters(col),
-        "runs": _run_rows(col.runs),
-        "switches": {rid: switch_records(col.plan, rid, r) for rid, r in results.items()},
-        "ranks": {rid: r.ranks for rid, r in results.items() if r.ranks},
-        "comparisons": comps, "profiling": profiling, "kernels": kernels,
-        "kernel_diffs": kernel_diffs, "kernel_notes": kernel_notes,
-        "op_table_notes": op_table_notes,
-        "fused_evidence": fused_evidence,
-        "step_device_time": per_step,
-        # one round per variant, and something to compare (a single variant has no verdict)
-        "caveat": CAVEAT if plan.repeats == 1 and len(plan.variants) > 1 else "",
-        "headline": [],  # worded by the report (templates/verdict_words.j2: fill_lines)
-    })
-
+    return Summary.model_validate(
+        {
+            "experiment": plan.experiment,
+            "out_dir": str(col.out_dir),
+            "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "created_at": col.experiment.created_at,
+            "baseline": base,
+            "verdict_phase": plan.verdict_phase,
+            "profile_phase": plan.profile_phase,
+            "repeats": plan.repeats,
+            "skip_policy": plan.skip_policy,
+            "variants": {name: dotted(over) for name, over in col.experiment.variants.items()},
+            "assets": col.experiment.assets,
+            "environment": env.model_dump(include=set(Environment.model_fields), exclude_none=True)
+            if env
+            else {},
+            "parameters": _parameters(col),
+            "runs": _run_rows(col.runs),
+            "switches": {rid: switch_records(col.plan, rid, r) for rid, r in results.items()},
+            "ranks": {rid: r.ranks for rid, r in results.items() if r.ranks},
+            "comparisons": comps,
+            "profiling": profiling,
+            "kernels": kernels,
+            "kernel_diffs": kernel_diffs,
+            "kernel_notes": kernel_notes,
+            "op_table_notes": op_table_notes,
+            "fused_evidence": fused_evidence,
+            "step_device_time": per_step,
+            # one round per variant, and something to compare (a single variant has no verdict)
+            "caveat": CAVEAT if plan.repeats == 1 and len(plan.variants) > 1 else "",
+            "headline": [],  # worded by the report (templates/verdict_words.j2: fill_lines)
+        }
+    )
 
 
 def _parameters(col: Collected) -> list[PhaseParameters]:
@@ -280,9 +399,19 @@ def _parameters(col: Collected) -> list[PhaseParameters]:
         # not shown with today's default for a directory written before it existed
         s = c.scheduler.model_dump(exclude_unset=True)
         s.pop("workload", None)
-        out.append(PhaseParameters(
-            phase=phase, workload=c.scheduler.workload, model=c.model.name, dtype=c.model.dtype,
-            data=c.data.name, world_size=c.parallel.world_size, backend=c.backend.name,
-            scheduler=s, profiler=(c.optimization.profiler_window.model_dump()
-                                   if c.optimization.profiler else None)))
+        out.append(
+            PhaseParameters(
+                phase=phase,
+                workload=c.scheduler.workload,
+                model=c.model.name,
+                dtype=c.model.dtype,
+                data=c.data.name,
+                world_size=c.parallel.world_size,
+                backend=c.backend.name,
+                scheduler=s,
+                profiler=(
+                    c.optimization.profiler_window.model_dump() if c.optimization.profiler else None
+                ),
+            )
+        )
     return out

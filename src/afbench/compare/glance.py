@@ -23,8 +23,12 @@ def flags(c: Comparison) -> list[Message]:
     if c.parity.status == "MATCH":
         out.append(say(f"h_{what}_match"))
     elif c.parity.status == "DIVERGED":
-        out.append(say(f"h_{what}_diverged", at=c.parity.diverged_at
-                       if c.parity.diverged_at is not None else "?"))
+        out.append(
+            say(
+                f"h_{what}_diverged",
+                at=c.parity.diverged_at if c.parity.diverged_at is not None else "?",
+            )
+        )
     if c.speed.set_aside:
         out.append(say("h_set_aside", n=len(c.speed.set_aside)))
     if c.memory.warn and c.memory.delta_pct is not None:
@@ -33,8 +37,13 @@ def flags(c: Comparison) -> list[Message]:
         out.append(say("h_recompile"))
     if c.verdict == "RUN_FAILED" and c.reasons:
         more = len(c.reasons) - 1
-        out.append(say("h_failed_more" if more else "h_failed",
-                       run=c.reasons[0].partition(":")[0], more=more))
+        out.append(
+            say(
+                "h_failed_more" if more else "h_failed",
+                run=c.reasons[0].partition(":")[0],
+                more=more,
+            )
+        )
     if c.verdict == "SKIPPED" and c.speed.stop_reason:
         out.append(say("h_stopped", reason=c.speed.stop_reason))
     return out

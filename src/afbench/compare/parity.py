@@ -10,15 +10,13 @@ import pandas as pd
 
 from afbench.analysis.steplog import is_placeholder_loss
 from afbench.collect import Collected
+from afbench.compare.sides import run_ids
 from afbench.messages import say
 from afbench.store import Parity, Side
-from afbench.compare.sides import run_ids
-
 
 #: Loss parity when a side's logged rank printed the ``loss: -1`` placeholder (pipeline
 #: parallelism; :data:`afbench.analysis.steplog.PLACEHOLDER_LOSS`), on any engine.
 PLACEHOLDER_LOSS_REASON = say("parity_placeholder").text
-
 
 
 def _na(key: str, **args: Any) -> Parity:
@@ -27,9 +25,9 @@ def _na(key: str, **args: Any) -> Parity:
     return Parity(status="N/A", reason=message.text, reason_msg=message)
 
 
-
-def loss_parity(steps: pd.DataFrame, baseline_ids: list[str], variant_ids: list[str],
-                rtol: float) -> Parity:
+def loss_parity(
+    steps: pd.DataFrame, baseline_ids: list[str], variant_ids: list[str], rtol: float
+) -> Parity:
     """Per-step loss of baseline vs variant (first repeat of each): MATCH when every step's
     |Δloss| <= rtol x |baseline loss|, else DIVERGED (first diverging step named); N/A when a
     side has no losses, with :data:`PLACEHOLDER_LOSS_REASON` when a side's steps carry the
@@ -58,22 +56,34 @@ def loss_parity(steps: pd.DataFrame, baseline_ids: list[str], variant_ids: list[
     return Parity(
         status="DIVERGED" if len(bad) else "MATCH",
         first_diverging_step=int(bad.index[0]) if len(bad) else None,
-        steps_compared=int(len(common)), max_abs_diff=float(diff.max()),
-        max_rel_diff=float(rel.max()), rtol=rtol,
-        curve=[{"step": int(s), "baseline": float(a[s]), "variant": float(b[s]),
-                "abs_diff": float(diff[s])} for s in common])
-
+        steps_compared=int(len(common)),
+        max_abs_diff=float(diff.max()),
+        max_rel_diff=float(rel.max()),
+        rtol=rtol,
+        curve=[
+            {
+                "step": int(s),
+                "baseline": float(a[s]),
+                "variant": float(b[s]),
+                "abs_diff": float(diff[s]),
+            }
+            for s in common
+        ],
+    )
 
 
 def _generations(run_dir) -> list[dict[str, Any]]:
     path = run_dir / "generations.jsonl"
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
 
 
-
-def generation_parity(out_dir, baseline_ids: list[str], variant_ids: list[str], rtol: float) -> Parity:
+def generation_parity(
+    out_dir, baseline_ids: list[str], variant_ids: list[str], rtol: float
+) -> Parity:
     """Greedy tokens of the first measured run, baseline vs variant, prompt by prompt: MATCH
     when identical, else DIVERGED with the first diverging prompt/position and both texts.
     Logits (first prompt, every generated position up to the first divergence): max abs
@@ -90,8 +100,12 @@ def generation_parity(out_dir, baseline_ids: list[str], variant_ids: list[str], 
         ta, tb = a["token_ids"], b["token_ids"]
         if ta != tb:
             pos = next((i for i, (x, y) in enumerate(zip(ta, tb)) if x != y), min(len(ta), len(tb)))
-            first_div = {"prompt_index": a["prompt_index"], "position": pos,
-                         "baseline_text": a["text"], "variant_text": b["text"]}
+            first_div = {
+                "prompt_index": a["prompt_index"],
+                "position": pos,
+                "baseline_text": a["text"],
+                "variant_text": b["text"],
+            }
             break
     lb, lv = b_dir / "logits.safetensors", v_dir / "logits.safetensors"
     if lb.is_file() and lv.is_file():
@@ -105,23 +119,31 @@ def generation_parity(out_dir, baseline_ids: list[str], variant_ids: list[str], 
         if n:
             diff = float(abs(xa[:n] - xb[:n]).max())
             scale = float(abs(xa[:n]).max()) or 1.0
-            out.update(logits_positions=n, max_abs_logit_diff=diff,
-                       logit_tolerance=rtol * scale, logits_match=diff <= rtol * scale)
+            out.update(
+                logits_positions=n,
+                max_abs_logit_diff=diff,
+                logit_tolerance=rtol * scale,
+                logits_match=diff <= rtol * scale,
+            )
     if first_div is not None:
-        out.update(status="DIVERGED", first_diverging_position=first_div["position"],
-                   first_divergence=first_div)
+        out.update(
+            status="DIVERGED",
+            first_diverging_position=first_div["position"],
+            first_divergence=first_div,
+        )
     elif out.get("logits_match") is False:
         message = say("parity_logits_differ")
-        out.update(status="DIVERGED", first_diverging_position=0, reason=message.text,
-                   reason_msg=message)
+        out.update(
+            status="DIVERGED", first_diverging_position=0, reason=message.text, reason_msg=message
+        )
     else:
         out.update(status="MATCH")
     return Parity.model_validate(out)
 
 
-
-def parity_of(col: Collected, b: Side, v: Side, phase: str | None, workload: str,
-              rtol: float) -> Parity:
+def parity_of(
+    col: Collected, b: Side, v: Side, phase: str | None, workload: str, rtol: float
+) -> Parity:
     """Loss parity (training) or generation parity (inference) of the first runs of a pair."""
     if not (b.ok and v.ok):
         return _na("parity_pair_failed")

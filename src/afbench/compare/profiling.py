@@ -12,10 +12,9 @@ from afbench.analysis import traces as T
 from afbench.analysis.op_table import OP_TABLE_FILES
 from afbench.analysis.steptrace import ProfilingResult, profiling_status
 from afbench.collect import Collected
+from afbench.compare.sides import run_ids, status_of
 from afbench.messages import Message, say
 from afbench.store import ProfilingComparison, StepDeviceTime
-from afbench.compare.sides import run_ids, status_of
-
 
 
 def kernel_tables(col: Collected) -> dict[str, pd.DataFrame]:
@@ -29,7 +28,6 @@ def kernel_tables(col: Collected) -> dict[str, pd.DataFrame]:
     return tables
 
 
-
 def op_table_note(col: Collected, variant: str) -> Message | None:
     """Why ``variant``'s first profile run, which succeeded, has no op table
     (:attr:`afbench.collect.Collected.op_tables`), as a catalog message naming its folder or
@@ -39,32 +37,55 @@ def op_table_note(col: Collected, variant: str) -> Message | None:
     if found is None or status_of(col.runs, [rid]) != ["OK"]:
         return None
     shown = [str(p.relative_to(col.out_dir)) for p in found.files]
-    return say(f"op_table_{found.problem}", profile=f"runs/{rid}/profile",
-               files=", ".join(shown), found=found.detail or say("none"),
-               detail=found.detail.replace(str(found.files[0]) + ": ", "")
-               if found.files else found.detail, formats=", ".join(OP_TABLE_FILES))
-
+    return say(
+        f"op_table_{found.problem}",
+        profile=f"runs/{rid}/profile",
+        files=", ".join(shown),
+        found=found.detail or say("none"),
+        detail=found.detail.replace(str(found.files[0]) + ": ", "")
+        if found.files
+        else found.detail,
+        formats=", ".join(OP_TABLE_FILES),
+    )
 
 
 def profiling_pair(col: Collected, variant: str, expected: list[int]) -> ProfilingComparison:
     """Profiling status of the first profile runs of ``variant`` and the baseline."""
     base, pphase = col.plan.baseline, col.plan.profile_phase
     b_id, v_id = run_ids(col, base, pphase)[0], run_ids(col, variant, pphase)[0]
-    res = profiling_status(col.out_dir / "runs" / b_id / "profile",
-                           col.out_dir / "runs" / v_id / "profile", expected,
-                           baseline_failed=status_of(col.runs, [b_id]) != ["OK"],
-                           variant_failed=status_of(col.runs, [v_id]) != ["OK"])
-    phases = ([] if res.means is None else
-              [{"phase": ph, "baseline_us": float(row["baseline"]), "variant_us": float(row["variant"])}
-               for ph, row in res.means.iterrows()])
+    res = profiling_status(
+        col.out_dir / "runs" / b_id / "profile",
+        col.out_dir / "runs" / v_id / "profile",
+        expected,
+        baseline_failed=status_of(col.runs, [b_id]) != ["OK"],
+        variant_failed=status_of(col.runs, [v_id]) != ["OK"],
+    )
+    phases = (
+        []
+        if res.means is None
+        else [
+            {
+                "phase": ph,
+                "baseline_us": float(row["baseline"]),
+                "variant_us": float(row["variant"]),
+            }
+            for ph, row in res.means.iterrows()
+        ]
+    )
     labels, labels_msg = profiler_labels(col, b_id)
-    return ProfilingComparison(variant=variant, baseline=base, phase=pphase, status=res.status,
-                               reason=res.reason, reason_msg=profiling_reason(res),
-                               phases=phases,
-                               device_ids={k: str(v) for k, v in res.device_ids.items()},
-                               profiler_steps=expected, step_labels=labels,
-                               labels_msg=labels_msg)
-
+    return ProfilingComparison(
+        variant=variant,
+        baseline=base,
+        phase=pphase,
+        status=res.status,
+        reason=res.reason,
+        reason_msg=profiling_reason(res),
+        phases=phases,
+        device_ids={k: str(v) for k, v in res.device_ids.items()},
+        profiler_steps=expected,
+        step_labels=labels,
+        labels_msg=labels_msg,
+    )
 
 
 def profiling_reason(res: ProfilingResult) -> Message:
@@ -75,13 +96,14 @@ def profiling_reason(res: ProfilingResult) -> Message:
     for side, code, detail in res.parts:
         who = say(side) if side else None
         if code == "devices":
-            clauses.append(say("profiling_devices", baseline=ids["baseline"], variant=ids["variant"]))
+            clauses.append(
+                say("profiling_devices", baseline=ids["baseline"], variant=ids["variant"])
+            )
         elif code == "ok":
             clauses.append(say("profiling_ok", steps=detail, device=ids["baseline"]))
         else:
             clauses.append(say(f"profiling_{code}", side=who, detail=detail))
     return say("clauses", items=clauses)
-
 
 
 def profiler_labels(col: Collected, run_id: str) -> tuple[list[int], Message | None]:
@@ -108,23 +130,37 @@ def profiler_labels(col: Collected, run_id: str) -> tuple[list[int], Message | N
     if not labels:
         return [], None
     window = col.spec(run_id).config.optimization.profiler_window
-    schedule = {"wait": window.first_step - 1 - window.warmup_steps,
-                "warmup": window.warmup_steps, "active": len(window.steps)}
+    schedule = {
+        "wait": window.first_step - 1 - window.warmup_steps,
+        "warmup": window.warmup_steps,
+        "active": len(window.steps),
+    }
     training = T.training_steps_of(len(labels), schedule)
-    args = dict(trace=str(trace.relative_to(col.out_dir)), first_label=labels[0],
-                last_label=labels[-1], first_step=window.first_step, last_step=window.last_step,
-                **schedule)
+    args = dict(
+        trace=str(trace.relative_to(col.out_dir)),
+        first_label=labels[0],
+        last_label=labels[-1],
+        first_step=window.first_step,
+        last_step=window.last_step,
+        **schedule,
+    )
     if labels == [t - 1 for t in training]:  # the schedule's steps, labelled one off
-        return labels, say("profiler_labels", **{**args, "first_step": training[0],
-                                                 "last_step": training[-1]})
+        return labels, say(
+            "profiler_labels", **{**args, "first_step": training[0], "last_step": training[-1]}
+        )
     # the run's own schedule (a user's profiler): label N is still training step N + 1
     stretches = T.label_stretches(labels)
     steps = ", ".join(f"{a + 1}–{b + 1}" if b > a else f"{a + 1}" for a, b in stretches)
-    return labels, say("profiler_labels_other", expected_first=window.first_step - 1,
-                       expected_last=window.last_step - 1, steps=steps, cycles=len(stretches),
-                       cycle_active=max(b - a + 1 for a, b in stretches), ready=labels[0],
-                       **args)
-
+    return labels, say(
+        "profiler_labels_other",
+        expected_first=window.first_step - 1,
+        expected_last=window.last_step - 1,
+        steps=steps,
+        cycles=len(stretches),
+        cycle_active=max(b - a + 1 for a, b in stretches),
+        ready=labels[0],
+        **args,
+    )
 
 
 def step_device_time(out_dir, run_id: str) -> StepDeviceTime | None:
@@ -144,8 +180,7 @@ def step_device_time(out_dir, run_id: str) -> StepDeviceTime | None:
         try:
             found = K.kernel_details_per_step(path)
         except (OSError, ValueError) as exc:
-            note = say("step_time_error", file=where,
-                       error=str(exc).removeprefix(str(path) + ": "))
+            note = say("step_time_error", file=where, error=str(exc).removeprefix(str(path) + ": "))
             return StepDeviceTime(note=note.text, note_msg=note)
         if found.table is None:
             note = say("step_time_no_step_id", file=where)

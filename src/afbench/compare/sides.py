@@ -11,20 +11,25 @@ import pandas as pd
 from afbench.analysis.stats import finite_mean
 from afbench.collect import MEANS, Collected
 from afbench.messages import Message, recorded, say
-from afbench.store import (MEMORY_MEASURES, Compile, Efficiency, Memory, MemoryChange, RunResult,
-                           Side, Speed)
-
+from afbench.store import (
+    MEMORY_MEASURES,
+    Compile,
+    Efficiency,
+    Memory,
+    MemoryChange,
+    RunResult,
+    Side,
+    Speed,
+)
 
 
 def status_of(runs: pd.DataFrame, ids: list[str]) -> list[str]:
     return runs[runs.run_id.isin(ids)].status.tolist()
 
 
-
 def run_ids(col: Collected, variant: str, phase: str | None) -> list[str]:
     """Run ids of one variant and phase, in repeat order."""
     return [r.run_id for r in col.plan.runs if r.variant == variant and r.phase == phase]
-
 
 
 def with_replaced(col: Collected, ids: list[str]) -> list[str]:
@@ -42,8 +47,14 @@ def with_replaced(col: Collected, ids: list[str]) -> list[str]:
 RUNS_BASIS = ("verdict", "quiet", "all")
 
 
-def side(col: Collected, variant: str, phase: str | None, workload: str,
-         set_aside_contended: bool = False, verdict_runs: list[str] | None = None) -> Side:
+def side(
+    col: Collected,
+    variant: str,
+    phase: str | None,
+    workload: str,
+    set_aside_contended: bool = False,
+    verdict_runs: list[str] | None = None,
+) -> Side:
     """``variant``'s numbers on ``phase`` from the runs table: means over its repeats (a mean
     step time only when every run is OK), the worst repeat's step-time CV, the means of the
     ``workload``'s window metrics (:data:`afbench.collect.MEANS`), the first run's inference
@@ -56,8 +67,11 @@ def side(col: Collected, variant: str, phase: str | None, workload: str,
     the tables match the verdict beside them. ``runs_used`` names the runs used."""
     runs = col.runs
     sel = runs[runs.run_id.isin(run_ids(col, variant, phase))]
-    quiet = (sel[sel["contended"].map(lambda c: c is None or c != c or not bool(c))]
-             if "contended" in sel else sel)  # None / NaN: not measured, kept
+    quiet = (
+        sel[sel["contended"].map(lambda c: c is None or c != c or not bool(c))]
+        if "contended" in sel
+        else sel
+    )  # None / NaN: not measured, kept
     decided = sel[sel.run_id.isin(verdict_runs or [])]
     if len(decided):
         use, basis = decided, "verdict"
@@ -70,25 +84,47 @@ def side(col: Collected, variant: str, phase: str | None, workload: str,
     errors = [e for e in sel.log_error.tolist() if e]
     sanity = [x for x in sel.get("sanity", pd.Series(dtype=object)).tolist() if isinstance(x, str)]
     per_repeat = [x for x in use.mean_step_s.tolist() if x is not None and x == x]
-    cvs = [x for x in use.get("step_cv_pct", pd.Series(dtype=float)).tolist() if x is not None and x == x]
+    cvs = [
+        x
+        for x in use.get("step_cv_pct", pd.Series(dtype=float)).tolist()
+        if x is not None and x == x
+    ]
     return Side(
-        name=variant, statuses=statuses, log_errors=errors, repeats_s=per_repeat,
+        name=variant,
+        statuses=statuses,
+        log_errors=errors,
+        repeats_s=per_repeat,
         mean_step_s=finite_mean(use.mean_step_s.tolist()) if (sel.status == "OK").all() else None,
         # a contended run's rerun finds the kernels it built: its cold first step still counts
-        **first_step(first), first_step_set_aside=first_step_set_aside(first, use),
-        step_cv_pct=max(cvs) if cvs else None, tokens_per_s=finite_mean(use.tokens_per_s.tolist()),
+        **first_step(first),
+        first_step_set_aside=first_step_set_aside(first, use),
+        step_cv_pct=max(cvs) if cvs else None,
+        tokens_per_s=finite_mean(use.tokens_per_s.tolist()),
         metrics={k: finite_mean(use[k].tolist()) for k in MEANS[workload] if k in use},
         sanity=sanity[0] if sanity else None,
-        memory=memory_of(_ok_results(col, use)), efficiency=efficiency_of(_ok_results(col, use)),
-        recompile=next((x for x in sel.get("recompile", pd.Series(dtype=object)).tolist()
-                        if isinstance(x, str) and x), None),
-        recompile_after_step=next((int(x) for x in sel.get("recompile_after_step",
-                                                            pd.Series(dtype=object)).tolist()
-                                   if x is not None and x == x), None),
-        runs_used=[r for r, st in zip(use.run_id, use.status) if st == "OK"], runs_basis=basis,
+        memory=memory_of(_ok_results(col, use)),
+        efficiency=efficiency_of(_ok_results(col, use)),
+        recompile=next(
+            (
+                x
+                for x in sel.get("recompile", pd.Series(dtype=object)).tolist()
+                if isinstance(x, str) and x
+            ),
+            None,
+        ),
+        recompile_after_step=next(
+            (
+                int(x)
+                for x in sel.get("recompile_after_step", pd.Series(dtype=object)).tolist()
+                if x is not None and x == x
+            ),
+            None,
+        ),
+        runs_used=[r for r, st in zip(use.run_id, use.status) if st == "OK"],
+        runs_basis=basis,
         skipped=bool(statuses) and all(s == "SKIPPED" for s in statuses),
-        ok=bool(statuses) and all(s == "OK" for s in statuses) and not errors)
-
+        ok=bool(statuses) and all(s == "OK" for s in statuses) and not errors,
+    )
 
 
 def first_step(sel: pd.DataFrame) -> dict[str, Any]:
@@ -105,8 +141,10 @@ def first_step(sel: pd.DataFrame) -> dict[str, Any]:
     if cold:
         return {"first_step_s": finite_mean(cold), "first_step_kernel_cache": "cold"}
     warm = bool(states) and all(k == "warm" for k in states)
-    return {"first_step_s": finite_mean(sel.first_step_s.tolist()),
-            "first_step_kernel_cache": "warm" if warm else None}
+    return {
+        "first_step_s": finite_mean(sel.first_step_s.tolist()),
+        "first_step_kernel_cache": "warm" if warm else None,
+    }
 
 
 def first_step_set_aside(sel: pd.DataFrame, used: pd.DataFrame) -> list[str]:
@@ -119,36 +157,42 @@ def first_step_set_aside(sel: pd.DataFrame, used: pd.DataFrame) -> list[str]:
     return [r for r, st in zip(on.run_id, on.status) if st == "OK" and r not in set(used.run_id)]
 
 
-
 def _ok_results(col: Collected, sel: pd.DataFrame) -> list[RunResult]:
     """The result.json of each OK run of ``sel`` (rows of the runs table), in repeat order."""
-    return [r for rid, st in zip(sel.run_id, sel.status)
-            if st == "OK" and (r := col.results.get(rid)) is not None]
-
+    return [
+        r
+        for rid, st in zip(sel.run_id, sel.status)
+        if st == "OK" and (r := col.results.get(rid)) is not None
+    ]
 
 
 def _first(values) -> object:
     return next((v for v in values if v is not None), None)
 
 
-
 def memory_of(results: list[RunResult]) -> Memory:
     """A side's :class:`Memory` from its verdict-phase runs' result.json: each peak the max
     over the repeats (GiB), the headline peak of the first kind of :data:`MEMORY_MEASURES`
     measured, the first run's source, window and KV-cache size."""
-    peaks = {key: max((x for r in results if (x := getattr(r.memory, key)) is not None),
-                      default=None) for key, _ in MEMORY_MEASURES}
+    peaks = {
+        key: max((x for r in results if (x := getattr(r.memory, key)) is not None), default=None)
+        for key, _ in MEMORY_MEASURES
+    }
     measure = next((name for key, name in MEMORY_MEASURES if peaks[key] is not None), None)
     key = dict((name, k) for k, name in MEMORY_MEASURES).get(measure or "")
     return Memory(
-        peak_gib=peaks[key] if key else None, measure=measure,
+        peak_gib=peaks[key] if key else None,
+        measure=measure,
         peak_reserved_gib=peaks["peak_reserved_gib"],
-        peak_allocated_gib=peaks["peak_allocated_gib"], peak_rss_gib=peaks["peak_rss_gib"],
+        peak_allocated_gib=peaks["peak_allocated_gib"],
+        peak_rss_gib=peaks["peak_rss_gib"],
         source=_first(r.memory.source for r in results),
         window=_first(r.memory.window for r in results),
-        **{f: _first(getattr(r.memory, f) for r in results)
-           for f in ("kv_cache_gib", "kv_cache_tokens", "kv_cache_batch", "kv_cache_source")})
-
+        **{
+            f: _first(getattr(r.memory, f) for r in results)
+            for f in ("kv_cache_gib", "kv_cache_tokens", "kv_cache_batch", "kv_cache_source")
+        },
+    )
 
 
 def efficiency_of(results: list[RunResult]) -> Efficiency:
@@ -165,46 +209,70 @@ def efficiency_of(results: list[RunResult]) -> Efficiency:
         flops_params=_first(e.flops_params for e in runs),
         afbench_tflops_per_device=finite_mean(e.afbench_tflops_per_device for e in runs),
         afbench_mfu_pct=finite_mean(e.afbench_mfu_pct for e in runs),
-        afbench_source=_first(e.afbench_source for e in runs))
-
+        afbench_source=_first(e.afbench_source for e in runs),
+    )
 
 
 def memory_change(b: Side, v: Side, warn_pct: float) -> MemoryChange:
     """The variant's peak memory against the baseline's, on the first kind of
     :data:`MEMORY_MEASURES` both sides measured; ``warn`` when it rises more than
     ``warn_pct`` percent."""
-    measure = next((name for _, name in MEMORY_MEASURES
-                    if b.memory.of(name) is not None and v.memory.of(name) is not None), None)
+    measure = next(
+        (
+            name
+            for _, name in MEMORY_MEASURES
+            if b.memory.of(name) is not None and v.memory.of(name) is not None
+        ),
+        None,
+    )
     if measure is None:
         return MemoryChange(warn_pct=warn_pct)
     base, var = b.memory.of(measure), v.memory.of(measure)
     pct = (var - base) / base * 100.0 if base > 0 else None
-    return MemoryChange(measure=measure, baseline_gib=base, variant_gib=var,
-                        delta_gib=var - base, delta_pct=pct, warn_pct=warn_pct,
-                        warn=pct is not None and pct > warn_pct)
+    return MemoryChange(
+        measure=measure,
+        baseline_gib=base,
+        variant_gib=var,
+        delta_gib=var - base,
+        delta_pct=pct,
+        warn_pct=warn_pct,
+        warn=pct is not None and pct > warn_pct,
+    )
 
 
-
-def caveats_of(b: Side, v: Side, memory: MemoryChange,
-               speed: Speed | None = None) -> list[Message]:
+def caveats_of(b: Side, v: Side, memory: MemoryChange, speed: Speed | None = None) -> list[Message]:
     """What the verdict line carries beside the verdict, as catalog messages (their ``text``
     is the English): a memory rise above ``report.memory_warn_pct``, each side's
     recompile inside its measured window, and a window that started too early (flagged steps
     opening the deciding runs' windows, ``speed.n_leading_*``: left out of their medians)."""
     out = []
     if speed is not None and (speed.n_leading_baseline or speed.n_leading_variant):
-        out.append(say("caveat_window_early", variant=v.name, baseline=b.name,
-                       variant_n=speed.n_leading_variant, baseline_n=speed.n_leading_baseline))
+        out.append(
+            say(
+                "caveat_window_early",
+                variant=v.name,
+                baseline=b.name,
+                variant_n=speed.n_leading_variant,
+                baseline_n=speed.n_leading_baseline,
+            )
+        )
     if memory.warn:
-        out.append(say("caveat_memory", measure=memory.measure, delta_pct=memory.delta_pct,
-                       delta_gib=memory.delta_gib, baseline=b.name, warn_pct=memory.warn_pct))
+        out.append(
+            say(
+                "caveat_memory",
+                measure=memory.measure,
+                delta_pct=memory.delta_pct,
+                delta_gib=memory.delta_gib,
+                baseline=b.name,
+                warn_pct=memory.warn_pct,
+            )
+        )
     for x in (v, b):
         if x.recompile and x.recompile_after_step is not None:
             out.append(say("caveat_recompile", variant=x.name, step=x.recompile_after_step))
         elif x.recompile:  # a summary written before the step was kept
             out.append(Message(key="", text=f"{x.name} {x.recompile}"))
     return out
-
 
 
 def compile_cost(b: Side, v: Side, speed: Speed, compiled: bool = True) -> Compile:
@@ -215,16 +283,24 @@ def compile_cost(b: Side, v: Side, speed: Speed, compiled: bool = True) -> Compi
     if not compiled:
         return Compile()
     kernel_cache = v.first_step_kernel_cache
-    overhead = (v.first_step_s - v.mean_step_s
-                if v.first_step_s is not None and v.mean_step_s else None)
+    overhead = (
+        v.first_step_s - v.mean_step_s if v.first_step_s is not None and v.mean_step_s else None
+    )
     # the per-step saving is the verdict's own gain (of the run medians) applied to the
     # baseline's step time, so break-even and verdict never disagree in sign when one
     # loaded run moves the means
-    saving = (b.mean_step_s * speed.gain_pct / 100.0
-              if speed.gain_pct is not None and b.mean_step_s else None)
-    return Compile(overhead_s=overhead, kernel_cache=kernel_cache, break_even_steps=(
-        overhead / saving if overhead is not None and saving and saving > 0 else None))
-
+    saving = (
+        b.mean_step_s * speed.gain_pct / 100.0
+        if speed.gain_pct is not None and b.mean_step_s
+        else None
+    )
+    return Compile(
+        overhead_s=overhead,
+        kernel_cache=kernel_cache,
+        break_even_steps=(
+            overhead / saving if overhead is not None and saving and saving > 0 else None
+        ),
+    )
 
 
 def failure_reasons(col: Collected, ids: list[str]) -> list[Message]:

@@ -7,31 +7,42 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-
 from afbench.analysis.contention import judge_reasons
 from afbench.analysis.stats import finite_mean
 from afbench.collect import Collected
 from afbench.config.models import ReportConfig
 from afbench.messages import Message, say
-from afbench.store import Speed
 from afbench.runspec import AutoDesign, Plan
-from afbench.verdict import (AUTO, INCONCLUSIVE, ONE_ROUND, SEQUENTIAL, Design, SequentialTest,
-                             compare_runs, gain_pct, quick_verdict)
+from afbench.store import Speed
+from afbench.verdict import (
+    AUTO,
+    INCONCLUSIVE,
+    ONE_ROUND,
+    SEQUENTIAL,
+    Design,
+    SequentialTest,
+    compare_runs,
+    gain_pct,
+    quick_verdict,
+)
 from afbench.verdict.calibration import RunSpread
 from afbench.verdict.estimate import CALIBRATION_STALE, CALIBRATION_UNFIT
 from afbench.verdict.sequential import INTERRUPTED
-
 
 
 def sequential_design(auto: AutoDesign, with_budget: bool = True) -> Design:
     """The :class:`afbench.verdict.Design` of a plan's ``repeats=auto`` settings (the
     time budget left out with ``with_budget=False``: offline there is no clock to hold it
     against)."""
-    return Design(repeats=AUTO, level=auto.level, min_pairs=auto.min_pairs,
-                  max_pairs=auto.max_pairs, precision_pct=auto.precision_pct,
-                  time_budget_s=auto.time_budget_s if with_budget else None,
-                  min_gain_pct=auto.min_gain_pct)
-
+    return Design(
+        repeats=AUTO,
+        level=auto.level,
+        min_pairs=auto.min_pairs,
+        max_pairs=auto.max_pairs,
+        precision_pct=auto.precision_pct,
+        time_budget_s=auto.time_budget_s if with_budget else None,
+        min_gain_pct=auto.min_gain_pct,
+    )
 
 
 def run_contention(result: Any, run_id: str) -> tuple[bool, Message | None]:
@@ -43,9 +54,11 @@ def run_contention(result: Any, run_id: str) -> tuple[bool, Message | None]:
     contended, reasons = judge_reasons(getattr(result, "contention", None))
     if not reasons:
         return bool(contended), None
-    return bool(contended), say("run_reason", run=run_id, reason=[
-        say(code, **values).model_dump() for code, values in reasons])
-
+    return bool(contended), say(
+        "run_reason",
+        run=run_id,
+        reason=[say(code, **values).model_dump() for code, values in reasons],
+    )
 
 
 @dataclass
@@ -60,9 +73,9 @@ class VerdictPairs:
     ids: list[tuple[str, str]] = field(default_factory=list)  # per pair: (baseline, variant) run
 
 
-
-def verdict_pairs(plan: Plan, variant: str, steps: dict[str, list[float]],
-                  results: dict[str, Any] | None = None) -> VerdictPairs:
+def verdict_pairs(
+    plan: Plan, variant: str, steps: dict[str, list[float]], results: dict[str, Any] | None = None
+) -> VerdictPairs:
     """The baseline's and ``variant``'s verdict-phase runs paired by round (the runs of one
     round ran adjacently), in round order; a round where either run has no entry in ``steps``
     (run_id -> step times) is left out. ``results`` (run_id -> result.json) gives each run's
@@ -77,15 +90,13 @@ def verdict_pairs(plan: Plan, variant: str, steps: dict[str, list[float]],
         ids = by_repeat[repeat]
         b_id, v_id = ids.get(plan.baseline), ids.get(variant)
         if b_id in steps and v_id in steps:
-            (cb, db), (cv, dv) = (run_contention((results or {}).get(i), i)
-                                  for i in (b_id, v_id))
+            (cb, db), (cv, dv) = (run_contention((results or {}).get(i), i) for i in (b_id, v_id))
             out.baseline.append(steps[b_id])
             out.variant.append(steps[v_id])
             out.contended.append((cb, cv))
             out.detail.append([d.model_dump() for d in (db, dv) if d])
             out.ids.append((b_id, v_id))
     return out
-
 
 
 def decided_runs(col: Collected, variant: str, speed: Speed) -> list[str]:
@@ -96,9 +107,12 @@ def decided_runs(col: Collected, variant: str, speed: Speed) -> list[str]:
         return []
     ids = verdict_pairs(col.plan, variant, col.window_steps, col.results).ids
     aside = {a.pair for a in speed.set_aside}
-    return [i for k, pair in enumerate(ids[:speed.n_pairs_run or len(ids)], 1)
-            if k not in aside for i in pair]
-
+    return [
+        i
+        for k, pair in enumerate(ids[: speed.n_pairs_run or len(ids)], 1)
+        if k not in aside
+        for i in pair
+    ]
 
 
 def _auto_speed(plan: Plan, variant: str, pairs: VerdictPairs, keep: bool) -> Any:
@@ -112,16 +126,27 @@ def _auto_speed(plan: Plan, variant: str, pairs: VerdictPairs, keep: bool) -> An
     stop = plan.auto_stops.get(variant)
     n = min(len(pairs.baseline), stop.n_pairs if stop else len(pairs.baseline))
     reason = stop.reason if stop else INTERRUPTED
-    test = SequentialTest(design, pairs.baseline[:n], pairs.variant[:n], pairs.contended[:n],
-                          pairs.detail[:n], keep_contended=keep)
+    test = SequentialTest(
+        design,
+        pairs.baseline[:n],
+        pairs.variant[:n],
+        pairs.contended[:n],
+        pairs.detail[:n],
+        keep_contended=keep,
+    )
     speed = test.speed(reason)
     if speed.ci_low_pct is None and speed.n_pairs >= 2:
-        fixed = compare_runs(pairs.baseline[:n], pairs.variant[:n], confidence=design.level,
-                             min_gain_pct=design.min_gain_pct, contended=pairs.contended[:n],
-                             contention_detail=pairs.detail[:n], keep_contended=keep)
+        fixed = compare_runs(
+            pairs.baseline[:n],
+            pairs.variant[:n],
+            confidence=design.level,
+            min_gain_pct=design.min_gain_pct,
+            contended=pairs.contended[:n],
+            contention_detail=pairs.detail[:n],
+            keep_contended=keep,
+        )
         speed = replace(fixed, design=SEQUENTIAL, stop_reason=reason)
     return speed
-
 
 
 def dotted(overrides: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -135,7 +160,6 @@ def dotted(overrides: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-
 def calibration_advice(col: Collected, variant: str) -> dict[str, str | None]:
     """What the report's advice names to calibrate this comparison: the recipe of its
     workload (:func:`afbench.plan.calibration_recipe`) and the variant's overrides as
@@ -144,11 +168,13 @@ def calibration_advice(col: Collected, variant: str) -> dict[str, str | None]:
 
     spec = next(r for r in col.plan.runs if r.variant == variant)
     over = dotted(col.experiment.variants.get(variant) or {})
-    switch = " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}"
-                      for k, v in over.items())
-    return {"calibrate_recipe": calibration_recipe(spec.config.scheduler.workload),
-            "calibrate_switch": switch or None}
-
+    switch = " ".join(
+        f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in over.items()
+    )
+    return {
+        "calibrate_recipe": calibration_recipe(spec.config.scheduler.workload),
+        "calibrate_switch": switch or None,
+    }
 
 
 def speed_of(col: Collected, variant: str, report: ReportConfig) -> Speed:
@@ -163,21 +189,34 @@ def speed_of(col: Collected, variant: str, report: ReportConfig) -> Speed:
     keep = report.contention == "keep"
     advice = calibration_advice(col, variant)
     if not pairs.baseline:
-        return Speed(level=report.confidence, decision=INCONCLUSIVE,
-                     no_interval_reason="no_pairs_left", **advice)
+        return Speed(
+            level=report.confidence,
+            decision=INCONCLUSIVE,
+            no_interval_reason="no_pairs_left",
+            **advice,
+        )
     if plan.repeats == "auto" and plan.auto is not None:
         return Speed.of(_auto_speed(plan, variant, pairs, keep), **advice)
     calibration = col.experiment.calibration_dict()
-    speed = compare_runs(pairs.baseline, pairs.variant, confidence=report.confidence,
-                         min_gain_pct=report.min_gain_pct, contended=pairs.contended,
-                         contention_detail=pairs.detail, keep_contended=keep,
-                         calibration=RunSpread.of(calibration) if calibration else None)
+    speed = compare_runs(
+        pairs.baseline,
+        pairs.variant,
+        confidence=report.confidence,
+        min_gain_pct=report.min_gain_pct,
+        contended=pairs.contended,
+        contention_detail=pairs.detail,
+        keep_contended=keep,
+        calibration=RunSpread.of(calibration) if calibration else None,
+    )
     beside: dict[str, Any] = dict(advice)
-    if (speed.spread_source and "calibration" in speed.spread_source) or \
-            speed.no_interval_reason in (CALIBRATION_STALE, CALIBRATION_UNFIT):
+    if (
+        speed.spread_source and "calibration" in speed.spread_source
+    ) or speed.no_interval_reason in (CALIBRATION_STALE, CALIBRATION_UNFIT):
         beside["calibration"] = calibration  # which one decided, or was refused
     if speed.design == ONE_ROUND:
         mb, mv = finite_mean(pairs.baseline[0]), finite_mean(pairs.variant[0])
-        beside.update(reference_verdict=quick_verdict(variant, mb, mv, failed=False),
-                      reference_gain_pct=gain_pct(mb, mv))
+        beside.update(
+            reference_verdict=quick_verdict(variant, mb, mv, failed=False),
+            reference_gain_pct=gain_pct(mb, mv),
+        )
     return Speed.of(speed, **beside)

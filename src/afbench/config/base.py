@@ -47,5 +47,3 @@ class Section(BaseModel):
     def valid_keys(cls) -> list[str]:
         """The keys this section accepts (its fields), for a did-you-mean."""
         return list(cls.model_fields)
-
-

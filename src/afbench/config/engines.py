@@ -146,5 +146,6 @@ class TorchtitanEngine(Section):
         return self.entry_module.split(".")[0]
 
 
-EngineConfig = Annotated[Union[BuiltinEngine, CommandEngine, TorchtitanEngine],
-                         Field(discriminator="name")]
+EngineConfig = Annotated[
+    Union[BuiltinEngine, CommandEngine, TorchtitanEngine], Field(discriminator="name")
+]

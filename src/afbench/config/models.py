@@ -26,8 +26,8 @@ from pydantic import (
 )
 
 from afbench.config.base import NAME_PATTERN, LocalPath, Section, env_vars
-from afbench.config.secrets import mask_text
 from afbench.config.engines import BuiltinEngine, EngineConfig
+from afbench.config.secrets import mask_text
 from afbench.config.short import SHORT_MIN_STEPS
 from afbench.config.switch_names import switch_names
 from afbench.verdict.design import DEFAULT as DESIGN  # every design default's one home
@@ -45,7 +45,8 @@ class ModelConfig(Section):
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     attn_implementation: Literal["sdpa", "eager"] = "sdpa"
     manifest: LocalPath | None = Field(
-        None, description="sha256sum-format manifest checked before runs")
+        None, description="sha256sum-format manifest checked before runs"
+    )
 
 
 #: the column sets a chat parquet file may have (docs/reference.md §6, willcb/V3-wordle): read
@@ -94,9 +95,11 @@ class ParallelConfig(Section):
     @model_validator(mode="after")
     def _fits(self) -> "ParallelConfig":
         if self.world_size % self.nnodes:
-            raise ValueError(f"world_size {self.world_size} over nnodes {self.nnodes}: give "
-                             "every node the same number of ranks (world_size a multiple of "
-                             "nnodes)")
+            raise ValueError(
+                f"world_size {self.world_size} over nnodes {self.nnodes}: give "
+                "every node the same number of ranks (world_size a multiple of "
+                "nnodes)"
+            )
         if self.devices is not None and len(self.devices) != self.per_node:
             per = f" per node ({self.nnodes} nodes)" if self.nnodes > 1 else ""
             raise ValueError(
@@ -141,7 +144,8 @@ class SftScheduler(Section):
     def _window_inside(self) -> "SftScheduler":
         if self.measure.last_step > self.steps:
             raise ValueError(
-                f"measure.last_step {self.measure.last_step} {PAST_LAST_STEP} {self.steps}")
+                f"measure.last_step {self.measure.last_step} {PAST_LAST_STEP} {self.steps}"
+            )
         if self.global_batch_size % self.micro_batch_size:
             raise ValueError(
                 f"global_batch_size {self.global_batch_size} is not a multiple of "
@@ -206,9 +210,17 @@ class NpuProfilerConfig(Section):
     bench/npu_api_conformance.py checks them against the wheels)."""
 
     profiler_level: Literal["Level0", "Level1", "Level2", "Level_none"] = "Level1"
-    aic_metrics: Literal["AiCoreNone", "PipeUtilization", "ArithmeticUtilization", "Memory",
-                         "MemoryL0", "MemoryUB", "ResourceConflictRatio", "L2Cache",
-                         "MemoryAccess"] = "ArithmeticUtilization"
+    aic_metrics: Literal[
+        "AiCoreNone",
+        "PipeUtilization",
+        "ArithmeticUtilization",
+        "Memory",
+        "MemoryL0",
+        "MemoryUB",
+        "ResourceConflictRatio",
+        "L2Cache",
+        "MemoryAccess",
+    ] = "ArithmeticUtilization"
     export_type: Literal["Text", "Db"] = "Text"
 
 
@@ -243,11 +255,16 @@ class OptimizationConfig(Section):
             return handler(data)
         names = switch_names()
         unknown = [k for k in data if k not in names and k not in cls.model_fields]
-        errors: list[Any] = [{"type": "extra_forbidden", "loc": (k,), "input": data[k]}
-                             for k in unknown]
+        errors: list[Any] = [
+            {"type": "extra_forbidden", "loc": (k,), "input": data[k]} for k in unknown
+        ]
         try:
-            model = handler({**dict.fromkeys(names, False),
-                             **{k: v for k, v in data.items() if k not in unknown}})
+            model = handler(
+                {
+                    **dict.fromkeys(names, False),
+                    **{k: v for k, v in data.items() if k not in unknown},
+                }
+            )
         except ValidationError as err:
             errors += err.errors(include_url=False)
         if errors:
@@ -316,7 +333,9 @@ class ReportConfig(Section):
     @classmethod
     def _template_dir(cls, v: str | None) -> str | None:
         if v is not None and not Path(v).is_dir():
-            raise ValueError(f"{v} is not a folder; give a folder with report.md.j2 / report.html.j2")
+            raise ValueError(
+                f"{v} is not a folder; give a folder with report.md.j2 / report.html.j2"
+            )
         return v
 
     # Sweeps: the combination every other is compared with, as its overrides
@@ -331,7 +350,8 @@ class ReportConfig(Section):
             raise ValueError(
                 f"expected key=value pairs, one per swept key, e.g. "
                 f"'report.sweep_baseline=\"optimization.autofuse=false\"'; {bad[0]!r} has no "
-                "'=value' (quote the whole value for Hydra: its '=' is part of the value)")
+                "'=value' (quote the whole value for Hydra: its '=' is part of the value)"
+            )
         return v
 
 
@@ -375,7 +395,8 @@ class ExperimentConfig(Section):
     # quiet machine (afbench.launch.quiet; bench/README.md "Waiting for quiet"); 0: never
     # wait. Default $AFBENCH_WAIT_FOR_QUIET_S, else 120.
     wait_for_quiet_s: NonNegativeFloat = Field(
-        default_factory=lambda: float(os.environ.get("AFBENCH_WAIT_FOR_QUIET_S", 120)))
+        default_factory=lambda: float(os.environ.get("AFBENCH_WAIT_FOR_QUIET_S", 120))
+    )
     # A short (or longer) run of any recipe: every phase runs this many steps, with the measured
     # and profiler windows moved to its end (afbench.config.short.short_run); null: as written.
     steps: int | None = None
@@ -384,9 +405,11 @@ class ExperimentConfig(Section):
     @classmethod
     def _short_enough(cls, v: int | None) -> int | None:
         if v is not None and v < SHORT_MIN_STEPS:
-            raise ValueError(f"a run needs at least {SHORT_MIN_STEPS} steps: 1 warm-up step "
-                             f"(compilation) and the 4 measured steps a verdict needs; write "
-                             f"experiment.steps={SHORT_MIN_STEPS} or more")
+            raise ValueError(
+                f"a run needs at least {SHORT_MIN_STEPS} steps: 1 warm-up step "
+                f"(compilation) and the 4 measured steps a verdict needs; write "
+                f"experiment.steps={SHORT_MIN_STEPS} or more"
+            )
         return v
 
     @field_validator("repeats", mode="before")

@@ -27,7 +27,8 @@ _URL_PASSWORD = re.compile(r"(://[^:/@\s'\"]*:)[^@\s'\"]+@")
 #: ``NAME=value`` (an override, a log line), ``NAME: value`` (YAML), ``"NAME": "value"`` (JSON)
 _ASSIGNED = re.compile(
     r"""(\b(?:[A-Z0-9_]*(?:_TOKEN|_KEY)|[A-Z0-9_]*(?:PASSWORD|SECRET)[A-Z0-9_]*)\b["']?"""
-    r"""[ \t]*[:=][ \t]*)("[^"\n]*"|'[^'\n]*'|[^\s,;'"\])}]+)""")
+    r"""[ \t]*[:=][ \t]*)("[^"\n]*"|'[^'\n]*'|[^\s,;'"\])}]+)"""
+)
 
 
 def is_secret_name(name: str) -> bool:
@@ -39,6 +40,7 @@ def mask_text(text: str) -> str:
     """``text`` with every URL password and every value assigned to a secret name
     (``HF_TOKEN=abc``, ``HF_TOKEN: abc``, ``"HF_TOKEN": "abc"``) replaced by :data:`MASK`
     (quotes kept)."""
+
     def value(m: re.Match[str]) -> str:
         v = m.group(2)
         quoted = v[:1] in "\"'" and len(v) > 1
@@ -52,8 +54,12 @@ def masked(data: Any) -> Any:
     that is a secret name replaced by :data:`MASK` and every string passed through
     :func:`mask_text`; a copy, ``data`` is unchanged."""
     if isinstance(data, dict):
-        return {k: MASK if isinstance(v, str) and isinstance(k, str) and is_secret_name(k)
-                else masked(v) for k, v in data.items()}
+        return {
+            k: MASK
+            if isinstance(v, str) and isinstance(k, str) and is_secret_name(k)
+            else masked(v)
+            for k, v in data.items()
+        }
     if isinstance(data, (list, tuple)):
         return [masked(v) for v in data]
     return mask_text(data) if isinstance(data, str) else data
@@ -68,8 +74,7 @@ def unmask_env(env: dict[str, str], environ: dict[str, str] | None = None) -> di
     """``env`` (read back from a file) with each :data:`MASK` value of a secret name taken
     from ``environ`` (default ``os.environ``: the launcher put the real value there)."""
     environ = os.environ if environ is None else environ
-    return {k: environ.get(k, v) if v == MASK and is_secret_name(k) else v
-            for k, v in env.items()}
+    return {k: environ.get(k, v) if v == MASK and is_secret_name(k) else v for k, v in env.items()}
 
 
 class MaskingFilter(logging.Filter):

@@ -39,12 +39,19 @@ def short_run(run: dict[str, Any], n: int) -> dict[str, Any]:
         window = sched.get("measure") or {}
         # a profiling phase keeps its steps after the window (its trace is written after
         # them); any other phase runs exactly n (issue 34: steps: 20 ran 16 at n = 6)
-        tail = max(0, int(sched.get("steps", 0)) - int(window.get("last_step", 0))) \
-            if opt.get("profiler") else 0
+        tail = (
+            max(0, int(sched.get("steps", 0)) - int(window.get("last_step", 0)))
+            if opt.get("profiler")
+            else 0
+        )
         sched["steps"] = n + tail
         sched["measure"] = {**window, "first_step": first, "last_step": last}
     prof = opt.get("profiler_window") or {}
     warmup = min(int(prof.get("warmup_steps", 1)), first - 1)
-    opt["profiler_window"] = {**prof, "first_step": first, "last_step": last,
-                              "warmup_steps": warmup}
+    opt["profiler_window"] = {
+        **prof,
+        "first_step": first,
+        "last_step": last,
+        "warmup_steps": warmup,
+    }
     return out

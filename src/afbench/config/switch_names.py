@@ -36,8 +36,10 @@ def switch_names() -> tuple[str, ...]:
             without importing ``afbench.switches.registry``; every afbench entry point does).
     """
     if _provider is None:
-        raise RuntimeError("afbench.config: no switch names were handed in; import "
-                           "afbench.switches.registry before validating a config")
+        raise RuntimeError(
+            "afbench.config: no switch names were handed in; import "
+            "afbench.switches.registry before validating a config"
+        )
     names = tuple(_provider())
     check_names(names)
     return names
@@ -50,12 +52,17 @@ def check_names(names: Sequence[str]) -> None:
     seen: set[str] = set()
     for name in names:
         if not NAME.fullmatch(name):
-            raise ValueError(f"switch name {name!r} (afbench.switches.registry.SWITCHES): use "
-                             "lowercase letters, digits and '_', starting with a letter")
+            raise ValueError(
+                f"switch name {name!r} (afbench.switches.registry.SWITCHES): use "
+                "lowercase letters, digits and '_', starting with a letter"
+            )
         if name in SETTINGS:
-            raise ValueError(f"switch name {name!r} (afbench.switches.registry.SWITCHES) is the "
-                             f"optimization setting optimization.{name}: rename the switch")
+            raise ValueError(
+                f"switch name {name!r} (afbench.switches.registry.SWITCHES) is the "
+                f"optimization setting optimization.{name}: rename the switch"
+            )
         if name in seen:
-            raise ValueError(f"switch name {name!r} is registered twice in "
-                             "afbench.switches.registry.SWITCHES")
+            raise ValueError(
+                f"switch name {name!r} is registered twice in afbench.switches.registry.SWITCHES"
+            )
         seen.add(name)

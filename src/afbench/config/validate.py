@@ -50,8 +50,11 @@ def _fields_at(model: type[BaseModel], path: tuple[str, ...]) -> set[str]:
             if field is not None:
                 nxt.extend(_models_in(field.annotation))
         models = nxt
-    return {name for m in models
-            for name in (m.valid_keys() if issubclass(m, Section) else m.model_fields)}
+    return {
+        name
+        for m in models
+        for name in (m.valid_keys() if issubclass(m, Section) else m.model_fields)
+    }
 
 
 def _dotted(loc: tuple[Any, ...]) -> tuple[str, ...]:
@@ -75,10 +78,15 @@ def format_validation_error(
             tag = loc[1] if len(loc) > 2 and loc[1] in _UNION_TAGS.get(loc[0], ()) else None
             if tag is not None and path[-1] in known:
                 # a key of another member of the union (engine.env with engine=builtin)
-                also = (" (engine=command; for every run's environment, whatever the engine: "
-                        "launcher.env.<NAME>=...)" if path[-1] == "env" else "")
-                lines.append(f"{key}: {loc[0]}={tag} has no key {path[-1]!r}; another "
-                             f"{loc[0]} has it{also}")
+                also = (
+                    " (engine=command; for every run's environment, whatever the engine: "
+                    "launcher.env.<NAME>=...)"
+                    if path[-1] == "env"
+                    else ""
+                )
+                lines.append(
+                    f"{key}: {loc[0]}={tag} has no key {path[-1]!r}; another {loc[0]} has it{also}"
+                )
                 continue
             guess = difflib.get_close_matches(path[-1], known, n=1)
             hint = f"did you mean '{guess[0]}'? " if guess else ""
@@ -91,8 +99,10 @@ def format_validation_error(
             shown = "" if isinstance(given, (dict, list)) or given is None else f" (got {given!r})"
             if isinstance(given, bool) and e["type"] == "string_type":
                 # YAML 1.1 (PyYAML, OmegaConf) reads off/on/yes/no unquoted as booleans
-                shown += (f"; YAML reads an unquoted off/on/yes/no/true/false as a boolean: quote "
-                          f"the name, e.g. '{'on' if given else 'off'}'")
+                shown += (
+                    f"; YAML reads an unquoted off/on/yes/no/true/false as a boolean: quote "
+                    f"the name, e.g. '{'on' if given else 'off'}'"
+                )
             lines.append(f"{key}: {msg}{shown}" if path else f"{prefix}{msg}{shown}")
     return "\n".join(lines)
 
@@ -102,7 +112,9 @@ def to_container(cfg: DictConfig) -> dict[str, Any]:
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise ConfigError(
-            "\n".join(f"{k}: required but not set (???); set it, e.g. {k}=/abs/path" for k in missing)
+            "\n".join(
+                f"{k}: required but not set (???); set it, e.g. {k}=/abs/path" for k in missing
+            )
         )
     try:
         data = OmegaConf.to_container(cfg, resolve=True)
@@ -129,8 +141,11 @@ def validate_config(cfg: DictConfig | dict[str, Any]) -> AfbenchConfig:
         return AfbenchConfig.model_validate(data)
     except ValidationError as err:
         phases = (data.get("experiment") or {}).get("phases") or {}
-        setting = [f"experiment.phases.{p}" for p, o in phases.items()
-                   if isinstance(o, dict) and _sets(expand_dotted(o, p), ("scheduler", "steps"))]
+        setting = [
+            f"experiment.phases.{p}"
+            for p, o in phases.items()
+            if isinstance(o, dict) and _sets(expand_dotted(o, p), ("scheduler", "steps"))
+        ]
         raise ConfigError(with_window_advice(format_validation_error(err), setting)) from None
 
 
@@ -142,24 +157,32 @@ def _sets(tree: dict[str, Any], parts: tuple[str, ...]) -> bool:
     return True
 
 
-def with_window_advice(message: str, phases_setting_steps: list[str],
-                       phase: str | None = None) -> str:
+def with_window_advice(
+    message: str, phases_setting_steps: list[str], phase: str | None = None
+) -> str:
     """``message`` with advice after each line saying a step window ends past the run's last
     step, matched to where the steps were set: on the command line or in the recipe's top
     level (``phase`` None), where the recipe's own phases may set steps again
     (``phases_setting_steps``: the dotted phase keys), or in phase ``phase``."""
-    short = "for a short run write experiment.steps=N (N >= %d: every phase's steps and its " \
-            "measured and profiler windows follow)" % SHORT_MIN_STEPS
+    short = (
+        "for a short run write experiment.steps=N (N >= %d: every phase's steps and its "
+        "measured and profiler windows follow)" % SHORT_MIN_STEPS
+    )
     if phase is not None:
-        advice = (f"{short}, or set experiment.phases.{phase}.scheduler.measure (and "
-                  f"optimization.profiler_window) inside that phase's steps")
+        advice = (
+            f"{short}, or set experiment.phases.{phase}.scheduler.measure (and "
+            f"optimization.profiler_window) inside that phase's steps"
+        )
     elif phases_setting_steps:
-        advice = (f"the recipe's phases set their own steps ({', '.join(phases_setting_steps)}"
-                  f"), so scheduler.steps does not reach them: {short}")
+        advice = (
+            f"the recipe's phases set their own steps ({', '.join(phases_setting_steps)}"
+            f"), so scheduler.steps does not reach them: {short}"
+        )
     else:
         advice = f"{short}, or set scheduler.measure.first_step/last_step inside scheduler.steps"
-    return "\n".join(f"{line}: {advice}" if PAST_LAST_STEP in line else line
-                     for line in message.splitlines())
+    return "\n".join(
+        f"{line}: {advice}" if PAST_LAST_STEP in line else line for line in message.splitlines()
+    )
 
 
 def expand_dotted(overrides: dict[str, Any], where: str) -> dict[str, Any]:
@@ -190,7 +213,9 @@ def apply_overrides(base: dict[str, Any], overrides: dict[str, Any], where: str)
     Unknown keys are kept so that validation (:func:`validate_run_config`) reports them with
     the dotted key and a did-you-mean; ``where`` names the YAML node for other errors.
     """
-    merged = OmegaConf.merge(OmegaConf.create(base), OmegaConf.create(expand_dotted(overrides, where)))
+    merged = OmegaConf.merge(
+        OmegaConf.create(base), OmegaConf.create(expand_dotted(overrides, where))
+    )
     return OmegaConf.to_container(merged, resolve=True)
 
 
@@ -205,8 +230,9 @@ def check_unknown_keys(data: dict[str, Any], where: str) -> None:
         unknown = [e for e in err.errors() if e["type"] == "extra_forbidden"]
         if unknown:
             only = ValidationError.from_exception_data(err.title, unknown)
-            raise ConfigError(format_validation_error(only, RunConfig, prefix=f"{where}: ")) \
-                from None
+            raise ConfigError(
+                format_validation_error(only, RunConfig, prefix=f"{where}: ")
+            ) from None
 
 
 def validate_run_config(data: dict[str, Any], where: str, phase: str | None = None) -> RunConfig:

@@ -21,24 +21,42 @@ from typing import Any
 
 from afbench.analysis.contention import WindowSampler
 from afbench.analysis.efficiency import not_reported
-from afbench.analysis.steplog import (DEFAULT_STEP_PATTERN, compile_step_pattern,
-                                      is_placeholder_loss, log_lines, non_finite_loss)
+from afbench.analysis.steplog import (
+    DEFAULT_STEP_PATTERN,
+    compile_step_pattern,
+    is_placeholder_loss,
+    log_lines,
+    non_finite_loss,
+)
 from afbench.config.engines import CommandEngine
 from afbench.config.models import RunConfig
 from afbench.engines.metrics import MetricsWriter
 from afbench.engines.process import run_child
 from afbench.errors import ConfigError, RunFailed
 from afbench.runspec import RunSpec
-from afbench.store.result import RunResult
 from afbench.store.names import METRICS
+from afbench.store.result import RunResult
 from afbench.switches.registry import switch_names
 
 ENV_PREFIX = "AFBENCH_"
 # The names run_values fills besides the switches (a test pins the two together), so that plan
 # time can check engine.args' placeholders before anything runs.
-RUN_PLACEHOLDERS = ("run_dir", "profile_dir", "mode", "steps", "seed", "model_path", "data_path",
-                    "devices", "world_size", "seq_len", "global_batch_size", "variant", "phase",
-                    "repeat")
+RUN_PLACEHOLDERS = (
+    "run_dir",
+    "profile_dir",
+    "mode",
+    "steps",
+    "seed",
+    "model_path",
+    "data_path",
+    "devices",
+    "world_size",
+    "seq_len",
+    "global_batch_size",
+    "variant",
+    "phase",
+    "repeat",
+)
 
 
 def placeholders() -> tuple[str, ...]:
@@ -47,8 +65,10 @@ def placeholders() -> tuple[str, ...]:
     names = switch_names()
     clash = sorted(set(names) & set(RUN_PLACEHOLDERS))
     if clash:  # {mode} would silently become the switch's value
-        raise ConfigError(f"switch name {clash[0]!r} (afbench.switches.registry.SWITCHES) is the "
-                          f"command engine's placeholder {{{clash[0]}}}: rename the switch")
+        raise ConfigError(
+            f"switch name {clash[0]!r} (afbench.switches.registry.SWITCHES) is the "
+            f"command engine's placeholder {{{clash[0]}}}: rename the switch"
+        )
     return RUN_PLACEHOLDERS + names
 
 
@@ -92,13 +112,17 @@ def check_executable(engine: CommandEngine) -> str:
     """
     exe = engine.executable
     if not os.path.isabs(exe):
-        raise ConfigError(f"engine.executable: {exe!r} is not an absolute path; "
-                          "set engine.executable=/abs/path/to/program (no PATH lookup)")
+        raise ConfigError(
+            f"engine.executable: {exe!r} is not an absolute path; "
+            "set engine.executable=/abs/path/to/program (no PATH lookup)"
+        )
     if not os.path.isfile(exe):
         raise ConfigError(f"engine.executable: {exe} does not exist or is not a file")
     if not os.access(exe, os.X_OK):
-        raise ConfigError(f"engine.executable: {exe} is not executable; chmod +x it, or set "
-                          "engine.executable to its interpreter and put it first in engine.args")
+        raise ConfigError(
+            f"engine.executable: {exe} is not executable; chmod +x it, or set "
+            "engine.executable to its interpreter and put it first in engine.args"
+        )
     return exe
 
 
@@ -118,8 +142,10 @@ def build_argv(engine: CommandEngine, values: dict[str, Any]) -> list[str]:
                 + ", ".join("{" + k + "}" for k in values)
             ) from None
         except (ValueError, IndexError, AttributeError) as exc:
-            raise ConfigError(f"engine.args[{i}]: malformed placeholder in {arg!r} ({exc}); "
-                              "write a literal brace as {{ or }}") from None
+            raise ConfigError(
+                f"engine.args[{i}]: malformed placeholder in {arg!r} ({exc}); "
+                "write a literal brace as {{ or }}"
+            ) from None
     return argv
 
 
@@ -163,8 +189,12 @@ def _number(raw: str | None) -> float | None:
 class _StepLines:
     """Turns output lines into step records; remembers what the outcome needs."""
 
-    def __init__(self, regex: re.Pattern[str], metrics: MetricsWriter,
-                 on_step: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        regex: re.Pattern[str],
+        metrics: MetricsWriter,
+        on_step: Callable[[int], None] | None = None,
+    ) -> None:
         self.regex = regex
         self.metrics = metrics
         self.on_step = on_step  # called with each matched step number, as its line arrives
@@ -249,8 +279,14 @@ def run_command(spec: RunSpec, run_dir: Path) -> RunResult:
 
     whole.start()
     try:
-        child = run_child(argv, cwd=run_dir, env=env, grace_s=spec.kill_grace_s,
-                          on_line=on_line, on_start=on_start)
+        child = run_child(
+            argv,
+            cwd=run_dir,
+            env=env,
+            grace_s=spec.kill_grace_s,
+            on_line=on_line,
+            on_start=on_start,
+        )
     finally:
         metrics.close()
     whole.end()
@@ -260,8 +296,10 @@ def run_command(spec: RunSpec, run_dir: Path) -> RunResult:
         raise RunFailed(steps.bad_loss)
     tail = f"; last output: {steps.last_line[:200]}" if steps.last_line else ""
     if child.forwarded:
-        raise RunFailed(f"stopped by {signal.Signals(child.forwarded).name} sent to the worker "
-                        f"(forwarded to the command, which exited with {code})")
+        raise RunFailed(
+            f"stopped by {signal.Signals(child.forwarded).name} sent to the worker "
+            f"(forwarded to the command, which exited with {code})"
+        )
     if code < 0:
         name = signal.Signals(-code).name
         hint = " (out of memory?)" if -code == signal.SIGKILL else ""
@@ -269,22 +307,25 @@ def run_command(spec: RunSpec, run_dir: Path) -> RunResult:
     if code != 0:
         raise RunFailed(f"command exited with status {code}{tail}")
     if steps.count == 0:
-        raise RunFailed(f"no step lines matched engine.step_pattern (named groups step and "
-                        f"value, seconds per step; a torchtitan log: engine=torchtitan){tail}")
-    return RunResult.from_fields({
-        "workload": spec.config.scheduler.workload,
-        "engine": "command",
-        "argv": argv,
-        "first_step_s": steps.first_step_s,
-        "steps_logged": steps.count,
-        "command_wall_s": round(wall_s, 3),
-        "contention": window.record() or whole.record(),
-        **not_reported("command"),
-    })
+        raise RunFailed(
+            f"no step lines matched engine.step_pattern (named groups step and "
+            f"value, seconds per step; a torchtitan log: engine=torchtitan){tail}"
+        )
+    return RunResult.from_fields(
+        {
+            "workload": spec.config.scheduler.workload,
+            "engine": "command",
+            "argv": argv,
+            "first_step_s": steps.first_step_s,
+            "steps_logged": steps.count,
+            "command_wall_s": round(wall_s, 3),
+            "contention": window.record() or whole.record(),
+            **not_reported("command"),
+        }
+    )
 
 
-def contention_samplers(spec: RunSpec, env: dict[str, str]
-                        ) -> tuple[WindowSampler, WindowSampler]:
+def contention_samplers(spec: RunSpec, env: dict[str, str]) -> tuple[WindowSampler, WindowSampler]:
     """Two samplers of a command run (:mod:`afbench.analysis.contention`): the measured
     window, whose edges are the arrival of the step lines ``first_step - 1`` (or the
     command's start) and ``last_step`` (the command's process tree, read from /proc while it
@@ -294,11 +335,17 @@ def contention_samplers(spec: RunSpec, env: dict[str, str]
     w = spec.config.scheduler.measure
     raw = env.get("OMP_NUM_THREADS", "")
     threads = int(raw) if raw.isdigit() and int(raw) > 0 else None
-    window = WindowSampler(threads=threads, scope="window",
-                           source=f"command process tree, steps {w.first_step}-{w.last_step} "
-                                  "(from the step lines' arrival)")
-    whole = WindowSampler(threads=threads, scope="run",
-                          source="the whole command run (its step lines did not mark the window)")
+    window = WindowSampler(
+        threads=threads,
+        scope="window",
+        source=f"command process tree, steps {w.first_step}-{w.last_step} "
+        "(from the step lines' arrival)",
+    )
+    whole = WindowSampler(
+        threads=threads,
+        scope="run",
+        source="the whole command run (its step lines did not mark the window)",
+    )
     return window, whole
 
 

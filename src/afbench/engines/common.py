@@ -38,10 +38,14 @@ def load_model_and_tokenizer(cfg: ModelConfig, backend: Backend) -> tuple[Any, A
 
     path = Path(cfg.path)
     if not (path / "config.json").is_file():
-        raise ConfigError(f"model.path: no config.json in {path}; point model.path at an HF-format folder")
+        raise ConfigError(
+            f"model.path: no config.json in {path}; point model.path at an HF-format folder"
+        )
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=DTYPES[cfg.dtype], attn_implementation=cfg.attn_implementation,
+        path,
+        dtype=DTYPES[cfg.dtype],
+        attn_implementation=cfg.attn_implementation,
         local_files_only=True,
     )
     return model.to(backend.device()), tokenizer

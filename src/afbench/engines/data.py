@@ -87,7 +87,7 @@ def assistant_markers(tokenizer: Any) -> tuple[str, str]:
     probe = [{"role": "user", "content": "x"}]
     plain = tokenizer.apply_chat_template(probe, tokenize=False)
     with_gen = tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=True)
-    gen = with_gen[len(plain):]
+    gen = with_gen[len(plain) :]
     header = gen.split("\n", 1)[0] + "\n" if "\n" in gen else gen
     vocab = tokenizer.get_vocab()
     end = "<|im_end|>" if "<|im_end|>" in vocab else tokenizer.eos_token
@@ -96,8 +96,9 @@ def assistant_markers(tokenizer: Any) -> tuple[str, str]:
     return header, end
 
 
-def tokenize_conversation(tokenizer: Any, messages: Sequence[Message],
-                          markers: tuple[str, str]) -> tuple[list[int], list[bool]]:
+def tokenize_conversation(
+    tokenizer: Any, messages: Sequence[Message], markers: tuple[str, str]
+) -> tuple[list[int], list[bool]]:
     """Render with the chat template and tokenize; mask is True on assistant tokens
     (the turn's content and its end-of-turn token, not the role header)."""
     text = tokenizer.apply_chat_template(list(messages), tokenize=False)
@@ -117,7 +118,9 @@ def tokenize_conversation(tokenizer: Any, messages: Sequence[Message],
     return list(enc["input_ids"]), mask
 
 
-def pack(samples: Sequence[tuple[list[int], list[bool]]], seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+def pack(
+    samples: Sequence[tuple[list[int], list[bool]]], seq_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Concatenate samples and cut into blocks of ``seq_len`` tokens.
 
     Returns (input_ids, labels), both int64 of shape [num_blocks, seq_len]; labels are the ids
@@ -137,8 +140,9 @@ def pack(samples: Sequence[tuple[list[int], list[bool]]], seq_len: int) -> tuple
     return ids_t, lab_t
 
 
-def pad_each(samples: Sequence[tuple[list[int], list[bool]]], seq_len: int,
-             pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_each(
+    samples: Sequence[tuple[list[int], list[bool]]], seq_len: int, pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One sample per row, truncated or right-padded to ``seq_len`` (labels IGNORE_INDEX on pad)."""
     rows, labs = [], []
     for tok, mask in samples:

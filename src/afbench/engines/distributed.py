@@ -32,8 +32,11 @@ class DistInfo:
 
 def dist_info() -> DistInfo:
     """Rank, world size and local rank from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK)."""
-    return DistInfo(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
-                    int(os.environ.get("LOCAL_RANK", 0)))
+    return DistInfo(
+        int(os.environ.get("RANK", 0)),
+        int(os.environ.get("WORLD_SIZE", 1)),
+        int(os.environ.get("LOCAL_RANK", 0)),
+    )
 
 
 def init(backend_name: str, info: DistInfo) -> None:
@@ -74,17 +77,21 @@ def agreement(model: torch.nn.Module, info: DistInfo, local_losses: list[float])
     the per-rank local losses of the last step, gathered on every rank."""
     if not info.enabled:
         return {}
-    checksum = torch.tensor([sum(float(p.detach().double().sum()) for p in model.parameters())],
-                            dtype=torch.float64)
+    checksum = torch.tensor(
+        [sum(float(p.detach().double().sum()) for p in model.parameters())], dtype=torch.float64
+    )
     last = torch.tensor([local_losses[-1] if local_losses else float("nan")], dtype=torch.float64)
     sums = [torch.zeros_like(checksum) for _ in range(info.world_size)]
     losses = [torch.zeros_like(last) for _ in range(info.world_size)]
     dist.all_gather(sums, checksum)
     dist.all_gather(losses, last)
     values = [float(t) for t in sums]
-    return {"world_size": info.world_size, "param_checksums": values,
-            "params_identical": max(values) == min(values),
-            "last_step_local_losses": [float(t) for t in losses]}
+    return {
+        "world_size": info.world_size,
+        "param_checksums": values,
+        "params_identical": max(values) == min(values),
+        "last_step_local_losses": [float(t) for t in losses],
+    }
 
 
 def shutdown(info: DistInfo) -> None:

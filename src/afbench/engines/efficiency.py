@@ -12,6 +12,7 @@ from typing import Any
 
 from afbench.analysis import flops
 from afbench.analysis.contention import WindowSampler
+
 # the FLOP count is pure arithmetic, shared with the torch-free torchtitan worker
 from afbench.analysis.efficiency import TFLOPS_SOURCE, training_efficiency  # noqa: F401
 from afbench.backends.base import Backend, PeakMemory
@@ -19,8 +20,10 @@ from afbench.config.models import StepWindow
 from afbench.engines import distributed as ddp
 from afbench.engines.metrics import MetricsWriter
 
-KV_CACHE_SOURCE = ("2 (K, V) x layers x kv_heads x head_dim x (longest prompt + max_new_tokens) "
-                   "x batch x dtype bytes, from config.json")
+KV_CACHE_SOURCE = (
+    "2 (K, V) x layers x kv_heads x head_dim x (longest prompt + max_new_tokens) "
+    "x batch x dtype bytes, from config.json"
+)
 PEAK_FIELDS = ("peak_memory_allocated_gib", "peak_memory_reserved_gib", "peak_rss_gib")
 
 
@@ -35,11 +38,19 @@ class MeasuredWindow:
     :meth:`result_fields` on every rank (it gathers over the ranks of a torchrun job).
     """
 
-    def __init__(self, backend: Backend, window: StepWindow, metrics: MetricsWriter,
-                 info: ddp.DistInfo, unit: str = "steps") -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        window: StepWindow,
+        metrics: MetricsWriter,
+        info: ddp.DistInfo,
+        unit: str = "steps",
+    ) -> None:
         self.backend, self.window, self.metrics, self.info = backend, window, metrics, info
-        self.label = (f"{unit} {window.first_step}-{window.last_step} (counters reset after "
-                      f"{window.first_step - 1} warm-up {unit})")
+        self.label = (
+            f"{unit} {window.first_step}-{window.last_step} (counters reset after "
+            f"{window.first_step - 1} warm-up {unit})"
+        )
         self.seconds = 0.0
         self.steps = 0
         self.peak: PeakMemory | None = None
@@ -49,8 +60,10 @@ class MeasuredWindow:
 
             threads = torch.get_num_threads()
         self.contention = WindowSampler(
-            threads=threads, scope="window",
-            source=f"builtin engine process, {unit} {window.first_step}-{window.last_step}")
+            threads=threads,
+            scope="window",
+            source=f"builtin engine process, {unit} {window.first_step}-{window.last_step}",
+        )
 
     def before_step(self, step: int) -> None:
         if step == self.window.first_step:
@@ -65,8 +78,9 @@ class MeasuredWindow:
         if step == self.window.last_step:
             self.contention.end()
             self.peak = self.backend.peak_memory()
-            self.metrics.write("memory", rank=self.info.rank, memory_window=self.label,
-                               **self.peak.fields())
+            self.metrics.write(
+                "memory", rank=self.info.rank, memory_window=self.label, **self.peak.fields()
+            )
 
     def result_fields(self) -> dict[str, Any]:
         """result.json fields: each peak as the max over ranks (GiB), ``memory_source``,
@@ -74,8 +88,10 @@ class MeasuredWindow:
         order) and ``contention`` (this rank's record, None when the window did not
         complete). A collective under torchrun: every rank must call it."""
         peak = self.peak or PeakMemory(source="not measured: the window's last step never ran")
-        return {**memory_fields(ddp.gather_objects(peak.fields(), self.info), self.label),
-                "contention": self.contention.record()}
+        return {
+            **memory_fields(ddp.gather_objects(peak.fields(), self.info), self.label),
+            "contention": self.contention.record(),
+        }
 
 
 def memory_fields(per_rank: list[dict[str, Any]], window: str) -> dict[str, Any]:
@@ -91,8 +107,9 @@ def memory_fields(per_rank: list[dict[str, Any]], window: str) -> dict[str, Any]
     return out
 
 
-def kv_cache_fields(model_config: dict[str, Any], batches: list[tuple[int, int]],
-                    max_new_tokens: int, dtype: str) -> dict[str, Any]:
+def kv_cache_fields(
+    model_config: dict[str, Any], batches: list[tuple[int, int]], max_new_tokens: int, dtype: str
+) -> dict[str, Any]:
     """Size of the largest KV cache one generation holds at full length.
 
     Args:
@@ -117,5 +134,9 @@ def kv_cache_fields(model_config: dict[str, Any], batches: list[tuple[int, int]]
     width, batch = max(batches, key=lambda b: (b[0] + max_new_tokens) * b[1])
     tokens = width + max_new_tokens
     size = flops.kv_cache_bytes(shape, tokens, batch, flops.DTYPE_BYTES[dtype])
-    return {"kv_cache_gib": size / 2**30, "kv_cache_tokens": tokens, "kv_cache_batch": batch,
-            "kv_cache_source": KV_CACHE_SOURCE}
+    return {
+        "kv_cache_gib": size / 2**30,
+        "kv_cache_tokens": tokens,
+        "kv_cache_batch": batch,
+        "kv_cache_source": KV_CACHE_SOURCE,
+    }

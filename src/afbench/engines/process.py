@@ -65,8 +65,9 @@ def _emit(line: bytes, copy_to: IO[bytes] | None, on_line: Callable[[str], bool]
     return bool(on_line(text)) if on_line is not None else False
 
 
-def _stream(proc: subprocess.Popen, copy_to: IO[bytes] | None,
-            on_line: Callable[[str], bool] | None) -> bool:
+def _stream(
+    proc: subprocess.Popen, copy_to: IO[bytes] | None, on_line: Callable[[str], bool] | None
+) -> bool:
     """Copy the child's output until EOF, or DRAIN_S after it exited; True when ``on_line``
     asked to stop (the rest is then not read)."""
     fd = proc.stdout.fileno()
@@ -96,10 +97,16 @@ def _stream(proc: subprocess.Popen, copy_to: IO[bytes] | None,
     return False
 
 
-def run_child(argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str], grace_s: float,
-              on_line: Callable[[str], bool] | None = None,
-              copy_to: IO[bytes] | None = None,
-              on_start: Callable[[int], None] | None = None) -> ChildExit:
+def run_child(
+    argv: Sequence[str],
+    *,
+    cwd: Path | str,
+    env: Mapping[str, str],
+    grace_s: float,
+    on_line: Callable[[str], bool] | None = None,
+    copy_to: IO[bytes] | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> ChildExit:
     """Run ``argv`` (a list, never a shell string) to its end, its stdout and stderr merged.
 
     Every output line goes to this process's stdout (the run's ``stdout.log``), to ``copy_to``
@@ -111,8 +118,14 @@ def run_child(argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str], g
     """
     forwarded: list[int] = []
     t0 = time.perf_counter()
-    proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
 
     def forward(signum: int, _frame: Any) -> None:
         forwarded.append(signum)
@@ -134,5 +147,9 @@ def run_child(argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str], g
         if proc.poll() is None:  # an exception escaped the loop: leave no child behind
             stop(proc, grace_s)
         proc.stdout.close()
-    return ChildExit(code=code, forwarded=forwarded[0] if forwarded else None, stopped=stopped,
-                     wall_s=time.perf_counter() - t0)
+    return ChildExit(
+        code=code,
+        forwarded=forwarded[0] if forwarded else None,
+        stopped=stopped,
+        wall_s=time.perf_counter() - t0,
+    )

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from afbench.backends.resolve import get_backend, probe_backend, resolve_backend
 from afbench.config.engines import CommandEngine, TorchtitanEngine
 from afbench.config.models import RunConfig, SftScheduler
-from afbench.backends.resolve import get_backend, probe_backend, resolve_backend
 from afbench.engines import command
 from afbench.engines.torchtitan import cmdline as titan_cmdline
 from afbench.errors import ConfigError, RunFailed
@@ -57,22 +57,24 @@ class BuiltinRunner:
         readable; preflight reports an unreadable model folder)."""
         s = rc.scheduler
         if rc.parallel.tp_size != 1:
-            raise ConfigError("parallel.tp_size: > 1 is not supported by the builtin engine; "
-                              "use 1")
+            raise ConfigError("parallel.tp_size: > 1 is not supported by the builtin engine; use 1")
         if isinstance(s, SftScheduler):
             per_step = s.micro_batch_size * rc.parallel.world_size
             if s.global_batch_size % per_step:
                 raise ConfigError(
                     f"scheduler.global_batch_size {s.global_batch_size} is not divisible by "
-                    f"micro_batch_size x world_size = {per_step}")
+                    f"micro_batch_size x world_size = {per_step}"
+                )
         _check_model_limits(rc)
 
     def run(self, spec: RunSpec, run_dir: Path) -> RunResult:
         name = spec.backend or resolve_backend(spec.config.backend.name)
         _, problem = probe_backend(name)
         if problem:
-            raise RunFailed(f"backend {name} was planned for this run but is not usable here: "
-                            f"{problem}; set backend=cpu or fix the device setup")
+            raise RunFailed(
+                f"backend {name} was planned for this run but is not usable here: "
+                f"{problem}; set backend=cpu or fix the device setup"
+            )
         backend = get_backend(name, spec.config.backend.num_threads)
         if spec.config.scheduler.workload == "sft":
             from afbench.engines.sft import run_sft  # torch, transformers: worker only
@@ -96,10 +98,12 @@ class CommandRunner:
         and ``value``; one node (the command starts its own processes)."""
         assert isinstance(rc.engine, CommandEngine)
         if rc.parallel.nnodes > 1:
-            raise ConfigError(f"parallel.nnodes: {rc.parallel.nnodes} nodes are started by the "
-                              "builtin and torchtitan engines; engine=command runs your command "
-                              "once, on this node: set parallel.nnodes=1 and let it start its "
-                              "nodes")
+            raise ConfigError(
+                f"parallel.nnodes: {rc.parallel.nnodes} nodes are started by the "
+                "builtin and torchtitan engines; engine=command runs your command "
+                "once, on this node: set parallel.nnodes=1 and let it start its "
+                "nodes"
+            )
         command.check_executable(rc.engine)
         command.check_placeholders(rc.engine)
         command.step_regex(rc.engine)
@@ -140,8 +144,10 @@ def engine_for(rc: RunConfig) -> Engine:
     try:
         return ENGINES[rc.engine.name]
     except KeyError:
-        raise ConfigError(f"engine.name: {rc.engine.name!r} has a schema but no registered "
-                          f"engine; known: {', '.join(ENGINES)}") from None
+        raise ConfigError(
+            f"engine.name: {rc.engine.name!r} has a schema but no registered "
+            f"engine; known: {', '.join(ENGINES)}"
+        ) from None
 
 
 def _check_model_limits(rc: RunConfig) -> None:
@@ -155,10 +161,15 @@ def _check_model_limits(rc: RunConfig) -> None:
     except (OSError, ValueError):
         return  # preflight reports an unreadable model folder
     s = rc.scheduler
-    length = getattr(s, "seq_len", None) or (getattr(s, "input_truncated_len", 0)
-                                             + getattr(s, "max_new_tokens", 0))
+    length = getattr(s, "seq_len", None) or (
+        getattr(s, "input_truncated_len", 0) + getattr(s, "max_new_tokens", 0)
+    )
     if max_pos and length > max_pos:
-        key = "scheduler.seq_len" if hasattr(s, "seq_len") else \
-            "scheduler.input_truncated_len + max_new_tokens"
-        raise ConfigError(f"{key} = {length} exceeds the model's max_position_embeddings "
-                          f"{max_pos} ({cfg_file})")
+        key = (
+            "scheduler.seq_len"
+            if hasattr(s, "seq_len")
+            else "scheduler.input_truncated_len + max_new_tokens"
+        )
+        raise ConfigError(
+            f"{key} = {length} exceeds the model's max_position_embeddings {max_pos} ({cfg_file})"
+        )

@@ -22,8 +22,14 @@ from typing import Any
 #: ``--overlap`` lets it share the node with the step afbench itself runs in (a job of
 #: Hydra's submitit launcher is one); ``--kill-on-bad-exit`` ends every node's agent when
 #: one fails.
-SRUN = ("srun", "--nodes={nnodes}", "--ntasks={nnodes}", "--ntasks-per-node=1",
-        "--kill-on-bad-exit=1", "--overlap")
+SRUN = (
+    "srun",
+    "--nodes={nnodes}",
+    "--ntasks={nnodes}",
+    "--ntasks-per-node=1",
+    "--kill-on-bad-exit=1",
+    "--overlap",
+)
 
 
 def free_port(host: str = "") -> int:
@@ -45,9 +51,13 @@ def torchrun_args(parallel: Any, run_id: str) -> list[str]:
     if parallel.nnodes == 1:
         return ["--standalone", f"--nproc_per_node={parallel.world_size}"]
     endpoint = parallel.rdzv_endpoint or f"{socket.gethostname()}:{free_port()}"
-    return [f"--nnodes={parallel.nnodes}", f"--nproc_per_node={parallel.per_node}",
-            f"--rdzv_backend={parallel.rdzv_backend}", f"--rdzv_endpoint={endpoint}",
-            f"--rdzv_id={parallel.rdzv_id or run_id}"]
+    return [
+        f"--nnodes={parallel.nnodes}",
+        f"--nproc_per_node={parallel.per_node}",
+        f"--rdzv_backend={parallel.rdzv_backend}",
+        f"--rdzv_endpoint={endpoint}",
+        f"--rdzv_id={parallel.rdzv_id or run_id}",
+    ]
 
 
 def node_launch(parallel: Any) -> list[str]:

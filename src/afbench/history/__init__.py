@@ -36,10 +36,17 @@ def record_experiment(out_dir: Path, url: str | None = None, enabled: bool = Tru
     except Exception as exc:  # the experiment is done and its directory intact: only warn
         if getattr(exc, "repeated", False):
             return False  # a server that did not answer: said once already (open_db)
-        log.warning("afbench: history: %s was not recorded: %s", out_dir,
-                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        log.warning(
+            "afbench: history: %s was not recorded: %s",
+            out_dir,
+            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+        )
         return False
     if written:
-        log.info("afbench: history: recorded %d variant(s) of %s in %s", len(ex.variants),
-                 ex.experiment["experiment"], shown(resolve_url(url)))
+        log.info(
+            "afbench: history: recorded %d variant(s) of %s in %s",
+            len(ex.variants),
+            ex.experiment["experiment"],
+            shown(resolve_url(url)),
+        )
     return written

@@ -64,8 +64,10 @@ def _positive_int(text: str) -> int:
 
 def _url(text: str) -> str:
     if not text.strip():  # `--url "$UNSET"` must not fall back to another database
-        raise argparse.ArgumentTypeError(f"is empty: give a SQLAlchemy URL, or leave --url out "
-                                         f"for ${ENV_URL} or the per-user SQLite file")
+        raise argparse.ArgumentTypeError(
+            f"is empty: give a SQLAlchemy URL, or leave --url out "
+            f"for ${ENV_URL} or the per-user SQLite file"
+        )
     return text
 
 
@@ -75,64 +77,115 @@ def _since(text: str) -> datetime:
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an ISO date or time, e.g. 2026-12-01 or 2026-12-01T08:00 (UTC) "
-            "or 2026-12-01T08:00+02:00") from None
+            "or 2026-12-01T08:00+02:00"
+        ) from None
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m afbench.history",
-                                description="The history of afbench experiments: record, "
-                                "list, report trends, gate regressions.",
-                                epilog="exit status: 0 done (check: no regression), 1 check "
-                                "found a regression or import could not read a directory, 2 a "
-                                "usage error, an unknown experiment or an unreachable "
-                                "database. Each command's --help gives its options.")
-    p.add_argument("--url", type=_url, help=f"SQLAlchemy URL of the database (default: "
-                   f"${ENV_URL}, else the per-user SQLite file)")
+    p = argparse.ArgumentParser(
+        prog="python -m afbench.history",
+        description="The history of afbench experiments: record, "
+        "list, report trends, gate regressions.",
+        epilog="exit status: 0 done (check: no regression), 1 check "
+        "found a regression or import could not read a directory, 2 a "
+        "usage error, an unknown experiment or an unreachable "
+        "database. Each command's --help gives its options.",
+    )
+    p.add_argument(
+        "--url",
+        type=_url,
+        help=f"SQLAlchemy URL of the database (default: ${ENV_URL}, else the per-user SQLite file)",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     imp = sub.add_parser("import", help="record existing output and sweep directories")
-    imp.add_argument("dirs", nargs="+", type=Path, metavar="DIR",
-                     help="an experiment's output directory, or a folder above some (outputs/, "
-                     "multirun/): each finished one below is recorded once")
+    imp.add_argument(
+        "dirs",
+        nargs="+",
+        type=Path,
+        metavar="DIR",
+        help="an experiment's output directory, or a folder above some (outputs/, "
+        "multirun/): each finished one below is recorded once",
+    )
     ls = sub.add_parser("list", help="one line per record, newest first")
     ls.add_argument("--experiment", help="only this experiment (experiment.name)")
     ls.add_argument("--variant", help="only this variant")
-    ls.add_argument("--since", type=_since, metavar="DATE",
-                    help="records created on or after DATE (ISO, UTC unless it has an offset: "
-                    "2026-12-01, 2026-12-01T08:00 or 2026-12-01T08:00+02:00)")
-    ls.add_argument("--limit", type=_positive_int, default=None, metavar="N",
-                    help="at most N lines (the newest)")
+    ls.add_argument(
+        "--since",
+        type=_since,
+        metavar="DATE",
+        help="records created on or after DATE (ISO, UTC unless it has an offset: "
+        "2026-12-01, 2026-12-01T08:00 or 2026-12-01T08:00+02:00)",
+    )
+    ls.add_argument(
+        "--limit",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="at most N lines (the newest)",
+    )
     rep = sub.add_parser("report", help="HTML and Markdown trend report")
     rep.add_argument("--experiment", help="only this experiment (default: all)")
-    rep.add_argument("-o", "--output", type=Path, default=Path("history_report.html"),
-                     metavar="FILE.html", help="the HTML file; the Markdown goes beside it "
-                     "(FILE.md); default history_report.html")
-    chk = sub.add_parser("check", help="CI gate: exit 1 when the newest record is slower "
-                         "than its history beyond the noise",
-                         description="Compare the newest record of each variant with its "
-                         "earlier records (same host, same config). Exit 0: no regression (or "
-                         "nothing to compare; the line says so), 1: a regression, or a newest "
-                         "record whose runs failed, 2: no record "
-                         "of the experiment or variant.")
+    rep.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=Path("history_report.html"),
+        metavar="FILE.html",
+        help="the HTML file; the Markdown goes beside it (FILE.md); default history_report.html",
+    )
+    chk = sub.add_parser(
+        "check",
+        help="CI gate: exit 1 when the newest record is slower than its history beyond the noise",
+        description="Compare the newest record of each variant with its "
+        "earlier records (same host, same config). Exit 0: no regression (or "
+        "nothing to compare; the line says so), 1: a regression, or a newest "
+        "record whose runs failed, 2: no record "
+        "of the experiment or variant.",
+    )
     chk.add_argument("--experiment", required=True, help="the experiment (experiment.name)")
     chk.add_argument("--variant", help="only this variant (default: each of them)")
-    chk.add_argument("--window", type=_positive_int, default=10,
-                     help="earlier records compared with (default 10)")
-    chk.add_argument("--confidence", type=_open_unit, default=0.95,
-                     help="confidence of the interval, within (0, 1) (default 0.95)")
-    chk.add_argument("--min-gain-pct", type=_percent, default=2.0,
-                     help="the smallest change that matters, for the verdict's NO_GAIN margin "
-                     "(default 2)")
-    chk.add_argument("--threshold-pct", type=_percent, default=5.0,
-                     help="a significant slowdown smaller than this passes (default 5)")
-    chk.add_argument("--contention", choices=("set_aside", "keep"), default="set_aside",
-                     help="runs recorded as contended: set_aside (default: they never decide, "
-                     "and the line names them) or keep (a machine that is always shared)")
-    chk.add_argument("--night-spread-pct", type=_spread, default=DEFAULT_NIGHT_SPREAD_PCT,
-                     help=f"night-to-night spread of the host assumed while there are fewer "
-                     f"than {MIN_RECORDS} earlier records (default {DEFAULT_NIGHT_SPREAD_PCT:g}; "
-                     f"with {MIN_RECORDS} or more the records' own spread is used)")
-    cal = sub.add_parser("calibration", help="this host's calibration: list, show or forget "
-                         "a kind of run")
+    chk.add_argument(
+        "--window",
+        type=_positive_int,
+        default=10,
+        help="earlier records compared with (default 10)",
+    )
+    chk.add_argument(
+        "--confidence",
+        type=_open_unit,
+        default=0.95,
+        help="confidence of the interval, within (0, 1) (default 0.95)",
+    )
+    chk.add_argument(
+        "--min-gain-pct",
+        type=_percent,
+        default=2.0,
+        help="the smallest change that matters, for the verdict's NO_GAIN margin (default 2)",
+    )
+    chk.add_argument(
+        "--threshold-pct",
+        type=_percent,
+        default=5.0,
+        help="a significant slowdown smaller than this passes (default 5)",
+    )
+    chk.add_argument(
+        "--contention",
+        choices=("set_aside", "keep"),
+        default="set_aside",
+        help="runs recorded as contended: set_aside (default: they never decide, "
+        "and the line names them) or keep (a machine that is always shared)",
+    )
+    chk.add_argument(
+        "--night-spread-pct",
+        type=_spread,
+        default=DEFAULT_NIGHT_SPREAD_PCT,
+        help=f"night-to-night spread of the host assumed while there are fewer "
+        f"than {MIN_RECORDS} earlier records (default {DEFAULT_NIGHT_SPREAD_PCT:g}; "
+        f"with {MIN_RECORDS} or more the records' own spread is used)",
+    )
+    cal = sub.add_parser(
+        "calibration", help="this host's calibration: list, show or forget a kind of run"
+    )
     cal.add_argument("action", choices=("list", "show", "forget"))
     cal.add_argument("kind", nargs="?", help="the kind of run (show, forget; list names them)")
     return p
@@ -155,10 +208,13 @@ def _import_targets(dirs: list[Path]) -> tuple[list, bool, int | None]:
         print(f"history import: {d}: no such directory (yet): skipped")
     found = experiment_dirs([d for d in dirs if d.exists()])
     if not found:
-        print("history import: no finished experiment (plan.json + summary.json) below "
-              + ", ".join(map(str, dirs)) + "; nothing recorded (the database was not "
-              "opened)",
-              file=sys.stderr)
+        print(
+            "history import: no finished experiment (plan.json + summary.json) below "
+            + ", ".join(map(str, dirs))
+            + "; nothing recorded (the database was not "
+            "opened)",
+            file=sys.stderr,
+        )
         return [], False, 1
     return found, False, None
 
@@ -179,8 +235,11 @@ def cmd_import(engine: Engine, found: list, missing: bool) -> int:
         try:
             ok = write(engine, extract(out, source="import"))
         except AfbenchError as exc:
-            print(f"history import: {exc}; {out.path} not recorded (correct or restore that "
-                  "file, then import it again)", file=sys.stderr)
+            print(
+                f"history import: {exc}; {out.path} not recorded (correct or restore that "
+                "file, then import it again)",
+                file=sys.stderr,
+            )
             failed += 1
             continue
         new += ok
@@ -191,21 +250,38 @@ def cmd_import(engine: Engine, found: list, missing: bool) -> int:
     return 1 if failed or missing else 0
 
 
-def list_lines(engine: Engine, experiment: str | None = None, variant: str | None = None,
-               since: datetime | None = None, limit: int | None = None) -> list[str]:
+def list_lines(
+    engine: Engine,
+    experiment: str | None = None,
+    variant: str | None = None,
+    since: datetime | None = None,
+    limit: int | None = None,
+) -> list[str]:
     """``list``'s lines, newest first: time, experiment/variant, median step, gain [CI],
     verdict, runs (and how many were recorded as contended), software, output directory."""
     from afbench.history.check import software
 
-    contended = (select(func.count()).select_from(runs)
-                 .where(runs.c.record_id == records.c.id, runs.c.status == "OK",
-                        runs.c.contended.is_(True))
-                 .scalar_subquery().label("n_contended"))
-    q = (select(records, experiments.c.experiment, experiments.c.created_at,
-                experiments.c.out_dir, experiments.c.versions, experiments.c.git_commit,
-                experiments.c.cann, contended)
-         .join(experiments, records.c.experiment_id == experiments.c.id)
-         .order_by(experiments.c.created_at.desc(), records.c.id.desc()))
+    contended = (
+        select(func.count())
+        .select_from(runs)
+        .where(runs.c.record_id == records.c.id, runs.c.status == "OK", runs.c.contended.is_(True))
+        .scalar_subquery()
+        .label("n_contended")
+    )
+    q = (
+        select(
+            records,
+            experiments.c.experiment,
+            experiments.c.created_at,
+            experiments.c.out_dir,
+            experiments.c.versions,
+            experiments.c.git_commit,
+            experiments.c.cann,
+            contended,
+        )
+        .join(experiments, records.c.experiment_id == experiments.c.id)
+        .order_by(experiments.c.created_at.desc(), records.c.id.desc())
+    )
     if experiment:
         q = q.where(experiments.c.experiment == experiment)
     if variant:
@@ -228,10 +304,12 @@ def list_lines(engine: Engine, experiment: str | None = None, variant: str | Non
                 gain = f"gain {r.gain_pct:+.2f}%"
                 if r.ci_low_pct is not None and r.ci_high_pct is not None:
                     gain += f" [{r.ci_low_pct:+.2f}%, {r.ci_high_pct:+.2f}%]"
-            lines.append(f"{r.created_at:%Y-%m-%d %H:%M:%S}  {r.experiment}/{r.variant}  {step}"
-                         f"  {gain}  {r.verdict or ''}  {r.n_runs_ok} run(s)"
-                         f"{f' ({r.n_contended} contended)' if r.n_contended else ''}  "
-                         f"{software(r._mapping)}  {r.out_dir}")
+            lines.append(
+                f"{r.created_at:%Y-%m-%d %H:%M:%S}  {r.experiment}/{r.variant}  {step}"
+                f"  {gain}  {r.verdict or ''}  {r.n_runs_ok} run(s)"
+                f"{f' ({r.n_contended} contended)' if r.n_contended else ''}  "
+                f"{software(r._mapping)}  {r.out_dir}"
+            )
     return lines
 
 
@@ -242,8 +320,13 @@ def _known_experiment(engine: Engine, name: str) -> str | None:
     if name in names:
         return None
     close = difflib.get_close_matches(name, names, n=1)
-    hint = f"; did you mean {close[0]}?" if close else (
-        f"; recorded: {', '.join(sorted(names)[:10])}" if names else "; the database is empty")
+    hint = (
+        f"; did you mean {close[0]}?"
+        if close
+        else (
+            f"; recorded: {', '.join(sorted(names)[:10])}" if names else "; the database is empty"
+        )
+    )
     return f"no record of experiment {name!r}{hint}"
 
 
@@ -270,8 +353,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"history {args.command}: {problem} in {shown(url)}", file=sys.stderr)
             return 2
         if args.command == "list":
-            for line in list_lines(engine, args.experiment, args.variant, args.since,
-                                   args.limit):
+            for line in list_lines(engine, args.experiment, args.variant, args.since, args.limit):
                 print(line)
             return 0
         if args.command == "report":
@@ -283,35 +365,57 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 html, md = render_history(series, args.output, title)
             except OSError as exc:  # a folder, a read-only place: one line, not a traceback
-                print(f"history report: cannot write {args.output}: "
-                      f"{exc.strerror or exc}; give -o a writable FILE.html", file=sys.stderr)
+                print(
+                    f"history report: cannot write {args.output}: "
+                    f"{exc.strerror or exc}; give -o a writable FILE.html",
+                    file=sys.stderr,
+                )
                 return 2
-            print(f"history report: {html} and {md} "
-                  f"({sum(len(s.records) for s in series)} records, {len(series)} series)")
+            print(
+                f"history report: {html} and {md} "
+                f"({sum(len(s.records) for s in series)} records, {len(series)} series)"
+            )
             return 0
         from afbench.history.check import check
 
-        results = check(engine, args.experiment, args.variant, window=args.window,
-                        confidence=args.confidence, min_gain_pct=args.min_gain_pct,
-                        threshold_pct=args.threshold_pct, contention=args.contention,
-                        night_spread_pct=args.night_spread_pct)
+        results = check(
+            engine,
+            args.experiment,
+            args.variant,
+            window=args.window,
+            confidence=args.confidence,
+            min_gain_pct=args.min_gain_pct,
+            threshold_pct=args.threshold_pct,
+            contention=args.contention,
+            night_spread_pct=args.night_spread_pct,
+        )
         if not results:
             with engine.connect() as conn:
-                known = sorted(conn.execute(
-                    select(records.c.variant).distinct().join(experiments)
-                    .where(experiments.c.experiment == args.experiment)).scalars())
-            print(f"history check: no record of variant {args.variant!r} of "
-                  f"{args.experiment} in {shown(url)}; recorded: {', '.join(known)}",
-                  file=sys.stderr)
+                known = sorted(
+                    conn.execute(
+                        select(records.c.variant)
+                        .distinct()
+                        .join(experiments)
+                        .where(experiments.c.experiment == args.experiment)
+                    ).scalars()
+                )
+            print(
+                f"history check: no record of variant {args.variant!r} of "
+                f"{args.experiment} in {shown(url)}; recorded: {', '.join(known)}",
+                file=sys.stderr,
+            )
             return 2
         for r in results:
             print(r.line)
         return 1 if any(r.regression for r in results) else 0
     except SQLAlchemyError as exc:  # a damaged file: one line, exit 2 (1 is check's REGRESSION)
-        print(f"history {args.command}: {shown(url)} cannot be read: "
-              f"{str(exc.orig if getattr(exc, 'orig', None) else exc).splitlines()[0]}; "
-              "restore it from a copy, or give --url (or $AFBENCH_HISTORY_URL) another "
-              "database", file=sys.stderr)
+        print(
+            f"history {args.command}: {shown(url)} cannot be read: "
+            f"{str(exc.orig if getattr(exc, 'orig', None) else exc).splitlines()[0]}; "
+            "restore it from a copy, or give --url (or $AFBENCH_HISTORY_URL) another "
+            "database",
+            file=sys.stderr,
+        )
         return 2
     finally:
         engine.dispose()

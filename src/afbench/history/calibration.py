@@ -44,8 +44,15 @@ from typing import Any, Iterable
 from afbench.config.secrets import masked
 from afbench.runspec import Plan, RunSpec
 from afbench.switches.registry import switch_names
-from afbench.verdict.calibration import (MIN_CALIBRATION_PAIRS, RunLocation, RunSpread,
-                                         combined_record, location_record, one_kind, pool)
+from afbench.verdict.calibration import (
+    MIN_CALIBRATION_PAIRS,
+    RunLocation,
+    RunSpread,
+    combined_record,
+    location_record,
+    one_kind,
+    pool,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +67,7 @@ KEY_CHARS = 100
 def _fit(key: str) -> str:
     if len(key) <= KEY_CHARS:
         return key
-    return f"{key[:KEY_CHARS - 14]}|h{hashlib.sha1(key.encode()).hexdigest()[:12]}"
+    return f"{key[: KEY_CHARS - 14]}|h{hashlib.sha1(key.encode()).hexdigest()[:12]}"
 
 
 def run_kind(spec: RunSpec) -> str:
@@ -73,16 +80,20 @@ def run_kind(spec: RunSpec) -> str:
         window = s.measure.last_step - s.measure.first_step + 1
         shape = f"seq{s.seq_len}|gbs{s.global_batch_size}|window{window}"
     else:
-        shape = (f"tok{s.max_new_tokens}|bs{s.batch_size}|prompts{s.num_prompts}"
-                 f"|window{s.measured_runs}")
+        shape = (
+            f"tok{s.max_new_tokens}|bs{s.batch_size}|prompts{s.num_prompts}|window{s.measured_runs}"
+        )
     on = "+".join(n for n in switch_names() if getattr(c.optimization, n, False))
     p = c.parallel
     if p.world_size > 1 or p.tp_size > 1:  # one process is not a group of them
         shape += f"|ws{p.world_size}|tp{p.tp_size}"
     if c.backend.num_threads is not None:  # the threads a CPU run computes with
         shape += f"|thr{c.backend.num_threads}"
-    return _fit(f"{backend}|{c.engine.name}|{s.workload}|{c.model.name}|{shape}"
-                + (f"|sw:{on}" if on else "") + _program(c, spec.env))
+    return _fit(
+        f"{backend}|{c.engine.name}|{s.workload}|{c.model.name}|{shape}"
+        + (f"|sw:{on}" if on else "")
+        + _program(c, spec.env)
+    )
 
 
 #: Engine settings that do not change the program that runs (how its log is read, where).
@@ -91,23 +102,46 @@ _NOT_PROGRAM = frozenset({"name", "step_pattern", "log_pattern", "dump_folder_na
 #: change what a step computes (where the files are, the learning rate, the seed): the rest
 #: (dtype, attention kernel, micro-batch, optimizer, KV cache, packing, compile settings...)
 #: names the program when set away from its default.
-_NAMED_OR_NOT_PROGRAM = frozenset({
-    "name", "path", "manifest", "workload", "steps", "seq_len", "global_batch_size", "measure",
-    "seed", "lr", "weight_decay", "max_new_tokens", "batch_size", "num_prompts",
-    "warmup_runs", "measured_runs", "max_samples", "prompts_file"})
+_NAMED_OR_NOT_PROGRAM = frozenset(
+    {
+        "name",
+        "path",
+        "manifest",
+        "workload",
+        "steps",
+        "seq_len",
+        "global_batch_size",
+        "measure",
+        "seed",
+        "lr",
+        "weight_decay",
+        "max_new_tokens",
+        "batch_size",
+        "num_prompts",
+        "warmup_runs",
+        "measured_runs",
+        "max_samples",
+        "prompts_file",
+    }
+)
 
 
 def _settings(section: Any) -> dict[str, Any]:
     """A section's program settings set away from their defaults (named ones left out)."""
-    return {k: v for k, v in section.model_dump(exclude_defaults=True).items()
-            if k not in _NAMED_OR_NOT_PROGRAM}
+    return {
+        k: v
+        for k, v in section.model_dump(exclude_defaults=True).items()
+        if k not in _NAMED_OR_NOT_PROGRAM
+    }
 
 
 def _loop_settings(c: Any) -> dict[str, dict[str, Any]]:
     """The builtin loop's program settings away from their defaults, by section."""
-    loop = {name: got for name, section in (("model", c.model), ("scheduler", c.scheduler),
-                                            ("data", c.data))
-            if (got := _settings(section))}
+    loop = {
+        name: got
+        for name, section in (("model", c.model), ("scheduler", c.scheduler), ("data", c.data))
+        if (got := _settings(section))
+    }
     compile_ = c.optimization.compile.model_dump(exclude_defaults=True)
     if compile_:
         loop["compile"] = compile_
@@ -118,8 +152,11 @@ def program_note(spec: RunSpec) -> str:
     """What a kind's ``|p:`` digest stands for, in override words (``model.dtype=bfloat16``,
     ``engine settings``, ``launcher.env``); '' when it has none."""
     c = spec.config
-    words = [f"{'optimization.' if name == 'compile' else ''}{name}.{k}={v}"
-             for name, got in _loop_settings(c).items() for k, v in got.items()]
+    words = [
+        f"{'optimization.' if name == 'compile' else ''}{name}.{k}={v}"
+        for name, got in _loop_settings(c).items()
+        for k, v in got.items()
+    ]
     if any(k not in _NOT_PROGRAM for k in c.engine.model_dump()):
         words.append(f"engine={c.engine.name} settings")
     if spec.env:
@@ -148,8 +185,11 @@ def pair_key(baseline_kind: str, variant_kind: str) -> str:
     variant's switches when only they differ; else a hash of the variant's kind)."""
     base_b, _, _ = baseline_kind.partition("|sw:")
     base_v, _, sw_v = variant_kind.partition("|sw:")
-    other = (sw_v or "-") if base_b == base_v else \
-        "h" + hashlib.sha1(variant_kind.encode()).hexdigest()[:10]
+    other = (
+        (sw_v or "-")
+        if base_b == base_v
+        else "h" + hashlib.sha1(variant_kind.encode()).hexdigest()[:10]
+    )
     return _fit(f"{baseline_kind}|vs:{other}")
 
 
@@ -191,18 +231,28 @@ def _pooled(kind: str, host: str, entries: list[dict[str, Any]]) -> dict[str, An
     try:
         spread = pool(RunSpread.of(e) for e in entries[-KEEP:])
     except (KeyError, TypeError, ValueError) as exc:  # a hand-edited row: no calibration
-        log.warning("afbench: host calibration for %s unreadable (%s: %s); recalibrate "
-                    "(python -m afbench experiment=calibrate_host)", kind, type(exc).__name__,
-                    exc)
+        log.warning(
+            "afbench: host calibration for %s unreadable (%s: %s); recalibrate "
+            "(python -m afbench experiment=calibrate_host)",
+            kind,
+            type(exc).__name__,
+            exc,
+        )
         return None
     if spread is None:
         return None
-    return {"kind": kind, "host_id": host, "spread_pct": spread.spread_pct, "df": spread.df,
-            "n_pairs": spread.n_pairs, "n_outlier_pairs": spread.n_outlier_pairs,
-            "n_experiments": spread.n_experiments,
-            "updated_at": max(e["recorded_at"] for e in entries[-KEEP:]),
-            "baseline_runs": location_record(spread.baseline_runs),
-            "variant_runs": location_record(spread.variant_runs)}
+    return {
+        "kind": kind,
+        "host_id": host,
+        "spread_pct": spread.spread_pct,
+        "df": spread.df,
+        "n_pairs": spread.n_pairs,
+        "n_outlier_pairs": spread.n_outlier_pairs,
+        "n_experiments": spread.n_experiments,
+        "updated_at": max(e["recorded_at"] for e in entries[-KEEP:]),
+        "baseline_runs": location_record(spread.baseline_runs),
+        "variant_runs": location_record(spread.variant_runs),
+    }
 
 
 def lookup_many(kinds: Iterable[str], url: str | None = None) -> dict[str, dict[str, Any] | None]:
@@ -223,8 +273,10 @@ def lookup_many(kinds: Iterable[str], url: str | None = None) -> dict[str, dict[
         rows = {k: read_calibration(engine, host, k) for k in kinds}
     finally:
         engine.dispose()
-    return {k: _pooled(k, host, list(((row or {}).get("data") or {}).get("estimates", [])))
-            for k, row in rows.items()}
+    return {
+        k: _pooled(k, host, list(((row or {}).get("data") or {}).get("estimates", [])))
+        for k, row in rows.items()
+    }
 
 
 def lookup(kind: str, url: str | None = None) -> dict[str, Any] | None:
@@ -235,8 +287,14 @@ def lookup(kind: str, url: str | None = None) -> dict[str, Any] | None:
     return lookup_many([kind], url)[kind]
 
 
-def record(kind: str, spread: RunSpread, source: str, how: str,
-           url: str | None = None, experiment: str | None = None) -> RunSpread | None:
+def record(
+    kind: str,
+    spread: RunSpread,
+    source: str,
+    how: str,
+    url: str | None = None,
+    experiment: str | None = None,
+) -> RunSpread | None:
     """Add one estimate of ``kind``'s spread on this host (``how``: ``aa`` or ``residuals``;
     ``source``: the output directory, ``experiment`` its name; recorded once per source, each
     shown by ``python -m afbench.history calibration show KIND``). Returns the pooled
@@ -252,18 +310,32 @@ def record(kind: str, spread: RunSpread, source: str, how: str,
     if any(e.get("source") == source for e in entries):  # a re-render records nothing twice
         engine.dispose()
         return pool(RunSpread.of(e) for e in entries[-KEEP:])
-    entries.append({"spread_pct": spread.spread_pct, "df": spread.df, "n_pairs": spread.n_pairs,
-                    "n_experiments": spread.n_experiments,
-                    "n_outlier_pairs": spread.n_outlier_pairs,
-                    "baseline_runs": location_record(spread.baseline_runs),
-                    "variant_runs": location_record(spread.variant_runs),
-                    "how": how, "source": source, "experiment": experiment,
-                    "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    entries.append(
+        {
+            "spread_pct": spread.spread_pct,
+            "df": spread.df,
+            "n_pairs": spread.n_pairs,
+            "n_experiments": spread.n_experiments,
+            "n_outlier_pairs": spread.n_outlier_pairs,
+            "baseline_runs": location_record(spread.baseline_runs),
+            "variant_runs": location_record(spread.variant_runs),
+            "how": how,
+            "source": source,
+            "experiment": experiment,
+            "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+    )
     entries = entries[-KEEP:]
     pooled = pool(RunSpread.of(e) for e in entries)
     try:
-        record_calibration(engine, host, kind, pooled.spread_pct, pooled.n_pairs,
-                           {"estimates": entries, "df": pooled.df})
+        record_calibration(
+            engine,
+            host,
+            kind,
+            pooled.spread_pct,
+            pooled.n_pairs,
+            {"estimates": entries, "df": pooled.df},
+        )
     except SQLAlchemyError as exc:
         log.warning("afbench: host calibration not recorded: %s", str(exc).splitlines()[0])
         return None
@@ -272,9 +344,12 @@ def record(kind: str, spread: RunSpread, source: str, how: str,
     return pooled
 
 
-def for_comparison(baseline_kind: str, variant_kind: str, url: str | None = None,
-                   found: dict[str, dict[str, Any] | None] | None = None
-                   ) -> dict[str, Any] | None:
+def for_comparison(
+    baseline_kind: str,
+    variant_kind: str,
+    url: str | None = None,
+    found: dict[str, dict[str, Any] | None] | None = None,
+) -> dict[str, Any] | None:
     """The calibration a comparison of two kinds decides one round with, as :func:`lookup`
     returns it (``kind`` says which): the kind's own when both sides are of one kind; else the
     comparison's (:func:`pair_key`, learnt from its multi-round runs) or the two kinds' own
@@ -289,8 +364,10 @@ def for_comparison(baseline_kind: str, variant_kind: str, url: str | None = None
         return combined_record(own, own) if own else None
     b, v = found[baseline_kind], found[variant_kind]
     candidates = [c for c in (found[keys[2]], combined_record(b, v) if b and v else None) if c]
-    return next((c for c in candidates if RunSpread.of(c).usable_for_one_round),
-                candidates[0] if candidates else None)
+    return next(
+        (c for c in candidates if RunSpread.of(c).usable_for_one_round),
+        candidates[0] if candidates else None,
+    )
 
 
 def comparison_keys(baseline_kind: str, variant_kind: str) -> list[str]:
@@ -309,14 +386,16 @@ def verdict_kinds(plan: Plan) -> dict[str, str]:
     return kinds
 
 
-def shortfall(baseline_kind: str, variant_kind: str,
-              found: dict[str, dict[str, Any] | None]) -> list[str]:
+def shortfall(
+    baseline_kind: str, variant_kind: str, found: dict[str, dict[str, Any] | None]
+) -> list[str]:
     """Why a comparison's calibrations (``found``: :func:`lookup_many` of
     :func:`comparison_keys`) cannot decide one round, one phrase per kind that is short
     (``"<kind>: 11 pairs, 1 more needed"``, ``"<kind>: 1 outlier pair"``, ``"<kind>: none"``);
     empty when one of them can (the comparison's own, or both kinds')."""
     keys = comparison_keys(baseline_kind, variant_kind)
     own = found.get(keys[-1]) if len(keys) == 3 else None
+
     def fit(c: dict[str, Any] | None) -> bool:
         return bool(c) and RunSpread.of(c).usable_for_one_round
 
@@ -345,34 +424,46 @@ def for_plan(plan: Plan, url: str | None = None) -> tuple[dict[str, str], dict |
     others = [v for v in plan.variants if v != plan.baseline and v in kinds]
     if base is None:
         return kinds, None
-    read = lookup_many([k for v in others for k in comparison_keys(base, kinds[v])] or [base],
-                       url)
-    found = ([for_comparison(base, kinds[v], found=read) for v in others] if others
-             else [read[base]])
+    read = lookup_many([k for v in others for k in comparison_keys(base, kinds[v])] or [base], url)
+    found = [for_comparison(base, kinds[v], found=read) for v in others] if others else [read[base]]
     chosen = None if any(f is None for f in found) else max(found, key=lambda f: f["spread_pct"])
     if chosen and len({kinds[v] for v in others}) > 1:  # its variant's runs are one of several
         chosen = {**chosen, "variant_runs": None}
     if chosen:
-        log.info("afbench: host calibration for %s: run-to-run spread %.2f%% on %d pairs "
-                 "(updated %s)", chosen["kind"], chosen["spread_pct"], chosen["n_pairs"],
-                 chosen["updated_at"])
+        log.info(
+            "afbench: host calibration for %s: run-to-run spread %.2f%% on %d pairs (updated %s)",
+            chosen["kind"],
+            chosen["spread_pct"],
+            chosen["n_pairs"],
+            chosen["updated_at"],
+        )
         short = sorted({line for v in others for line in shortfall(base, kinds[v], read)})
         if plan.repeats == 1 and short:
-            log.info("afbench: that calibration cannot decide one round (it needs %d pairs and "
-                     "no outlier run, from each kind's calibration or the comparison's own "
-                     "rounds): %s. Run experiment=%s again for the kind that is short (%s; its "
-                     "pairs add to what it has), or use experiment.repeats=5",
-                     MIN_CALIBRATION_PAIRS, "; ".join(short), *_advice(plan, kinds.values()))
+            log.info(
+                "afbench: that calibration cannot decide one round (it needs %d pairs and "
+                "no outlier run, from each kind's calibration or the comparison's own "
+                "rounds): %s. Run experiment=%s again for the kind that is short (%s; its "
+                "pairs add to what it has), or use experiment.repeats=5",
+                MIN_CALIBRATION_PAIRS,
+                "; ".join(short),
+                *_advice(plan, kinds.values()),
+            )
     elif plan.repeats == 1 and others:
         missing = sorted({kinds[v] for v, f in zip(others, found) if f is None})
         specs = {kinds[r.variant]: r for r in plan.runs if r.phase == plan.verdict_phase}
-        named = [f"{k} ({note})" if "|p:" in k and (note := program_note(specs[k])) else k
-                 for k in (missing or [base])]
-        log.info("afbench: no host calibration for %s: a one-round verdict will be INCONCLUSIVE "
-                 "(calibrate each kind once: python -m afbench experiment=%s with the same "
-                 "model, engine, window, switches and settings (%s, or the settings named in "
-                 "brackets); or use experiment.repeats=5, which needs none and teaches this "
-                 "comparison its spread)", ", ".join(named), *_advice(plan, missing or [base]))
+        named = [
+            f"{k} ({note})" if "|p:" in k and (note := program_note(specs[k])) else k
+            for k in (missing or [base])
+        ]
+        log.info(
+            "afbench: no host calibration for %s: a one-round verdict will be INCONCLUSIVE "
+            "(calibrate each kind once: python -m afbench experiment=%s with the same "
+            "model, engine, window, switches and settings (%s, or the settings named in "
+            "brackets); or use experiment.repeats=5, which needs none and teaches this "
+            "comparison its spread)",
+            ", ".join(named),
+            *_advice(plan, missing or [base]),
+        )
     return kinds, chosen
 
 
@@ -382,8 +473,14 @@ def _advice(plan: Plan, kinds: Iterable[str]) -> tuple[str, str]:
     plan and its kinds, so every recipe's advice fits it."""
     from afbench.plan import calibration_recipe
 
-    on = sorted({f"optimization.{n}=true" for k in kinds
-                 for n in k.partition("|sw:")[2].split("|")[0].split("+") if n})
+    on = sorted(
+        {
+            f"optimization.{n}=true"
+            for k in kinds
+            for n in k.partition("|sw:")[2].split("|")[0].split("+")
+            if n
+        }
+    )
     recipe = calibration_recipe(plan.runs[0].config.scheduler.workload if plan.runs else "sft")
     return recipe, "once as it is and once with " + " ".join(on) if on else "as it is"
 
@@ -406,32 +503,53 @@ def learn(summary: Any, kinds: dict[str, str], out_dir: Path, url: str | None = 
         if kb is None or kv is None:
             continue
         if busy := sorted(contended & {*c.baseline.runs_used, *c.variant.runs_used}):
-            log.info("afbench: host calibration not learned from %s vs %s: %s measured as "
-                     "contended (a calibration holds clean runs only)", c.variant.name,
-                     c.baseline.name, ", ".join(busy))
+            log.info(
+                "afbench: host calibration not learned from %s vs %s: %s measured as "
+                "contended (a calibration holds clean runs only)",
+                c.variant.name,
+                c.baseline.name,
+                ", ".join(busy),
+            )
             continue
         key = kb if kv == kb else pair_key(kb, kv)
-        if key in done or not (sp.spread_source == "pairs" and (sp.n_pairs or 0) >= 2
-                               and sp.spread_pct):
+        if key in done or not (
+            sp.spread_source == "pairs" and (sp.n_pairs or 0) >= 2 and sp.spread_pct
+        ):
             continue
         done.add(key)
         outliers = sum(1 for a in sp.set_aside if a.reason == "outlier")
-        sigma, df = sp.spread_pct / 2 ** 0.5, sp.n_pairs - 1
-        where = [RunLocation(step_s=t, n_runs=sp.n_pairs, spread_pct=sigma, df=df) if t else None
-                 for t in (sp.baseline_location_s, sp.variant_location_s)]
-        spread = RunSpread(spread_pct=sigma, df=df, n_pairs=sp.n_pairs, n_outlier_pairs=outliers,
-                           baseline_runs=where[0], variant_runs=where[1])
+        sigma, df = sp.spread_pct / 2**0.5, sp.n_pairs - 1
+        where = [
+            RunLocation(step_s=t, n_runs=sp.n_pairs, spread_pct=sigma, df=df) if t else None
+            for t in (sp.baseline_location_s, sp.variant_location_s)
+        ]
+        spread = RunSpread(
+            spread_pct=sigma,
+            df=df,
+            n_pairs=sp.n_pairs,
+            n_outlier_pairs=outliers,
+            baseline_runs=where[0],
+            variant_runs=where[1],
+        )
         if kv == kb:  # one kind, one program: its location rests on both sides' runs
             spread = one_kind(spread)
-        pooled = record(key, spread, str(out_dir), AA if c.aa else RESIDUALS, url,
-                        summary.experiment)
+        pooled = record(
+            key, spread, str(out_dir), AA if c.aa else RESIDUALS, url, summary.experiment
+        )
         if pooled is not None:
-            log.info("afbench: host calibration for %s learned %.2f%% on %d pairs from this "
-                     "experiment; it now rests on %d pairs%s", key, spread.spread_pct,
-                     spread.n_pairs, pooled.n_pairs, "" if pooled.usable_for_one_round
-                     else f" (one round needs {MIN_CALIBRATION_PAIRS} pairs and no outlier "
-                     "run: run the same experiment again, its pairs add to these)"
-                     if not pooled.n_outlier_pairs else
-                     f" (one round needs {MIN_CALIBRATION_PAIRS} pairs and no outlier run; "
-                     f"{pooled.n_outlier_pairs} pair(s) held one: this host makes outlier "
-                     "runs, so decide with experiment.repeats=5 or auto)")
+            log.info(
+                "afbench: host calibration for %s learned %.2f%% on %d pairs from this "
+                "experiment; it now rests on %d pairs%s",
+                key,
+                spread.spread_pct,
+                spread.n_pairs,
+                pooled.n_pairs,
+                ""
+                if pooled.usable_for_one_round
+                else f" (one round needs {MIN_CALIBRATION_PAIRS} pairs and no outlier "
+                "run: run the same experiment again, its pairs add to these)"
+                if not pooled.n_outlier_pairs
+                else f" (one round needs {MIN_CALIBRATION_PAIRS} pairs and no outlier run; "
+                f"{pooled.n_outlier_pairs} pair(s) held one: this host makes outlier "
+                "runs, so decide with experiment.repeats=5 or auto)",
+            )

@@ -22,11 +22,16 @@ def _summary_line(kind: str, host: str, row: dict[str, Any]) -> str:
     pooled = _pooled(kind, host, entries)
     if pooled is None:
         return f"{kind}  unreadable ({len(entries)} estimate(s)): forget it and calibrate again"
-    fit = ("" if pooled["n_pairs"] >= 12 and not pooled["n_outlier_pairs"]
-           else "  (cannot decide one round: fewer than 12 pairs or an outlier run)")
-    return (f"{kind}  spread {pooled['spread_pct']:.2f}% on {pooled['n_pairs']} pairs "
-            f"from {len({e.get('source') for e in entries[-KEEP:]})} experiment(s), "
-            f"updated {pooled['updated_at']}{fit}")
+    fit = (
+        ""
+        if pooled["n_pairs"] >= 12 and not pooled["n_outlier_pairs"]
+        else "  (cannot decide one round: fewer than 12 pairs or an outlier run)"
+    )
+    return (
+        f"{kind}  spread {pooled['spread_pct']:.2f}% on {pooled['n_pairs']} pairs "
+        f"from {len({e.get('source') for e in entries[-KEEP:]})} experiment(s), "
+        f"updated {pooled['updated_at']}{fit}"
+    )
 
 
 def _rows(engine: Engine) -> tuple[str, dict[str, dict[str, Any]]]:
@@ -36,9 +41,12 @@ def _rows(engine: Engine) -> tuple[str, dict[str, dict[str, Any]]]:
 
 def _unknown(kind: str, known: dict[str, Any], host: str) -> int:
     near = difflib.get_close_matches(kind, list(known), n=1, cutoff=0.5)
-    print(f"history calibration: no calibration of kind {kind!r} on this host ({host})"
-          + (f"; did you mean {near[0]!r}?" if near else "")
-          + " (python -m afbench.history calibration list names them)", file=sys.stderr)
+    print(
+        f"history calibration: no calibration of kind {kind!r} on this host ({host})"
+        + (f"; did you mean {near[0]!r}?" if near else "")
+        + " (python -m afbench.history calibration list names them)",
+        file=sys.stderr,
+    )
     return 2
 
 
@@ -47,14 +55,19 @@ def cmd_calibration(engine: Engine, action: str, kind: str | None) -> int:
     host, known = _rows(engine)
     if action == "list":
         if not known:
-            print(f"history calibration: none on this host ({host}); calibrate with "
-                  "python -m afbench experiment=calibrate_host (or a multi-round experiment)")
+            print(
+                f"history calibration: none on this host ({host}); calibrate with "
+                "python -m afbench experiment=calibrate_host (or a multi-round experiment)"
+            )
         for k, row in known.items():
             print(_summary_line(k, host, row))
         return 0
     if not kind:
-        print(f"history calibration {action}: name the KIND (python -m afbench.history "
-              "calibration list names them)", file=sys.stderr)
+        print(
+            f"history calibration {action}: name the KIND (python -m afbench.history "
+            "calibration list names them)",
+            file=sys.stderr,
+        )
         return 2
     if kind not in known:
         return _unknown(str(kind), known, host)
@@ -66,8 +79,10 @@ def cmd_calibration(engine: Engine, action: str, kind: str | None) -> int:
     print(_summary_line(kind, host, known[kind]))
     for e in entries:
         outliers = e.get("n_outlier_pairs")
-        print(f"  {e.get('recorded_at', '?')}  {e.get('how', '?')}  "
-              f"spread {float(e.get('spread_pct', 0)):.2f}% on {e.get('n_pairs', '?')} pairs"
-              + (f" ({outliers} with an outlier run)" if outliers else "")
-              + f"  {e.get('experiment') or '?'}  {e.get('source', '?')}")
+        print(
+            f"  {e.get('recorded_at', '?')}  {e.get('how', '?')}  "
+            f"spread {float(e.get('spread_pct', 0)):.2f}% on {e.get('n_pairs', '?')} pairs"
+            + (f" ({outliers} with an outlier run)" if outliers else "")
+            + f"  {e.get('experiment') or '?'}  {e.get('source', '?')}"
+        )
     return 0

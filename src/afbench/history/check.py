@@ -25,22 +25,31 @@ from sqlalchemy import Engine, select
 
 from afbench.errors import OutputError
 from afbench.history.schema import experiments, records, runs
-from afbench.store import Speed
-from afbench.store import OutDir
-from afbench.verdict import (DEFAULT_NIGHT_SPREAD_PCT, MIN_RECORDS, SLOWER, compare_groups,
-                             compare_records)
+from afbench.store import OutDir, Speed
+from afbench.verdict import (
+    DEFAULT_NIGHT_SPREAD_PCT,
+    MIN_RECORDS,
+    SLOWER,
+    compare_groups,
+    compare_records,
+)
 
 log = logging.getLogger(__name__)
 
 
-def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequence[float]], *,
-                    confidence: float = 0.95, min_gain_pct: float = 2.0,
-                    calibration: dict[str, Any] | None = None,
-                    history_contended: Sequence[bool | None] | None = None,
-                    newest_contended: Sequence[bool | None] | None = None,
-                    history_record: Sequence[Any] | None = None,
-                    night_spread_pct: float = DEFAULT_NIGHT_SPREAD_PCT,
-                    keep_contended: bool = False) -> Speed:
+def compare_history(
+    history: Sequence[Sequence[float]],
+    newest: Sequence[Sequence[float]],
+    *,
+    confidence: float = 0.95,
+    min_gain_pct: float = 2.0,
+    calibration: dict[str, Any] | None = None,
+    history_contended: Sequence[bool | None] | None = None,
+    newest_contended: Sequence[bool | None] | None = None,
+    history_record: Sequence[Any] | None = None,
+    night_spread_pct: float = DEFAULT_NIGHT_SPREAD_PCT,
+    keep_contended: bool = False,
+) -> Speed:
     """The gain of ``newest`` (the newest record's runs) over ``history`` (the history window's
     runs), each a list of runs, each a list of measured step times in seconds, by
     :func:`afbench.verdict.compare_groups` (unpaired: Welch's t on log run medians, or the
@@ -66,28 +75,44 @@ def compare_history(history: Sequence[Sequence[float]], newest: Sequence[Sequenc
         # none, or a comparison's (two kinds of run): it does not describe the runs of the one
         # variant the gate compares over time
         calibration = None
-    spread = {"run_spread_pct": calibration["spread_pct"] if calibration else None,
-              "run_spread_df": calibration["df"] if calibration else None}
+    spread = {
+        "run_spread_pct": calibration["spread_pct"] if calibration else None,
+        "run_spread_df": calibration["df"] if calibration else None,
+    }
     if history_record is None:
-        speed = compare_groups(history, newest, confidence=confidence,
-                               min_gain_pct=min_gain_pct, history_contended=history_contended,
-                               newest_contended=newest_contended,
-                               keep_contended=keep_contended, **spread)
+        speed = compare_groups(
+            history,
+            newest,
+            confidence=confidence,
+            min_gain_pct=min_gain_pct,
+            history_contended=history_contended,
+            newest_contended=newest_contended,
+            keep_contended=keep_contended,
+            **spread,
+        )
     else:
         if len(history_record) != len(history):
-            raise ValueError(f"history_record has {len(history_record)} keys for "
-                             f"{len(history)} runs")
+            raise ValueError(
+                f"history_record has {len(history_record)} keys for {len(history)} runs"
+            )
         flags = history_contended or [None] * len(history)
         keys = list(dict.fromkeys(history_record))
         recs = [[r for r, k in zip(history, history_record) if k == key] for key in keys]
         rec_flags = [[f for f, k in zip(flags, history_record) if k == key] for key in keys]
-        speed = compare_records(recs, newest, confidence=confidence, min_gain_pct=min_gain_pct,
-                                night_spread_pct=night_spread_pct,
-                                history_contended=rec_flags, newest_contended=newest_contended,
-                                keep_contended=keep_contended,
-                                **spread)
-    return Speed.of(speed, calibration=calibration if speed.spread_source == "calibration"
-                    else None)
+        speed = compare_records(
+            recs,
+            newest,
+            confidence=confidence,
+            min_gain_pct=min_gain_pct,
+            night_spread_pct=night_spread_pct,
+            history_contended=rec_flags,
+            newest_contended=newest_contended,
+            keep_contended=keep_contended,
+            **spread,
+        )
+    return Speed.of(
+        speed, calibration=calibration if speed.spread_source == "calibration" else None
+    )
 
 
 def _calibration(out_dir: str | None) -> dict[str, Any] | None:
@@ -118,12 +143,21 @@ class CheckResult:
 
 def _records(engine: Engine, experiment: str, variant: str | None) -> list[dict[str, Any]]:
     """Records of ``experiment`` (and ``variant``), newest first, with host and versions."""
-    q = (select(records, experiments.c.created_at, experiments.c.out_dir,
-                experiments.c.host_id, experiments.c.versions, experiments.c.git_commit,
-                experiments.c.afbench_version, experiments.c.cann)
-         .join(experiments, records.c.experiment_id == experiments.c.id)
-         .where(experiments.c.experiment == experiment)
-         .order_by(experiments.c.created_at.desc(), records.c.id.desc()))
+    q = (
+        select(
+            records,
+            experiments.c.created_at,
+            experiments.c.out_dir,
+            experiments.c.host_id,
+            experiments.c.versions,
+            experiments.c.git_commit,
+            experiments.c.afbench_version,
+            experiments.c.cann,
+        )
+        .join(experiments, records.c.experiment_id == experiments.c.id)
+        .where(experiments.c.experiment == experiment)
+        .order_by(experiments.c.created_at.desc(), records.c.id.desc())
+    )
     if variant is not None:
         q = q.where(records.c.variant == variant)
     with engine.connect() as conn:
@@ -132,21 +166,29 @@ def _records(engine: Engine, experiment: str, variant: str | None) -> list[dict[
 
 def _failed_runs(engine: Engine, record_id: int) -> list[str]:
     """The run ids of record ``record_id`` whose status is FAILED (repeat order)."""
-    q = (select(runs.c.run_id).where(runs.c.record_id == record_id)
-         .where(runs.c.status == "FAILED").order_by(runs.c.repeat))
+    q = (
+        select(runs.c.run_id)
+        .where(runs.c.record_id == record_id)
+        .where(runs.c.status == "FAILED")
+        .order_by(runs.c.repeat)
+    )
     with engine.connect() as conn:
         return [r for (r,) in conn.execute(q)]
 
 
-def _step_times(engine: Engine, record_ids: list[int]
-                ) -> dict[int, list[tuple[list[float], bool | None]]]:
+def _step_times(
+    engine: Engine, record_ids: list[int]
+) -> dict[int, list[tuple[list[float], bool | None]]]:
     """record id -> its OK runs' measured step times and contention flag (repeat order)."""
     out: dict[int, list[tuple[list[float], bool | None]]] = {i: [] for i in record_ids}
     if not record_ids:
         return out
-    q = (select(runs.c.record_id, runs.c.step_times_s, runs.c.contended)
-         .where(runs.c.record_id.in_(record_ids))
-         .where(runs.c.status == "OK").order_by(runs.c.record_id, runs.c.repeat))
+    q = (
+        select(runs.c.record_id, runs.c.step_times_s, runs.c.contended)
+        .where(runs.c.record_id.in_(record_ids))
+        .where(runs.c.status == "OK")
+        .order_by(runs.c.record_id, runs.c.repeat)
+    )
     with engine.connect() as conn:
         for rid, times, contended in conn.execute(q):
             if times:
@@ -168,8 +210,7 @@ def is_regression(speed: Speed, threshold_pct: float) -> bool:
     return speed.decision == SLOWER and -(speed.gain_pct or 0.0) >= threshold_pct
 
 
-def _gate_note(speed: Speed, confidence: float, n_records: int,
-               night_spread_pct: float) -> str:
+def _gate_note(speed: Speed, confidence: float, n_records: int, night_spread_pct: float) -> str:
     """What the check promises (labels ``h_gate_level``) or, with fewer than MIN_RECORDS
     earlier records, what it assumes (``h_gate_few_records``), in English."""
     from afbench.report.render import labels
@@ -177,10 +218,17 @@ def _gate_note(speed: Speed, confidence: float, n_records: int,
     words = labels("en")
     if speed.spread_source == "records":
         alpha = (1 - confidence) / 2
-        return (words["h_gate_level"].replace("{alpha}", f"{alpha * 100:.3g}")
-                .replace("{month}", f"{(1 - (1 - alpha) ** 30) * 100:.0f}"))
-    return (words["h_gate_few_records"].replace("{k}", str(n_records))
-            .replace("{min}", str(MIN_RECORDS)).replace("{night}", f"{night_spread_pct:g}"))
+        return (
+            words["h_gate_level"]
+            .replace("{alpha}", f"{alpha * 100:.3g}")
+            .replace("{month}", f"{(1 - (1 - alpha) ** 30) * 100:.0f}")
+        )
+    return (
+        words["h_gate_few_records"]
+        .replace("{k}", str(n_records))
+        .replace("{min}", str(MIN_RECORDS))
+        .replace("{night}", f"{night_spread_pct:g}")
+    )
 
 
 def software(rec: dict[str, Any]) -> str:
@@ -195,10 +243,18 @@ def software(rec: dict[str, Any]) -> str:
     return ", ".join(parts) or "versions not recorded"
 
 
-def check(engine: Engine, experiment: str, variant: str | None = None, *, window: int = 10,
-          confidence: float = 0.95, min_gain_pct: float = 2.0,
-          threshold_pct: float = 5.0, contention: str = "set_aside",
-          night_spread_pct: float = DEFAULT_NIGHT_SPREAD_PCT) -> list[CheckResult]:
+def check(
+    engine: Engine,
+    experiment: str,
+    variant: str | None = None,
+    *,
+    window: int = 10,
+    confidence: float = 0.95,
+    min_gain_pct: float = 2.0,
+    threshold_pct: float = 5.0,
+    contention: str = "set_aside",
+    night_spread_pct: float = DEFAULT_NIGHT_SPREAD_PCT,
+) -> list[CheckResult]:
     """Gate the newest record of each variant of ``experiment`` (or of ``variant``) against
     its history (see the module docstring). A regression: the interval of the gain lies wholly
     below 0 (:func:`compare_history`'s decision SLOWER) and the slowdown is at least
@@ -213,8 +269,11 @@ def check(engine: Engine, experiment: str, variant: str | None = None, *, window
     for name in names:
         mine = [r for r in recs if r["variant"] == name]
         newest = mine[0]
-        history = [r for r in mine[1:] if r["host_id"] == newest["host_id"]
-                   and r["config_hash"] == newest["config_hash"]][:window]
+        history = [
+            r
+            for r in mine[1:]
+            if r["host_id"] == newest["host_id"] and r["config_hash"] == newest["config_hash"]
+        ][:window]
         times = _step_times(engine, [newest["id"], *[r["id"] for r in history]])
         history = [r for r in history if times[r["id"]]]
         label = f"{experiment}/{name}"
@@ -222,31 +281,56 @@ def check(engine: Engine, experiment: str, variant: str | None = None, *, window
             failed = _failed_runs(engine, newest["id"])
             # a switch that breaks the run (crash, hang, invalid log) fails the gate; runs a
             # backend skipped (graph mode on CPU) measured nothing to judge
-            results.append(CheckResult(name, bool(failed), (
-                f"FAILED {label}: the newest record ({newest['out_dir']}) has no measured run: "
-                f"{len(failed)} run(s) failed ({', '.join(failed[:3])}); see its report")
-                if failed else f"SKIP {label}: the newest record ({newest['out_dir']}) has no "
-                "measured run"))
+            results.append(
+                CheckResult(
+                    name,
+                    bool(failed),
+                    (
+                        f"FAILED {label}: the newest record ({newest['out_dir']}) has no measured run: "
+                        f"{len(failed)} run(s) failed ({', '.join(failed[:3])}); see its report"
+                    )
+                    if failed
+                    else f"SKIP {label}: the newest record ({newest['out_dir']}) has no "
+                    "measured run",
+                )
+            )
             continue
         if not history:
-            results.append(CheckResult(name, False, f"OK {label}: no earlier record with "
-                                       "measured runs on this host with the same config: "
-                                       "nothing to compare"))
+            results.append(
+                CheckResult(
+                    name,
+                    False,
+                    f"OK {label}: no earlier record with "
+                    "measured runs on this host with the same config: "
+                    "nothing to compare",
+                )
+            )
             continue
         hist_runs = [run for r in history for run in times[r["id"]]]
         hist_record = [r["id"] for r in history for _ in times[r["id"]]]
         new_runs = times[newest["id"]]
         keep = contention == "keep"
-        speed = compare_history([t for t, _ in hist_runs], [t for t, _ in new_runs],
-                                confidence=confidence, min_gain_pct=min_gain_pct,
-                                calibration=_calibration(newest["out_dir"]),
-                                history_contended=[c for _, c in hist_runs],
-                                newest_contended=[c for _, c in new_runs], keep_contended=keep,
-                                history_record=hist_record, night_spread_pct=night_spread_pct)
+        speed = compare_history(
+            [t for t, _ in hist_runs],
+            [t for t, _ in new_runs],
+            confidence=confidence,
+            min_gain_pct=min_gain_pct,
+            calibration=_calibration(newest["out_dir"]),
+            history_contended=[c for _, c in hist_runs],
+            newest_contended=[c for _, c in new_runs],
+            keep_contended=keep,
+            history_record=hist_record,
+            night_spread_pct=night_spread_pct,
+        )
         if speed.ci_low_pct is None or speed.ci_high_pct is None:
-            results.append(CheckResult(name, False, f"SKIP {label}: no verdict"
-                                       f"{_words(speed, 'speed_note')}; {newest['out_dir']}",
-                                       speed))
+            results.append(
+                CheckResult(
+                    name,
+                    False,
+                    f"SKIP {label}: no verdict{_words(speed, 'speed_note')}; {newest['out_dir']}",
+                    speed,
+                )
+            )
             continue
         aside = f"; {_words(speed, 'set_aside_note')}" if speed.set_aside else ""
         slower = -(speed.gain_pct or 0.0)
@@ -254,20 +338,26 @@ def check(engine: Engine, experiment: str, variant: str | None = None, *, window
         counted = len({k for k, (_, c) in zip(hist_record, hist_runs) if keep or not c})
         regression = is_regression(speed, threshold_pct)
         n_hist = len(hist_runs)
-        detail = (f"median step {newest['median_step_s']:.4g} s vs "
-                  f"{history[0]['median_step_s']:.4g} s in the record before; gain against "
-                  f"the history {speed.gain_pct:+.2f}% "
-                  f"[{speed.ci_low_pct:+.2f}%, {speed.ci_high_pct:+.2f}%] at "
-                  f"{confidence:.0%} ({speed.decision}), {len(new_runs)} run(s) vs "
-                  f"{n_hist} run(s) of {len(history)} earlier record(s), {speed.method}; "
-                  f"{_gate_note(speed, confidence, counted, night_spread_pct)}{aside}")
+        detail = (
+            f"median step {newest['median_step_s']:.4g} s vs "
+            f"{history[0]['median_step_s']:.4g} s in the record before; gain against "
+            f"the history {speed.gain_pct:+.2f}% "
+            f"[{speed.ci_low_pct:+.2f}%, {speed.ci_high_pct:+.2f}%] at "
+            f"{confidence:.0%} ({speed.decision}), {len(new_runs)} run(s) vs "
+            f"{n_hist} run(s) of {len(history)} earlier record(s), {speed.method}; "
+            f"{_gate_note(speed, confidence, counted, night_spread_pct)}{aside}"
+        )
         if regression:
-            line = (f"REGRESSION {label}: {slower:.1f}% slower than its history ({detail}); "
-                    f"now {software(newest)}, before {software(history[0])}; "
-                    f"{newest['out_dir']}")
+            line = (
+                f"REGRESSION {label}: {slower:.1f}% slower than its history ({detail}); "
+                f"now {software(newest)}, before {software(history[0])}; "
+                f"{newest['out_dir']}"
+            )
         elif speed.decision == SLOWER:
-            line = (f"OK {label}: {slower:.1f}% slower, below the {threshold_pct:g}% "
-                    f"threshold ({detail})")
+            line = (
+                f"OK {label}: {slower:.1f}% slower, below the {threshold_pct:g}% "
+                f"threshold ({detail})"
+            )
         else:
             line = f"OK {label}: no slowdown the noise cannot explain ({detail})"
         results.append(CheckResult(name, regression, line, speed))

@@ -139,9 +139,11 @@ def _refuse_foreign(engine: Engine, url: str) -> None:
     finally:
         engine.dispose()
     held = f"; it holds other tables: {', '.join(tables[:5])}" if tables else ""
-    raise HistoryError(f"{shown(url)} is not an afbench history database (no alembic_version "
-                       f"table{held}); run an experiment or `history import` first, or check "
-                       f"--url (or ${ENV_URL})")
+    raise HistoryError(
+        f"{shown(url)} is not an afbench history database (no alembic_version "
+        f"table{held}); run an experiment or `history import` first, or check "
+        f"--url (or ${ENV_URL})"
+    )
 
 
 def open_db(url: str | None = None, create: bool = True) -> Engine:
@@ -166,14 +168,19 @@ def open_db(url: str | None = None, create: bool = True) -> Engine:
             if database and database != ":memory:":
                 path = Path(database).expanduser()
                 if not create and not path.is_file():
-                    raise HistoryError(f"no history database at {path}; run an experiment "
-                                       f"first or check --url (or ${ENV_URL})")
+                    raise HistoryError(
+                        f"no history database at {path}; run an experiment "
+                        f"first or check --url (or ${ENV_URL})"
+                    )
                 path.parent.mkdir(parents=True, exist_ok=True)
             engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
         else:
             server = url.split(":", 1)[0].split("+")[0] in ("postgresql", "mysql", "mariadb")
-            engine = create_engine(url, pool_pre_ping=True, connect_args={
-                "connect_timeout": CONNECT_TIMEOUT_S} if server else {})
+            engine = create_engine(
+                url,
+                pool_pre_ping=True,
+                connect_args={"connect_timeout": CONNECT_TIMEOUT_S} if server else {},
+            )
         if not create:
             _refuse_foreign(engine, url)
         if url.startswith("sqlite"):
@@ -181,18 +188,23 @@ def open_db(url: str | None = None, create: bool = True) -> Engine:
         upgrade(engine)
     except OperationalError as exc:
         if url.startswith("sqlite"):
-            raise HistoryError(f"history database {shown(url)}: {str(exc).splitlines()[0]} "
-                               f"(set history.url or ${ENV_URL} to a reachable SQLAlchemy "
-                               "URL)") from exc
-        _unanswered[url] = (f"history database {shown(url)} does not answer "
-                            f"({str(exc.orig or exc).strip().splitlines()[0]}; connect timeout "
-                            f"{CONNECT_TIMEOUT_S} s): nothing is read from or recorded in it "
-                            "by this process; the report is written as usual")
+            raise HistoryError(
+                f"history database {shown(url)}: {str(exc).splitlines()[0]} "
+                f"(set history.url or ${ENV_URL} to a reachable SQLAlchemy "
+                "URL)"
+            ) from exc
+        _unanswered[url] = (
+            f"history database {shown(url)} does not answer "
+            f"({str(exc.orig or exc).strip().splitlines()[0]}; connect timeout "
+            f"{CONNECT_TIMEOUT_S} s): nothing is read from or recorded in it "
+            "by this process; the report is written as usual"
+        )
         raise HistoryUnanswered(_unanswered[url]) from exc
     except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
-        raise HistoryError(f"history database {shown(url)}: {str(exc).splitlines()[0]} "
-                           f"(set history.url or ${ENV_URL} to a reachable SQLAlchemy URL)"
-                           ) from exc
+        raise HistoryError(
+            f"history database {shown(url)}: {str(exc).splitlines()[0]} "
+            f"(set history.url or ${ENV_URL} to a reachable SQLAlchemy URL)"
+        ) from exc
     return engine
 
 
@@ -202,8 +214,15 @@ def utcnow() -> datetime:
 
 # --- host calibration (issue 21 item 4): the store's side only ----------------------------
 
-def record_calibration(engine: Engine, host_id: str, run_kind: str, spread_pct: float,
-                       n: int, data: dict[str, Any] | None = None) -> None:
+
+def record_calibration(
+    engine: Engine,
+    host_id: str,
+    run_kind: str,
+    spread_pct: float,
+    n: int,
+    data: dict[str, Any] | None = None,
+) -> None:
     """Store the run-to-run spread of ``run_kind`` on host ``host_id``, replacing the earlier
     value. The verdict's host calibration is to call this after each multi-round experiment
     (and combine old and new itself: read first with :func:`read_calibration`).
@@ -211,11 +230,20 @@ def record_calibration(engine: Engine, host_id: str, run_kind: str, spread_pct: 
     host_id: :func:`afbench.history.provenance.host_id`; run_kind: the caller's key of
     comparable runs (e.g. ``"<experiment>/<variant>"`` or an engine and workload);
     spread_pct: spread of the log run statistic, percent; n: runs or pairs behind it."""
-    row = {"host_id": host_id, "run_kind": run_kind, "spread_pct": float(spread_pct),
-           "n": int(n), "data": data or {}, "updated_at": utcnow()}
+    row = {
+        "host_id": host_id,
+        "run_kind": run_kind,
+        "spread_pct": float(spread_pct),
+        "n": int(n),
+        "data": data or {},
+        "updated_at": utcnow(),
+    }
     with engine.begin() as conn:
-        conn.execute(calibration.delete().where(calibration.c.host_id == host_id,
-                                                calibration.c.run_kind == run_kind))
+        conn.execute(
+            calibration.delete().where(
+                calibration.c.host_id == host_id, calibration.c.run_kind == run_kind
+            )
+        )
         conn.execute(calibration.insert().values(**row))
 
 
@@ -223,8 +251,11 @@ def read_calibration(engine: Engine, host_id: str, run_kind: str) -> dict[str, A
     """The stored calibration of ``run_kind`` on ``host_id`` (``spread_pct``, ``n``,
     ``data``, ``updated_at``), None when there is none."""
     with engine.connect() as conn:
-        row = conn.execute(select(calibration).where(calibration.c.host_id == host_id,
-                                                     calibration.c.run_kind == run_kind)).first()
+        row = conn.execute(
+            select(calibration).where(
+                calibration.c.host_id == host_id, calibration.c.run_kind == run_kind
+            )
+        ).first()
     return dict(row._mapping) if row else None
 
 
@@ -241,5 +272,11 @@ def calibration_rows(engine: Engine, host_id: str | None = None) -> list[dict[st
 def forget_calibration(engine: Engine, host_id: str, run_kind: str) -> bool:
     """Delete the calibration of ``run_kind`` on ``host_id``; False when there was none."""
     with engine.begin() as conn:
-        return conn.execute(calibration.delete().where(
-            calibration.c.host_id == host_id, calibration.c.run_kind == run_kind)).rowcount > 0
+        return (
+            conn.execute(
+                calibration.delete().where(
+                    calibration.c.host_id == host_id, calibration.c.run_kind == run_kind
+                )
+            ).rowcount
+            > 0
+        )

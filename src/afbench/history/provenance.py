@@ -85,17 +85,24 @@ def host_fingerprint() -> dict[str, Any]:
     gpu, nv_driver = nvidia_info()
     npu_driver = ascend_driver()
     driver = (f"nvidia {nv_driver}" if nv_driver else None) or (
-        f"ascend {npu_driver}" if npu_driver else None)
-    host = {"hostname": socket.gethostname(), "cpu_model": cpu_model(),
-            "cpu_count": os.cpu_count(), "accelerator": gpu, "driver": driver}
+        f"ascend {npu_driver}" if npu_driver else None
+    )
+    host = {
+        "hostname": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "accelerator": gpu,
+        "driver": driver,
+    }
     host["host_id"] = host_id(host)
     return host
 
 
 def host_id(host: dict[str, Any]) -> str:
     """The host id of a fingerprint (see :func:`host_fingerprint`)."""
-    key = "|".join(str(host.get(k) or "") for k in ("hostname", "cpu_model", "accelerator",
-                                                    "driver"))
+    key = "|".join(
+        str(host.get(k) or "") for k in ("hostname", "cpu_model", "accelerator", "driver")
+    )
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -105,12 +112,17 @@ def git_commit(cwd: Path | None = None) -> str | None:
     not a repository, or git took more than 2 s)."""
     cwd = Path.cwd() if cwd is None else cwd
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
-                              text=True, timeout=2)
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=2
+        )
         if head.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=cwd,
-                               capture_output=True, timeout=2).returncode == 1
+        dirty = (
+            subprocess.run(
+                ["git", "diff", "--quiet", "HEAD", "--"], cwd=cwd, capture_output=True, timeout=2
+            ).returncode
+            == 1
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return head.stdout.strip() + ("+dirty" if dirty else "")
@@ -138,5 +150,10 @@ def cann_dates(backend: str | None, cann_root: str | None) -> dict[str, str | No
 def provenance(backend: str | None = None, cann_root: str | None = None) -> dict[str, Any]:
     """What ``experiment.json`` records under ``provenance``: ``afbench``, ``git_commit``,
     ``cwd``, ``host`` (:func:`host_fingerprint`) and ``cann`` (:func:`cann_dates`)."""
-    return {"afbench": afbench_version(), "git_commit": git_commit(), "cwd": str(Path.cwd()),
-            "host": host_fingerprint(), "cann": cann_dates(backend, cann_root)}
+    return {
+        "afbench": afbench_version(),
+        "git_commit": git_commit(),
+        "cwd": str(Path.cwd()),
+        "host": host_fingerprint(),
+        "cann": cann_dates(backend, cann_root),
+    }

@@ -22,13 +22,13 @@ from sqlalchemy.exc import IntegrityError
 
 from afbench.analysis.contention import judge
 from afbench.analysis.errors import InvalidLog
-from afbench.verdict.runs import run_statistic
 from afbench.errors import OutputError
 from afbench.history.db import utcnow
 from afbench.history.schema import experiments, records, runs
 from afbench.runspec import Plan, RunSpec
 from afbench.store import Comparison, OutDir, Side, Summary, window_step_times
 from afbench.switches.registry import switch_names
+from afbench.verdict.runs import run_statistic
 
 
 @dataclass
@@ -88,11 +88,20 @@ def _run_rows(out: OutDir, plan: Plan, variant: str) -> tuple[list[dict[str, Any
         contention = measured.model_dump(mode="json") if measured is not None else None
         stat = run_statistic(times) if times else None
         reused = (st.reason if st else "").partition(RESUMED)[2] or None
-        rows.append({"resumed_from": reused, "run_id": spec.run_id, "repeat": spec.repeat, "status": status,
-                     "median_step_s": stat.location_s if stat else None,
-                     "mean_step_s": statistics.fmean(times) if times else None,
-                     "n_steps": len(times) if times else 0, "step_times_s": times,
-                     "contention": contention, "contended": judge(contention)[0]})
+        rows.append(
+            {
+                "resumed_from": reused,
+                "run_id": spec.run_id,
+                "repeat": spec.repeat,
+                "status": status,
+                "median_step_s": stat.location_s if stat else None,
+                "mean_step_s": statistics.fmean(times) if times else None,
+                "n_steps": len(times) if times else 0,
+                "step_times_s": times,
+                "contention": contention,
+                "contended": judge(contention)[0],
+            }
+        )
     return rows, results
 
 
@@ -107,12 +116,14 @@ def _side(summary: Summary, variant: str) -> tuple[Side | None, Comparison | Non
 
 
 def _first_spec(plan: Plan, variant: str) -> RunSpec | None:
-    return next((s for s in plan.runs if s.variant == variant and s.phase == plan.verdict_phase),
-                None)
+    return next(
+        (s for s in plan.runs if s.variant == variant and s.phase == plan.verdict_phase), None
+    )
 
 
-def _record_row(out: OutDir, plan: Plan, summary: Summary, variant: str,
-                run_rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _record_row(
+    out: OutDir, plan: Plan, summary: Summary, variant: str, run_rows: list[dict[str, Any]]
+) -> dict[str, Any]:
     spec = _first_spec(plan, variant)
     side, comp = _side(summary, variant)
     speed = comp.speed if comp else None
@@ -129,20 +140,25 @@ def _record_row(out: OutDir, plan: Plan, summary: Summary, variant: str,
     memory = side.memory if side else None
     eff = side.efficiency if side else None
     return {
-        "variant": variant, "is_baseline": variant == plan.baseline,
-        "config_hash": spec.config_hash if spec else None, "switches": switches,
+        "variant": variant,
+        "is_baseline": variant == plan.baseline,
+        "config_hash": spec.config_hash if spec else None,
+        "switches": switches,
         "report_path": str(report) if report else None,
         "verdict": comp.verdict if comp else ("BASELINE" if variant == plan.baseline else None),
         "decision": speed.decision if speed else None,
         "gain_pct": _finite(speed.gain_pct) if speed else None,
         "ci_low_pct": _finite(speed.ci_low_pct) if speed else None,
         "ci_high_pct": _finite(speed.ci_high_pct) if speed else None,
-        "level": speed.level if speed else None, "n_pairs": speed.n_pairs if speed else None,
+        "level": speed.level if speed else None,
+        "n_pairs": speed.n_pairs if speed else None,
         "mde_pct": _finite(speed.mde_pct) if speed else None,
-        "method": speed.method if speed else None, "kind": speed.kind if speed else None,
+        "method": speed.method if speed else None,
+        "kind": speed.kind if speed else None,
         "median_step_s": statistics.median(r["median_step_s"] for r in ok) if ok else None,
         "mean_step_s": statistics.fmean(all_steps) if all_steps else None,
-        "n_steps": len(all_steps), "n_runs_ok": sum(1 for r in run_rows if r["step_times_s"]),
+        "n_steps": len(all_steps),
+        "n_runs_ok": sum(1 for r in run_rows if r["step_times_s"]),
         "peak_memory_gib": _finite(memory.peak_gib) if memory else None,
         "memory_measure": memory.measure if memory else None,
         "tflops_per_device": _finite(eff.tflops_per_device) if eff else None,
@@ -178,31 +194,50 @@ def extract(out: OutDir, source: str = "import") -> Extracted:
     env = first or summary.environment
     sweep = out.sweep()
     all_runs = [r for v in variants for r in v.runs]
-    created = (_utc(exp.created_at) or _utc(summary.created_at)
-               or _utc(summary.generated_at)
-               or datetime.fromtimestamp(out.plan_path.stat().st_mtime, timezone.utc)
-               .replace(tzinfo=None))
+    created = (
+        _utc(exp.created_at)
+        or _utc(summary.created_at)
+        or _utc(summary.generated_at)
+        or datetime.fromtimestamp(out.plan_path.stat().st_mtime, timezone.utc).replace(tzinfo=None)
+    )
     row = {
-        "out_dir": str(out.path), "experiment": plan.experiment, "created_at": created,
-        "recorded_at": utcnow(), "source": source, "baseline": plan.baseline,
-        "verdict_phase": plan.verdict_phase, "repeats": str(plan.repeats),
+        "out_dir": str(out.path),
+        "experiment": plan.experiment,
+        "created_at": created,
+        "recorded_at": utcnow(),
+        "source": source,
+        "baseline": plan.baseline,
+        "verdict_phase": plan.verdict_phase,
+        "repeats": str(plan.repeats),
         "sweep_dir": str(sweep.path) if sweep else None,
-        "job": out.path.name if sweep else None, "n_runs": len(all_runs),
+        "job": out.path.name if sweep else None,
+        "n_runs": len(all_runs),
         "n_failed": sum(r["status"] == "FAILED" for r in all_runs),
-        "afbench_version": prov.afbench, "git_commit": prov.git_commit,
-        "versions": dict(env.versions or {}), "cann": prov.cann,
+        "afbench_version": prov.afbench,
+        "git_commit": prov.git_commit,
+        "versions": dict(env.versions or {}),
+        "cann": prov.cann,
         "backend": env.backend or (plan.runs[0].backend if plan.runs else None),
-        "device": env.device, "host_id": host.host_id,
-        "hostname": host.hostname, "cpu_model": host.cpu_model,
-        "accelerator": host.accelerator, "driver": host.driver,
+        "device": env.device,
+        "host_id": host.host_id,
+        "hostname": host.hostname,
+        "cpu_model": host.cpu_model,
+        "accelerator": host.accelerator,
+        "driver": host.driver,
     }
     return Extracted(row, variants)
 
 
 def is_recorded(engine: Engine, out_dir: Path) -> bool:
     with engine.connect() as conn:
-        return conn.execute(select(experiments.c.id).where(
-            experiments.c.out_dir == str(Path(out_dir).resolve()))).first() is not None
+        return (
+            conn.execute(
+                select(experiments.c.id).where(
+                    experiments.c.out_dir == str(Path(out_dir).resolve())
+                )
+            ).first()
+            is not None
+        )
 
 
 #: The status.json reason of a run a resumed experiment copied (afbench.store.resume.reuse_run).
@@ -215,21 +250,30 @@ def _same_experiment(ex: Extracted) -> Any:
     experiment.json is the same experiment's)."""
     e = ex.experiment
     job = experiments.c.job == e["job"] if e.get("job") is not None else experiments.c.job.is_(None)
-    same = ((experiments.c.experiment == e["experiment"])
-            & (experiments.c.host_id == e.get("host_id")) & job
-            & (experiments.c.created_at == e["created_at"]))
+    same = (
+        (experiments.c.experiment == e["experiment"])
+        & (experiments.c.host_id == e.get("host_id"))
+        & job
+        & (experiments.c.created_at == e["created_at"])
+    )
     return select(experiments.c.id).where((experiments.c.out_dir == e["out_dir"]) | same)
 
 
 def _recorded_elsewhere(conn: Any, rows: list[dict[str, Any]]) -> set[str]:
     """The run ids of ``rows`` a resumed experiment copied from an experiment recorded
     already (its status.json ``resumed from <run dir>``): that record holds them."""
-    roots = {r["run_id"]: str(Path(r["resumed_from"]).parent.parent)
-             for r in rows if r.get("resumed_from")}
+    roots = {
+        r["run_id"]: str(Path(r["resumed_from"]).parent.parent)
+        for r in rows
+        if r.get("resumed_from")
+    }
     if not roots:
         return set()
-    known = set(conn.execute(select(experiments.c.out_dir).where(
-        experiments.c.out_dir.in_(set(roots.values())))).scalars())
+    known = set(
+        conn.execute(
+            select(experiments.c.out_dir).where(experiments.c.out_dir.in_(set(roots.values())))
+        ).scalars()
+    )
     return {rid for rid, root in roots.items() if root in known}
 
 
@@ -242,14 +286,19 @@ def write(engine: Engine, ex: Extracted) -> bool:
         with engine.begin() as conn:
             if conn.execute(_same_experiment(ex)).first() is not None:
                 return False
-            exp_id = conn.execute(experiments.insert().values(**ex.experiment)
-                                  ).inserted_primary_key[0]
+            exp_id = conn.execute(
+                experiments.insert().values(**ex.experiment)
+            ).inserted_primary_key[0]
             for v in ex.variants:
-                rec_id = conn.execute(records.insert().values(experiment_id=exp_id, **v.record)
-                                      ).inserted_primary_key[0]
+                rec_id = conn.execute(
+                    records.insert().values(experiment_id=exp_id, **v.record)
+                ).inserted_primary_key[0]
                 copied = _recorded_elsewhere(conn, v.runs)
-                rows = [{k: x for k, x in r.items() if k != "resumed_from"}
-                        for r in v.runs if r["run_id"] not in copied]
+                rows = [
+                    {k: x for k, x in r.items() if k != "resumed_from"}
+                    for r in v.runs
+                    if r["run_id"] not in copied
+                ]
                 if rows:
                     conn.execute(runs.insert(), [{"record_id": rec_id, **r} for r in rows])
     except IntegrityError:  # the unique out_dir: a concurrent writer got there first

@@ -15,8 +15,20 @@ Times are UTC, stored naive. Seconds for step times, GiB for memory, percent for
 
 from __future__ import annotations
 
-from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Integer, MetaData,
-                        String, Table, Text, UniqueConstraint)
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
 
 #: The Alembic revision these tables are; the database is upgraded to it on open.
 HEAD = "0002"
@@ -24,7 +36,8 @@ HEAD = "0002"
 metadata = MetaData()
 
 experiments = Table(
-    "experiments", metadata,
+    "experiments",
+    metadata,
     Column("id", Integer, primary_key=True),
     Column("out_dir", String(1024), nullable=False, unique=True),
     Column("experiment", String(200), nullable=False, index=True),
@@ -52,10 +65,12 @@ experiments = Table(
 )
 
 records = Table(
-    "records", metadata,
+    "records",
+    metadata,
     Column("id", Integer, primary_key=True),
-    Column("experiment_id", Integer, ForeignKey("experiments.id", ondelete="CASCADE"),
-           nullable=False),
+    Column(
+        "experiment_id", Integer, ForeignKey("experiments.id", ondelete="CASCADE"), nullable=False
+    ),
     Column("variant", String(200), nullable=False, index=True),
     Column("is_baseline", Boolean, nullable=False),
     Column("config_hash", String(64), index=True),
@@ -84,10 +99,16 @@ records = Table(
 )
 
 runs = Table(
-    "runs", metadata,
+    "runs",
+    metadata,
     Column("id", Integer, primary_key=True),
-    Column("record_id", Integer, ForeignKey("records.id", ondelete="CASCADE"), nullable=False,
-           index=True),
+    Column(
+        "record_id",
+        Integer,
+        ForeignKey("records.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
     Column("run_id", String(300), nullable=False),
     Column("repeat", Integer),
     Column("status", String(16)),
@@ -103,7 +124,8 @@ runs = Table(
 )
 
 calibration = Table(
-    "calibration", metadata,
+    "calibration",
+    metadata,
     Column("host_id", String(16), primary_key=True),
     Column("run_kind", String(100), primary_key=True),
     Column("spread_pct", Float),  # run-to-run spread of the log run statistic, percent

@@ -66,8 +66,9 @@ def decorrelate(x: np.ndarray) -> tuple[np.ndarray, float, float]:
     return z, rho, _robust_scale(np.diff(z)) / math.sqrt(2)
 
 
-def change_points(values: Sequence[float], min_size: int = MIN_SIZE,
-                  decorrelated: bool = True) -> list[int]:
+def change_points(
+    values: Sequence[float], min_size: int = MIN_SIZE, decorrelated: bool = True
+) -> list[int]:
     """Indices ``i`` (1..n-1) where a new level starts in ``values`` (positive numbers, e.g.
     step times; compared on the log scale), by PELT as in the module docstring. Empty when
     there are fewer than ``2 * min_size`` values or no change pays its penalty.
@@ -109,9 +110,11 @@ class Change:
     def line(self) -> str:
         b, a = self.before, self.after
         word = "slower" if self.change_pct > 0 else "faster"
-        return (f"step time {self.change_pct:+.1f}% ({word}) between "
-                f"{b['created_at']:%Y-%m-%d %H:%M} ({software(b)}) and "
-                f"{a['created_at']:%Y-%m-%d %H:%M} ({software(a)})")
+        return (
+            f"step time {self.change_pct:+.1f}% ({word}) between "
+            f"{b['created_at']:%Y-%m-%d %H:%M} ({software(b)}) and "
+            f"{a['created_at']:%Y-%m-%d %H:%M} ({software(a)})"
+        )
 
 
 @dataclass
@@ -134,8 +137,8 @@ def _segments_change(part: list[dict[str, Any]], cps: list[int]) -> list[Change]
     bounds = [0, *cps, len(part)]
     out = []
     for k, cp in enumerate(cps):
-        before = [r["median_step_s"] for r in part[bounds[k]:cp]]
-        after = [r["median_step_s"] for r in part[cp:bounds[k + 2]]]
+        before = [r["median_step_s"] for r in part[bounds[k] : cp]]
+        after = [r["median_step_s"] for r in part[cp : bounds[k + 2]]]
         ratio = math.exp(float(np.median(np.log(after)) - np.median(np.log(before))))
         out.append(Change(part[cp - 1], part[cp], (ratio - 1) * 100))
     return out
@@ -145,19 +148,30 @@ def load_series(engine: Engine, experiment: str | None = None) -> list[Series]:
     """Every series (of ``experiment``, or all), sorted by experiment and variant, with the
     change points of each comparable part. Records without a measured run are kept (they
     show in the tables) but carry no point."""
-    q = (select(records, experiments.c.experiment, experiments.c.created_at,
-                experiments.c.out_dir, experiments.c.host_id, experiments.c.versions,
-                experiments.c.git_commit, experiments.c.cann, experiments.c.afbench_version)
-         .join(experiments, records.c.experiment_id == experiments.c.id)
-         .order_by(experiments.c.created_at, records.c.id))
+    q = (
+        select(
+            records,
+            experiments.c.experiment,
+            experiments.c.created_at,
+            experiments.c.out_dir,
+            experiments.c.host_id,
+            experiments.c.versions,
+            experiments.c.git_commit,
+            experiments.c.cann,
+            experiments.c.afbench_version,
+        )
+        .join(experiments, records.c.experiment_id == experiments.c.id)
+        .order_by(experiments.c.created_at, records.c.id)
+    )
     if experiment is not None:
         q = q.where(experiments.c.experiment == experiment)
     medians: dict[int, list[float]] = {}
     contended: dict[int, int] = {}
     with engine.connect() as conn:
         rows = [dict(r._mapping) for r in conn.execute(q)]
-        rq = (select(runs.c.record_id, runs.c.median_step_s, runs.c.contended)
-              .where(runs.c.status == "OK"))
+        rq = select(runs.c.record_id, runs.c.median_step_s, runs.c.contended).where(
+            runs.c.status == "OK"
+        )
         if experiment is not None:
             rq = rq.where(runs.c.record_id.in_([r["id"] for r in rows]))
         for rid, med, was_contended in conn.execute(rq):
@@ -177,8 +191,7 @@ def load_series(engine: Engine, experiment: str | None = None) -> list[Series]:
             if r["median_step_s"]:
                 parts.setdefault((r["host_id"], r["config_hash"]), []).append(r)
         for part in parts.values():
-            s.changes += _segments_change(part, change_points([r["median_step_s"]
-                                                               for r in part]))
+            s.changes += _segments_change(part, change_points([r["median_step_s"] for r in part]))
         s.changes.sort(key=lambda c: c.after["created_at"])
         out.append(s)
     return out

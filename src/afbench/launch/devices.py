@@ -57,8 +57,9 @@ class DeviceLockError(AfbenchError):
     exit_code = 1
 
 
-def assign_devices(parallel: ParallelConfig, backend_name: str, job_num: int | None,
-                   pool: Sequence[int] | None) -> list[int] | None:
+def assign_devices(
+    parallel: ParallelConfig, backend_name: str, job_num: int | None, pool: Sequence[int] | None
+) -> list[int] | None:
     """Device ids of one run, or None for "the first ``world_size`` devices, no mask".
 
     Rules, first match wins:
@@ -100,10 +101,11 @@ def assign_devices(parallel: ParallelConfig, backend_name: str, job_num: int | N
     if world > len(pool):
         raise ConfigError(
             f"launcher.device_pool: {len(pool)} device(s) {pool} cannot hold one run of "
-            f"parallel.world_size {world}; list at least {world} ids or lower world_size")
+            f"parallel.world_size {world}; list at least {world} ids or lower world_size"
+        )
     blocks = len(pool) // world
     start = ((job_num or 0) % blocks) * world
-    return pool[start:start + world]
+    return pool[start : start + world]
 
 
 def _mask(backend: str, environ: Mapping[str, str]) -> list[str] | None:
@@ -114,8 +116,9 @@ def _mask(backend: str, environ: Mapping[str, str]) -> list[str] | None:
     return [t.strip() for t in environ[var].split(",") if t.strip()]
 
 
-def physical_devices(backend: str, ids: Sequence[int],
-                     environ: Mapping[str, str] | None = None) -> list[str]:
+def physical_devices(
+    backend: str, ids: Sequence[int], environ: Mapping[str, str] | None = None
+) -> list[str]:
     """The visibility entries (physical ids, or UUIDs) of afbench's device ``ids``.
 
     Without a mask in ``environ`` (default ``os.environ``) id ``i`` is ``"i"``; under a mask
@@ -134,12 +137,14 @@ def physical_devices(backend: str, ids: Sequence[int],
         raise ConfigError(
             f"device id(s) {beyond}: afbench runs with {var}={environ[var]!r}, which makes "
             f"{len(mask)} device(s) visible (ids 0..{len(mask) - 1}); fix parallel.devices / "
-            f"launcher.device_pool, or unset {var}")
+            f"launcher.device_pool, or unset {var}"
+        )
     return [mask[i] for i in ids]
 
 
-def visible_devices_env(backend: str, ids: Sequence[int] | None,
-                        environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def visible_devices_env(
+    backend: str, ids: Sequence[int] | None, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Variables that restrict a worker to ``ids``: ``{CUDA_VISIBLE_DEVICES: "2,3"}`` (cuda),
     ``{ASCEND_RT_VISIBLE_DEVICES: ...}`` (npu); ``{}`` on cpu or when ``ids`` is None (the
     worker then inherits afbench's own visibility). ``environ`` (default ``os.environ``) is
@@ -217,9 +222,12 @@ def _holder(fd: int) -> str:
 
 
 def _note_holder(fd: int, label: str) -> None:
-    text = (f"pid {os.getpid()} on {socket.gethostname()} since "
-            f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}"
-            + (f": {label}" if label else "") + "\n")
+    text = (
+        f"pid {os.getpid()} on {socket.gethostname()} since "
+        f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}"
+        + (f": {label}" if label else "")
+        + "\n"
+    )
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, text.encode(), 0)
@@ -228,9 +236,14 @@ def _note_holder(fd: int, label: str) -> None:
 
 
 @contextmanager
-def device_locks(backend: str, devices: Sequence[int | str] = (), *, label: str = "",
-                 folder: Path | None = None,
-                 fds: list[int] | None = None) -> Iterator[list[Path]]:
+def device_locks(
+    backend: str,
+    devices: Sequence[int | str] = (),
+    *,
+    label: str = "",
+    folder: Path | None = None,
+    fds: list[int] | None = None,
+) -> Iterator[list[Path]]:
     """Hold an exclusive lock on each device for the duration of the ``with`` block.
 
     Blocks until every lock is free, logging one line (with the holder's pid, host and run)
@@ -261,8 +274,10 @@ def device_locks(backend: str, devices: Sequence[int | str] = (), *, label: str 
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise DeviceLockError(f"device lock folder {folder}: {exc.strerror or exc}; set "
-                                  f"{LOCK_DIR_ENV} to a folder you can write") from exc
+            raise DeviceLockError(
+                f"device lock folder {folder}: {exc.strerror or exc}; set "
+                f"{LOCK_DIR_ENV} to a folder you can write"
+            ) from exc
         for path in paths:
             try:
                 fd = _open_lock(path)
@@ -270,17 +285,26 @@ def device_locks(backend: str, devices: Sequence[int | str] = (), *, label: str 
                 raise DeviceLockError(
                     f"device lock {path}: {exc.strerror or exc} (another user's lock?); set "
                     f"{LOCK_DIR_ENV} to a folder every afbench user on this host can "
-                    "write") from exc
+                    "write"
+                ) from exc
             held.append(fd)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 t0 = time.monotonic()
-                log.warning("afbench: %s waits for device lock %s (held by %s)",
-                            label or "run", path, _holder(fd))
+                log.warning(
+                    "afbench: %s waits for device lock %s (held by %s)",
+                    label or "run",
+                    path,
+                    _holder(fd),
+                )
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                log.warning("afbench: %s got device lock %s after %.1f s", label or "run",
-                            path, time.monotonic() - t0)
+                log.warning(
+                    "afbench: %s got device lock %s after %.1f s",
+                    label or "run",
+                    path,
+                    time.monotonic() - t0,
+                )
             _note_holder(fd, label)
         if fds is not None:
             fds.extend(held)

@@ -55,9 +55,16 @@ class RunTimes:
         (known False when the compile kind has not run; cold for warm True when a warm
         compiled run is predicted from cold ones, an upper bound)."""
         c, p, w = kind
-        for cand in ((c, p, w), (c, not p, w), (c, p, not w), (c, not p, not w),
-                     (not c, p, False), (not c, not p, False), (not c, p, True),
-                     (not c, not p, True)):
+        for cand in (
+            (c, p, w),
+            (c, not p, w),
+            (c, p, not w),
+            (c, not p, not w),
+            (not c, p, False),
+            (not c, not p, False),
+            (not c, p, True),
+            (not c, not p, True),
+        ):
             if self.seen.get(cand):
                 fixed, step = (sum(x) / len(self.seen[cand]) for x in zip(*self.seen[cand]))
                 return fixed, step, cand[0] == kind[0], kind[0] and kind[2] and not cand[2]
@@ -79,8 +86,13 @@ class RunTimes:
         if unknown:
             bound, note = ">= ", " (compile time not known yet: no compiled run has finished)"
         elif over:
-            bound, note = "<= ", (" (the first compile counted for every compiled run: the "
-                                  "later ones start with its kernels and take about half)")
+            bound, note = (
+                "<= ",
+                (
+                    " (the first compile counted for every compiled run: the "
+                    "later ones start with its kernels and take about half)"
+                ),
+            )
         else:
             bound, note = "", ""
         return f"ETA {bound}{total / 60:.1f} min for {len(runs)} more run(s){note}"

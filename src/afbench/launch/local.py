@@ -24,8 +24,10 @@ from pathlib import Path
 import yaml
 
 from afbench.analysis.steplog import iter_log, log_lines
-from afbench.errors import AfbenchError
 from afbench.config.secrets import masked, secret_env
+from afbench.engines.registry import engine_for
+from afbench.engines.rendezvous import node_launch, torchrun_args
+from afbench.errors import AfbenchError
 from afbench.io import write_text_atomic
 from afbench.launch.devices import (
     device_locks,
@@ -33,12 +35,16 @@ from afbench.launch.devices import (
     run_devices,
     visible_devices_env,
 )
-from afbench.engines.registry import engine_for
-from afbench.engines.rendezvous import node_launch, torchrun_args
 from afbench.launch.quiet import wait_for_quiet
 from afbench.preflight import find_cann_root
-from afbench.runspec import (ERROR_PREFIX, INTERRUPTED, SKIP_PREFIX, SKIPPED_EXIT_CODE, RunSpec,
-                             RunStatus)
+from afbench.runspec import (
+    ERROR_PREFIX,
+    INTERRUPTED,
+    SKIP_PREFIX,
+    SKIPPED_EXIT_CODE,
+    RunSpec,
+    RunStatus,
+)
 from afbench.store.layout import CONFIG_YAML, RESULT, RUNSPEC, STATUS, STDOUT_LOG, window_problem
 from afbench.store.run import RUNSPEC_FILE, STATUS_FILE
 
@@ -85,6 +91,7 @@ def compiler_cache_dirs(backend: str, run_dir: Path) -> dict[str, Path]:
     path with whitespace is replaced by one under ``tempfile.gettempdir()`` (or /tmp) named by
     its digest.
     """
+
     def no_space(path: Path) -> Path:
         if not any(c.isspace() for c in str(path)):
             return path
@@ -175,8 +182,14 @@ def worker_argv(spec: RunSpec, python: str, run_dir: Path) -> list[str]:
     worker = ["-m", "afbench.worker", str(run_dir / RUNSPEC)]
     parallel = spec.config.parallel
     if parallel.world_size > 1 and engine_for(spec.config).torchrun:
-        return [*node_launch(parallel), python, "-m", "torch.distributed.run",
-                *torchrun_args(parallel, spec.run_id), *worker]
+        return [
+            *node_launch(parallel),
+            python,
+            "-m",
+            "torch.distributed.run",
+            *torchrun_args(parallel, spec.run_id),
+            *worker,
+        ]
     return [python, *worker]
 
 
@@ -197,7 +210,8 @@ def hold_interrupts() -> Iterator[None]:
     def said(signum: int, _frame: object) -> None:
         logging.getLogger(__name__).warning(
             "afbench: already stopping (%s ignored): writing the run's status and the report",
-            signal.Signals(signum).name)
+            signal.Signals(signum).name,
+        )
 
     previous = {sig: signal.signal(sig, said) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -236,7 +250,7 @@ def _last_line(log: Path, prefix: str) -> str | None:
     try:
         for line in _log_lines(log):
             if line.startswith(prefix):
-                found = line[len(prefix):].strip()
+                found = line[len(prefix) :].strip()
     except FileNotFoundError:
         return None
     return found
@@ -254,8 +268,13 @@ def write_skipped(spec: RunSpec, reason: str) -> RunStatus:
     """Record a run that was not started: empty log, exit status 125, the reason."""
     run_dir = prepare_run_dir(spec)
     (run_dir / STDOUT_LOG).touch()
-    status = RunStatus(run_id=spec.run_id, status="SKIPPED", exit_code=SKIPPED_EXIT_CODE,
-                       reason=reason, config_hash=spec.config_hash)
+    status = RunStatus(
+        run_id=spec.run_id,
+        status="SKIPPED",
+        exit_code=SKIPPED_EXIT_CODE,
+        reason=reason,
+        config_hash=spec.config_hash,
+    )
     STATUS_FILE.write(run_dir / STATUS, status)
     return status
 
@@ -268,13 +287,21 @@ def skip_unrun(runs: list[RunSpec], reason: str) -> int:
     for spec in runs:
         run_dir = Path(spec.run_dir)
         try:
-            if (run_dir / STATUS).is_file() or (run_dir.exists()
-                                                and not (run_dir / RUNSPEC).is_file()):
+            if (run_dir / STATUS).is_file() or (
+                run_dir.exists() and not (run_dir / RUNSPEC).is_file()
+            ):
                 continue  # recorded, or a folder not afbench's: left as it is
             if run_dir.exists():
-                STATUS_FILE.write(run_dir / STATUS, RunStatus(
-                    run_id=spec.run_id, status="SKIPPED", exit_code=SKIPPED_EXIT_CODE,
-                    reason=reason, config_hash=spec.config_hash))
+                STATUS_FILE.write(
+                    run_dir / STATUS,
+                    RunStatus(
+                        run_id=spec.run_id,
+                        status="SKIPPED",
+                        exit_code=SKIPPED_EXIT_CODE,
+                        reason=reason,
+                        config_hash=spec.config_hash,
+                    ),
+                )
             else:
                 write_skipped(spec, reason)
         except OSError:
@@ -314,27 +341,46 @@ def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0
         held = held_devices(backend, env, spec.config.parallel.per_node)
         waited = time.perf_counter()
         lock_fds: list[int] = []
-        hold.enter_context(device_locks(backend, held, label=f"{spec.run_id} ({run_dir})",
-                                        fds=lock_fds))
+        hold.enter_context(
+            device_locks(backend, held, label=f"{spec.run_id} ({run_dir})", fds=lock_fds)
+        )
         lock_wait_s = round(time.perf_counter() - waited, 3)
         wait_for_quiet(quiet_s, spec.run_id)
     except AfbenchError as exc:
         return _finish(spec, run_dir, "FAILED", None, str(exc), _now(), time.perf_counter())
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
-            _finish(spec, run_dir, "SKIPPED", None, f"{INTERRUPTED} before it started (device lock, quiet machine)",
-                    _now(), time.perf_counter())
+            _finish(
+                spec,
+                run_dir,
+                "SKIPPED",
+                None,
+                f"{INTERRUPTED} before it started (device lock, quiet machine)",
+                _now(),
+                time.perf_counter(),
+            )
         else:
-            _finish(spec, run_dir, "FAILED", None, f"{type(exc).__name__}: {exc}", _now(),
-                    time.perf_counter())
+            _finish(
+                spec,
+                run_dir,
+                "FAILED",
+                None,
+                f"{type(exc).__name__}: {exc}",
+                _now(),
+                time.perf_counter(),
+            )
         raise
     started, t0 = _now(), time.perf_counter()
     reason, code = "", None
     with hold, open(log_path, "wb") as log:
         proc = subprocess.Popen(
             worker_argv(spec, python, run_dir),
-            cwd=run_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
+            cwd=run_dir,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
             # the worker holds the device locks too: a worker outliving afbench (kill -9)
             # keeps them until its watchdog (afbench.worker) has stopped its group
             pass_fds=lock_fds,
@@ -344,12 +390,22 @@ def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0
         except subprocess.TimeoutExpired:
             _stop_group(proc, spec.kill_grace_s)
             code = proc.returncode
-            reason = f"timed out after {spec.timeout_s:g} s (launcher.timeout_s); process group killed"
+            reason = (
+                f"timed out after {spec.timeout_s:g} s (launcher.timeout_s); process group killed"
+            )
         except BaseException:
             with hold_interrupts():  # a second Ctrl-C still gets the status written
                 _stop_group(proc, spec.kill_grace_s)
-                _finish(spec, run_dir, "SKIPPED", proc.returncode, INTERRUPTED, started, t0,
-                        kernel_cache=kernel_cache)
+                _finish(
+                    spec,
+                    run_dir,
+                    "SKIPPED",
+                    proc.returncode,
+                    INTERRUPTED,
+                    started,
+                    t0,
+                    kernel_cache=kernel_cache,
+                )
             raise
         else:
             _stop_group(proc, 0)  # reap anything the worker left behind in its group
@@ -357,8 +413,9 @@ def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0
         state, reason = _outcome(spec, run_dir, code, reason)
     except KeyboardInterrupt:
         with hold_interrupts():
-            _finish(spec, run_dir, "SKIPPED", code, INTERRUPTED, started, t0, lock_wait_s,
-                    kernel_cache)
+            _finish(
+                spec, run_dir, "SKIPPED", code, INTERRUPTED, started, t0, lock_wait_s, kernel_cache
+            )
         raise
     return _finish(spec, run_dir, state, code, reason, started, t0, lock_wait_s, kernel_cache)
 
@@ -387,12 +444,28 @@ def _outcome(spec: RunSpec, run_dir: Path, code: int | None, reason: str) -> tup
     return state, reason
 
 
-def _finish(spec: RunSpec, run_dir: Path, state: str, code: int | None, reason: str,
-            started: str, t0: float, lock_wait_s: float | None = None,
-            kernel_cache: str | None = None) -> RunStatus:
-    status = RunStatus(run_id=spec.run_id, status=state, exit_code=code, reason=reason,
-                       wall_s=round(time.perf_counter() - t0, 3), started_at=started,
-                       finished_at=_now(), config_hash=spec.config_hash,
-                      lock_wait_s=lock_wait_s, kernel_cache=kernel_cache)
+def _finish(
+    spec: RunSpec,
+    run_dir: Path,
+    state: str,
+    code: int | None,
+    reason: str,
+    started: str,
+    t0: float,
+    lock_wait_s: float | None = None,
+    kernel_cache: str | None = None,
+) -> RunStatus:
+    status = RunStatus(
+        run_id=spec.run_id,
+        status=state,
+        exit_code=code,
+        reason=reason,
+        wall_s=round(time.perf_counter() - t0, 3),
+        started_at=started,
+        finished_at=_now(),
+        config_hash=spec.config_hash,
+        lock_wait_s=lock_wait_s,
+        kernel_cache=kernel_cache,
+    )
     STATUS_FILE.write(run_dir / STATUS, status)
     return status

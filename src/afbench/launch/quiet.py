@@ -54,8 +54,9 @@ def probe(seconds: float = PROBE_S) -> list[str]:
     return reasons if contended else []
 
 
-def wait_for_quiet(bound_s: float, what: str, *, probe: Callable[[], list[str]] = probe,
-                   poll_s: float = POLL_S) -> Quiet:
+def wait_for_quiet(
+    bound_s: float, what: str, *, probe: Callable[[], list[str]] = probe, poll_s: float = POLL_S
+) -> Quiet:
     """Probe until the machine is quiet, for at most ``bound_s`` seconds
     (``experiment.wait_for_quiet_s``; 0: no probe). Logs one line when it starts waiting
     (what was measured), one when the machine became quiet, and one when the bound passed:
@@ -73,8 +74,13 @@ def wait_for_quiet(bound_s: float, what: str, *, probe: Callable[[], list[str]] 
     reasons = probe()
     if not reasons:
         return Quiet(True, 0.0, ())
-    log.warning("afbench: the machine is busy (a probe %s); %s waits for quiet, at most %g s "
-                "(experiment.wait_for_quiet_s)", "; ".join(reasons), what, bound_s)
+    log.warning(
+        "afbench: the machine is busy (a probe %s); %s waits for quiet, at most %g s "
+        "(experiment.wait_for_quiet_s)",
+        "; ".join(reasons),
+        what,
+        bound_s,
+    )
     while (left := bound_s - (time.monotonic() - t0)) > 0:
         time.sleep(min(poll_s, left))
         reasons = probe()
@@ -83,7 +89,13 @@ def wait_for_quiet(bound_s: float, what: str, *, probe: Callable[[], list[str]] 
             log.info("afbench: quiet after %.0f s; %s starts", waited, what)
             return Quiet(True, waited, ())
     waited = time.monotonic() - t0
-    log.warning("afbench: the machine was never quiet enough in %.0f s (last probe: %s; "
-                "experiment.wait_for_quiet_s=%g): running %s anyway; its contention is "
-                "measured and judged as always", waited, "; ".join(reasons), bound_s, what)
+    log.warning(
+        "afbench: the machine was never quiet enough in %.0f s (last probe: %s; "
+        "experiment.wait_for_quiet_s=%g): running %s anyway; its contention is "
+        "measured and judged as always",
+        waited,
+        "; ".join(reasons),
+        bound_s,
+        what,
+    )
     return Quiet(False, waited, tuple(reasons))

@@ -24,25 +24,48 @@ import stat
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from afbench.assets.manifest import verify_manifest
 from afbench.backends.resolve import probe_backend, resolve_backend
 from afbench.config.models import CHAT_COLUMNS, AfbenchConfig, InferScheduler
 from afbench.engines.torchtitan.probe import titan_preflight
-from afbench.preflight.cann import (CANN_COMPONENTS, CANN_ENV_VARS, DEFAULT_MIN_CANN_DATE,
-                                    EXAMPLE_CANN_ROOT, NPU_SMI_COMMANDS, NPU_SMI_TIMEOUT_S,
-                                    cann_build_dates, check_cann, check_cann_dates,
-                                    check_cann_layout, check_npu_smi, find_cann_root,
-                                    read_build_date)
+from afbench.preflight.cann import (
+    CANN_COMPONENTS,
+    CANN_ENV_VARS,
+    DEFAULT_MIN_CANN_DATE,
+    EXAMPLE_CANN_ROOT,
+    NPU_SMI_COMMANDS,
+    NPU_SMI_TIMEOUT_S,
+    cann_build_dates,
+    check_cann,
+    check_cann_dates,
+    check_cann_layout,
+    check_npu_smi,
+    find_cann_root,
+    read_build_date,
+)
 from afbench.preflight.check import Check
 
 # the CANN checks' names, for callers and tests that read them here
-__all__ = ["CANN_COMPONENTS", "CANN_ENV_VARS", "DEFAULT_MIN_CANN_DATE", "EXAMPLE_CANN_ROOT",
-           "NPU_SMI_COMMANDS", "NPU_SMI_TIMEOUT_S", "Check", "cann_build_dates", "check_cann",
-           "check_cann_dates", "check_cann_layout", "check_npu_smi", "find_cann_root",
-           "read_build_date", "run_preflight"]
+__all__ = [
+    "CANN_COMPONENTS",
+    "CANN_ENV_VARS",
+    "DEFAULT_MIN_CANN_DATE",
+    "EXAMPLE_CANN_ROOT",
+    "NPU_SMI_COMMANDS",
+    "NPU_SMI_TIMEOUT_S",
+    "Check",
+    "cann_build_dates",
+    "check_cann",
+    "check_cann_dates",
+    "check_cann_layout",
+    "check_npu_smi",
+    "find_cann_root",
+    "read_build_date",
+    "run_preflight",
+]
 
 DEFAULT_MIN_FREE_GIB = 1.0
 MIN_PYTHON = (3, 10)
@@ -51,12 +74,16 @@ MIN_TORCH = (2, 4)
 REPORTED_PACKAGES = ("torch", "transformers", "hydra-core", "pydantic", "pandas")
 
 
-
 # --- platform and packages -------------------------------------------------------------------
 
 
-def check_platform(backend: str, *, system: str | None = None, machine: str | None = None,
-                   release: str | None = None) -> Check:
+def check_platform(
+    backend: str,
+    *,
+    system: str | None = None,
+    machine: str | None = None,
+    release: str | None = None,
+) -> Check:
     """The OS and CPU architecture: Linux aarch64 for ``npu`` (Ascend hosts, as the reference
     requires), Linux or macOS otherwise. ``system``/``machine``/``release`` default to
     :mod:`platform`'s answers."""
@@ -66,12 +93,18 @@ def check_platform(backend: str, *, system: str | None = None, machine: str | No
     current = f"{system} {machine} ({release})" if release else f"{system} {machine}"
     if backend == "npu":
         ok = system == "Linux" and machine in ("aarch64", "arm64")
-        return Check("platform", ok, current, "Linux aarch64 for backend npu",
-                     "run on a Linux aarch64 Ascend host, or choose another backend "
-                     "(backend=cpu or backend=cuda)")
+        return Check(
+            "platform",
+            ok,
+            current,
+            "Linux aarch64 for backend npu",
+            "run on a Linux aarch64 Ascend host, or choose another backend "
+            "(backend=cpu or backend=cuda)",
+        )
     ok = system in ("Linux", "Darwin")
-    return Check("platform", ok, current, "Linux or macOS",
-                 "run afbench on Linux or macOS (WSL2 on Windows)")
+    return Check(
+        "platform", ok, current, "Linux or macOS", "run afbench on Linux or macOS (WSL2 on Windows)"
+    )
 
 
 def check_python(version_info: Sequence[int] | None = None) -> Check:
@@ -80,9 +113,13 @@ def check_python(version_info: Sequence[int] | None = None) -> Check:
     current = ".".join(str(x) for x in v)
     ok = v[:2] >= MIN_PYTHON
     req = ".".join(map(str, MIN_PYTHON))
-    return Check("python", ok, f"{current} ({sys.executable})", f">= {req}",
-                 f"create the environment with Python >= {req} and reinstall afbench "
-                 "(pip install -e .)")
+    return Check(
+        "python",
+        ok,
+        f"{current} ({sys.executable})",
+        f">= {req}",
+        f"create the environment with Python >= {req} and reinstall afbench (pip install -e .)",
+    )
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -110,13 +147,27 @@ def check_packages(versions: Mapping[str, str | None] | None = None) -> list[Che
     checks = []
     for dist, version in versions.items():
         if version is None:
-            checks.append(Check(dist, False, "not installed", "installed",
-                                f"pip install -e . (afbench's dependencies include {dist})"))
+            checks.append(
+                Check(
+                    dist,
+                    False,
+                    "not installed",
+                    "installed",
+                    f"pip install -e . (afbench's dependencies include {dist})",
+                )
+            )
         elif dist == "torch":
             req = ".".join(map(str, MIN_TORCH))
-            checks.append(Check(dist, version_tuple(version) >= MIN_TORCH, version, f">= {req}",
-                                f"pip install 'torch>={req}' (for npu: the torch that your "
-                                "torch_npu release names)"))
+            checks.append(
+                Check(
+                    dist,
+                    version_tuple(version) >= MIN_TORCH,
+                    version,
+                    f">= {req}",
+                    f"pip install 'torch>={req}' (for npu: the torch that your "
+                    "torch_npu release names)",
+                )
+            )
         else:
             checks.append(Check(dist, True, version, "installed"))
     return checks
@@ -133,27 +184,38 @@ def check_backend(requested: str, resolved: str, device_count: int | None, probl
         devices = "" if device_count is None else f", {device_count} device(s)"
         return Check("backend", True, f"{shown}{devices}")
     if resolved == "npu":
-        action = ("pip install afbench[npu] (torch_npu matching torch), source "
-                  "<backend.cann_root>/set_env.sh, check ASCEND_RT_VISIBLE_DEVICES; or set "
-                  "backend=cpu")
+        action = (
+            "pip install afbench[npu] (torch_npu matching torch), source "
+            "<backend.cann_root>/set_env.sh, check ASCEND_RT_VISIBLE_DEVICES; or set "
+            "backend=cpu"
+        )
     elif resolved == "cuda":
-        action = ("install a CUDA build of torch and check CUDA_VISIBLE_DEVICES and the driver "
-                  "(nvidia-smi); or set backend=cpu")
+        action = (
+            "install a CUDA build of torch and check CUDA_VISIBLE_DEVICES and the driver "
+            "(nvidia-smi); or set backend=cpu"
+        )
     else:
         action = "set backend=auto, backend=cpu, backend=cuda or backend=npu"
-    return Check("backend", False, f"{shown}: {problem}", f"backend {resolved} usable by torch",
-                 action)
+    return Check(
+        "backend", False, f"{shown}: {problem}", f"backend {resolved} usable by torch", action
+    )
 
 
-def check_devices(backend: str, devices: Sequence[int] | None, world_size: int,
-                  device_count: int | None) -> Check:
+def check_devices(
+    backend: str, devices: Sequence[int] | None, world_size: int, device_count: int | None
+) -> Check:
     """``parallel.devices``: null on cpu; on cuda/npu distinct, non-negative and below the
     device count (null means ``0..world_size-1``)."""
     if backend == "cpu":
         if devices is None:
             return Check("parallel.devices", True, f"null (cpu, world_size {world_size})")
-        return Check("parallel.devices", False, f"{list(devices)} on cpu", "null on backend cpu",
-                     "set parallel.devices=null (device ids apply to cuda/npu only)")
+        return Check(
+            "parallel.devices",
+            False,
+            f"{list(devices)} on cpu",
+            "null on backend cpu",
+            "set parallel.devices=null (device ids apply to cuda/npu only)",
+        )
     ids = list(devices) if devices is not None else list(range(world_size))
     shown = f"{ids}" if devices is not None else f"null -> {ids}"
     count = device_count or 0
@@ -168,9 +230,13 @@ def check_devices(backend: str, devices: Sequence[int] | None, world_size: int,
     if not problems:
         return Check("parallel.devices", True, current)
     example = ",".join(str(i) for i in range(min(len(ids), count))) if count else "0"
-    return Check("parallel.devices", False, f"{current}: {', '.join(problems)}",
-                 f"distinct ids in 0..{count - 1}, one per process",
-                 f"set parallel.devices=[{example}] (and parallel.world_size to match)")
+    return Check(
+        "parallel.devices",
+        False,
+        f"{current}: {', '.join(problems)}",
+        f"distinct ids in 0..{count - 1}, one per process",
+        f"set parallel.devices=[{example}] (and parallel.world_size to match)",
+    )
 
 
 # --- output root and disk --------------------------------------------------------------------
@@ -184,9 +250,13 @@ def check_output_root(root: Path) -> Check:
     root = Path(root)
     item = "output root"
     if root.is_symlink():
-        return Check(item, False, f"{root} is a symlink to {os.readlink(root)}",
-                     "a real directory, not a symlink",
-                     f"remove the symlink {root} or pass the directory it points to")
+        return Check(
+            item,
+            False,
+            f"{root} is a symlink to {os.readlink(root)}",
+            "a real directory, not a symlink",
+            f"remove the symlink {root} or pass the directory it points to",
+        )
     if not root.exists():
         parent = _existing_ancestor(root)
         try:
@@ -194,24 +264,42 @@ def check_output_root(root: Path) -> Check:
                 raise NotADirectoryError(f"{parent} is not a directory")
             tempfile.TemporaryDirectory(dir=parent, prefix=".afbench-check-").cleanup()
         except OSError as exc:
-            return Check(item, False, f"{root} cannot be created in {parent}: "
-                         f"{exc.strerror or exc}", "a folder the current user can create",
-                         "run in a folder you can write, or pass an output root there "
-                         "(hydra.run.dir=..., for sweeps hydra.sweep.dir=...)")
+            return Check(
+                item,
+                False,
+                f"{root} cannot be created in {parent}: {exc.strerror or exc}",
+                "a folder the current user can create",
+                "run in a folder you can write, or pass an output root there "
+                "(hydra.run.dir=..., for sweeps hydra.sweep.dir=...)",
+            )
         return Check(item, True, f"{root} (to be created in {parent})")
     st = root.lstat()
     if not stat.S_ISDIR(st.st_mode):
-        return Check(item, False, f"{root} is not a directory", "a directory",
-                     f"remove {root} or pass another output root")
+        return Check(
+            item,
+            False,
+            f"{root} is not a directory",
+            "a directory",
+            f"remove {root} or pass another output root",
+        )
     mode = stat.S_IMODE(st.st_mode)
     uid = os.getuid()
     if st.st_uid != uid:
-        return Check(item, False, f"{root} owned by uid {st.st_uid}",
-                     f"owned by the current user (uid {uid})",
-                     f"pass an output root you own, or run chown {uid} {root}")
+        return Check(
+            item,
+            False,
+            f"{root} owned by uid {st.st_uid}",
+            f"owned by the current user (uid {uid})",
+            f"pass an output root you own, or run chown {uid} {root}",
+        )
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return Check(item, False, f"{root} mode {mode:04o}", "not group- or world-writable",
-                     f"run chmod go-w {root}")
+        return Check(
+            item,
+            False,
+            f"{root} mode {mode:04o}",
+            "not group- or world-writable",
+            f"run chmod go-w {root}",
+        )
     return Check(item, True, f"{root} (mode {mode:04o}, uid {uid})")
 
 
@@ -228,10 +316,13 @@ def check_disk(root: Path, min_free_gib: float = DEFAULT_MIN_FREE_GIB) -> Check:
     where = _existing_ancestor(root)
     free_gib = shutil.disk_usage(where).free / 2**30
     ok = free_gib >= min_free_gib
-    return Check("free disk", ok, f"{free_gib:.1f} GiB free at {where}",
-                 f">= {min_free_gib:g} GiB",
-                 "free space there or pass an output root on a larger file system "
-                 "(hydra.run.dir=...)")
+    return Check(
+        "free disk",
+        ok,
+        f"{free_gib:.1f} GiB free at {where}",
+        f">= {min_free_gib:g} GiB",
+        "free space there or pass an output root on a larger file system (hydra.run.dir=...)",
+    )
 
 
 # --- assets ----------------------------------------------------------------------------------
@@ -243,16 +334,24 @@ def check_manifest(manifest: str | Path | None) -> Check:
         return Check("model.manifest", True, "null (no integrity check)")
     manifest = Path(manifest)
     if not manifest.is_file():
-        return Check("model.manifest", False, f"{manifest} does not exist", "an existing manifest",
-                     "rebuild the assets (python -m afbench.assets build) or set "
-                     "model.manifest=/abs/path/to/assets.sha256")
+        return Check(
+            "model.manifest",
+            False,
+            f"{manifest} does not exist",
+            "an existing manifest",
+            "rebuild the assets (python -m afbench.assets build) or set "
+            "model.manifest=/abs/path/to/assets.sha256",
+        )
     problems = verify_manifest(manifest)
     if problems:
-        return Check("model.manifest", False,
-                     f"{len(problems)} problem(s) in {manifest}: " + " | ".join(problems),
-                     "every listed file present with its sha256",
-                     "restore the listed files (python -m afbench.assets build rebuilds the "
-                     "default assets) or point model.manifest at the manifest of these files")
+        return Check(
+            "model.manifest",
+            False,
+            f"{len(problems)} problem(s) in {manifest}: " + " | ".join(problems),
+            "every listed file present with its sha256",
+            "restore the listed files (python -m afbench.assets build rebuilds the "
+            "default assets) or point model.manifest at the manifest of these files",
+        )
     return Check("model.manifest", True, f"all files listed in {manifest} match")
 
 
@@ -280,8 +379,10 @@ def _weights(folder: Path) -> tuple[bool, str]:
             return False, f"{index} unreadable ({type(exc).__name__}: no weight_map)"
         missing = [f for f in shards if not (folder / f).is_file()]
         if missing or not shards:
-            return False, (f"{index} names {len(shards)} shard(s), {len(missing)} missing: "
-                           + ", ".join(str(folder / f) for f in missing[:3]))
+            return False, (
+                f"{index} names {len(shards)} shard(s), {len(missing)} missing: "
+                + ", ".join(str(folder / f) for f in missing[:3])
+            )
         return True, f"{index} ({len(shards)} shards)"
     return False, f"{folder} has no weight file ({' / '.join(WEIGHT_FILES + WEIGHT_INDEXES)})"
 
@@ -293,23 +394,34 @@ def check_model(path: str | Path, weights: bool = True) -> Check:
     folder = Path(path)
     config = folder / "config.json"
     if not config.is_file():
-        return Check("model.path", False, f"{config} not found",
-                     "an HF-format model folder with config.json",
-                     "set model.path=/abs/path/to/hf_model_folder")
+        return Check(
+            "model.path",
+            False,
+            f"{config} not found",
+            "an HF-format model folder with config.json",
+            "set model.path=/abs/path/to/hf_model_folder",
+        )
     if not weights:
         return Check("model.path", True, str(path))
     if not any((folder / f).is_file() for f in TOKENIZER_FILES):
-        return Check("model.path", False, f"{folder} has no tokenizer file "
-                     f"({' / '.join(TOKENIZER_FILES)})", "the model's tokenizer files",
-                     "copy the tokenizer files into the folder, or set model.path to a folder "
-                     "that has them")
+        return Check(
+            "model.path",
+            False,
+            f"{folder} has no tokenizer file ({' / '.join(TOKENIZER_FILES)})",
+            "the model's tokenizer files",
+            "copy the tokenizer files into the folder, or set model.path to a folder that has them",
+        )
     ok, found = _weights(folder)
     if ok:
         return Check("model.path", True, f"{path} (weights {found})")
-    return Check("model.path", False, found,
-                 "weights: model.safetensors, pytorch_model.bin, or an index whose shards all "
-                 "exist", "copy the weight files into the folder (or rebuild the assets: python "
-                 "-m afbench.assets build), or set model.path to a folder that has them")
+    return Check(
+        "model.path",
+        False,
+        found,
+        "weights: model.safetensors, pytorch_model.bin, or an index whose shards all exist",
+        "copy the weight files into the folder (or rebuild the assets: python "
+        "-m afbench.assets build), or set model.path to a folder that has them",
+    )
 
 
 def check_data(conf: AfbenchConfig) -> Check:
@@ -322,14 +434,22 @@ def check_data(conf: AfbenchConfig) -> Check:
     else:
         key, path, example = "data.path", Path(conf.data.path), "file.parquet"
     if not path.is_file():
-        return Check(key, False, f"{path} not found", "an existing file",
-                     f"set {key}=/abs/path/to/{example}")
+        return Check(
+            key, False, f"{path} not found", "an existing file", f"set {key}=/abs/path/to/{example}"
+        )
     if key == "data.path" and conf.engine.name != "command":
         return check_chat_parquet(path)
-    if key == "data.prompts_file" and not path.read_text(encoding="utf-8",
-                                                         errors="replace").strip():
-        return Check(key, False, f"{path} is empty", "at least one prompt (a JSON line)",
-                     f"write prompts into {path}, or set {key}=null for the data file's")
+    if (
+        key == "data.prompts_file"
+        and not path.read_text(encoding="utf-8", errors="replace").strip()
+    ):
+        return Check(
+            key,
+            False,
+            f"{path} is empty",
+            "at least one prompt (a JSON line)",
+            f"write prompts into {path}, or set {key}=null for the data file's",
+        )
     return Check(key, True, str(path))
 
 
@@ -342,28 +462,40 @@ def check_chat_parquet(path: Path) -> Check:
         names = set(pq.read_schema(path).names)
     except Exception as exc:  # pyarrow.ArrowInvalid and OSError: not a parquet file
         why = " ".join(str(exc).split())
-        return Check("data.path", False, f"{path} is not a parquet file ({why})",
-                     f"a chat parquet file with {required} columns",
-                     "set data.path=/abs/path/to/file.parquet (e.g. willcb/V3-wordle's "
-                     "data/train-00000-of-00001.parquet)")
+        return Check(
+            "data.path",
+            False,
+            f"{path} is not a parquet file ({why})",
+            f"a chat parquet file with {required} columns",
+            "set data.path=/abs/path/to/file.parquet (e.g. willcb/V3-wordle's "
+            "data/train-00000-of-00001.parquet)",
+        )
     cols = next((c for c in CHAT_COLUMNS if set(c) <= names), None)
     if cols is None:
-        return Check("data.path", False, f"{path} has columns {sorted(names)}",
-                     f"{required} columns (lists of {{role, content}})",
-                     "convert the file to the chat schema, or set data.path to one that has it")
+        return Check(
+            "data.path",
+            False,
+            f"{path} has columns {sorted(names)}",
+            f"{required} columns (lists of {{role, content}})",
+            "convert the file to the chat schema, or set data.path to one that has it",
+        )
     rows = _usable_rows(path, cols)
     if rows == 0:
-        return Check("data.path", False, f"{path} has no row with a conversation in "
-                     f"{' + '.join(cols)} (every run would stop at loading it)",
-                     "at least one non-empty conversation",
-                     "set data.path to a chat parquet file with rows (e.g. willcb/V3-wordle's "
-                     "data/train-00000-of-00001.parquet)")
+        return Check(
+            "data.path",
+            False,
+            f"{path} has no row with a conversation in "
+            f"{' + '.join(cols)} (every run would stop at loading it)",
+            "at least one non-empty conversation",
+            "set data.path to a chat parquet file with rows (e.g. willcb/V3-wordle's "
+            "data/train-00000-of-00001.parquet)",
+        )
     return Check("data.path", True, f"{path}" + (f" ({rows} rows)" if rows else ""))
 
 
 #: A data file up to this size has its chat columns read to count usable rows (a larger one:
 #: its row count from the footer only, so the check stays within seconds).
-USABLE_ROWS_MAX_BYTES = 256 * 2 ** 20
+USABLE_ROWS_MAX_BYTES = 256 * 2**20
 
 
 def _usable_rows(path: Path, cols: tuple[str, ...]) -> int | None:
@@ -381,8 +513,11 @@ def _usable_rows(path: Path, cols: tuple[str, ...]) -> int | None:
     usable = None
     for c in cols:
         column = table.column(c)
-        has = pc.fill_null(pc.greater(pc.list_value_length(column), 0), False) \
-            if hasattr(column.type, "value_type") else pc.is_valid(column)
+        has = (
+            pc.fill_null(pc.greater(pc.list_value_length(column), 0), False)
+            if hasattr(column.type, "value_type")
+            else pc.is_valid(column)
+        )
         usable = has if usable is None else pc.or_(usable, has)
     return int(pc.sum(usable).as_py() or 0)
 
@@ -391,10 +526,14 @@ def check_assets(conf: AfbenchConfig) -> list[Check]:
     """Manifest integrity, model folder (with its weights where afbench's engine loads them:
     builtin, torchtitan with ``hf_assets``) and data file."""
     engine = conf.engine
-    weights = engine.name == "builtin" or (engine.name == "torchtitan"
-                                           and getattr(engine, "hf_assets", False))
-    return [check_manifest(conf.model.manifest), check_model(conf.model.path, weights),
-            check_data(conf)]
+    weights = engine.name == "builtin" or (
+        engine.name == "torchtitan" and getattr(engine, "hf_assets", False)
+    )
+    return [
+        check_manifest(conf.model.manifest),
+        check_model(conf.model.path, weights),
+        check_data(conf),
+    ]
 
 
 # --- CANN (npu only): afbench.preflight.cann ---------------------------------------------------
@@ -410,9 +549,14 @@ def check_torchtitan(runs: Sequence[Any]) -> list[Check]:
 # --- everything ------------------------------------------------------------------------------
 
 
-def run_preflight(conf: AfbenchConfig, output_root: Path, *, min_free_gib: float | None = None,
-                  min_cann_date: str = DEFAULT_MIN_CANN_DATE,
-                  runs: Sequence[Any] = ()) -> list[Check]:
+def run_preflight(
+    conf: AfbenchConfig,
+    output_root: Path,
+    *,
+    min_free_gib: float | None = None,
+    min_cann_date: str = DEFAULT_MIN_CANN_DATE,
+    runs: Sequence[Any] = (),
+) -> list[Check]:
     """Run every check that applies to ``conf`` and return them in order (raises nothing for a
     failed check).
 
@@ -425,11 +569,14 @@ def run_preflight(conf: AfbenchConfig, output_root: Path, *, min_free_gib: float
     requested = conf.backend.name
     resolved = resolve_backend(requested)
     count, problem = probe_backend(resolved)
-    checks = [check_platform(resolved), check_python(), *check_packages(),
-              check_backend(requested, resolved, count, problem)]
+    checks = [
+        check_platform(resolved),
+        check_python(),
+        *check_packages(),
+        check_backend(requested, resolved, count, problem),
+    ]
     if not problem:  # the device ids mean nothing without a usable backend
-        checks.append(check_devices(resolved, conf.parallel.devices, conf.parallel.per_node,
-                                    count))
+        checks.append(check_devices(resolved, conf.parallel.devices, conf.parallel.per_node, count))
     checks.append(check_output_root(Path(output_root)))
     checks.append(check_disk(Path(output_root), min_free))
     checks += check_assets(conf)

@@ -20,5 +20,7 @@ class Check:
         ``[FAIL] item: current ...; required ...; action ...``."""
         if self.ok:
             return f"[PASS] {self.item}: current {self.current}"
-        return (f"[FAIL] {self.item}: current {self.current}; required {self.required}; "
-                f"action {self.action}")
+        return (
+            f"[FAIL] {self.item}: current {self.current}; required {self.required}; "
+            f"action {self.action}"
+        )

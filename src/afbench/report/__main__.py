@@ -25,14 +25,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m afbench.report", description=__doc__)
     parser.add_argument("out_dir", type=Path, help="an afbench output directory (holds plan.json)")
     parser.add_argument("--lang", choices=["en", "zh"], help="report language (default: as run)")
-    parser.add_argument("--template-dir", help="a folder of your own report templates "
-                        "(report.md.j2, sweep.md.j2, ...); default: the installed ones")
-    parser.add_argument("--verbose", "-v", action="store_true",
-                        help="print each verdict's Why under its headline")
+    parser.add_argument(
+        "--template-dir",
+        help="a folder of your own report templates "
+        "(report.md.j2, sweep.md.j2, ...); default: the installed ones",
+    )
+    parser.add_argument(
+        "--verbose", "-v", action="store_true", help="print each verdict's Why under its headline"
+    )
     args = parser.parse_args(argv)
     # after argument parsing: --help and usage errors answer without loading pandas
-    from afbench.report.render import (build_report, console_lines, report_name, run_language,
-                                       stored_report)
+    from afbench.report.render import (
+        build_report,
+        console_lines,
+        report_name,
+        run_language,
+        stored_report,
+    )
     from afbench.store import PLAN, OutDir
 
     if not args.out_dir.is_dir():
@@ -43,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         from afbench.sweep import build_sweep_report, verdict_lines  # Hydra: sweeps only
 
         try:
-            summary = build_sweep_report(args.out_dir, lang=args.lang,
-                                         template_dir=args.template_dir)
+            summary = build_sweep_report(
+                args.out_dir, lang=args.lang, template_dir=args.template_dir
+            )
         except AfbenchError as exc:
             print(f"afbench.report: error: {exc}", file=sys.stderr)
             return exc.exit_code
@@ -55,25 +65,34 @@ def main(argv: list[str] | None = None) -> int:
         print(f"afbench.report: wrote {args.out_dir / name}")
         return 0
     if not (args.out_dir / PLAN).is_file():
-        print(f"afbench.report: error: {args.out_dir} holds no plan.json; give an afbench output "
-              "directory (outputs/<date>/<time>-<experiment>-<pid>)", file=sys.stderr)
+        print(
+            f"afbench.report: error: {args.out_dir} holds no plan.json; give an afbench output "
+            "directory (outputs/<date>/<time>-<experiment>-<pid>)",
+            file=sys.stderr,
+        )
         return 2
     missing = OutDir(args.out_dir).recorded_runs_missing()
     if missing:  # re-collecting would overwrite their stored verdicts with "not run"
         them = "them" if len(missing) > 1 else "it"
-        print(f"afbench.report: error: {', '.join(map(str, missing))}: missing, but "
-              f"summary.json records {them} as run; restore the folder"
-              f"{'s' if len(missing) > 1 else ''} (or re-run with resume={args.out_dir}) "
-              "— nothing was rewritten", file=sys.stderr)
+        print(
+            f"afbench.report: error: {', '.join(map(str, missing))}: missing, but "
+            f"summary.json records {them} as run; restore the folder"
+            f"{'s' if len(missing) > 1 else ''} (or re-run with resume={args.out_dir}) "
+            "— nothing was rewritten",
+            file=sys.stderr,
+        )
         return 2
     try:  # a hand-edited or damaged experiment.json is one line naming the file and key
-        report = stored_report(args.out_dir).model_copy(update={
-            "template_dir": args.template_dir, **({"lang": args.lang} if args.lang else {})})
+        report = stored_report(args.out_dir).model_copy(
+            update={"template_dir": args.template_dir, **({"lang": args.lang} if args.lang else {})}
+        )
         stored = OutDir(args.out_dir).experiment().report.template_dir
         if stored and not args.template_dir:  # said, so a missing custom page is no surprise
-            print(f"afbench.report: note: experiment.json names report.template_dir {stored!r}; "
-                  "a re-render uses only the templates given with --template-dir",
-                  file=sys.stderr)
+            print(
+                f"afbench.report: note: experiment.json names report.template_dir {stored!r}; "
+                "a re-render uses only the templates given with --template-dir",
+                file=sys.stderr,
+            )
         summary = build_report(args.out_dir, report)
     except AfbenchError as exc:
         print(f"afbench.report: error: {exc}", file=sys.stderr)

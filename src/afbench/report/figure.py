@@ -17,9 +17,24 @@ from dataclasses import dataclass
 from typing import Any
 
 BASELINE_COLOUR = "#475569"
-PALETTE = ("#2563eb", "#ea580c", "#16a34a", "#9333ea", "#db2777", "#0891b2", "#ca8a04",
-           "#dc2626", "#4f46e5", "#65a30d", "#c026d3", "#0d9488", "#b45309", "#7c3aed",
-           "#be123c", "#0369a1")
+PALETTE = (
+    "#2563eb",
+    "#ea580c",
+    "#16a34a",
+    "#9333ea",
+    "#db2777",
+    "#0891b2",
+    "#ca8a04",
+    "#dc2626",
+    "#4f46e5",
+    "#65a30d",
+    "#c026d3",
+    "#0d9488",
+    "#b45309",
+    "#7c3aed",
+    "#be123c",
+    "#0369a1",
+)
 GAIN_UP, GAIN_DOWN = "#16a34a", "#dc2626"
 WIDE_IN = 9.6  # full-width figure, inches (about the page's text column)
 
@@ -47,8 +62,16 @@ STYLE = {
     "savefig.facecolor": "white",
 }
 # Fonts that hold CJK glyphs, used for layout after DejaVu Sans when installed.
-CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC", "WenQuanYi Zen Hei",
-             "WenQuanYi Micro Hei", "Droid Sans Fallback", "Microsoft YaHei", "SimHei")
+CJK_FONTS = (
+    "Noto Sans CJK SC",
+    "Noto Sans CJK JP",
+    "Source Han Sans SC",
+    "WenQuanYi Zen Hei",
+    "WenQuanYi Micro Hei",
+    "Droid Sans Fallback",
+    "Microsoft YaHei",
+    "SimHei",
+)
 
 
 @dataclass(frozen=True)
@@ -85,7 +108,7 @@ def _svg(fig: Any) -> str:
         warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from font")
         fig.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def _figure(width_in: float, height_in: float, **kwargs: Any) -> Any:
@@ -100,9 +123,11 @@ def _text_in(text: str, size_pt: float) -> float:
     return sum(1.0 if ord(ch) >= 0x2E80 else 0.6 for ch in str(text)) * size_pt / 72
 
 
-def _margins(fig: Any, left: float, right: float, bottom: float, top: float,
-             wspace: float | None = None) -> None:
+def _margins(
+    fig: Any, left: float, right: float, bottom: float, top: float, wspace: float | None = None
+) -> None:
     """Fixed margins in inches around the subplot grid."""
     w, h = fig.get_size_inches()
-    fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h,
-                        wspace=wspace)
+    fig.subplots_adjust(
+        left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h, wspace=wspace
+    )

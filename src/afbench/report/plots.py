@@ -22,8 +22,19 @@ from typing import TYPE_CHECKING, Any, Callable
 import pandas as pd
 
 # the style and SVG helpers, without pandas (the history's plots use them too)
-from afbench.report.figure import (BASELINE_COLOUR, GAIN_DOWN, GAIN_UP, PALETTE, WIDE_IN, Plot,
-                                   _figure, _margins, _matplotlib, _svg, _text_in)
+from afbench.report.figure import (
+    BASELINE_COLOUR,
+    GAIN_DOWN,
+    GAIN_UP,
+    PALETTE,
+    WIDE_IN,
+    Plot,
+    _figure,
+    _margins,
+    _matplotlib,
+    _svg,
+    _text_in,
+)
 
 if TYPE_CHECKING:
     from afbench.store import Summary
@@ -33,8 +44,12 @@ log = logging.getLogger(__name__)
 # Phases of step_trace_time.csv that add up to a step; "Overlapped" overlaps them.
 STACKED_PHASES = ("Computing", "Communication(Not Overlapped)", "Free")
 OVERLAPPED = "Overlapped"
-PHASE_COLOURS = {"Computing": "#2563eb", "Communication(Not Overlapped)": "#f59e0b",
-                 "Free": "#cbd5e1", OVERLAPPED: "#7c3aed"}
+PHASE_COLOURS = {
+    "Computing": "#2563eb",
+    "Communication(Not Overlapped)": "#f59e0b",
+    "Free": "#cbd5e1",
+    OVERLAPPED: "#7c3aed",
+}
 KERNEL_LABEL_CHARS = 34
 KERNEL_WIDTH_IN = 6.2
 
@@ -68,7 +83,11 @@ def _measured_window(summary: Summary, steps: pd.DataFrame) -> tuple[float, floa
     for p in summary.parameters:
         if p.phase == summary.verdict_phase:
             m = p.scheduler.get("measure")
-            if isinstance(m, dict) and is_finite(m.get("first_step")) and is_finite(m.get("last_step")):
+            if (
+                isinstance(m, dict)
+                and is_finite(m.get("first_step"))
+                and is_finite(m.get("last_step"))
+            ):
                 return float(m["first_step"]), float(m["last_step"])
     if "measured" in steps:
         sel = steps.loc[steps["measured"].fillna(False).astype(bool), "step"]
@@ -81,13 +100,16 @@ def _legend_columns(n: int) -> int:
     return 1 if n <= 14 else 2
 
 
-def step_time_plot(summary: Summary, steps: pd.DataFrame | None,
-                   L: dict[str, str]) -> Plot:
+def step_time_plot(summary: Summary, steps: pd.DataFrame | None, L: dict[str, str]) -> Plot:
     """Step time (s) against step, one line per run of the verdict phase, coloured by variant
     (later repeats fainter), the measured window shaded; log scale when the slowest step is
     >20x the fastest (a compiling first step). Inference, where one "step" is one pass over
     every prompt, gets a second panel: TPOT mean (ms) per pass."""
-    if steps is None or steps.empty or not {"step", "step_time_s", "run_id", "variant"} <= set(steps):
+    if (
+        steps is None
+        or steps.empty
+        or not {"step", "step_time_s", "run_id", "variant"} <= set(steps)
+    ):
         return Plot(note=L["no_steps_plot"])
     sel = steps
     if "phase" in steps and summary.verdict_phase is not None:
@@ -96,15 +118,24 @@ def step_time_plot(summary: Summary, steps: pd.DataFrame | None,
     if sel.empty:
         return Plot(note=L["no_steps_plot"])
     infer = any(c.workload == "infer" for c in summary.comparisons) or (
-        "tpot_ms_mean" in sel and "loss" not in sel)
+        "tpot_ms_mean" in sel and "loss" not in sel
+    )
     panels = [("step_time_s", L["axis_step_time"])]
-    if infer and "tpot_ms_mean" in sel and pd.to_numeric(sel["tpot_ms_mean"], errors="coerce").gt(0).any():
+    if (
+        infer
+        and "tpot_ms_mean" in sel
+        and pd.to_numeric(sel["tpot_ms_mean"], errors="coerce").gt(0).any()
+    ):
         panels.append(("tpot_ms_mean", L["axis_tpot"]))
     colours = variant_colours(summary)
     rank = {v: i for i, v in enumerate(colours)}
-    runs = sorted(((run["variant"].iloc[0], rid, run.sort_values("step"))
-                   for rid, run in sel.groupby("run_id", sort=False)),
-                  key=lambda r: (rank.get(r[0], len(rank)), r[1]))
+    runs = sorted(
+        (
+            (run["variant"].iloc[0], rid, run.sort_values("step"))
+            for rid, run in sel.groupby("run_id", sort=False)
+        ),
+        key=lambda r: (rank.get(r[0], len(rank)), r[1]),
+    )
     names = list(dict.fromkeys(v for v, _, _ in runs))
     window = _measured_window(summary, sel)
     labels_ = names + ([L["measured_window"]] if window is not None else [])
@@ -115,20 +146,33 @@ def step_time_plot(summary: Summary, steps: pd.DataFrame | None,
     axes = list(fig.subplots(1, len(panels), width_ratios=[3, 2][: len(panels)], squeeze=False)[0])
     _margins(fig, left=0.75, right=legend_in + 0.2, bottom=0.5, top=0.12, wspace=0.28)
     from matplotlib import ticker  # loaded with matplotlib.figure: a dict lookup here
+
     for ax, (column, ylabel) in zip(axes, panels):
         seen: set[str] = set()
         for variant, _, run in runs:
             y = pd.to_numeric(run[column], errors="coerce").to_numpy(dtype=float)
             if not pd.notna(y).any():
                 continue
-            ax.plot(run["step"].to_numpy(), y, marker="o" if len(y) <= 60 else None,
-                    markersize=3.2, linewidth=1.5,
-                    color=colours.get(variant, "#64748b"), alpha=0.5 if variant in seen else 0.95,
-                    label=None if variant in seen else variant)
+            ax.plot(
+                run["step"].to_numpy(),
+                y,
+                marker="o" if len(y) <= 60 else None,
+                markersize=3.2,
+                linewidth=1.5,
+                color=colours.get(variant, "#64748b"),
+                alpha=0.5 if variant in seen else 0.95,
+                label=None if variant in seen else variant,
+            )
             seen.add(variant)
         if window is not None:
-            ax.axvspan(window[0] - 0.5, window[1] + 0.5, color="#0ea5e9", alpha=0.08, linewidth=0,
-                       label=L["measured_window"] if ax is axes[-1] else None)
+            ax.axvspan(
+                window[0] - 0.5,
+                window[1] + 0.5,
+                color="#0ea5e9",
+                alpha=0.08,
+                linewidth=0,
+                label=L["measured_window"] if ax is axes[-1] else None,
+            )
         vals = pd.to_numeric(sel[column], errors="coerce")
         vals = vals[vals > 0]
         if len(vals) and vals.max() / vals.min() > 20:
@@ -141,13 +185,20 @@ def step_time_plot(summary: Summary, steps: pd.DataFrame | None,
         ax.set_ylabel(ylabel)
         ax.set_xlabel(L["axis_run_index"] if infer else L["step"])
         ax.xaxis.set_major_locator(ticker.MaxNLocator(nbins=10, integer=True))
-    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), ncol=ncol, handlelength=1.5,
-                    borderaxespad=0.0, columnspacing=1.0)
+    axes[-1].legend(
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        ncol=ncol,
+        handlelength=1.5,
+        borderaxespad=0.0,
+        columnspacing=1.0,
+    )
     return Plot(svg=_svg(fig))
 
 
-def clipped_span(gains: list[float | None], lows: list[float | None],
-                 highs: list[float | None]) -> tuple[float, list[bool], list[bool]]:
+def clipped_span(
+    gains: list[float | None], lows: list[float | None], highs: list[float | None]
+) -> tuple[float, list[bool], list[bool]]:
     """The half-width ``limit`` of the gain axis (percent) and, per row, whether the interval's
     low / high end lies beyond it. ``limit`` is ``max(10, 3 x the largest |gain|)``, so one
     interval of a few pairs ([-6e10%, +100%] at a first sequential look, or one round's)
@@ -172,7 +223,9 @@ def gain_plot(summary: Summary, L: dict[str, str]) -> Plot:
     gains = [c.speed.gain_pct if is_finite(c.speed.gain_pct) else None for c in comps]
     lows = [c.speed.ci_low for c in comps]
     highs = [c.speed.ci_high for c in comps]
-    has_ci = [g is not None and is_finite(lo) and is_finite(hi) for g, lo, hi in zip(gains, lows, highs)]
+    has_ci = [
+        g is not None and is_finite(lo) and is_finite(hi) for g, lo, hi in zip(gains, lows, highs)
+    ]
     level = next((c.speed.level for c in comps if c.speed.level is not None), None)
     top = 0.32 if any(has_ci) else 0.1  # room for the error bars' legend above the axes
     fig = _figure(WIDE_IN, 0.65 + top + 0.3 * max(n, 2))
@@ -180,17 +233,28 @@ def gain_plot(summary: Summary, L: dict[str, str]) -> Plot:
     names = [c.variant.name for c in comps]
     _margins(fig, left=0.3 + max(_text_in(x, 9) for x in names), right=0.3, bottom=0.5, top=top)
     ys = list(range(n))
-    ax.barh(ys, [g or 0.0 for g in gains], height=0.6 if n > 1 else 0.45,
-            color=[verdict_colour(c.verdict, False) for c in comps])
+    ax.barh(
+        ys,
+        [g or 0.0 for g in gains],
+        height=0.6 if n > 1 else 0.45,
+        color=[verdict_colour(c.verdict, False) for c in comps],
+    )
     limit, low_cut, high_cut = clipped_span(gains, lows, highs)
     low_end = [max(min(lows[i], gains[i]), -limit) if has_ci[i] else gains[i] for i in ys]
     high_end = [min(max(highs[i], gains[i]), limit) if has_ci[i] else gains[i] for i in ys]
     if any(has_ci):
         idx = [i for i in ys if has_ci[i]]
-        ax.errorbar([gains[i] for i in idx], idx,
-                    xerr=[[gains[i] - low_end[i] for i in idx], [high_end[i] - gains[i] for i in idx]],
-                    fmt="none", ecolor="#0f172a", elinewidth=1.1, capsize=3.5, capthick=1.1,
-                    label=f"{level:.0%} {L['gain_ci']}" if is_finite(level) else L["gain_ci"])
+        ax.errorbar(
+            [gains[i] for i in idx],
+            idx,
+            xerr=[[gains[i] - low_end[i] for i in idx], [high_end[i] - gains[i] for i in idx]],
+            fmt="none",
+            ecolor="#0f172a",
+            elinewidth=1.1,
+            capsize=3.5,
+            capthick=1.1,
+            label=f"{level:.0%} {L['gain_ci']}" if is_finite(level) else L["gain_ci"],
+        )
         ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), borderaxespad=0.2)
         for i in idx:  # an interval wider than the axis: an arrow at the edge it runs past
             if low_cut[i]:
@@ -205,9 +269,16 @@ def gain_plot(summary: Summary, L: dict[str, str]) -> Plot:
         if g is None:
             ax.text(0, i, " n/a", va="center", ha="left", color="#64748b", fontsize=8.5)
         else:
-            ax.annotate(f"{g:+.2f}%", (high_end[i] if g >= 0 else low_end[i], i),
-                        xytext=(4 if g >= 0 else -4, 0), textcoords="offset points", va="center",
-                        ha="left" if g >= 0 else "right", fontsize=8.5, color="#0f172a")
+            ax.annotate(
+                f"{g:+.2f}%",
+                (high_end[i] if g >= 0 else low_end[i], i),
+                xytext=(4 if g >= 0 else -4, 0),
+                textcoords="offset points",
+                va="center",
+                ha="left" if g >= 0 else "right",
+                fontsize=8.5,
+                color="#0f172a",
+            )
     ax.axvline(0, color="#334155", linewidth=1.0)
     ax.set_yticks(ys, names)
     ax.set_ylim(n - 0.5, -0.5)
@@ -236,9 +307,14 @@ def memory_plot(summary: Summary, L: dict[str, str]) -> Plot:
     _margins(fig, left=0.3 + max(_text_in(x, 9) for x in names), right=0.3, bottom=0.5, top=0.1)
     ys = list(range(n))
     warn = [m is not None and m.warn for _, m in sides]
-    ax.barh(ys, [v or 0.0 for v in peaks], height=0.6 if n > 1 else 0.45,
-            color=[colours.get(name, PALETTE[0]) for name in names],
-            edgecolor=[GAIN_DOWN if w else "none" for w in warn], linewidth=1.6)
+    ax.barh(
+        ys,
+        [v or 0.0 for v in peaks],
+        height=0.6 if n > 1 else 0.45,
+        color=[colours.get(name, PALETTE[0]) for name in names],
+        edgecolor=[GAIN_DOWN if w else "none" for w in warn],
+        linewidth=1.6,
+    )
     top = max(v for v in peaks if v is not None)
     ax.set_xlim(0, top * 1.35 or 1.0)
     for i, ((x, m), v) in enumerate(zip(sides, peaks)):
@@ -248,8 +324,15 @@ def memory_plot(summary: Summary, L: dict[str, str]) -> Plot:
         label = f" {v:,.3f} GiB"
         if m is not None and is_finite(m.delta_pct):
             label += f" ({m.delta_pct:+.1f}%{' ⚠' if m.warn else ''})"
-        ax.text(v, i, label, va="center", ha="left", fontsize=8.5,
-                color=GAIN_DOWN if warn[i] else "#0f172a")
+        ax.text(
+            v,
+            i,
+            label,
+            va="center",
+            ha="left",
+            fontsize=8.5,
+            color=GAIN_DOWN if warn[i] else "#0f172a",
+        )
     ax.set_yticks(ys, names)
     ax.set_ylim(n - 0.5, -0.5)
     ax.grid(axis="y", visible=False)
@@ -267,30 +350,61 @@ def phase_plot(summary: Summary, L: dict[str, str]) -> Plot:
         return Plot(note=L["no_phase_plot"])
     base = entries[0].baseline
     rows: list[tuple[str, dict[str, float]]] = [
-        (base, {ph.phase: ph.baseline_us / 1e3 for ph in entries[0].phases
-                if is_finite(ph.baseline_us)})]
+        (
+            base,
+            {
+                ph.phase: ph.baseline_us / 1e3
+                for ph in entries[0].phases
+                if is_finite(ph.baseline_us)
+            },
+        )
+    ]
     for p in entries:
         label = p.variant if p.status == "COMPARABLE" else f"{p.variant} ({p.status})"
-        rows.append((label, {ph.phase: ph.variant_us / 1e3 for ph in p.phases
-                             if is_finite(ph.variant_us)}))
+        rows.append(
+            (label, {ph.phase: ph.variant_us / 1e3 for ph in p.phases if is_finite(ph.variant_us)})
+        )
     n = len(rows)
     fig = _figure(WIDE_IN, 1.05 + 0.32 * n)
     ax, ax_ov = fig.subplots(1, 2, sharey=True, width_ratios=[4, 1.2])
-    _margins(fig, left=0.3 + max(_text_in(name, 9) for name, _ in rows), right=0.25, bottom=0.5,
-             top=0.4, wspace=0.08)
+    _margins(
+        fig,
+        left=0.3 + max(_text_in(name, 9) for name, _ in rows),
+        right=0.25,
+        bottom=0.5,
+        top=0.4,
+        wspace=0.08,
+    )
     ys = list(range(n))
     left = [0.0] * n
     for phase in STACKED_PHASES:
         vals = [r.get(phase, 0.0) for _, r in rows]
-        ax.barh(ys, vals, left=left, height=0.6, color=PHASE_COLOURS[phase], label=phase,
-                edgecolor="white", linewidth=0.6)
+        ax.barh(
+            ys,
+            vals,
+            left=left,
+            height=0.6,
+            color=PHASE_COLOURS[phase],
+            label=phase,
+            edgecolor="white",
+            linewidth=0.6,
+        )
         left = [a + b for a, b in zip(left, vals)]
     for i, total in enumerate(left):
         ax.text(total, i, f" {total:,.1f}", va="center", ha="left", fontsize=8, color="#0f172a")
     ax.set_xlim(0, max(left) * 1.16 or 1.0)
     ov = [r.get(OVERLAPPED, 0.0) for _, r in rows]
-    ax_ov.barh(ys, ov, height=0.6, color=PHASE_COLOURS[OVERLAPPED], hatch="///", edgecolor="white",
-               linewidth=0.0, alpha=0.85, label=OVERLAPPED)
+    ax_ov.barh(
+        ys,
+        ov,
+        height=0.6,
+        color=PHASE_COLOURS[OVERLAPPED],
+        hatch="///",
+        edgecolor="white",
+        linewidth=0.0,
+        alpha=0.85,
+        label=OVERLAPPED,
+    )
     for i, v in enumerate(ov):
         ax_ov.text(v, i, f" {v:,.1f}", va="center", ha="left", fontsize=8, color="#0f172a")
     ax_ov.set_xlim(0, max(ov) * 1.6 if max(ov) > 0 else 1.0)
@@ -303,8 +417,15 @@ def phase_plot(summary: Summary, L: dict[str, str]) -> Plot:
     ax_ov.set_xlabel(L["axis_overlapped"])
     ax_ov.tick_params(axis="y", left=False)
     handles = [*ax.get_legend_handles_labels()[0], *ax_ov.get_legend_handles_labels()[0]]
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(ax.get_position().x0, 1.0),
-               ncol=4, borderaxespad=0.2, handlelength=1.4, columnspacing=1.4)
+    fig.legend(
+        handles=handles,
+        loc="upper left",
+        bbox_to_anchor=(ax.get_position().x0, 1.0),
+        ncol=4,
+        borderaxespad=0.2,
+        handlelength=1.4,
+        columnspacing=1.4,
+    )
     return Plot(svg=_svg(fig))
 
 
@@ -315,7 +436,7 @@ def short_label(name: str, n: int = KERNEL_LABEL_CHARS) -> str:
     if len(name) <= n:
         return name
     head = (n - 1) * 2 // 5
-    return name[:head] + "…" + name[len(name) - (n - 1 - head):]
+    return name[:head] + "…" + name[len(name) - (n - 1 - head) :]
 
 
 def kernel_plots(summary: Summary, L: dict[str, str]) -> dict[str, Plot]:
@@ -338,25 +459,36 @@ def kernel_plots(summary: Summary, L: dict[str, str]) -> dict[str, Plot]:
         n = len(rows)
         height = 0.16 + 0.22 * n
         fig = _figure(width, height)
-        ax = fig.add_axes((label_in / width, 0.08 / height, 1 - (label_in + value_in) / width,
-                           1 - 0.16 / height))
+        ax = fig.add_axes(
+            (label_in / width, 0.08 / height, 1 - (label_in + value_in) / width, 1 - 0.16 / height)
+        )
         vals = [r.total_us / 1e3 if is_finite(r.total_us) else 0.0 for r in rows]
         ax.barh(range(n), vals, height=0.68, color=colours.get(variant, PALETTE[0]))
         ax.set_xlim(0, xmax)
         ax.set_ylim(n - 0.5, -0.5)
         label_tf = ax.get_yaxis_transform()
         for i, (r, v) in enumerate(zip(rows, vals)):
-            ax.text(-0.015, i, short_label(r.op_type), transform=label_tf, ha="right", va="center",
-                    fontsize=size, color="#1e293b", family="monospace")
+            ax.text(
+                -0.015,
+                i,
+                short_label(r.op_type),
+                transform=label_tf,
+                ha="right",
+                va="center",
+                fontsize=size,
+                color="#1e293b",
+                family="monospace",
+            )
             pct = f" · {r.ratio_pct:.1f}%" if is_finite(r.ratio_pct) else ""
-            ax.text(v, i, f" {v:,.1f} ms{pct}", ha="left", va="center", fontsize=size, color="#334155")
+            ax.text(
+                v, i, f" {v:,.1f} ms{pct}", ha="left", va="center", fontsize=size, color="#334155"
+            )
         ax.set_axis_off()
         out[variant] = Plot(svg=_svg(fig))
     return out
 
 
-def report_plots(summary: Summary, steps: pd.DataFrame | None,
-                 L: dict[str, str]) -> dict[str, Any]:
+def report_plots(summary: Summary, steps: pd.DataFrame | None, L: dict[str, str]) -> dict[str, Any]:
     """All plots of the HTML report: ``step_time``, ``gains``, ``memory``, ``phases`` (each a
     :class:`Plot`), ``kernels`` (variant -> :class:`Plot`) and ``kernels_note`` (why a variant
     with a kernel table has no plot). A plot that raises is logged with its traceback and
@@ -366,8 +498,14 @@ def report_plots(summary: Summary, steps: pd.DataFrame | None,
     except ImportError as exc:
         log.warning("HTML report without plots: %s", exc)
         off = Plot(note=L["plots_unavailable"])
-        return {"step_time": off, "gains": off, "memory": off, "phases": off, "kernels": {},
-                "kernels_note": off.note}
+        return {
+            "step_time": off,
+            "gains": off,
+            "memory": off,
+            "phases": off,
+            "kernels": {},
+            "kernels_note": off.note,
+        }
     failures: list[str] = []
 
     def guarded(make: Callable[[], Any], on_error: Any) -> Any:

@@ -23,8 +23,8 @@ import jinja2.sandbox
 from afbench import messages
 from afbench.compare.glance import flags as glance_flags
 from afbench.config.models import ReportConfig
-from afbench.io import inside, write_bytes_atomic, write_text_atomic
 from afbench.errors import OutputError
+from afbench.io import inside, write_bytes_atomic, write_text_atomic
 from afbench.store import SUMMARY, SUMMARY_FILE, OutDir, Summary, SweepSummary, load_summary
 
 if TYPE_CHECKING:
@@ -82,15 +82,19 @@ def _contention(row: Any, L: dict[str, str]) -> str:
     run (or a rerun) names the other run."""
     get = (lambda k: row.get(k)) if isinstance(row, dict) else (lambda k: getattr(row, k, None))
     parts = []
-    for key, label, spec in (("run_queue_wait_pct", "cont_wait", ".0f"),
-                             ("cpu_pressure_pct", "cont_pressure", ".0f"),
-                             ("steal_pct", "cont_steal", ".0f")):
+    for key, label, spec in (
+        ("run_queue_wait_pct", "cont_wait", ".0f"),
+        ("cpu_pressure_pct", "cont_pressure", ".0f"),
+        ("steal_pct", "cont_steal", ".0f"),
+    ):
         if get(key) is not None:
             parts.append(f"{L[label]} {_fmt(get(key), spec)}%")
     if get("cpu_per_wall") is not None:
         threads = get("threads")
-        parts.append(f"CPU/wall {_fmt(get('cpu_per_wall'), '.2f')}"
-                     + (f" {L['cont_of']} {threads} {L['cont_threads']}" if threads else ""))
+        parts.append(
+            f"CPU/wall {_fmt(get('cpu_per_wall'), '.2f')}"
+            + (f" {L['cont_of']} {threads} {L['cont_threads']}" if threads else "")
+        )
     contended = get("contended")
     text = ", ".join(parts) or "n/a"
     if contended is not None:
@@ -151,8 +155,9 @@ def _bytecode_cache(name: str = "jinja") -> jinja2.BytecodeCache | None:
     if root == "":
         return None
     if root is None:
-        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-                            "afbench")
+        root = os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "afbench"
+        )
     folder = Path(root) / name
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -171,7 +176,8 @@ class _Sandbox(jinja2.sandbox.SandboxedEnvironment):
 
     def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
         return super().is_safe_attribute(obj, attr, value) and (
-            isinstance(obj, list) or not jinja2.sandbox.modifies_known_mutable(obj, attr))
+            isinstance(obj, list) or not jinja2.sandbox.modifies_known_mutable(obj, attr)
+        )
 
 
 def environment(template_dir: str | None) -> jinja2.Environment:
@@ -193,10 +199,15 @@ def environment(template_dir: str | None) -> jinja2.Environment:
     # Shared parts (``_*.j2``, imported by the HTML templates) escape what they print, so
     # their macros return safe markup; the page templates keep their own autoescape blocks.
     kind = _Sandbox if template_dir else jinja2.Environment
-    env = kind(loader=jinja2.ChoiceLoader(loaders), undefined=jinja2.StrictUndefined,
-               bytecode_cache=_bytecode_cache("jinja-sandbox" if template_dir else "jinja"),
-               trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-               autoescape=lambda name: Path(name or "").name.startswith("_"))
+    env = kind(
+        loader=jinja2.ChoiceLoader(loaders),
+        undefined=jinja2.StrictUndefined,
+        bytecode_cache=_bytecode_cache("jinja-sandbox" if template_dir else "jinja"),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=lambda name: Path(name or "").name.startswith("_"),
+    )
     env.filters["fmt"] = _fmt
     env.filters["pct"] = _pct
     # a Markdown table cell: no pipe or newline may break the row
@@ -212,8 +223,9 @@ def environment(template_dir: str | None) -> jinja2.Environment:
 def verdict_words(lang: str = "en", template_dir: str | None = None) -> Any:
     """The macros of templates/verdict_words.j2 bound to the labels of ``lang``:
     ``verdict_line(c)``, ``speed_note(speed)``, ``headline(c)``, ``method_sentence(cs)``."""
-    return _fill_template(environment(template_dir), "verdict_words.j2", {"L": labels(lang)},
-                          module=True)
+    return _fill_template(
+        environment(template_dir), "verdict_words.j2", {"L": labels(lang)}, module=True
+    )
 
 
 def fill_lines(summary: Summary, report: ReportConfig) -> Summary:
@@ -224,22 +236,24 @@ def fill_lines(summary: Summary, report: ReportConfig) -> Summary:
     try:
         for c in summary.comparisons:
             c.verdict_line = str(module.verdict_line(c))
-        summary.headline = [str(module.headline(c, glance_flags(c)))
-                            for c in summary.comparisons]
+        summary.headline = [str(module.headline(c, glance_flags(c))) for c in summary.comparisons]
     except jinja2.TemplateError as exc:  # a macro of a user's verdict_words.j2, sandboxed
         if not report.template_dir:
             raise
         from afbench.errors import ConfigError  # only on this error path
 
-        raise ConfigError(f"report.template_dir: verdict_words.j2: {type(exc).__name__}: "
-                          f"{exc}") from None
-    summary.headline += [f"{labels(report.lang)['profiling']} {p.variant}: {p.status}"
-                         for p in summary.profiling]
+        raise ConfigError(
+            f"report.template_dir: verdict_words.j2: {type(exc).__name__}: {exc}"
+        ) from None
+    summary.headline += [
+        f"{labels(report.lang)['profiling']} {p.variant}: {p.status}" for p in summary.profiling
+    ]
     return summary
 
 
-def _fill_template(env: jinja2.Environment, name: str, context: dict[str, Any],
-                   module: bool = False) -> Any:
+def _fill_template(
+    env: jinja2.Environment, name: str, context: dict[str, Any], module: bool = False
+) -> Any:
     """Template ``name`` rendered with ``context`` (``module``: its macros, bound to it).
     Raises ConfigError naming ``report.template_dir`` and the template when a sandboxed
     (user's) template does what the sandbox refuses or fails to render: one line, not a
@@ -255,8 +269,9 @@ def _fill_template(env: jinja2.Environment, name: str, context: dict[str, Any],
         raise ConfigError(f"report.template_dir: {name}: {type(exc).__name__}: {exc}") from None
 
 
-def console_lines(summary: Summary, lang: str = "en", verbose: bool = False,
-                  template_dir: str | None = None) -> list[str]:
+def console_lines(
+    summary: Summary, lang: str = "en", verbose: bool = False, template_dir: str | None = None
+) -> list[str]:
     """The lines the console ends with: the summary's headline (one line a comparison, at most
     about 120 characters, then the profiling statuses); with ``verbose`` (``--verbose``, the
     config key ``verbose=true``) each comparison's "Why" (templates/verdict_words.j2 ``why``:
@@ -273,8 +288,12 @@ def console_lines(summary: Summary, lang: str = "en", verbose: bool = False,
     return out
 
 
-def render(summary: Summary | dict[str, Any], out_dir: Path, report: ReportConfig,
-           run_lang: str | None = None) -> list[Path]:
+def render(
+    summary: Summary | dict[str, Any],
+    out_dir: Path,
+    report: ReportConfig,
+    run_lang: str | None = None,
+) -> list[Path]:
     """Render ``report.md`` / ``report.html`` (per ``report.formats``) atomically into out_dir
     (named by :func:`report_name`: ``report.<lang>.md`` when ``report.lang`` is not
     ``run_lang``). ``summary``: a Summary, or summary.json's content of any schema version
@@ -292,8 +311,13 @@ def _steps_table(out_dir: Path) -> pd.DataFrame | None:
     return pd.read_parquet(path)
 
 
-def _render(summary: Summary, out_dir: Path, report: ReportConfig,
-            steps: pd.DataFrame | None, run_lang: str | None = None) -> list[Path]:
+def _render(
+    summary: Summary,
+    out_dir: Path,
+    report: ReportConfig,
+    steps: pd.DataFrame | None,
+    run_lang: str | None = None,
+) -> list[Path]:
     env = environment(report.template_dir)
     L = labels(report.lang)
     written = []
@@ -302,17 +326,22 @@ def _render(summary: Summary, out_dir: Path, report: ReportConfig,
         if fmt == "html":
             from afbench.report.plots import report_plots  # matplotlib: HTML only
 
-            context["plots"] = report_plots(summary, steps if steps is not None
-                                            else _steps_table(out_dir), L)
+            context["plots"] = report_plots(
+                summary, steps if steps is not None else _steps_table(out_dir), L
+            )
         path = out_dir / report_name("report", fmt, report.lang, run_lang)
         write_text_atomic(path, _fill_template(env, f"report.{fmt}.j2", context))
         written.append(path)
     return written
 
 
-def render_sweep(summary: SweepSummary, sweep_dir: Path, report: ReportConfig,
-                 steps: list[pd.DataFrame] | None = None,
-                 run_lang: str | None = None) -> list[Path]:
+def render_sweep(
+    summary: SweepSummary,
+    sweep_dir: Path,
+    report: ReportConfig,
+    steps: list[pd.DataFrame] | None = None,
+    run_lang: str | None = None,
+) -> list[Path]:
     """Render ``sweep_report.md`` / ``sweep_report.html`` (per ``report.formats``, in
     ``report.lang``, with ``sweep.{md,html}.j2`` from ``report.template_dir`` where it has
     them) atomically into ``sweep_dir``; ``sweep_report.<lang>.md`` when ``report.lang`` is
@@ -330,13 +359,14 @@ def render_sweep(summary: SweepSummary, sweep_dir: Path, report: ReportConfig,
         if fmt == "html":
             # pandas and matplotlib only for the HTML figures
             import pandas as pd
-            # (plots imports matplotlib at module level)
 
+            # (plots imports matplotlib at module level)
             from afbench.report.sweep_plots import sweep_plots
 
             frames = [f for f in steps or [] if len(f)]
-            context["plots"] = sweep_plots(summary, pd.concat(frames, ignore_index=True)
-                                           if frames else None, L)
+            context["plots"] = sweep_plots(
+                summary, pd.concat(frames, ignore_index=True) if frames else None, L
+            )
         path = Path(sweep_dir) / report_name("sweep_report", fmt, report.lang, run_lang)
         write_text_atomic(path, _fill_template(env, f"sweep.{fmt}.j2", context))
         written.append(path)
@@ -371,8 +401,9 @@ def build_report(out_dir: Path, report: ReportConfig | None = None) -> Summary:
         write_text_atomic(tables / f"{name}.csv", df.to_csv(index=False))
     # summary.json's verdict lines and headline are in the directory's own language; a
     # re-render in another language changes only its report.<lang>.* files
-    summary = fill_lines(compare(col, report),
-                         report.model_copy(update={"lang": run_language(out_dir)}))
+    summary = fill_lines(
+        compare(col, report), report.model_copy(update={"lang": run_language(out_dir)})
+    )
     SUMMARY_FILE.write(out_dir / SUMMARY, summary)
     _render(summary, out_dir, report, steps=col.steps, run_lang=run_language(out_dir))
     return summary

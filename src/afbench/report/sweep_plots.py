@@ -11,10 +11,23 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from afbench.report.figure import (PALETTE, WIDE_IN, Plot, _figure, _margins, _matplotlib, _svg,
-                                   _text_in)
-from afbench.report.plots import (UNTRUSTED_COLOUR, clipped_span, is_finite, short_label,
-                                  verdict_colour)
+from afbench.report.figure import (
+    PALETTE,
+    WIDE_IN,
+    Plot,
+    _figure,
+    _margins,
+    _matplotlib,
+    _svg,
+    _text_in,
+)
+from afbench.report.plots import (
+    UNTRUSTED_COLOUR,
+    clipped_span,
+    is_finite,
+    short_label,
+    verdict_colour,
+)
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +43,17 @@ def combination_label(row: Any, keys: list[str]) -> str:
     return label + (f" [{row.variant}]" if row.name.endswith(f" [{row.variant}]") else "")
 
 
-def _interval_panel(labels_: list[str], points: list[float | None], lows: list[float | None],
-                    highs: list[float | None], colours: list[str], notes: list[str],
-                    xlabel: str, hollow: list[bool], urls: list[str | None] | None = None) -> str:
+def _interval_panel(
+    labels_: list[str],
+    points: list[float | None],
+    lows: list[float | None],
+    highs: list[float | None],
+    colours: list[str],
+    notes: list[str],
+    xlabel: str,
+    hollow: list[bool],
+    urls: list[str | None] | None = None,
+) -> str:
     """Rows of point estimates with horizontal intervals (a forest plot), top to bottom, a
     line at 0, each row annotated with ``notes[i]``; a row without a point shows its note
     alone. Returns the SVG."""
@@ -40,8 +61,13 @@ def _interval_panel(labels_: list[str], points: list[float | None], lows: list[f
     fig = _figure(WIDE_IN, 0.75 + 0.3 * max(n, 2))
     ax = fig.add_subplot()
     note_in = 0.2 + max((_text_in(t, 8.5) for t in notes), default=0.0)
-    _margins(fig, left=0.3 + max(_text_in(x, 9) for x in labels_), right=0.2 + note_in,
-             bottom=0.5, top=0.12)
+    _margins(
+        fig,
+        left=0.3 + max(_text_in(x, 9) for x in labels_),
+        right=0.2 + note_in,
+        bottom=0.5,
+        top=0.12,
+    )
     # an interval of a few pairs can reach -1e23%: clip at clipped_span's limit, arrow at the edge
     limit, low_cut, high_cut = clipped_span(points, lows, highs)
     lows = [max(a, -limit) if is_finite(a) else a for a in lows]
@@ -53,16 +79,35 @@ def _interval_panel(labels_: list[str], points: list[float | None], lows: list[f
     for i, (p, a, b) in enumerate(zip(points, lows, highs)):
         if is_finite(a) and is_finite(b):
             ax.plot([a, b], [i, i], color=colours[i], linewidth=2.0, solid_capstyle="butt")
-            ax.plot([a, a, None, b, b], [i - 0.18, i + 0.18, None, i - 0.18, i + 0.18],
-                    color=colours[i], linewidth=1.2)
+            ax.plot(
+                [a, a, None, b, b],
+                [i - 0.18, i + 0.18, None, i - 0.18, i + 0.18],
+                color=colours[i],
+                linewidth=1.2,
+            )
             for cut, x, marker in ((low_cut[i], a, "<"), (high_cut[i], b, ">")):
                 if cut:
                     ax.plot([x], [i], marker=marker, markersize=7, color=colours[i])
         if is_finite(p):
-            ax.plot([p], [i], marker="o", markersize=6.5, color=colours[i],
-                    markerfacecolor="white" if hollow[i] else colours[i], markeredgewidth=1.6)
-        text = ax.text(1.01, i, notes[i], transform=ax.get_yaxis_transform(), va="center",
-                       ha="left", fontsize=8.5, color=colours[i] if is_finite(p) else "#64748b")
+            ax.plot(
+                [p],
+                [i],
+                marker="o",
+                markersize=6.5,
+                color=colours[i],
+                markerfacecolor="white" if hollow[i] else colours[i],
+                markeredgewidth=1.6,
+            )
+        text = ax.text(
+            1.01,
+            i,
+            notes[i],
+            transform=ax.get_yaxis_transform(),
+            va="center",
+            ha="left",
+            fontsize=8.5,
+            color=colours[i] if is_finite(p) else "#64748b",
+        )
         if urls and urls[i]:
             text.set_url(urls[i])
     ax.axvline(0, color="#334155", linewidth=1.0)
@@ -85,12 +130,22 @@ def sweep_forest_plot(summary: Any, L: dict[str, str]) -> Plot:
     notes = []
     for r in rows:
         mark = f" · {L['untrusted']}" if r.untrusted else ""
-        notes.append((f"{r.gain_pct:+.2f}% {r.verdict}" if is_finite(r.gain_pct) else r.verdict) + mark)
-    return Plot(svg=_interval_panel(
-        [combination_label(r, summary.swept_keys) for r in rows], [r.gain_pct for r in rows],
-        [r.ci_low for r in rows], [r.ci_high for r in rows],
-        [verdict_colour(r.verdict, r.untrusted) for r in rows], notes, L["axis_gain"],
-        [r.untrusted for r in rows], [r.report for r in rows]))
+        notes.append(
+            (f"{r.gain_pct:+.2f}% {r.verdict}" if is_finite(r.gain_pct) else r.verdict) + mark
+        )
+    return Plot(
+        svg=_interval_panel(
+            [combination_label(r, summary.swept_keys) for r in rows],
+            [r.gain_pct for r in rows],
+            [r.ci_low for r in rows],
+            [r.ci_high for r in rows],
+            [verdict_colour(r.verdict, r.untrusted) for r in rows],
+            notes,
+            L["axis_gain"],
+            [r.untrusted for r in rows],
+            [r.report for r in rows],
+        )
+    )
 
 
 def sweep_effects_plot(summary: Any, L: dict[str, str]) -> Plot:
@@ -100,11 +155,18 @@ def sweep_effects_plot(summary: Any, L: dict[str, str]) -> Plot:
     if not effects:
         return Plot(note=L["no_effects_plot"])
     notes = [f"{e.effect_pct:+.2f}% ({e.cells} {L['cells']})" for e in effects]
-    return Plot(svg=_interval_panel(
-        [f"{e.key.rsplit('.', 1)[-1]}: {e.reference} → {e.value}" for e in effects],
-        [e.effect_pct for e in effects], [e.ci_low for e in effects],
-        [e.ci_high for e in effects], ["#2563eb"] * len(effects), notes, L["axis_effect"],
-        [False] * len(effects)))
+    return Plot(
+        svg=_interval_panel(
+            [f"{e.key.rsplit('.', 1)[-1]}: {e.reference} → {e.value}" for e in effects],
+            [e.effect_pct for e in effects],
+            [e.ci_low for e in effects],
+            [e.ci_high for e in effects],
+            ["#2563eb"] * len(effects),
+            notes,
+            L["axis_effect"],
+            [False] * len(effects),
+        )
+    )
 
 
 def sweep_grid_plot(summary: Any, L: dict[str, str]) -> Plot:
@@ -119,16 +181,26 @@ def sweep_grid_plot(summary: Any, L: dict[str, str]) -> Plot:
     cols_v = list(dict.fromkeys(r.setting.get(keys[1], "") for r in summary.combinations))
     rows_v.sort(key=str)
     cols_v.sort(key=str)
-    cell = {(r.setting.get(keys[0], ""), r.setting.get(keys[1], "")): r for r in summary.combinations}
-    gains = [[cell[(a, b)].gain_pct if (a, b) in cell and is_finite(cell[(a, b)].gain_pct) else float("nan")
-              for b in cols_v] for a in rows_v]
+    cell = {
+        (r.setting.get(keys[0], ""), r.setting.get(keys[1], "")): r for r in summary.combinations
+    }
+    gains = [
+        [
+            cell[(a, b)].gain_pct
+            if (a, b) in cell and is_finite(cell[(a, b)].gain_pct)
+            else float("nan")
+            for b in cols_v
+        ]
+        for a in rows_v
+    ]
     finite = [abs(g) for row in gains for g in row if math.isfinite(g)]
     span = max(finite, default=1.0) or 1.0
     width = min(WIDE_IN, 2.2 + 2.3 * len(cols_v))
     fig = _figure(width, 0.9 + 0.85 * len(rows_v))
     ax = fig.add_subplot()
-    _margins(fig, left=0.35 + max(_text_in(v, 9) for v in rows_v) + 0.3, right=1.2, bottom=0.55,
-             top=0.15)
+    _margins(
+        fig, left=0.35 + max(_text_in(v, 9) for v in rows_v) + 0.3, right=1.2, bottom=0.55, top=0.15
+    )
     cmap = _matplotlib()[0].colormaps["RdYlGn"].with_extremes(bad="#e2e8f0")  # failed: grey
     image = ax.imshow(gains, cmap=cmap, vmin=-span, vmax=span, aspect="auto")
     for i, a in enumerate(rows_v):
@@ -136,8 +208,11 @@ def sweep_grid_plot(summary: Any, L: dict[str, str]) -> Plot:
             r = cell.get((a, b))
             if r is None:
                 continue
-            text = (f"{r.gain_pct:+.2f}%\n{r.verdict}" if is_finite(r.gain_pct) and r.verdict != "BASELINE"
-                    else r.verdict)
+            text = (
+                f"{r.gain_pct:+.2f}%\n{r.verdict}"
+                if is_finite(r.gain_pct) and r.verdict != "BASELINE"
+                else r.verdict
+            )
             if r.untrusted:
                 text += f"\n{L['untrusted']}"
                 ax.add_patch(_rectangle((j - 0.47, i - 0.47), 0.94, 0.94, UNTRUSTED_COLOUR))
@@ -166,7 +241,11 @@ def sweep_step_plot(summary: Any, steps: pd.DataFrame | None, L: dict[str, str])
     the measured window shaded, outlier runs in amber; one shared y scale (log when the
     slowest step is > 20x the fastest) so a slow combination stands out. ``steps``: rows of
     run_id, step, step_time_s, combination."""
-    if steps is None or steps.empty or not {"run_id", "step", "step_time_s", "combination"} <= set(steps):
+    if (
+        steps is None
+        or steps.empty
+        or not {"run_id", "step", "step_time_s", "combination"} <= set(steps)
+    ):
         return Plot(note=L["no_steps_plot"])
     sel = steps[pd.to_numeric(steps["step_time_s"], errors="coerce").gt(0)]
     rows = [r for r in summary.combinations if (sel["combination"] == r.name).any()]
@@ -186,24 +265,38 @@ def sweep_step_plot(summary: Any, steps: pd.DataFrame | None, L: dict[str, str])
         for k, (rid, run) in enumerate(runs.groupby("run_id", sort=True)):
             run = run.sort_values("step")
             outlier = rid in r.outlier_runs
-            ax.plot(run["step"].to_numpy(), pd.to_numeric(run["step_time_s"]).to_numpy(),
-                    marker="o" if len(run) <= 40 else None, markersize=2.4, linewidth=1.2,
-                    color=UNTRUSTED_COLOUR if outlier else PALETTE[k % len(PALETTE)],
-                    linestyle="--" if outlier else "-")
+            ax.plot(
+                run["step"].to_numpy(),
+                pd.to_numeric(run["step_time_s"]).to_numpy(),
+                marker="o" if len(run) <= 40 else None,
+                markersize=2.4,
+                linewidth=1.2,
+                color=UNTRUSTED_COLOUR if outlier else PALETTE[k % len(PALETTE)],
+                linestyle="--" if outlier else "-",
+            )
         if r.window:
-            ax.axvspan(r.window[0] - 0.5, r.window[1] + 0.5, color="#0ea5e9", alpha=0.08, linewidth=0)
+            ax.axvspan(
+                r.window[0] - 0.5, r.window[1] + 0.5, color="#0ea5e9", alpha=0.08, linewidth=0
+            )
         title = combination_label(r, summary.swept_keys)
-        ax.set_title(title if len(title) <= 34 else short_label(title, 34), fontsize=8,
-                     color=UNTRUSTED_COLOUR if r.untrusted else "#334155")
+        ax.set_title(
+            title if len(title) <= 34 else short_label(title, 34),
+            fontsize=8,
+            color=UNTRUSTED_COLOUR if r.untrusted else "#334155",
+        )
         if log_scale:
             ax.set_yscale("log")
-    for ax in axes[len(shown):]:
+    for ax in axes[len(shown) :]:
         ax.set_visible(False)
     for ax in axes[::ncol]:
-        ax.set_ylabel(L["axis_step_time"] + (f" ({L['log_scale']})" if log_scale else ""), fontsize=8)
-    for ax in axes[(nrow - 1) * ncol:]:
+        ax.set_ylabel(
+            L["axis_step_time"] + (f" ({L['log_scale']})" if log_scale else ""), fontsize=8
+        )
+    for ax in axes[(nrow - 1) * ncol :]:
         ax.set_xlabel(L["step"])
-    note = "" if len(rows) <= SWEEP_PANELS_MAX else L["more_panels"].format(n=len(rows) - len(shown))
+    note = (
+        "" if len(rows) <= SWEEP_PANELS_MAX else L["more_panels"].format(n=len(rows) - len(shown))
+    )
     return Plot(svg=_svg(fig), note=note)
 
 

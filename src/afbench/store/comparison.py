@@ -29,8 +29,11 @@ class WindowMetrics(Record):
 
 #: Which peak stands for a side's memory, in this order: what the device's caching allocator
 #: held (decides an out-of-memory), what live tensors held, the process's resident set (CPU).
-MEMORY_MEASURES = (("peak_reserved_gib", "reserved"), ("peak_allocated_gib", "allocated"),
-                   ("peak_rss_gib", "rss"))
+MEMORY_MEASURES = (
+    ("peak_reserved_gib", "reserved"),
+    ("peak_allocated_gib", "allocated"),
+    ("peak_rss_gib", "rss"),
+)
 
 
 class Memory(Record):
@@ -59,8 +62,11 @@ class Memory(Record):
 
     def of(self, measure: str | None) -> float | None:
         """The peak of kind ``measure`` (GiB), None when not measured."""
-        return {"reserved": self.peak_reserved_gib, "allocated": self.peak_allocated_gib,
-                "rss": self.peak_rss_gib}.get(measure or "")
+        return {
+            "reserved": self.peak_reserved_gib,
+            "allocated": self.peak_allocated_gib,
+            "rss": self.peak_rss_gib,
+        }.get(measure or "")
 
 
 class Side(Record):
@@ -149,8 +155,7 @@ class Speed(Record):
     decision: str | None = None
     gain_pct: float | None = None
     ci_low_pct: float | None = Field(None, validation_alias=AliasChoices("ci_low_pct", "ci_low"))
-    ci_high_pct: float | None = Field(None,
-                                      validation_alias=AliasChoices("ci_high_pct", "ci_high"))
+    ci_high_pct: float | None = Field(None, validation_alias=AliasChoices("ci_high_pct", "ci_high"))
     level: float | None = None
     mde_pct: float | None = None
     mde_power: float | None = None
@@ -261,8 +266,11 @@ class Parity(Record):
     @property
     def diverged_at(self) -> int | None:
         """The first diverging step (training) or token position (inference)."""
-        return (self.first_diverging_step if self.first_diverging_step is not None
-                else self.first_diverging_position)
+        return (
+            self.first_diverging_step
+            if self.first_diverging_step is not None
+            else self.first_diverging_position
+        )
 
 
 class Compile(Record):
@@ -312,4 +320,3 @@ class Comparison(Record):
     aa: bool = False  # same settings as the baseline: an A/A pair
     reasons: list[str] = []  # why a side has no number (``run_id: recorded reason``)
     reason_msgs: list[Message] = []  # ``reasons`` as catalog messages (afbench.messages)
-

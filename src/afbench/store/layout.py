@@ -18,20 +18,53 @@ from typing import TYPE_CHECKING, Any
 
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, read_step_times
 from afbench.runspec import Plan, RunSpec, RunStatus
-from afbench.store.names import (CONFIG_YAML, EXPERIMENT, HYDRA_OVERRIDES, METRICS,
-                                  MULTIRUN_YAML, PLAN, REPORT_HTML, REPORT_MD, RESULT, RUNS,
-                                  RUNSPEC, STATUS, STDOUT_LOG, SUMMARY, SWEEP_SUMMARY)
+from afbench.store.names import (
+    CONFIG_YAML,
+    EXPERIMENT,
+    HYDRA_OVERRIDES,
+    METRICS,
+    MULTIRUN_YAML,
+    PLAN,
+    REPORT_HTML,
+    REPORT_MD,
+    RESULT,
+    RUNS,
+    RUNSPEC,
+    STATUS,
+    STDOUT_LOG,
+    SUMMARY,
+    SWEEP_SUMMARY,
+)
 
 if TYPE_CHECKING:
     from afbench.store.experiment import ExperimentRecord
     from afbench.store.result import RunResult
     from afbench.store.summary import Summary
 
-__all__ = ["OutDir", "RunDir", "SweepDir", "window_step_times", "window_problem",
-           "experiment_dirs", "basic_sweep", "PLAN",
-           "EXPERIMENT", "SUMMARY", "REPORT_MD", "REPORT_HTML", "RUNS", "RUNSPEC", "STATUS",
-           "RESULT", "STDOUT_LOG", "METRICS", "SWEEP_SUMMARY", "MULTIRUN_YAML",
-           "HYDRA_OVERRIDES", "CONFIG_YAML"]
+__all__ = [
+    "OutDir",
+    "RunDir",
+    "SweepDir",
+    "window_step_times",
+    "window_problem",
+    "experiment_dirs",
+    "basic_sweep",
+    "PLAN",
+    "EXPERIMENT",
+    "SUMMARY",
+    "REPORT_MD",
+    "REPORT_HTML",
+    "RUNS",
+    "RUNSPEC",
+    "STATUS",
+    "RESULT",
+    "STDOUT_LOG",
+    "METRICS",
+    "SWEEP_SUMMARY",
+    "MULTIRUN_YAML",
+    "HYDRA_OVERRIDES",
+    "CONFIG_YAML",
+]
 
 
 @dataclass(frozen=True)
@@ -135,10 +168,16 @@ class OutDir:
         except AfbenchError:
             return []
         specs = {s.run_id: s for s in [*plan.runs, *(r.replaced for r in plan.reruns)]}
-        ran = [self.run(specs[row.run_id]).path for row in rows
-               if row.run_id in specs and row.status not in ("", "NOT_RUN")]
-        return [folder / STATUS if folder.is_dir() else folder for folder in ran
-                if not (folder / STATUS).is_file()]
+        ran = [
+            self.run(specs[row.run_id]).path
+            for row in rows
+            if row.run_id in specs and row.status not in ("", "NOT_RUN")
+        ]
+        return [
+            folder / STATUS if folder.is_dir() else folder
+            for folder in ran
+            if not (folder / STATUS).is_file()
+        ]
 
     def job_overrides(self) -> list[str]:
         """The job's command-line overrides, from Hydra's ``.hydra/overrides.yaml`` (``[]``
@@ -146,7 +185,9 @@ class OutDir:
         import yaml
 
         path = self.path / HYDRA_OVERRIDES
-        return list(yaml.safe_load(path.read_text(encoding="utf-8")) or []) if path.is_file() else []
+        return (
+            list(yaml.safe_load(path.read_text(encoding="utf-8")) or []) if path.is_file() else []
+        )
 
     def sweep_setting(self) -> dict[str, str]:
         """A sweep job's swept keys and their values here (``{"optimization.autofuse":
@@ -157,8 +198,9 @@ class OutDir:
         keys = sweep.swept_keys()
         mine = dict(o.lstrip("+").split("=", 1) for o in self.job_overrides() if "=" in o)
         # Hydra writes a swept false back as False: booleans as the command line spells them
-        return {k: {"True": "true", "False": "false"}.get(mine[k], mine[k])
-                for k in keys if k in mine}
+        return {
+            k: {"True": "true", "False": "false"}.get(mine[k], mine[k]) for k in keys if k in mine
+        }
 
     def sweep(self) -> SweepDir | None:
         """The sweep folder this directory is a job of, None for a single run."""
@@ -207,8 +249,11 @@ class SweepDir:
         import itertools
 
         values = self.swept_values()
-        return [dict(zip(values, combo)) for combo in itertools.product(*values.values())
-                ] if values else []
+        return (
+            [dict(zip(values, combo)) for combo in itertools.product(*values.values())]
+            if values
+            else []
+        )
 
     def sweep_report_settings(self) -> dict[str, Any]:
         """The ``report`` section of the sweep's own config in ``multirun.yaml`` (what the
@@ -225,9 +270,14 @@ class SweepDir:
     def jobs(self) -> list[OutDir]:
         """The job folders that hold a finished experiment, in job-number order."""
         found = [OutDir(p) for p in self.path.iterdir() if p.is_dir() and OutDir(p).is_experiment()]
-        return sorted(found, key=lambda o: (not o.path.name.isdigit(),
-                                            int(o.path.name) if o.path.name.isdigit() else 0,
-                                            o.path.name))
+        return sorted(
+            found,
+            key=lambda o: (
+                not o.path.name.isdigit(),
+                int(o.path.name) if o.path.name.isdigit() else 0,
+                o.path.name,
+            ),
+        )
 
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -252,7 +302,8 @@ def basic_sweep(hydra: Any) -> dict[str, list[str]] | None:
     params = [f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()]
     try:
         parsed = OverridesParser.create().parse_overrides(
-            [*params, *list(hydra.get("overrides", {}).get("task") or [])])
+            [*params, *list(hydra.get("overrides", {}).get("task") or [])]
+        )
     except Exception:
         return None
     keyed: dict[str, list[str] | None] = {}
@@ -272,8 +323,7 @@ def window_step_times(spec: RunSpec, run_dir: Path) -> dict[int, float]:
     """
     window = spec.config.scheduler.measure
     pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
-    return read_step_times(Path(run_dir) / STDOUT_LOG, window.first_step, window.last_step,
-                           pattern)
+    return read_step_times(Path(run_dir) / STDOUT_LOG, window.first_step, window.last_step, pattern)
 
 
 def window_problem(spec: RunSpec, run_dir: Path) -> str:
@@ -297,8 +347,11 @@ def experiment_dirs(paths: list[Path]) -> list[OutDir]:
     found: dict[Path, OutDir] = {}
     for root in paths:
         root = Path(root).resolve()
-        candidates = [root] if OutDir(root).is_experiment() else [
-            p.parent for p in sorted(root.rglob(SUMMARY)) if OutDir(p.parent).is_experiment()]
+        candidates = (
+            [root]
+            if OutDir(root).is_experiment()
+            else [p.parent for p in sorted(root.rglob(SUMMARY)) if OutDir(p.parent).is_experiment()]
+        )
         for c in candidates:
             found.setdefault(c, OutDir(c))
     return [found[k] for k in sorted(found)]

@@ -45,11 +45,15 @@ def claim(out_dir: Path) -> None:
                 break
             time.sleep(0.05)
         os.close(fd)
-        raise OutputBusy(f"{out_dir} is in use by {owner or 'another process'}; wait for it "
-                         "to end or give hydra.run.dir= another folder") from None
+        raise OutputBusy(
+            f"{out_dir} is in use by {owner or 'another process'}; wait for it "
+            "to end or give hydra.run.dir= another folder"
+        ) from None
     _held[out_dir] = fd
-    text = (f"pid {os.getpid()} on {socket.gethostname()} since "
-            f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}\n")
+    text = (
+        f"pid {os.getpid()} on {socket.gethostname()} since "
+        f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}\n"
+    )
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, text.encode(), 0)

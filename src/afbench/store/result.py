@@ -184,18 +184,31 @@ FLAT_FIGURES: dict[str, tuple[str, str]] = {
     "memory_source": ("memory", "source"),
     "memory_window": ("memory", "window"),
     "memory_per_rank": ("memory", "per_rank"),
-    **{k: ("memory", k) for k in ("kv_cache_gib", "kv_cache_tokens", "kv_cache_batch",
-                                  "kv_cache_source")},
-    **{k: ("efficiency", k) for k in ("tflops_per_device", "mfu_pct", "peak_tflops",
-                                      "flops_per_token", "flops_params",
-                                      "afbench_tflops_per_device", "afbench_mfu_pct")},
+    **{
+        k: ("memory", k)
+        for k in ("kv_cache_gib", "kv_cache_tokens", "kv_cache_batch", "kv_cache_source")
+    },
+    **{
+        k: ("efficiency", k)
+        for k in (
+            "tflops_per_device",
+            "mfu_pct",
+            "peak_tflops",
+            "flops_per_token",
+            "flops_params",
+            "afbench_tflops_per_device",
+            "afbench_mfu_pct",
+        )
+    },
     "peak_tflops_source": ("efficiency", "peak_source"),
     "tflops_source": ("efficiency", "source"),
     "afbench_tflops_source": ("efficiency", "afbench_source"),
 }
-_RANK_FIGURES = {"peak_memory_allocated_gib": "peak_allocated_gib",
-                 "peak_memory_reserved_gib": "peak_reserved_gib",
-                 "memory_source": "source"}
+_RANK_FIGURES = {
+    "peak_memory_allocated_gib": "peak_allocated_gib",
+    "peak_memory_reserved_gib": "peak_reserved_gib",
+    "memory_source": "source",
+}
 
 
 def nest_figures(fields: dict[str, Any]) -> dict[str, Any]:
@@ -204,15 +217,18 @@ def nest_figures(fields: dict[str, Any]) -> dict[str, Any]:
     keys unchanged. The upgrade step of result.json from version 1 to 2, and what
     :meth:`RunResult.from_fields` does with an engine's fields."""
     out = {k: v for k, v in fields.items() if k not in FLAT_FIGURES}
-    nested: dict[str, dict[str, Any]] = {"memory": dict(out.pop("memory", None) or {}),
-                                         "efficiency": dict(out.pop("efficiency", None) or {})}
+    nested: dict[str, dict[str, Any]] = {
+        "memory": dict(out.pop("memory", None) or {}),
+        "efficiency": dict(out.pop("efficiency", None) or {}),
+    }
     for key, (record, name) in FLAT_FIGURES.items():
         if key in fields:
             nested[record][name] = fields[key]
     per_rank = nested["memory"].get("per_rank")
     if per_rank:
-        nested["memory"]["per_rank"] = [{_RANK_FIGURES.get(k, k): v for k, v in r.items()}
-                                        for r in per_rank]
+        nested["memory"]["per_rank"] = [
+            {_RANK_FIGURES.get(k, k): v for k, v in r.items()} for r in per_rank
+        ]
     return {**out, **{k: v for k, v in nested.items() if v}}
 
 
@@ -296,7 +312,9 @@ class RunResult(StoredFile, Environment):
 
 #: result.json: version 0 -> 1 the same shape; 1 -> 2 nests the memory and efficiency
 #: figures (:func:`nest_figures`).
-RESULT_FILE = FileSchema(RESULT, RunResult, steps=(same_shape, nest_figures, same_shape, same_shape))
+RESULT_FILE = FileSchema(
+    RESULT, RunResult, steps=(same_shape, nest_figures, same_shape, same_shape)
+)
 
 
 def load_result(data: dict[str, Any] | RunResult, where: str | None = None) -> RunResult:

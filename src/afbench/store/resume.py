@@ -11,8 +11,16 @@ from pathlib import Path
 from afbench.errors import ConfigError, OutputError
 from afbench.runspec import RunSpec, RunStatus
 from afbench.store.layout import window_problem
-from afbench.store.names import (EXPERIMENT, MULTIRUN_YAML, PLAN, RESULT, RUNS, RUNSPEC, STATUS,
-                                 SWEEP_SUMMARY)
+from afbench.store.names import (
+    EXPERIMENT,
+    MULTIRUN_YAML,
+    PLAN,
+    RESULT,
+    RUNS,
+    RUNSPEC,
+    STATUS,
+    SWEEP_SUMMARY,
+)
 from afbench.store.run import RUNSPEC_FILE, STATUS_FILE
 
 
@@ -44,15 +52,18 @@ def resume_problem(root: Path) -> str | None:
     folder of several output directories), whose runs would all have run again."""
     root = Path(root)
     if not root.is_dir():
-        return (f"resume: {root} is not a directory; give an earlier afbench output or sweep "
-                "directory")
+        return (
+            f"resume: {root} is not a directory; give an earlier afbench output or sweep directory"
+        )
     if not any((root / name).is_file() for name in RESUMABLE_FILES):
-        return (f"resume: {root} holds no afbench experiment (none of "
-                f"{', '.join(RESUMABLE_FILES)} in it); point resume= at the experiment's "
-                "output directory (the folder of the report.md printed at the end of its run, "
-                "e.g. outputs/<date>/<time>-<experiment>-<pid>) or at its sweep folder "
-                "(multirun/<date>/<time>-<name>-<pid>), or drop resume= to start a new "
-                "experiment")
+        return (
+            f"resume: {root} holds no afbench experiment (none of "
+            f"{', '.join(RESUMABLE_FILES)} in it); point resume= at the experiment's "
+            "output directory (the folder of the report.md printed at the end of its run, "
+            "e.g. outputs/<date>/<time>-<experiment>-<pid>) or at its sweep folder "
+            "(multirun/<date>/<time>-<name>-<pid>), or drop resume= to start a new "
+            "experiment"
+        )
     return None
 
 
@@ -77,9 +88,14 @@ def resume_index(root: Path) -> dict[str, Path]:
         except OutputError:
             continue
         digest = status.config_hash
-        if (digest and digest not in index and status.status == "OK"
-                and not status.replaced_by  # a contended run, run again
-                and (run_dir / RESULT).is_file() and _window_parses(run_dir, digest)):
+        if (
+            digest
+            and digest not in index
+            and status.status == "OK"
+            and not status.replaced_by  # a contended run, run again
+            and (run_dir / RESULT).is_file()
+            and _window_parses(run_dir, digest)
+        ):
             index[digest] = run_dir
     return index
 
@@ -89,13 +105,14 @@ def _refuse_links(run_dir: Path, root: Path) -> None:
     on its way from ``root``): a reused run is copied into the new output directory, and a
     link in it would copy (or read) whatever it points to, /etc/passwd or a whole folder."""
     rel = run_dir.relative_to(root)
-    links = [root / q for q in (*reversed(rel.parents), rel)
-             if q.parts and (root / q).is_symlink()]
+    links = [root / q for q in (*reversed(rel.parents), rel) if q.parts and (root / q).is_symlink()]
     links = links or sorted(p for p in run_dir.rglob("*") if p.is_symlink())
     if links:
-        raise ConfigError(f"resume: {links[0]} is a symlink (to {os.readlink(links[0])}); a "
-                          "reused run is copied and a link would bring what it points to: "
-                          f"remove the link from {root}, or drop resume=")
+        raise ConfigError(
+            f"resume: {links[0]} is a symlink (to {os.readlink(links[0])}); a "
+            "reused run is copied and a link would bring what it points to: "
+            f"remove the link from {root}, or drop resume="
+        )
 
 
 def resume_root(resume: Path, job_num: int | None) -> Path | None:
@@ -116,7 +133,8 @@ def reuse_run(spec: RunSpec, source: Path) -> RunStatus:
     # links as links (resume_index refused any): never a file from outside ``source``
     shutil.copytree(source, run_dir, symlinks=True, ignore=shutil.ignore_patterns("cache", "tmp"))
     RUNSPEC_FILE.write(run_dir / RUNSPEC, spec)
-    status = STATUS_FILE.read(run_dir / STATUS).model_copy(update={
-        "run_id": spec.run_id, "reason": f"resumed from {source}"})
+    status = STATUS_FILE.read(run_dir / STATUS).model_copy(
+        update={"run_id": spec.run_id, "reason": f"resumed from {source}"}
+    )
     STATUS_FILE.write(run_dir / STATUS, status)
     return status

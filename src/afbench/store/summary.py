@@ -112,6 +112,7 @@ class FusedEvidence(Record):
 
 # --- the summary --------------------------------------------------------------------------
 
+
 class RunRow(WindowMetrics):
     """One row of ``results/runs`` (afbench.collect.Collected.runs), None for missing; its
     window metrics (:class:`WindowMetrics`: tokens/s, loss, TTFT, TPOT, token counts) are the
@@ -156,6 +157,7 @@ class RunRow(WindowMetrics):
     recompile_msg: Message | None = None  # ``recompile`` as a catalog message
     recompile_after_step: int | None = None  # the step after which it recompiled
     sanity: str | None = None  # inference text sanity: ok | warning | failed
+
 
 class PhaseParameters(Record):
     """A phase's run parameters, from its baseline run's config."""
@@ -215,43 +217,59 @@ class Summary(StoredFile):
 
 
 def _side_v0(c: dict[str, Any], prefix: str) -> dict[str, Any]:
-    return {"name": c.get(prefix, ""), "mean_step_s": c.get(f"{prefix}_mean_s"),
-            "repeats_s": c.get(f"{prefix}_repeats_s") or [],
-            "first_step_s": c.get(f"{prefix}_first_step_s"),
-            "step_cv_pct": c.get(f"{prefix}_step_cv_pct"),
-            "tokens_per_s": c.get(f"{prefix}_tokens_per_s"),
-            "metrics": c.get(f"{prefix}_metrics") or {}, "sanity": c.get(f"{prefix}_sanity")}
+    return {
+        "name": c.get(prefix, ""),
+        "mean_step_s": c.get(f"{prefix}_mean_s"),
+        "repeats_s": c.get(f"{prefix}_repeats_s") or [],
+        "first_step_s": c.get(f"{prefix}_first_step_s"),
+        "step_cv_pct": c.get(f"{prefix}_step_cv_pct"),
+        "tokens_per_s": c.get(f"{prefix}_tokens_per_s"),
+        "metrics": c.get(f"{prefix}_metrics") or {},
+        "sanity": c.get(f"{prefix}_sanity"),
+    }
 
 
 def _comparison_v0(c: dict[str, Any]) -> dict[str, Any]:
     """A version-0 comparison (one dict, ``baseline_*``/``variant_*`` keys) as version 1."""
     return {
-        "baseline": _side_v0(c, "baseline"), "variant": _side_v0(c, "variant"),
-        "phase": c["phase"], "workload": c.get("workload", "sft"), "verdict": c["verdict"],
+        "baseline": _side_v0(c, "baseline"),
+        "variant": _side_v0(c, "variant"),
+        "phase": c["phase"],
+        "workload": c.get("workload", "sft"),
+        "verdict": c["verdict"],
         "verdict_line": c.get("verdict_line", c["verdict"]),
-        "speed": {"gain_pct": c.get("gain_pct"), "ci_low": c.get("gain_ci_low"),
-                  "ci_high": c.get("gain_ci_high"), "level": c.get("confidence"),
-                  "kind": c.get("verdict_kind", "none")},
+        "speed": {
+            "gain_pct": c.get("gain_pct"),
+            "ci_low": c.get("gain_ci_low"),
+            "ci_high": c.get("gain_ci_high"),
+            "level": c.get("confidence"),
+            "kind": c.get("verdict_kind", "none"),
+        },
         "parity": c.get("parity") or {"status": "N/A"},
-        "compile": {"overhead_s": c.get("compile_overhead_s"),
-                    "break_even_steps": c.get("break_even_steps")},
-        "aa": c.get("aa", False), "reasons": c.get("reasons") or [],
+        "compile": {
+            "overhead_s": c.get("compile_overhead_s"),
+            "break_even_steps": c.get("break_even_steps"),
+        },
+        "aa": c.get("aa", False),
+        "reasons": c.get("reasons") or [],
     }
-
-
 
 
 def summary_v0_to_v1(data: dict[str, Any]) -> dict[str, Any]:
     """Version 0 -> 1: each comparison's ``baseline_*`` / ``variant_*`` keys become two sides
     (:func:`_comparison_v0`); an environment's null fields are dropped."""
-    return {**data, "comparisons": [_comparison_v0(c) for c in data.get("comparisons", [])],
-            "environment": {k: v for k, v in (data.get("environment") or {}).items()
-                            if v is not None}}
+    return {
+        **data,
+        "comparisons": [_comparison_v0(c) for c in data.get("comparisons", [])],
+        "environment": {k: v for k, v in (data.get("environment") or {}).items() if v is not None},
+    }
 
 
 #: summary.json: version 0 -> 1 splits the comparisons into sides; 1 -> 2 the same shape;
 #: 2 -> 3 the same shape (the verdict's run locations and calibration shift are new, optional).
-SUMMARY_FILE = FileSchema(SUMMARY, Summary, steps=(summary_v0_to_v1, same_shape, same_shape, same_shape))
+SUMMARY_FILE = FileSchema(
+    SUMMARY, Summary, steps=(summary_v0_to_v1, same_shape, same_shape, same_shape)
+)
 
 
 def load_summary(data: dict[str, Any] | Summary, where: str | None = None) -> Summary:

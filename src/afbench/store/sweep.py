@@ -9,8 +9,8 @@ from typing import Any
 from afbench.messages import Message
 from afbench.schema import SCHEMA_VERSION
 from afbench.store.comparison import Memory, Side, Speed
-from afbench.store.result import Efficiency
 from afbench.store.names import SWEEP_SUMMARY
+from afbench.store.result import Efficiency
 from afbench.store.versioning import FileSchema, Record, same_shape
 
 #: ``SweepRow.status`` of the rows that have no verdict of their own.
@@ -68,8 +68,9 @@ class SweepRow(Record):
     @property
     def verdict(self) -> str:
         """``status``, else the speed's decision (RUN_FAILED without either)."""
-        return self.status or (self.speed.decision if self.speed and self.speed.decision
-                               else "RUN_FAILED")
+        return self.status or (
+            self.speed.decision if self.speed and self.speed.decision else "RUN_FAILED"
+        )
 
     @property
     def gain_pct(self) -> float | None:
@@ -196,18 +197,65 @@ class SweepSummary(Record):
     generated_at: str = ""
 
 
-
 #: The fields of a row and of a main effect in versions 2 and 3 (flat copies of the verdict and
 #: the side; a main effect's sign-test ``coverage``): what :func:`sweep_v1_to_v2` keeps.
-V3_ROW_FIELDS = frozenset((
-    "name", "job", "variant", "setting", "ok", "statuses", "per_repeat_s", "run_medians_s",
-    "mean_step_s", "median_step_s", "tokens_per_s", "reasons", "reason_msgs", "is_plan_baseline",
-    "verdict", "gain_pct", "ci_low", "ci_high", "level", "method", "n_pairs", "mde_pct", "note",
-    "step_cv_pct", "n_bursts", "n_steps", "outlier_runs", "untrusted", "report", "window",
-    "peak_rss_gib", "peak_memory_allocated_gib", "peak_memory_reserved_gib", "memory_source",
-    "tflops_per_device", "mfu_pct", "speed", "contended_runs", "beside_baseline"))
-V3_EFFECT_FIELDS = frozenset(("key", "value", "reference", "effect_pct", "ci_low", "ci_high",
-                              "coverage", "cells", "dropped", "method"))
+V3_ROW_FIELDS = frozenset(
+    (
+        "name",
+        "job",
+        "variant",
+        "setting",
+        "ok",
+        "statuses",
+        "per_repeat_s",
+        "run_medians_s",
+        "mean_step_s",
+        "median_step_s",
+        "tokens_per_s",
+        "reasons",
+        "reason_msgs",
+        "is_plan_baseline",
+        "verdict",
+        "gain_pct",
+        "ci_low",
+        "ci_high",
+        "level",
+        "method",
+        "n_pairs",
+        "mde_pct",
+        "note",
+        "step_cv_pct",
+        "n_bursts",
+        "n_steps",
+        "outlier_runs",
+        "untrusted",
+        "report",
+        "window",
+        "peak_rss_gib",
+        "peak_memory_allocated_gib",
+        "peak_memory_reserved_gib",
+        "memory_source",
+        "tflops_per_device",
+        "mfu_pct",
+        "speed",
+        "contended_runs",
+        "beside_baseline",
+    )
+)
+V3_EFFECT_FIELDS = frozenset(
+    (
+        "key",
+        "value",
+        "reference",
+        "effect_pct",
+        "ci_low",
+        "ci_high",
+        "coverage",
+        "cells",
+        "dropped",
+        "method",
+    )
+)
 
 
 def sweep_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
@@ -217,8 +265,9 @@ def sweep_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     ``effect_pct`` replaced) and any other key a row, an effect or the summary no longer has
     are dropped. Missing fields stay None."""
     out = {k: v for k, v in data.items() if k in SweepSummary.model_fields}
-    out["combinations"] = [{k: v for k, v in r.items() if k in V3_ROW_FIELDS}
-                           for r in data.get("combinations") or []]
+    out["combinations"] = [
+        {k: v for k, v in r.items() if k in V3_ROW_FIELDS} for r in data.get("combinations") or []
+    ]
     effects = []
     for e in data.get("main_effects") or []:
         e = dict(e)
@@ -230,8 +279,15 @@ def sweep_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
 
 
 #: A version-3 row's flat copies of its verdict, by the :class:`Speed` field they copied.
-_V3_SPEED = {"gain_pct": "gain_pct", "ci_low": "ci_low_pct", "ci_high": "ci_high_pct",
-             "level": "level", "method": "method", "n_pairs": "n_pairs", "mde_pct": "mde_pct"}
+_V3_SPEED = {
+    "gain_pct": "gain_pct",
+    "ci_low": "ci_low_pct",
+    "ci_high": "ci_high_pct",
+    "level": "level",
+    "method": "method",
+    "n_pairs": "n_pairs",
+    "mde_pct": "mde_pct",
+}
 _NO_SPEED = (BASELINE, "RUN_FAILED", "SKIPPED")
 
 
@@ -253,32 +309,42 @@ def sweep_v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
             r["status"] = verdict
         elif r.get("speed") is None and verdict:
             r["speed"] = {"decision": verdict, **flat}
-        side = {"name": r.get("variant") or r["name"], "statuses": r.pop("statuses", None) or [],
-                "ok": bool(r.pop("ok", False)), "repeats_s": r.pop("per_repeat_s", None) or [],
-                **{k: r.pop(k, None) for k in ("mean_step_s", "tokens_per_s", "step_cv_pct")},
-                "memory": {"peak_rss_gib": r.pop("peak_rss_gib", None),
-                           "peak_allocated_gib": r.pop("peak_memory_allocated_gib", None),
-                           "peak_reserved_gib": r.pop("peak_memory_reserved_gib", None),
-                           "source": r.pop("memory_source", None)},
-                "efficiency": {k: r.pop(k, None) for k in ("tflops_per_device", "mfu_pct")}}
+        side = {
+            "name": r.get("variant") or r["name"],
+            "statuses": r.pop("statuses", None) or [],
+            "ok": bool(r.pop("ok", False)),
+            "repeats_s": r.pop("per_repeat_s", None) or [],
+            **{k: r.pop(k, None) for k in ("mean_step_s", "tokens_per_s", "step_cv_pct")},
+            "memory": {
+                "peak_rss_gib": r.pop("peak_rss_gib", None),
+                "peak_allocated_gib": r.pop("peak_memory_allocated_gib", None),
+                "peak_reserved_gib": r.pop("peak_memory_reserved_gib", None),
+                "source": r.pop("memory_source", None),
+            },
+            "efficiency": {k: r.pop(k, None) for k in ("tflops_per_device", "mfu_pct")},
+        }
         r["side"] = side if side["statuses"] else None  # a job that never planned: none
         r["from_job"] = False
         rows.append(r)
     out["combinations"] = rows
-    out["main_effects"] = [{**{k: v for k, v in e.items() if k != "coverage"},
-                            "level": e.get("coverage")} for e in data.get("main_effects") or []]
+    out["main_effects"] = [
+        {**{k: v for k, v in e.items() if k != "coverage"}, "level": e.get("coverage")}
+        for e in data.get("main_effects") or []
+    ]
     return out
 
 
 #: sweep_summary.json: version 0 has the shape of version 1 (flat rows before the typed sweep
 #: summary: their missing fields are None); 1 -> 2: :func:`sweep_v1_to_v2`; 3 -> 4:
 #: :func:`sweep_v3_to_v4`.
-SWEEP_SUMMARY_FILE = FileSchema(SWEEP_SUMMARY, SweepSummary,
-                                steps=(same_shape, sweep_v1_to_v2, same_shape, sweep_v3_to_v4))
+SWEEP_SUMMARY_FILE = FileSchema(
+    SWEEP_SUMMARY, SweepSummary, steps=(same_shape, sweep_v1_to_v2, same_shape, sweep_v3_to_v4)
+)
 
 
-def load_sweep_summary(data: dict[str, Any] | SweepSummary,
-                       where: str | None = None) -> SweepSummary:
+def load_sweep_summary(
+    data: dict[str, Any] | SweepSummary, where: str | None = None
+) -> SweepSummary:
     """A :class:`SweepSummary` from ``sweep_summary.json``'s content, of any version.
 
     Raises OutputError naming the file for a newer version or content that does not fit."""

@@ -79,11 +79,16 @@ def version_of(data: Mapping[str, Any], name: str) -> int:
     Raises OutputError naming ``name`` when it is not an integer from 0 to the current
     version (a newer afbench wrote it)."""
     version = data.get("schema_version", 0)
-    if not isinstance(version, int) or isinstance(version, bool) or not (
-            0 <= version <= SCHEMA_VERSION):
-        raise OutputError(f"{name}: schema_version {version!r} is not one this afbench reads "
-                          f"(0..{SCHEMA_VERSION}): a newer afbench wrote it; upgrade afbench "
-                          f"to read it")
+    if (
+        not isinstance(version, int)
+        or isinstance(version, bool)
+        or not (0 <= version <= SCHEMA_VERSION)
+    ):
+        raise OutputError(
+            f"{name}: schema_version {version!r} is not one this afbench reads "
+            f"(0..{SCHEMA_VERSION}): a newer afbench wrote it; upgrade afbench "
+            f"to read it"
+        )
     return version
 
 
@@ -94,8 +99,10 @@ def explain(exc: ValidationError, name: str) -> str:
     err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     key = ".".join(str(p) for p in err["loc"]) or "(the file)"
     if err["type"] == "extra_forbidden":
-        return (f"{name}: unknown key {key!r}: afbench writes no such key (a misspelt or "
-                "hand-added key?); remove or correct it")
+        return (
+            f"{name}: unknown key {key!r}: afbench writes no such key (a misspelt or "
+            "hand-added key?); remove or correct it"
+        )
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{name}: {key}: {err['msg']}{more}"
 
@@ -112,8 +119,10 @@ class FileSchema(Generic[M]):
 
     def __post_init__(self) -> None:
         if len(self.steps) != SCHEMA_VERSION:
-            raise TypeError(f"{self.name}: {len(self.steps)} upgrade steps for schema version "
-                            f"{SCHEMA_VERSION}: one per version before it is needed")
+            raise TypeError(
+                f"{self.name}: {len(self.steps)} upgrade steps for schema version "
+                f"{SCHEMA_VERSION}: one per version before it is needed"
+            )
 
     def upgrade(self, data: Mapping[str, Any], where: str | None = None) -> dict[str, Any]:
         """``data`` (this file's JSON content, any version) upgraded to the current version.
@@ -168,6 +177,7 @@ class FileSchema(Generic[M]):
         (:func:`afbench.config.secrets.masked`: URL passwords, ``*_TOKEN`` / ``*_KEY`` /
         ``*PASSWORD*`` / ``*SECRET*`` environment values)."""
         if not isinstance(record, self.model):
-            raise TypeError(f"{self.name}: expected {self.model.__name__}, got "
-                            f"{type(record).__name__}")
+            raise TypeError(
+                f"{self.name}: expected {self.model.__name__}, got {type(record).__name__}"
+            )
         write_json_atomic(Path(path), masked(record.model_dump(mode="json")))

@@ -112,7 +112,8 @@ class BuiltinOnlySwitch(SwitchDefaults):
             raise RunSkipped(
                 f"optimization.{self.name} is applied by afbench's builtin engine; torchtitan "
                 "takes model rewrites from its config function (model converters such as "
-                "npu_rms_norm): name a config that has them (engine.config) instead")
+                "npu_rms_norm): name a config that has them (engine.config) instead"
+            )
         return []
 
 

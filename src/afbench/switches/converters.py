@@ -34,12 +34,19 @@ def _eps(norm: nn.Module) -> float:
 
 
 def _decoder_layers(model: nn.Module) -> list[nn.Module]:
-    return [m for m in model.modules()
-            if all(hasattr(m, a) for a in ("input_layernorm", "self_attn",
-                                            "post_attention_layernorm", "mlp"))]
+    return [
+        m
+        for m in model.modules()
+        if all(
+            hasattr(m, a)
+            for a in ("input_layernorm", "self_attn", "post_attention_layernorm", "mlp")
+        )
+    ]
 
 
-def _fused_decoder_forward(self: nn.Module, hidden_states: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+def _fused_decoder_forward(
+    self: nn.Module, hidden_states: torch.Tensor, **kwargs: Any
+) -> torch.Tensor:
     """Decoder layer with (residual add + post-attention RMSNorm) as one op. Same math as
     transformers' Qwen3DecoderLayer.forward; the model passes every argument but the hidden
     states by keyword, and attention takes them as they are."""
@@ -47,8 +54,9 @@ def _fused_decoder_forward(self: nn.Module, hidden_states: torch.Tensor, **kwarg
     hidden_states = self.input_layernorm(hidden_states)
     hidden_states, _ = self.self_attn(hidden_states=hidden_states, **kwargs)
     norm = self.post_attention_layernorm
-    hidden_states, _, residual = self._afbench_add_rms_norm(residual, hidden_states, norm.weight,
-                                                            self._afbench_eps)
+    hidden_states, _, residual = self._afbench_add_rms_norm(
+        residual, hidden_states, norm.weight, self._afbench_eps
+    )
     hidden_states = self.mlp(hidden_states)
     return residual + hidden_states
 
@@ -85,14 +93,20 @@ def apply_add_rmsnorm(model: nn.Module, backend: Backend) -> SwitchReport:
     add_op, add_name, _, _ = _ops(backend)
     layers = _decoder_layers(model)
     if not layers:
-        raise ConfigError(f"optimization.add_rmsnorm: {type(model).__name__} has no decoder layer "
-                          "with input_layernorm/self_attn/post_attention_layernorm/mlp to rewrite")
+        raise ConfigError(
+            f"optimization.add_rmsnorm: {type(model).__name__} has no decoder layer "
+            "with input_layernorm/self_attn/post_attention_layernorm/mlp to rewrite"
+        )
     for layer in layers:
         layer._afbench_add_rms_norm = add_op
         layer._afbench_eps = _eps(layer.post_attention_layernorm)
         layer.forward = types.MethodType(_fused_decoder_forward, layer)
-    return SwitchReport("add_rmsnorm", True, f"{len(layers)} sites: residual add + "
-                        f"post_attention_layernorm -> {add_name}", {"sites": len(layers)})
+    return SwitchReport(
+        "add_rmsnorm",
+        True,
+        f"{len(layers)} sites: residual add + post_attention_layernorm -> {add_name}",
+        {"sites": len(layers)},
+    )
 
 
 def apply_rmsnorm(model: nn.Module, backend: Backend, skip_post_attention: bool) -> SwitchReport:
@@ -102,10 +116,14 @@ def apply_rmsnorm(model: nn.Module, backend: Backend, skip_post_attention: bool)
     sites = 0
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if not _is_rmsnorm(child) or (skip_post_attention and name == "post_attention_layernorm"):
+            if not _is_rmsnorm(child) or (
+                skip_post_attention and name == "post_attention_layernorm"
+            ):
                 continue
             setattr(parent, name, FusedRMSNorm(child.weight, _eps(child), rms_op))
             sites += 1
     if not sites:
-        raise ConfigError(f"optimization.rmsnorm: no RMSNorm module found in {type(model).__name__}")
+        raise ConfigError(
+            f"optimization.rmsnorm: no RMSNorm module found in {type(model).__name__}"
+        )
     return SwitchReport("rmsnorm", True, f"{sites} sites: RMSNorm -> {rms_name}", {"sites": sites})

@@ -26,13 +26,17 @@ def rms_norm_math(x: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor
     return weight * (xf * rstd).to(x.dtype), rstd
 
 
-def add_rms_norm_math(x1: Tensor, x2: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+def add_rms_norm_math(
+    x1: Tensor, x2: Tensor, weight: Tensor, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
     x = x1 + x2
     y, rstd = rms_norm_math(x, weight, eps)
     return y, rstd, x
 
 
-def rms_norm_backward_math(dy: Tensor, x: Tensor, rstd: Tensor, weight: Tensor) -> tuple[Tensor, Tensor]:
+def rms_norm_backward_math(
+    dy: Tensor, x: Tensor, rstd: Tensor, weight: Tensor
+) -> tuple[Tensor, Tensor]:
     """Gradients (dx, dweight) of y = weight * (x * rstd)."""
     xhat = x.float() * rstd
     g = dy.float() * weight.float()
@@ -59,7 +63,9 @@ def _(x: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor]:
 
 
 @torch.library.custom_op("afbench::add_rms_norm", mutates_args=())
-def add_rms_norm(x1: Tensor, x2: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+def add_rms_norm(
+    x1: Tensor, x2: Tensor, weight: Tensor, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
     return _compiled(add_rms_norm_math)(x1, x2, weight, eps)
 
 

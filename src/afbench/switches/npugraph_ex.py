@@ -21,5 +21,6 @@ class NpuGraphEx(BuiltinOnlySwitch):
 
     def apply(self, ctx: SwitchContext) -> SwitchReport:
         ctx.graph_step, detail = ctx.backend.graph_mode(  # RunSkipped on cpu
-            ctx.forward, ctx.cfg.optimization.npugraph_ex_options)
+            ctx.forward, ctx.cfg.optimization.npugraph_ex_options
+        )
         return SwitchReport(self.name, True, detail)

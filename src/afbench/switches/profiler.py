@@ -35,7 +35,8 @@ class Profiler(SwitchDefaults):
             raise ConfigError(
                 f"optimization.profiler_window.last_step {w.last_step} is after the last step "
                 f"{cfg.scheduler.steps}: raise scheduler.steps (sft) or scheduler.warmup_runs + "
-                "measured_runs (infer), or lower the window")
+                "measured_runs (infer), or lower the window"
+            )
         _check_titan_window(cfg, getattr(cfg.engine, "flavor", None))
 
     def apply(self, ctx: SwitchContext) -> SwitchReport | None:
@@ -73,17 +74,25 @@ class Profiler(SwitchDefaults):
         if flavor == "torchtitan_npu":
             return [
                 "--profiling.enable_profiling",
-                "--profiling.profile_step_start", str(w.first_step),
-                "--profiling.profile_step_end", str(w.last_step + 1),
-                "--profiling.save_traces_folder", folder,
+                "--profiling.profile_step_start",
+                str(w.first_step),
+                "--profiling.profile_step_end",
+                str(w.last_step + 1),
+                "--profiling.save_traces_folder",
+                folder,
             ]
         return [
             "--profiler.enable_profiling",
-            "--profiler.save_traces_folder", folder,
-            "--profiler.profile_freq", str(w.last_step),
-            "--profiler.profiler_warmup", str(w.warmup_steps),
-            "--profiler.profiler_active", str(w.last_step - w.first_step + 1),
-            "--profiler.profiler_repeat", "1",
+            "--profiler.save_traces_folder",
+            folder,
+            "--profiler.profile_freq",
+            str(w.last_step),
+            "--profiler.profiler_warmup",
+            str(w.warmup_steps),
+            "--profiler.profiler_active",
+            str(w.last_step - w.first_step + 1),
+            "--profiler.profiler_repeat",
+            "1",
         ]
 
 
@@ -92,4 +101,5 @@ def _check_titan_window(cfg: RunConfig, flavor: str | None) -> None:
     if flavor == "torchtitan_npu" and w.first_step < 2:
         raise ConfigError(
             "optimization.profiler_window.first_step: torchtitan-npu needs a first step "
-            f">= 2 (one warmup step before it), got {w.first_step}")
+            f">= 2 (one warmup step before it), got {w.first_step}"
+        )

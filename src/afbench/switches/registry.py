@@ -69,8 +69,10 @@ def check_switches(cfg: RunConfig) -> None:
         if workload not in sw.workloads:
             only = "/".join(_WORKLOAD_WORDS.get(w, w) for w in sorted(sw.workloads))
             use = " or ".join(f"scheduler={w}" for w in sorted(sw.workloads))
-            raise ConfigError(f"optimization.{sw.name} is {only}-only, not for "
-                              f"scheduler.workload {workload!r}: use it with {use}")
+            raise ConfigError(
+                f"optimization.{sw.name} is {only}-only, not for "
+                f"scheduler.workload {workload!r}: use it with {use}"
+            )
         sw.check(cfg)
 
 
@@ -106,8 +108,10 @@ def titan_switch_args(cfg: RunConfig, flavor: str, run_dir: Path) -> list[str]:
 def titan_reports(cfg: RunConfig, flavor: str, run_dir: Path) -> list[SwitchReport]:
     """What each enabled switch did in a torchtitan run: the options it gave the flavor
     (``<flavor> --compile.enable --compile.backend inductor``)."""
-    return [SwitchReport(sw.name, True, " ".join([flavor, *sw.titan_args(cfg, flavor, run_dir)]))
-            for sw in enabled(cfg)]
+    return [
+        SwitchReport(sw.name, True, " ".join([flavor, *sw.titan_args(cfg, flavor, run_dir)]))
+        for sw in enabled(cfg)
+    ]
 
 
 def requested_not_reported(cfg: RunConfig, reported: list[str]) -> list[str]:

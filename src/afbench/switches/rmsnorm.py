@@ -16,5 +16,6 @@ class RmsNorm(BuiltinOnlySwitch):
     def apply(self, ctx: SwitchContext) -> SwitchReport:
         from afbench.switches.converters import apply_rmsnorm  # torch: worker only
 
-        return apply_rmsnorm(ctx.model, ctx.backend,
-                             skip_post_attention=ctx.cfg.optimization.add_rmsnorm)
+        return apply_rmsnorm(
+            ctx.model, ctx.backend, skip_post_attention=ctx.cfg.optimization.add_rmsnorm
+        )

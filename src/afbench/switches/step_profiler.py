@@ -23,12 +23,22 @@ from afbench.backends.base import Backend
 from afbench.config.models import NpuProfilerConfig, ProfilerWindow
 
 STEP_TRACE_COLUMNS = [
-    "Device_id", "Step", "Computing", "Communication(Not Overlapped)", "Overlapped",
-    "Communication", "Free", "Stage", "Bubble",
-    "Communication(Not Overlapped and Exclude Receive)", "Preparing",
+    "Device_id",
+    "Step",
+    "Computing",
+    "Communication(Not Overlapped)",
+    "Overlapped",
+    "Communication",
+    "Free",
+    "Stage",
+    "Bubble",
+    "Communication(Not Overlapped and Exclude Receive)",
+    "Preparing",
 ]
-_COMM = re.compile(r"nccl|gloo|hccl|c10d|all_?reduce|all_?gather|reduce_?scatter|broadcast|send|recv",
-                   re.IGNORECASE)
+_COMM = re.compile(
+    r"nccl|gloo|hccl|c10d|all_?reduce|all_?gather|reduce_?scatter|broadcast|send|recv",
+    re.IGNORECASE,
+)
 # torch.profiler names step spans "ProfilerStep#N" in traces and "ProfilerStep*" in events().
 _STEP = re.compile(r"^ProfilerStep[#*]")
 
@@ -40,8 +50,12 @@ def schedule_args(window: ProfilerWindow) -> dict[str, int]:
     profiler's step counter is k-1: wait + warmup = first_step - 1.
     """
     active = window.last_step - window.first_step + 1
-    return {"wait": window.first_step - 1 - window.warmup_steps,
-            "warmup": window.warmup_steps, "active": active, "repeat": 1}
+    return {
+        "wait": window.first_step - 1 - window.warmup_steps,
+        "warmup": window.warmup_steps,
+        "active": active,
+        "repeat": 1,
+    }
 
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -74,8 +88,9 @@ def _on_device(ev: Any) -> bool:
     return str(getattr(ev, "device_type", "")).endswith(("CUDA", "PrivateUse1"))
 
 
-def step_trace_from_events(events: Any, device_id: str, first_step_id: int,
-                           device_kernels: bool = False) -> pd.DataFrame:
+def step_trace_from_events(
+    events: Any, device_id: str, first_step_id: int, device_kernels: bool = False
+) -> pd.DataFrame:
     """Per-step phase table (µs) from torch.profiler FunctionEvents, in torch_npu's layout.
 
     Step spans are numbered in time order from ``first_step_id`` (the profiler's 0-based step
@@ -89,8 +104,11 @@ def step_trace_from_events(events: Any, device_id: str, first_step_id: int,
     """
     # On CUDA every step is also a gpu_user_annotation event of the same name on the device:
     # only the host span is the step, or each step would be counted twice.
-    spans = sorted((ev.time_range.start, ev.time_range.end) for ev in events
-                   if _STEP.match(ev.name) and not _on_device(ev))
+    spans = sorted(
+        (ev.time_range.start, ev.time_range.end)
+        for ev in events
+        if _STEP.match(ev.name) and not _on_device(ev)
+    )
     rows = []
     for step, (s0, s1) in enumerate(spans, start=first_step_id):
         comp, comm = [], []
@@ -112,13 +130,21 @@ def step_trace_from_events(events: Any, device_id: str, first_step_id: int,
         busy = _length(_union(comp_u + comm_u))
         stage = s1 - s0
         comm_total = _length(comm_u)
-        rows.append({
-            "Device_id": device_id, "Step": step, "Computing": _length(comp_u),
-            "Communication(Not Overlapped)": comm_total - overlapped, "Overlapped": overlapped,
-            "Communication": comm_total, "Free": max(0.0, stage - busy), "Stage": stage,
-            "Bubble": 0.0, "Communication(Not Overlapped and Exclude Receive)": comm_total - overlapped,
-            "Preparing": 0.0,
-        })
+        rows.append(
+            {
+                "Device_id": device_id,
+                "Step": step,
+                "Computing": _length(comp_u),
+                "Communication(Not Overlapped)": comm_total - overlapped,
+                "Overlapped": overlapped,
+                "Communication": comm_total,
+                "Free": max(0.0, stage - busy),
+                "Stage": stage,
+                "Bubble": 0.0,
+                "Communication(Not Overlapped and Exclude Receive)": comm_total - overlapped,
+                "Preparing": 0.0,
+            }
+        )
     return pd.DataFrame(rows, columns=STEP_TRACE_COLUMNS)
 
 
@@ -141,8 +167,13 @@ def kernel_table_from_profile(prof: Any, device_kernels: bool = False) -> pd.Dat
 class StepProfiler:
     """Context manager; call :meth:`step` after every training/decode step."""
 
-    def __init__(self, backend: Backend, window: ProfilerWindow, out_dir: Path,
-                 npu: NpuProfilerConfig | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        window: ProfilerWindow,
+        out_dir: Path,
+        npu: NpuProfilerConfig | None = None,
+    ) -> None:
         self.backend = backend
         self.window = window
         self.out_dir = Path(out_dir)
@@ -184,11 +215,13 @@ class StepProfiler:
         device_kernels = self.backend.name == "cuda"
         prof.export_chrome_trace(str(self.out_dir / "trace.json"))
         kernel_table_from_profile(prof, device_kernels).to_csv(
-            self.out_dir / "kernel_table.csv", index=False)
+            self.out_dir / "kernel_table.csv", index=False
+        )
         device_id = "cpu" if self.backend.name == "cpu" else f"{self.backend.name}:0"
         first_id = self.window.first_step - 1
         step_trace_from_events(prof.events(), device_id, first_id, device_kernels).to_csv(
-            self.out_dir / "step_trace_time.csv", index=False)
+            self.out_dir / "step_trace_time.csv", index=False
+        )
 
 
 class NoProfiler:

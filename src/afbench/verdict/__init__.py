@@ -34,27 +34,83 @@ The methods and their measured false-positive rate, coverage, power and MDE clai
 docs/statistics.md and bench/README.md (bench/verdict_sim.py).
 """
 
-from afbench.verdict.calibration import (RunLocation, RunSpread, combine, one_kind,
-                                         run_spread_from_pairs)
+from afbench.verdict.calibration import (
+    RunLocation,
+    RunSpread,
+    combine,
+    one_kind,
+    run_spread_from_pairs,
+)
 from afbench.verdict.design import AUTO, DEFAULT, Design
-from afbench.verdict.estimate import (DEFAULT_MIN_GAIN_PCT, FIXED, ONE_ROUND, SEQUENTIAL,
-                                      SetAside, Speed, sweep_level)
+from afbench.verdict.estimate import (
+    DEFAULT_MIN_GAIN_PCT,
+    FIXED,
+    ONE_ROUND,
+    SEQUENTIAL,
+    SetAside,
+    Speed,
+    sweep_level,
+)
 from afbench.verdict.fixed import compare_runs
-from afbench.verdict.groups import (DEFAULT_NIGHT_SPREAD_PCT, MIN_RECORDS, compare_groups,
-                                    compare_records)
+from afbench.verdict.groups import (
+    DEFAULT_NIGHT_SPREAD_PCT,
+    MIN_RECORDS,
+    compare_groups,
+    compare_records,
+)
 from afbench.verdict.power import DEFAULT_MDE_POWER, pairs_for_mde
 from afbench.verdict.sequential import Look, SequentialTest, run_sequential
-from afbench.verdict.words import (DECISIONS, FASTER, INCONCLUSIVE, NO_GAIN, RUN_FAILED, SKIPPED,
-                                   SLOWER, decide, gain_pct, quick_verdict, verdict_label,
-                                   verdict_word)
+from afbench.verdict.words import (
+    DECISIONS,
+    FASTER,
+    INCONCLUSIVE,
+    NO_GAIN,
+    RUN_FAILED,
+    SKIPPED,
+    SLOWER,
+    decide,
+    gain_pct,
+    quick_verdict,
+    verdict_label,
+    verdict_word,
+)
 
 __all__ = [
-    "AUTO", "DECISIONS", "DEFAULT", "DEFAULT_MDE_POWER", "DEFAULT_MIN_GAIN_PCT", "Design",
-    "FASTER", "FIXED", "INCONCLUSIVE", "DEFAULT_NIGHT_SPREAD_PCT", "Look", "MIN_RECORDS",
-    "NO_GAIN", "compare_groups", "compare_records", "ONE_ROUND", "RUN_FAILED", "RunLocation",
+    "AUTO",
+    "DECISIONS",
+    "DEFAULT",
+    "DEFAULT_MDE_POWER",
+    "DEFAULT_MIN_GAIN_PCT",
+    "Design",
+    "FASTER",
+    "FIXED",
+    "INCONCLUSIVE",
+    "DEFAULT_NIGHT_SPREAD_PCT",
+    "Look",
+    "MIN_RECORDS",
+    "NO_GAIN",
+    "compare_groups",
+    "compare_records",
+    "ONE_ROUND",
+    "RUN_FAILED",
+    "RunLocation",
     "RunSpread",
-    "SEQUENTIAL", "SKIPPED", "SLOWER",
-    "SequentialTest", "SetAside", "Speed", "combine", "compare_runs",
-    "decide", "gain_pct", "one_kind", "pairs_for_mde", "quick_verdict", "run_sequential",
-    "run_spread_from_pairs", "sweep_level", "verdict_label", "verdict_word",
+    "SEQUENTIAL",
+    "SKIPPED",
+    "SLOWER",
+    "SequentialTest",
+    "SetAside",
+    "Speed",
+    "combine",
+    "compare_runs",
+    "decide",
+    "gain_pct",
+    "one_kind",
+    "pairs_for_mde",
+    "quick_verdict",
+    "run_sequential",
+    "run_spread_from_pairs",
+    "sweep_level",
+    "verdict_label",
+    "verdict_word",
 ]

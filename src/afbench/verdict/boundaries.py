@@ -68,8 +68,9 @@ def _h0_t_paths(min_pairs: int, max_pairs: int) -> tuple[np.ndarray, ...]:
 
 
 @lru_cache(maxsize=32)
-def t_boundaries(min_pairs: int, max_pairs: int, alpha: float,
-                 spending: str = OBRIEN_FLEMING) -> tuple[float, ...]:
+def t_boundaries(
+    min_pairs: int, max_pairs: int, alpha: float, spending: str = OBRIEN_FLEMING
+) -> tuple[float, ...]:
     """Critical values of ``|T_k|`` at looks ``n_k = min_pairs..max_pairs`` for a two-sided
     error ``alpha`` spent by ``spending`` (seeded Monte Carlo, 400,000 paths; cached). Never
     below the fixed-n t quantile at ``alpha``.
@@ -102,8 +103,9 @@ def t_boundaries(min_pairs: int, max_pairs: int, alpha: float,
 
 
 @lru_cache(maxsize=64)
-def stopped_boundary(min_pairs: int, max_pairs: int, n_pairs: int, alpha: float,
-                     spending: str = OBRIEN_FLEMING) -> float:
+def stopped_boundary(
+    min_pairs: int, max_pairs: int, n_pairs: int, alpha: float, spending: str = OBRIEN_FLEMING
+) -> float:
     """Critical ``|T_k|`` when a data-independent stop (a time budget) makes the look at
     ``n_pairs`` the final analysis: earlier looks keep :func:`t_boundaries`, and this one spends
     ``alpha - alpha(t_{k-1})`` (Jennison & Turnbull 2000, §7.2). Student's t quantile at
@@ -114,8 +116,9 @@ def stopped_boundary(min_pairs: int, max_pairs: int, n_pairs: int, alpha: float,
     """
     bounds = t_boundaries(min_pairs, max_pairs, alpha, spending)
     if not min_pairs <= n_pairs <= max_pairs:
-        raise ValueError(f"no look at {n_pairs} pairs: the design looks at "
-                         f"{min_pairs}..{max_pairs}")
+        raise ValueError(
+            f"no look at {n_pairs} pairs: the design looks at {min_pairs}..{max_pairs}"
+        )
     if n_pairs == max_pairs:
         return bounds[-1]
     from scipy import stats

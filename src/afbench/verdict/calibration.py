@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from afbench.verdict.estimate import OUTLIER, pair_up, side_locations
-
 
 #: A calibration decides one round only when it rests on at least this many pairs with no
 #: outlier run among them: an unmeasured 2x outlier run in a one-round pair cannot be told from
@@ -54,11 +53,16 @@ class RunLocation:
     def __post_init__(self) -> None:
         for name in ("step_s", "spread_pct", "df"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool)
-                    and math.isfinite(value) and value > 0):
+            if not (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+                and value > 0
+            ):
                 raise ValueError(f"run location: {name} must be finite and > 0, got {value!r}")
-        if not (isinstance(self.n_runs, int) and not isinstance(self.n_runs, bool)
-                and self.n_runs >= 1):
+        if not (
+            isinstance(self.n_runs, int) and not isinstance(self.n_runs, bool) and self.n_runs >= 1
+        ):
             raise ValueError(f"run location: n_runs must be an integer >= 1, got {self.n_runs!r}")
 
     @classmethod
@@ -111,17 +115,20 @@ class RunSpread:
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> "RunSpread":
         """From a stored record holding at least this class's fields (others are ignored)."""
-        return cls(**{k: record[k] for k in ("spread_pct", "df", "n_pairs") },
-                   **{k: record[k] for k in ("n_experiments", "n_outlier_pairs") if k in record},
-                   baseline_runs=RunLocation.of(record.get("baseline_runs")),
-                   variant_runs=RunLocation.of(record.get("variant_runs")))
+        return cls(
+            **{k: record[k] for k in ("spread_pct", "df", "n_pairs")},
+            **{k: record[k] for k in ("n_experiments", "n_outlier_pairs") if k in record},
+            baseline_runs=RunLocation.of(record.get("baseline_runs")),
+            variant_runs=RunLocation.of(record.get("variant_runs")),
+        )
 
     @property
     def usable_for_one_round(self) -> bool:
         return self.n_pairs >= MIN_CALIBRATION_PAIRS and self.n_outlier_pairs == 0
 
-    def fit_of(self, baseline_s: Sequence[float], variant_s: Sequence[float],
-               level: float = FIT_LEVEL) -> Fit | None:
+    def fit_of(
+        self, baseline_s: Sequence[float], variant_s: Sequence[float], level: float = FIT_LEVEL
+    ) -> Fit | None:
         """Whether runs of a one-round (or two-round) verdict fit this calibration: each run's
         median step time (seconds; ``baseline_s`` / ``variant_s`` by side) against its kind's
         :class:`RunLocation`. A run's standardised prediction error is
@@ -135,9 +142,12 @@ class RunSpread:
 
         Returns ``None`` when neither side's location is known (nothing to check).
         """
-        checked = [(t, loc) for runs, loc in ((baseline_s, self.baseline_runs),
-                                             (variant_s, self.variant_runs)) if loc
-                   for t in runs]
+        checked = [
+            (t, loc)
+            for runs, loc in ((baseline_s, self.baseline_runs), (variant_s, self.variant_runs))
+            if loc
+            for t in runs
+        ]
         if not checked:
             return None
         from scipy import stats  # ~0.8 s to import: only when a calibration decides
@@ -149,13 +159,20 @@ class RunSpread:
             shifts.append((math.exp(log_shift) - 1.0) * 100.0)
         k, df = len(checked), min(loc.df for _, loc in checked)
         threshold = k * float(stats.f.ppf(level, k, df))
-        return Fit(statistic=z2, threshold=threshold, fits=z2 <= threshold,
-                   shift_pct=max(shifts, key=abs), n_runs=k)
+        return Fit(
+            statistic=z2,
+            threshold=threshold,
+            fits=z2 <= threshold,
+            shift_pct=max(shifts, key=abs),
+            n_runs=k,
+        )
 
 
-def run_spread_from_pairs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence[float]],
-                          contended: Sequence[tuple[bool, bool]] | None = None
-                          ) -> RunSpread | None:
+def run_spread_from_pairs(
+    baseline: Sequence[Sequence[float]],
+    variant: Sequence[Sequence[float]],
+    contended: Sequence[tuple[bool, bool]] | None = None,
+) -> RunSpread | None:
     """``sigma_run`` from one experiment's paired runs (step times, seconds, paired by round);
     ``None`` with fewer than 2 deciding pairs.
 
@@ -168,10 +185,17 @@ def run_spread_from_pairs(baseline: Sequence[Sequence[float]], variant: Sequence
         return None
     outliers = sum(1 for a in pairs.set_aside if a.reason == OUTLIER)
     spread = math.sqrt(float(pairs.d.var(ddof=1)) / 2.0) * 100.0
-    where = [RunLocation(step_s=t, n_runs=n, spread_pct=spread, df=n - 1)
-             for t in side_locations(pairs)]
-    return RunSpread(spread_pct=spread, df=n - 1, n_pairs=n, n_outlier_pairs=outliers,
-                     baseline_runs=where[0], variant_runs=where[1])
+    where = [
+        RunLocation(step_s=t, n_runs=n, spread_pct=spread, df=n - 1) for t in side_locations(pairs)
+    ]
+    return RunSpread(
+        spread_pct=spread,
+        df=n - 1,
+        n_pairs=n,
+        n_outlier_pairs=outliers,
+        baseline_runs=where[0],
+        variant_runs=where[1],
+    )
 
 
 def one_kind(spread: RunSpread) -> RunSpread:
@@ -181,8 +205,11 @@ def one_kind(spread: RunSpread) -> RunSpread:
     if b is None or v is None:
         return spread
     n = b.n_runs + v.n_runs
-    both = replace(b, n_runs=n, step_s=math.exp((b.n_runs * math.log(b.step_s)
-                                                  + v.n_runs * math.log(v.step_s)) / n))
+    both = replace(
+        b,
+        n_runs=n,
+        step_s=math.exp((b.n_runs * math.log(b.step_s) + v.n_runs * math.log(v.step_s)) / n),
+    )
     return replace(spread, baseline_runs=both, variant_runs=both)
 
 
@@ -194,14 +221,21 @@ def pool(spreads: Iterable[RunSpread]) -> RunSpread | None:
     if not items:
         return None
     df = sum(s.df for s in items)
-    spread = math.sqrt(sum(s.df * s.spread_pct ** 2 for s in items) / df)
+    spread = math.sqrt(sum(s.df * s.spread_pct**2 for s in items) / df)
     newest = next((s for s in reversed(items) if s.baseline_runs or s.variant_runs), None)
-    where = [replace(loc, spread_pct=spread, df=df) if loc else None
-             for loc in ((newest.baseline_runs, newest.variant_runs) if newest else (None, None))]
-    return RunSpread(spread_pct=spread, df=df, n_pairs=sum(s.n_pairs for s in items),
-                     n_experiments=sum(s.n_experiments for s in items),
-                     n_outlier_pairs=sum(s.n_outlier_pairs for s in items),
-                     baseline_runs=where[0], variant_runs=where[1])
+    where = [
+        replace(loc, spread_pct=spread, df=df) if loc else None
+        for loc in ((newest.baseline_runs, newest.variant_runs) if newest else (None, None))
+    ]
+    return RunSpread(
+        spread_pct=spread,
+        df=df,
+        n_pairs=sum(s.n_pairs for s in items),
+        n_experiments=sum(s.n_experiments for s in items),
+        n_outlier_pairs=sum(s.n_outlier_pairs for s in items),
+        baseline_runs=where[0],
+        variant_runs=where[1],
+    )
 
 
 def combine(baseline: RunSpread, variant: RunSpread) -> RunSpread:
@@ -217,13 +251,17 @@ def combine(baseline: RunSpread, variant: RunSpread) -> RunSpread:
     kind's (the ``baseline_runs`` of each calibration: a kind's calibration describes its runs
     there).
     """
-    vb, vv = baseline.spread_pct ** 2, variant.spread_pct ** 2
-    df = (vb + vv) ** 2 / (vb ** 2 / baseline.df + vv ** 2 / variant.df)
-    return RunSpread(spread_pct=math.sqrt((vb + vv) / 2.0), df=df,
-                     n_pairs=min(baseline.n_pairs, variant.n_pairs),
-                     n_experiments=min(baseline.n_experiments, variant.n_experiments),
-                     n_outlier_pairs=baseline.n_outlier_pairs + variant.n_outlier_pairs,
-                     baseline_runs=baseline.baseline_runs, variant_runs=variant.baseline_runs)
+    vb, vv = baseline.spread_pct**2, variant.spread_pct**2
+    df = (vb + vv) ** 2 / (vb**2 / baseline.df + vv**2 / variant.df)
+    return RunSpread(
+        spread_pct=math.sqrt((vb + vv) / 2.0),
+        df=df,
+        n_pairs=min(baseline.n_pairs, variant.n_pairs),
+        n_experiments=min(baseline.n_experiments, variant.n_experiments),
+        n_outlier_pairs=baseline.n_outlier_pairs + variant.n_outlier_pairs,
+        baseline_runs=baseline.baseline_runs,
+        variant_runs=variant.baseline_runs,
+    )
 
 
 def location_record(loc: RunLocation | None) -> dict[str, Any] | None:
@@ -245,9 +283,15 @@ def combined_record(baseline: Mapping[str, Any], variant: Mapping[str, Any]) -> 
         return {**baseline, "variant_runs": baseline.get("baseline_runs")}
     both = combine(RunSpread.of(baseline), RunSpread.of(variant))
     stamps = [s for s in (baseline.get("updated_at"), variant.get("updated_at")) if s]
-    return {**baseline, "kind": f"{baseline.get('kind')} + {variant.get('kind')}",
-            "spread_pct": both.spread_pct, "df": both.df, "n_pairs": both.n_pairs,
-            "n_outlier_pairs": both.n_outlier_pairs, "n_experiments": both.n_experiments,
-            "updated_at": min(stamps) if stamps else None,
-            "baseline_runs": location_record(both.baseline_runs),
-            "variant_runs": location_record(both.variant_runs)}
+    return {
+        **baseline,
+        "kind": f"{baseline.get('kind')} + {variant.get('kind')}",
+        "spread_pct": both.spread_pct,
+        "df": both.df,
+        "n_pairs": both.n_pairs,
+        "n_outlier_pairs": both.n_outlier_pairs,
+        "n_experiments": both.n_experiments,
+        "updated_at": min(stamps) if stamps else None,
+        "baseline_runs": location_record(both.baseline_runs),
+        "variant_runs": location_record(both.variant_runs),
+    }

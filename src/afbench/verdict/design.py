@@ -13,10 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from afbench.verdict.boundaries import (OBRIEN_FLEMING, SPENDING_FUNCTIONS, stopped_boundary,
-                                        t_boundaries)
-from afbench.verdict.estimate import (DEFAULT_MIN_GAIN_PCT, FIXED, ONE_ROUND, SEQUENTIAL,
-                                      check_settings)
+from afbench.verdict.boundaries import (
+    OBRIEN_FLEMING,
+    SPENDING_FUNCTIONS,
+    stopped_boundary,
+    t_boundaries,
+)
+from afbench.verdict.estimate import (
+    DEFAULT_MIN_GAIN_PCT,
+    FIXED,
+    ONE_ROUND,
+    SEQUENTIAL,
+    check_settings,
+)
 from afbench.verdict.power import DEFAULT_MDE_POWER
 
 #: ``repeats`` of the sequential design.
@@ -57,9 +66,14 @@ class Design:
     max_set_aside: int = 2
 
     def __post_init__(self) -> None:
-        if not (self.repeats == AUTO or (isinstance(self.repeats, int)
-                                         and not isinstance(self.repeats, bool)
-                                         and self.repeats >= 1)):
+        if not (
+            self.repeats == AUTO
+            or (
+                isinstance(self.repeats, int)
+                and not isinstance(self.repeats, bool)
+                and self.repeats >= 1
+            )
+        ):
             raise ValueError(f"repeats must be a positive integer or 'auto', got {self.repeats!r}")
         if not 0 < self.level < 1:
             raise ValueError(f"level must be within (0, 1), got {self.level}")
@@ -69,15 +83,15 @@ class Design:
         if self.min_pairs < 3:
             raise ValueError(f"min_pairs must be >= 3, got {self.min_pairs}")
         if self.max_pairs < self.min_pairs:
-            raise ValueError(f"max_pairs ({self.max_pairs}) must be >= min_pairs "
-                             f"({self.min_pairs})")
+            raise ValueError(
+                f"max_pairs ({self.max_pairs}) must be >= min_pairs ({self.min_pairs})"
+            )
         if self.precision_pct is not None and not self.precision_pct > 0:
             raise ValueError(f"precision_pct must be > 0, got {self.precision_pct}")
         if self.time_budget_s is not None and not self.time_budget_s > 0:
             raise ValueError(f"time_budget_s must be > 0, got {self.time_budget_s}")
         if self.spending not in SPENDING_FUNCTIONS:
-            raise ValueError(f"spending must be one of {SPENDING_FUNCTIONS}, "
-                             f"got {self.spending!r}")
+            raise ValueError(f"spending must be one of {SPENDING_FUNCTIONS}, got {self.spending!r}")
         if self.max_set_aside < 0:
             raise ValueError(f"max_set_aside must be >= 0, got {self.max_set_aside}")
 
@@ -94,10 +108,13 @@ class Design:
         if final:
             return stopped_boundary(self.min_pairs, self.max_pairs, n_pairs, alpha, self.spending)
         if not self.min_pairs <= n_pairs <= self.max_pairs:
-            raise ValueError(f"no look at {n_pairs} pairs: the design looks at "
-                             f"{self.min_pairs}..{self.max_pairs}")
-        return t_boundaries(self.min_pairs, self.max_pairs, alpha,
-                            self.spending)[n_pairs - self.min_pairs]
+            raise ValueError(
+                f"no look at {n_pairs} pairs: the design looks at "
+                f"{self.min_pairs}..{self.max_pairs}"
+            )
+        return t_boundaries(self.min_pairs, self.max_pairs, alpha, self.spending)[
+            n_pairs - self.min_pairs
+        ]
 
 
 #: Every default of every design (config takes its defaults from here).

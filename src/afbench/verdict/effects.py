@@ -36,8 +36,10 @@ from afbench.verdict.estimate import DEFAULT_MIN_GAIN_PCT, gain_from_log
 from afbench.verdict.power import t_quantile
 from afbench.verdict.words import decide
 
-CONTRAST_METHOD = ("factorial contrast of the combinations' paired log ratios (Satterthwaite df), "
-                   "Holm-adjusted across main effects")
+CONTRAST_METHOD = (
+    "factorial contrast of the combinations' paired log ratios (Satterthwaite df), "
+    "Holm-adjusted across main effects"
+)
 
 
 @dataclass(frozen=True)
@@ -62,9 +64,13 @@ class PairedGain:
         if gain is None or spread is None or not n or gain >= 100:
             return None
         df = getattr(speed, "df", None)
-        return cls(name=name, log_ratio=math.log(1.0 - gain / 100.0),
-                   se=spread / 100.0 / math.sqrt(n), df=math.inf if df is None else float(df),
-                   n_pairs=int(n))
+        return cls(
+            name=name,
+            log_ratio=math.log(1.0 - gain / 100.0),
+            se=spread / 100.0 / math.sqrt(n),
+            df=math.inf if df is None else float(df),
+            n_pairs=int(n),
+        )
 
 
 @dataclass(frozen=True)
@@ -140,8 +146,11 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return out
 
 
-def main_effects(contrasts: Sequence[Contrast], confidence: float = 0.95,
-                 min_gain_pct: float = DEFAULT_MIN_GAIN_PCT) -> list[MainEffect]:
+def main_effects(
+    contrasts: Sequence[Contrast],
+    confidence: float = 0.95,
+    min_gain_pct: float = DEFAULT_MIN_GAIN_PCT,
+) -> list[MainEffect]:
     """Each contrast (one main effect of a key's value, module docstring) as a
     :class:`MainEffect`, the family adjusted by Holm at family-wise ``1 - confidence``.
 
@@ -174,16 +183,29 @@ def main_effects(contrasts: Sequence[Contrast], confidence: float = 0.95,
         est, se, df = c.estimate, c.se, c.df
         crit = t_quantile(0.5 + level / 2, df)
         low, high = gain_from_log(est + crit * se), gain_from_log(est - crit * se)
-        out.append(MainEffect(gain_pct=gain_from_log(est), ci_low_pct=low, ci_high_pct=high,
-                              level=level, decision=decide(low, high, min_gain_pct), p_value=p_i,
-                              p_holm=p_adj, df=df, family=m, terms=c.terms))
+        out.append(
+            MainEffect(
+                gain_pct=gain_from_log(est),
+                ci_low_pct=low,
+                ci_high_pct=high,
+                level=level,
+                decision=decide(low, high, min_gain_pct),
+                p_value=p_i,
+                p_holm=p_adj,
+                df=df,
+                family=m,
+                terms=c.terms,
+            )
+        )
     return out
 
 
-def factorial_contrasts(settings: Sequence[Mapping[str, str]],
-                        gains: Sequence[PairedGain | None], keys: Sequence[str],
-                        reference: Mapping[str, str]
-                        ) -> list[tuple[str, str, Contrast | None, int]]:
+def factorial_contrasts(
+    settings: Sequence[Mapping[str, str]],
+    gains: Sequence[PairedGain | None],
+    keys: Sequence[str],
+    reference: Mapping[str, str],
+) -> list[tuple[str, str, Contrast | None, int]]:
     """The contrast of each swept key's value against its reference value, over the cells of
     the other keys (module docstring).
 

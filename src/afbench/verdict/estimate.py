@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from afbench.verdict.power import (claim_power, mde_pct, pairs_for_mde)
+from afbench.verdict.power import claim_power, mde_pct, pairs_for_mde
 from afbench.verdict.runs import RunStatistic, outlier_runs, run_statistic
 from afbench.verdict.words import INCONCLUSIVE, decide
 
@@ -225,24 +225,38 @@ class Pairs:
 
     def outlier_counts(self) -> tuple[int, int]:
         """Runs set aside as outliers, ``(baseline, variant)``."""
-        return (sum(b for b, _ in self.outliers.values()),
-                sum(v for _, v in self.outliers.values()))
+        return (
+            sum(b for b, _ in self.outliers.values()),
+            sum(v for _, v in self.outliers.values()),
+        )
 
     def with_back(self, side: str) -> "Pairs":
         """These pairs with the pairs set aside for an outlier run of ``side`` (``baseline``,
         ``variant`` or ``both``: any) put back, in round order."""
-        back = {k for k, (b, v) in self.outliers.items()
-                if side == "both" or (b if side == "baseline" else v)}
+        back = {
+            k
+            for k, (b, v) in self.outliers.items()
+            if side == "both" or (b if side == "baseline" else v)
+        }
         keep = sorted(set(self.rounds) | back)
         stats = tuple(self.all_stats[k] for k in keep)
         d = np.array([math.log(v.location_s / b.location_s) for b, v in stats])
-        return replace(self, d=d, stats=stats, rounds=tuple(keep),
-                       set_aside=tuple(a for a in self.set_aside if a.pair - 1 not in back),
-                       outliers={k: f for k, f in self.outliers.items() if k not in back})
+        return replace(
+            self,
+            d=d,
+            stats=stats,
+            rounds=tuple(keep),
+            set_aside=tuple(a for a in self.set_aside if a.pair - 1 not in back),
+            outliers={k: f for k, f in self.outliers.items() if k not in back},
+        )
 
 
-def check_settings(confidence: float, min_gain_pct: float, run_spread_pct: float | None,
-                   run_spread_df: float | None) -> None:
+def check_settings(
+    confidence: float,
+    min_gain_pct: float,
+    run_spread_pct: float | None,
+    run_spread_df: float | None,
+) -> None:
     """Raises ValueError naming the setting that is out of range."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be within (0, 1), got {confidence}")
@@ -255,10 +269,13 @@ def check_settings(confidence: float, min_gain_pct: float, run_spread_pct: float
             raise ValueError(f"run_spread_df must be >= 1, got {run_spread_df}")
 
 
-def pair_up(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence[float]],
-            contended: Sequence[tuple[bool, bool]] | None = None,
-            contention_detail: Sequence[Any] | None = None,
-            keep_contended: bool = False) -> Pairs:
+def pair_up(
+    baseline: Sequence[Sequence[float]],
+    variant: Sequence[Sequence[float]],
+    contended: Sequence[tuple[bool, bool]] | None = None,
+    contention_detail: Sequence[Any] | None = None,
+    keep_contended: bool = False,
+) -> Pairs:
     """The one pairing rule: pair by index, set aside contended pairs, then pairs holding an
     outlier run (:func:`afbench.verdict.runs.outlier_runs`, over each side's uncontended runs).
     ``keep_contended`` (report.contention=keep): a pair whose two runs were both contended
@@ -271,15 +288,19 @@ def pair_up(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence[floa
     """
     n = len(baseline)
     if n != len(variant):
-        raise ValueError(f"paired design needs as many baseline as variant runs (paired by "
-                         f"round), got {n} and {len(variant)}")
+        raise ValueError(
+            f"paired design needs as many baseline as variant runs (paired by "
+            f"round), got {n} and {len(variant)}"
+        )
     if n < 1:
         raise ValueError("no pairs: at least one baseline and one variant run are needed")
     flags = list(contended) if contended is not None else [(False, False)] * n
     if len(flags) != n:
         raise ValueError(f"contended has {len(flags)} entries for {n} pairs")
-    stats = [(run_statistic(b, f"baseline run {k + 1}"), run_statistic(v, f"variant run {k + 1}"))
-             for k, (b, v) in enumerate(zip(baseline, variant))]
+    stats = [
+        (run_statistic(b, f"baseline run {k + 1}"), run_statistic(v, f"variant run {k + 1}"))
+        for k, (b, v) in enumerate(zip(baseline, variant))
+    ]
     aside: dict[int, SetAside] = {}
     for k, (cb, cv) in enumerate(flags):
         if (cb or cv) and not (keep_contended and cb and cv):
@@ -297,9 +318,15 @@ def pair_up(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence[floa
             outliers[k] = (which == 0 or bool(prev), which == 1)
     keep = [k for k in range(n) if k not in aside]
     d = np.array([math.log(stats[k][1].location_s / stats[k][0].location_s) for k in keep])
-    return Pairs(d=d, stats=tuple(stats[k] for k in keep),
-                 set_aside=tuple(aside[k] for k in sorted(aside)), n_run=n, rounds=tuple(keep),
-                 all_stats=tuple(stats), outliers=outliers)
+    return Pairs(
+        d=d,
+        stats=tuple(stats[k] for k in keep),
+        set_aside=tuple(aside[k] for k in sorted(aside)),
+        n_run=n,
+        rounds=tuple(keep),
+        all_stats=tuple(stats),
+        outliers=outliers,
+    )
 
 
 def gain_from_log(d: float) -> float:
@@ -307,10 +334,23 @@ def gain_from_log(d: float) -> float:
     return (1.0 - math.exp(d)) * 100.0
 
 
-def interval_speed(pairs: Pairs, center: float, se: float, critical: float, df: float, *,
-                   level: float, min_gain_pct: float, mde_power: float, method: str,
-                   design: str, spread_source: str, run_spread_pct: float | None,
-                   stop_reason: str | None = None, pairs_hint: bool = True) -> Speed:
+def interval_speed(
+    pairs: Pairs,
+    center: float,
+    se: float,
+    critical: float,
+    df: float,
+    *,
+    level: float,
+    min_gain_pct: float,
+    mde_power: float,
+    method: str,
+    design: str,
+    spread_source: str,
+    run_spread_pct: float | None,
+    stop_reason: str | None = None,
+    pairs_hint: bool = True,
+) -> Speed:
     """A :class:`Speed` from an interval ``center -+ critical * se`` of the mean log ratio
     (``pairs_hint=False`` leaves ``pairs_for_min_gain`` out: a sequential look that goes on)."""
     low, high = gain_from_log(center + critical * se), gain_from_log(center - critical * se)
@@ -319,19 +359,43 @@ def interval_speed(pairs: Pairs, center: float, se: float, critical: float, df: 
     sd_pair = se * math.sqrt(n)
     mde = mde_pct(critical, df, se, claim_power(mde_power, n))
     seen = abs(gain_from_log(center))
-    for_gain = (pairs_for_mde(sd_pair, seen, level, mde_power)
-                if pairs_hint and decision == "INCONCLUSIVE" and math.isfinite(sd_pair)
-                and min_gain_pct < seen < mde else None)
+    for_gain = (
+        pairs_for_mde(sd_pair, seen, level, mde_power)
+        if pairs_hint
+        and decision == "INCONCLUSIVE"
+        and math.isfinite(sd_pair)
+        and min_gain_pct < seen < mde
+        else None
+    )
     return Speed(
-        decision=decision, gain_pct=gain_from_log(center), ci_low_pct=low, ci_high_pct=high,
-        level=level, mde_pct=mde, mde_power=mde_power,
-        min_gain_pct=min_gain_pct, n_pairs=n, n_pairs_run=pairs.n_run, method=method,
-        design=design, df=df, critical_value=critical, spread_pct=sd_pair * 100.0,
-        spread_source=spread_source, run_spread_pct=run_spread_pct, set_aside=pairs.set_aside,
+        decision=decision,
+        gain_pct=gain_from_log(center),
+        ci_low_pct=low,
+        ci_high_pct=high,
+        level=level,
+        mde_pct=mde,
+        mde_power=mde_power,
+        min_gain_pct=min_gain_pct,
+        n_pairs=n,
+        n_pairs_run=pairs.n_run,
+        method=method,
+        design=design,
+        df=df,
+        critical_value=critical,
+        spread_pct=sd_pair * 100.0,
+        spread_source=spread_source,
+        run_spread_pct=run_spread_pct,
+        set_aside=pairs.set_aside,
         below_min_gain=decision == "FASTER" and high < min_gain_pct,
-        pairs_for_min_gain=(pairs_for_mde(sd_pair, min_gain_pct, level, mde_power)
-                            if pairs_hint and math.isfinite(sd_pair) else None),
-        pairs_for_gain=for_gain, stop_reason=stop_reason, **_step_counts(pairs))
+        pairs_for_min_gain=(
+            pairs_for_mde(sd_pair, min_gain_pct, level, mde_power)
+            if pairs_hint and math.isfinite(sd_pair)
+            else None
+        ),
+        pairs_for_gain=for_gain,
+        stop_reason=stop_reason,
+        **_step_counts(pairs),
+    )
 
 
 def side_locations(pairs: Pairs) -> tuple[float | None, float | None]:
@@ -340,33 +404,56 @@ def side_locations(pairs: Pairs) -> tuple[float | None, float | None]:
     n = len(pairs.stats)
     if not n:
         return None, None
-    b, v = (math.exp(sum(math.log(s[side].location_s) for s in pairs.stats) / n)
-            for side in (0, 1))
+    b, v = (math.exp(sum(math.log(s[side].location_s) for s in pairs.stats) / n) for side in (0, 1))
     return b, v
 
 
 def _step_counts(pairs: Pairs) -> dict[str, Any]:
     where = side_locations(pairs)
-    return {"n_steps_baseline": sum(b.n_steps for b, _ in pairs.stats),
-            "n_steps_variant": sum(v.n_steps for _, v in pairs.stats),
-            "n_bursts_baseline": sum(b.n_bursts for b, _ in pairs.stats),
-            "n_bursts_variant": sum(v.n_bursts for _, v in pairs.stats),
-            "n_leading_baseline": sum(b.n_leading for b, _ in pairs.stats),
-            "n_leading_variant": sum(v.n_leading for _, v in pairs.stats),
-            "baseline_location_s": where[0], "variant_location_s": where[1]}
+    return {
+        "n_steps_baseline": sum(b.n_steps for b, _ in pairs.stats),
+        "n_steps_variant": sum(v.n_steps for _, v in pairs.stats),
+        "n_bursts_baseline": sum(b.n_bursts for b, _ in pairs.stats),
+        "n_bursts_variant": sum(v.n_bursts for _, v in pairs.stats),
+        "n_leading_baseline": sum(b.n_leading for b, _ in pairs.stats),
+        "n_leading_variant": sum(v.n_leading for _, v in pairs.stats),
+        "baseline_location_s": where[0],
+        "variant_location_s": where[1],
+    }
 
 
-def no_interval(pairs: Pairs, reason: str, *, level: float, min_gain_pct: float,
-                mde_power: float, design: str, stop_reason: str | None = None,
-                calibration_shift_pct: float | None = None) -> Speed:
+def no_interval(
+    pairs: Pairs,
+    reason: str,
+    *,
+    level: float,
+    min_gain_pct: float,
+    mde_power: float,
+    design: str,
+    stop_reason: str | None = None,
+    calibration_shift_pct: float | None = None,
+) -> Speed:
     """INCONCLUSIVE without an interval: the point gain (when a pair is left) and ``reason``."""
     gain = gain_from_log(float(pairs.d.mean())) if pairs.d.size else None
-    return Speed(decision=INCONCLUSIVE, gain_pct=gain, ci_low_pct=None, ci_high_pct=None,
-                 level=level, mde_pct=None, mde_power=mde_power, min_gain_pct=min_gain_pct,
-                 n_pairs=int(pairs.d.size), n_pairs_run=pairs.n_run, method="none",
-                 design=design, set_aside=pairs.set_aside, no_interval_reason=reason,
-                 stop_reason=stop_reason, calibration_shift_pct=calibration_shift_pct,
-                 **_step_counts(pairs))
+    return Speed(
+        decision=INCONCLUSIVE,
+        gain_pct=gain,
+        ci_low_pct=None,
+        ci_high_pct=None,
+        level=level,
+        mde_pct=None,
+        mde_power=mde_power,
+        min_gain_pct=min_gain_pct,
+        n_pairs=int(pairs.d.size),
+        n_pairs_run=pairs.n_run,
+        method="none",
+        design=design,
+        set_aside=pairs.set_aside,
+        no_interval_reason=reason,
+        stop_reason=stop_reason,
+        calibration_shift_pct=calibration_shift_pct,
+        **_step_counts(pairs),
+    )
 
 
 def sweep_level(level: float, m: int) -> float:

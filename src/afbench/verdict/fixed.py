@@ -12,23 +12,44 @@ from dataclasses import replace
 from typing import Any
 
 from afbench.verdict.calibration import RunSpread
-from afbench.verdict.estimate import (CALIBRATED, CALIBRATION_STALE, CALIBRATION_UNFIT,
-                                      CONTENDED, FIXED, NO_PAIRS_LEFT, ONE_PAIR_LEFT,
-                                      ONE_SIDED_CONTENTION,
-                                      ONE_ROUND, OWN_SPREAD_MIN_PAIRS, PAIRED_T, UNCALIBRATED,
-                                      Pairs, Speed, check_settings, interval_speed, no_interval,
-                                      pair_up)
 from afbench.verdict.design import DEFAULT
+from afbench.verdict.estimate import (
+    CALIBRATED,
+    CALIBRATION_STALE,
+    CALIBRATION_UNFIT,
+    CONTENDED,
+    FIXED,
+    NO_PAIRS_LEFT,
+    ONE_PAIR_LEFT,
+    ONE_ROUND,
+    ONE_SIDED_CONTENTION,
+    OWN_SPREAD_MIN_PAIRS,
+    PAIRED_T,
+    UNCALIBRATED,
+    Pairs,
+    Speed,
+    check_settings,
+    interval_speed,
+    no_interval,
+    pair_up,
+)
 from afbench.verdict.power import DEFAULT_MDE_POWER, t_quantile
 from afbench.verdict.screen import screen_check
 
 
-def compare_runs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence[float]], *,
-                 confidence: float = DEFAULT.level, min_gain_pct: float = DEFAULT.min_gain_pct,
-                 contended: Sequence[tuple[bool, bool]] | None = None,
-                 contention_detail: Sequence[Any] | None = None,
-                 mde_power: float = DEFAULT_MDE_POWER, calibration: RunSpread | None = None,
-                 keep_contended: bool = False, run_spread_pct: None = None) -> Speed:
+def compare_runs(
+    baseline: Sequence[Sequence[float]],
+    variant: Sequence[Sequence[float]],
+    *,
+    confidence: float = DEFAULT.level,
+    min_gain_pct: float = DEFAULT.min_gain_pct,
+    contended: Sequence[tuple[bool, bool]] | None = None,
+    contention_detail: Sequence[Any] | None = None,
+    mde_power: float = DEFAULT_MDE_POWER,
+    calibration: RunSpread | None = None,
+    keep_contended: bool = False,
+    run_spread_pct: None = None,
+) -> Speed:
     """The verdict of a fixed design (one round, or a fixed number of paired rounds).
 
     Args:
@@ -64,19 +85,28 @@ def compare_runs(baseline: Sequence[Sequence[float]], variant: Sequence[Sequence
             RunSpread, unequal numbers of runs, no runs, or a run with no steps or a step time
             not finite and > 0.
     """
-    if run_spread_pct is not None or not (calibration is None
-                                          or isinstance(calibration, RunSpread)):
+    if run_spread_pct is not None or not (
+        calibration is None or isinstance(calibration, RunSpread)
+    ):
         bare = run_spread_pct if run_spread_pct is not None else calibration
         raise ValueError(
             f"a bare run-to-run spread ({bare!r}) is not accepted: pass calibration=RunSpread "
             f"(afbench.verdict.run_spread_from_pairs(...) or RunSpread.of(record)), which "
-            f"carries its degrees of freedom and the check that the runs fit it")
-    check_settings(confidence, min_gain_pct,
-                   calibration.spread_pct if calibration else None,
-                   calibration.df if calibration else None)
+            f"carries its degrees of freedom and the check that the runs fit it"
+        )
+    check_settings(
+        confidence,
+        min_gain_pct,
+        calibration.spread_pct if calibration else None,
+        calibration.df if calibration else None,
+    )
     pairs = pair_up(baseline, variant, contended, contention_detail, keep_contended)
-    common = {"level": confidence, "min_gain_pct": min_gain_pct, "mde_power": mde_power,
-              "design": ONE_ROUND if pairs.n_run == 1 else FIXED}
+    common = {
+        "level": confidence,
+        "min_gain_pct": min_gain_pct,
+        "mde_power": mde_power,
+        "design": ONE_ROUND if pairs.n_run == 1 else FIXED,
+    }
     if keep_contended and any(a.reason == CONTENDED for a in pairs.set_aside):
         return no_interval(pairs, ONE_SIDED_CONTENTION, **common)
 
@@ -100,15 +130,24 @@ def fixed_speed(pairs: Pairs, calibration: RunSpread | None, common: dict[str, A
     unusable = calibration is None or not calibration.usable_for_one_round
     if n >= OWN_SPREAD_MIN_PAIRS or (unusable and n == 2):
         se, df = math.sqrt(own_var / n), float(n - 1)
-        return interval_speed(pairs, center, se, t_quantile(0.5 + confidence / 2, df), df,
-                              method=PAIRED_T, spread_source="pairs", run_spread_pct=None,
-                              **common)
+        return interval_speed(
+            pairs,
+            center,
+            se,
+            t_quantile(0.5 + confidence / 2, df),
+            df,
+            method=PAIRED_T,
+            spread_source="pairs",
+            run_spread_pct=None,
+            **common,
+        )
     if calibration is None:
         return no_interval(pairs, UNCALIBRATED if pairs.n_run == 1 else ONE_PAIR_LEFT, **common)
     if not calibration.usable_for_one_round:
         return no_interval(pairs, CALIBRATION_UNFIT, **common)
-    fit = calibration.fit_of([b.location_s for b, _ in pairs.stats],
-                             [v.location_s for _, v in pairs.stats])
+    fit = calibration.fit_of(
+        [b.location_s for b, _ in pairs.stats], [v.location_s for _, v in pairs.stats]
+    )
     shift = fit.shift_pct if fit is not None else None
     if fit is not None and not fit.fits:
         return no_interval(pairs, CALIBRATION_STALE, calibration_shift_pct=shift, **common)
@@ -118,8 +157,15 @@ def fixed_speed(pairs: Pairs, calibration: RunSpread | None, common: dict[str, A
     df = (n - 1) + cal_df
     pair_var = ((n - 1) * own_var + cal_df * cal_var) / df
     critical = t_quantile(0.5 + confidence / 2, df)
-    speed = interval_speed(pairs, center, math.sqrt(pair_var / n), critical, df,
-                           method=CALIBRATED,
-                           spread_source="calibration" if n == 1 else "pairs+calibration",
-                           run_spread_pct=run_spread_pct, **common)
+    speed = interval_speed(
+        pairs,
+        center,
+        math.sqrt(pair_var / n),
+        critical,
+        df,
+        method=CALIBRATED,
+        spread_source="calibration" if n == 1 else "pairs+calibration",
+        run_spread_pct=run_spread_pct,
+        **common,
+    )
     return replace(speed, calibration_shift_pct=shift)

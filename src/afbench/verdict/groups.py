@@ -30,10 +30,18 @@ from typing import Any
 
 import numpy as np
 
-from afbench.verdict.estimate import (CONTENDED, DEFAULT_MIN_GAIN_PCT, NO_RUNS_LEFT,
-                                      ONE_SIDED_CONTENTION, OUTLIER,
-                                      UNCALIBRATED, SetAside, Speed, check_settings,
-                                      gain_from_log)
+from afbench.verdict.estimate import (
+    CONTENDED,
+    DEFAULT_MIN_GAIN_PCT,
+    NO_RUNS_LEFT,
+    ONE_SIDED_CONTENTION,
+    OUTLIER,
+    UNCALIBRATED,
+    SetAside,
+    Speed,
+    check_settings,
+    gain_from_log,
+)
 from afbench.verdict.power import DEFAULT_MDE_POWER, mde_pct, t_quantile
 from afbench.verdict.runs import outlier_runs, run_statistic
 from afbench.verdict.words import INCONCLUSIVE, decide
@@ -45,8 +53,10 @@ NEWEST_SIDE = "newest"
 WELCH = "Welch t of log run medians (newest runs against the history's runs)"
 PREDICTION = "prediction-interval t: the newest run against the history's run-to-run spread"
 CALIBRATED_ONE = "one run on each side with the host calibration's run-to-run spread"
-RECORDS_PI = ("prediction interval of record means: the newest record's mean log run median "
-              "against the earlier records' means and their spread (t, k - 1 df)")
+RECORDS_PI = (
+    "prediction interval of record means: the newest record's mean log run median "
+    "against the earlier records' means and their spread (t, k - 1 df)"
+)
 #: Earlier records the record-level prediction interval needs (k - 1 = 4 df at least): with
 #: fewer, the spread of record means is too uncertain to gate on (t_{0.975,1} = 12.7).
 MIN_RECORDS = 5
@@ -56,14 +66,21 @@ MIN_RECORDS = 5
 DEFAULT_NIGHT_SPREAD_PCT = 3.0
 
 
-def compare_groups(history: Sequence[Sequence[float]], newest: Sequence[Sequence[float]], *,
-                   confidence: float = 0.95, min_gain_pct: float = DEFAULT_MIN_GAIN_PCT,
-                   run_spread_pct: float | None = None, run_spread_df: float | None = None,
-                   mde_power: float = DEFAULT_MDE_POWER,
-                   history_contended: Sequence[bool | None] | None = None,
-                   newest_contended: Sequence[bool | None] | None = None,
-                   night_spread_pct: float | None = None, history_records: int = 1,
-                   keep_contended: bool = False) -> Speed:
+def compare_groups(
+    history: Sequence[Sequence[float]],
+    newest: Sequence[Sequence[float]],
+    *,
+    confidence: float = 0.95,
+    min_gain_pct: float = DEFAULT_MIN_GAIN_PCT,
+    run_spread_pct: float | None = None,
+    run_spread_df: float | None = None,
+    mde_power: float = DEFAULT_MDE_POWER,
+    history_contended: Sequence[bool | None] | None = None,
+    newest_contended: Sequence[bool | None] | None = None,
+    night_spread_pct: float | None = None,
+    history_records: int = 1,
+    keep_contended: bool = False,
+) -> Speed:
     """The gain of ``newest`` over ``history`` (each a list of runs, each a list of measured
     step times in seconds); positive = the newest is faster, as in :func:`compare_runs`.
 
@@ -82,23 +99,36 @@ def compare_groups(history: Sequence[Sequence[float]], newest: Sequence[Sequence
     if not history or not newest:
         raise ValueError("compare_groups needs at least one run on each side")
     flags = {}
-    for side, runs, given in ((HISTORY_SIDE, history, history_contended),
-                              (NEWEST_SIDE, newest, newest_contended)):
+    for side, runs, given in (
+        (HISTORY_SIDE, history, history_contended),
+        (NEWEST_SIDE, newest, newest_contended),
+    ):
         if given is not None and len(given) != len(runs):
             raise ValueError(f"{side}_contended has {len(given)} flags for {len(runs)} runs")
         flags[side] = [bool(c) for c in given] if given is not None else [False] * len(runs)
     if keep_contended:
-        one_sided = _one_sided(flags[HISTORY_SIDE], flags[NEWEST_SIDE], level=confidence,
-                               min_gain_pct=min_gain_pct, mde_power=mde_power)
+        one_sided = _one_sided(
+            flags[HISTORY_SIDE],
+            flags[NEWEST_SIDE],
+            level=confidence,
+            min_gain_pct=min_gain_pct,
+            mde_power=mde_power,
+        )
         if one_sided is not None:
             return one_sided
         flags = {side: [False] * len(f) for side, f in flags.items()}
-    hist = [math.log(run_statistic(r, f"history run {i + 1}").location_s)
-            for i, r in enumerate(history)]
-    new = [math.log(run_statistic(r, f"newest run {i + 1}").location_s)
-           for i, r in enumerate(newest)]
-    aside = [SetAside(pair=i + 1, side=side, reason=CONTENDED)
-             for side in (HISTORY_SIDE, NEWEST_SIDE) for i, c in enumerate(flags[side]) if c]
+    hist = [
+        math.log(run_statistic(r, f"history run {i + 1}").location_s) for i, r in enumerate(history)
+    ]
+    new = [
+        math.log(run_statistic(r, f"newest run {i + 1}").location_s) for i, r in enumerate(newest)
+    ]
+    aside = [
+        SetAside(pair=i + 1, side=side, reason=CONTENDED)
+        for side in (HISTORY_SIDE, NEWEST_SIDE)
+        for i, c in enumerate(flags[side])
+        if c
+    ]
     kept = [i for i, c in enumerate(flags[HISTORY_SIDE]) if not c]
     out = {kept[j] for j in outlier_runs([hist[i] for i in kept])}
     aside += [SetAside(pair=i + 1, side=HISTORY_SIDE, reason=OUTLIER) for i in sorted(out)]
@@ -107,41 +137,80 @@ def compare_groups(history: Sequence[Sequence[float]], newest: Sequence[Sequence
     b = np.array([x for x, c in zip(new, flags[NEWEST_SIDE]) if not c])
     common = {"level": confidence, "min_gain_pct": min_gain_pct, "mde_power": mde_power}
     if not a.size or not b.size:
-        return Speed(decision=INCONCLUSIVE, gain_pct=None, ci_low_pct=None, ci_high_pct=None,
-                     mde_pct=None, n_pairs=0, n_pairs_run=0, method="none", design=HISTORY,
-                     set_aside=tuple(aside), no_interval_reason=NO_RUNS_LEFT, **common)
+        return Speed(
+            decision=INCONCLUSIVE,
+            gain_pct=None,
+            ci_low_pct=None,
+            ci_high_pct=None,
+            mde_pct=None,
+            n_pairs=0,
+            n_pairs_run=0,
+            method="none",
+            design=HISTORY,
+            set_aside=tuple(aside),
+            no_interval_reason=NO_RUNS_LEFT,
+            **common,
+        )
     d = float(b.mean() - a.mean())
     if a.size >= 2 and b.size >= 2:
         va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
         se = math.sqrt(va + vb)
-        df = ((va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
-              if se > 0 else float(a.size + b.size - 2))
+        df = (
+            (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+            if se > 0
+            else float(a.size + b.size - 2)
+        )
         method = WELCH
     elif a.size >= 2:
-        se, df, method = float(a.std(ddof=1)) * math.sqrt(1 + 1 / a.size), float(a.size - 1), \
-            PREDICTION
+        se, df, method = (
+            float(a.std(ddof=1)) * math.sqrt(1 + 1 / a.size),
+            float(a.size - 1),
+            PREDICTION,
+        )
     elif run_spread_pct is not None:
         se = math.sqrt(2) * run_spread_pct / 100.0
         df = math.inf if run_spread_df is None else float(run_spread_df)
         method = CALIBRATED_ONE
     else:
-        return Speed(decision=INCONCLUSIVE, gain_pct=gain_from_log(d), ci_low_pct=None,
-                     ci_high_pct=None, mde_pct=None, n_pairs=0, n_pairs_run=0, method="none",
-                     design=HISTORY, set_aside=tuple(aside), no_interval_reason=UNCALIBRATED,
-                     **common)
+        return Speed(
+            decision=INCONCLUSIVE,
+            gain_pct=gain_from_log(d),
+            ci_low_pct=None,
+            ci_high_pct=None,
+            mde_pct=None,
+            n_pairs=0,
+            n_pairs_run=0,
+            method="none",
+            design=HISTORY,
+            set_aside=tuple(aside),
+            no_interval_reason=UNCALIBRATED,
+            **common,
+        )
     if night_spread_pct:
-        se = math.sqrt(se ** 2 + (1 + 1 / history_records) * (night_spread_pct / 100.0) ** 2)
+        se = math.sqrt(se**2 + (1 + 1 / history_records) * (night_spread_pct / 100.0) ** 2)
         method += f"; plus an assumed night-to-night spread of {night_spread_pct:g}%"
     c = t_quantile(0.5 + confidence / 2, df)
     low, high = gain_from_log(d + c * se), gain_from_log(d - c * se)
     decision = decide(low, high, min_gain_pct)
-    return Speed(decision=decision, gain_pct=gain_from_log(d), ci_low_pct=low, ci_high_pct=high,
-                 mde_pct=mde_pct(c, df, se, mde_power) if se > 0 else 0.0, n_pairs=0,
-                 n_pairs_run=0, method=method, design=HISTORY, df=df, critical_value=c,
-                 spread_pct=se * 100.0, spread_source="calibration" if
-                 method == CALIBRATED_ONE else "runs", run_spread_pct=run_spread_pct,
-                 set_aside=tuple(aside), below_min_gain=decision == "FASTER" and high < min_gain_pct,
-                 **common)
+    return Speed(
+        decision=decision,
+        gain_pct=gain_from_log(d),
+        ci_low_pct=low,
+        ci_high_pct=high,
+        mde_pct=mde_pct(c, df, se, mde_power) if se > 0 else 0.0,
+        n_pairs=0,
+        n_pairs_run=0,
+        method=method,
+        design=HISTORY,
+        df=df,
+        critical_value=c,
+        spread_pct=se * 100.0,
+        spread_source="calibration" if method == CALIBRATED_ONE else "runs",
+        run_spread_pct=run_spread_pct,
+        set_aside=tuple(aside),
+        below_min_gain=decision == "FASTER" and high < min_gain_pct,
+        **common,
+    )
 
 
 def _one_sided(history: Sequence[bool], newest: Sequence[bool], **common: Any) -> Speed | None:
@@ -150,23 +219,42 @@ def _one_sided(history: Sequence[bool], newest: Sequence[bool], **common: Any) -
     None when both sides or neither hold one (then they decide)."""
     if any(history) == any(newest):
         return None
-    return Speed(decision=INCONCLUSIVE, gain_pct=None, ci_low_pct=None, ci_high_pct=None,
-                 mde_pct=None, n_pairs=0, n_pairs_run=0, method="none", design=HISTORY,
-                 no_interval_reason=ONE_SIDED_CONTENTION,
-                 set_aside=tuple(SetAside(pair=i + 1, side=side, reason=CONTENDED)
-                                 for side, fl in ((HISTORY_SIDE, history), (NEWEST_SIDE, newest))
-                                 for i, c in enumerate(fl) if c), **common)
+    return Speed(
+        decision=INCONCLUSIVE,
+        gain_pct=None,
+        ci_low_pct=None,
+        ci_high_pct=None,
+        mde_pct=None,
+        n_pairs=0,
+        n_pairs_run=0,
+        method="none",
+        design=HISTORY,
+        no_interval_reason=ONE_SIDED_CONTENTION,
+        set_aside=tuple(
+            SetAside(pair=i + 1, side=side, reason=CONTENDED)
+            for side, fl in ((HISTORY_SIDE, history), (NEWEST_SIDE, newest))
+            for i, c in enumerate(fl)
+            if c
+        ),
+        **common,
+    )
 
 
-def compare_records(history: Sequence[Sequence[Sequence[float]]],
-                    newest: Sequence[Sequence[float]], *, confidence: float = 0.95,
-                    min_gain_pct: float = DEFAULT_MIN_GAIN_PCT,
-                    night_spread_pct: float = DEFAULT_NIGHT_SPREAD_PCT,
-                    min_records: int = MIN_RECORDS, run_spread_pct: float | None = None,
-                    run_spread_df: float | None = None, mde_power: float = DEFAULT_MDE_POWER,
-                    history_contended: Sequence[Sequence[bool | None]] | None = None,
-                    newest_contended: Sequence[bool | None] | None = None,
-                    keep_contended: bool = False) -> Speed:
+def compare_records(
+    history: Sequence[Sequence[Sequence[float]]],
+    newest: Sequence[Sequence[float]],
+    *,
+    confidence: float = 0.95,
+    min_gain_pct: float = DEFAULT_MIN_GAIN_PCT,
+    night_spread_pct: float = DEFAULT_NIGHT_SPREAD_PCT,
+    min_records: int = MIN_RECORDS,
+    run_spread_pct: float | None = None,
+    run_spread_df: float | None = None,
+    mde_power: float = DEFAULT_MDE_POWER,
+    history_contended: Sequence[Sequence[bool | None]] | None = None,
+    newest_contended: Sequence[bool | None] | None = None,
+    keep_contended: bool = False,
+) -> Speed:
     """The history gate: the gain of the newest record over earlier records of the same
     program on the same host, with the **record** (one experiment, e.g. one night) as the unit.
 
@@ -204,47 +292,85 @@ def compare_records(history: Sequence[Sequence[Sequence[float]]],
         raise ValueError(f"min_records must be >= 2, got {min_records}")
     if not history or not newest:
         raise ValueError("compare_records needs an earlier record and a newest run")
-    flags = ([[False] * len(r) for r in history] if history_contended is None
-             else [[bool(c) for c in f] for f in history_contended])
+    flags = (
+        [[False] * len(r) for r in history]
+        if history_contended is None
+        else [[bool(c) for c in f] for f in history_contended]
+    )
     if len(flags) != len(history) or any(len(f) != len(r) for f, r in zip(flags, history)):
         raise ValueError("history_contended must give one flag per run of each record")
     flat = [run for r in history for run in r]
     flat_flags = [c for f in flags for c in f]
     if keep_contended:
-        one_sided = _one_sided(flat_flags, [bool(c) for c in newest_contended or ()],
-                               level=confidence, min_gain_pct=min_gain_pct, mde_power=mde_power)
+        one_sided = _one_sided(
+            flat_flags,
+            [bool(c) for c in newest_contended or ()],
+            level=confidence,
+            min_gain_pct=min_gain_pct,
+            mde_power=mde_power,
+        )
         if one_sided is not None:
             return one_sided
         flags = [[False] * len(r) for r in history]
         flat_flags, newest_contended = [False] * len(flat), None
     kept = [r for r, f in zip(history, flags) if r and not all(f)]
     if len(kept) < min_records:
-        return compare_groups(flat, newest, confidence=confidence, min_gain_pct=min_gain_pct,
-                              run_spread_pct=run_spread_pct, run_spread_df=run_spread_df,
-                              mde_power=mde_power, history_contended=flat_flags,
-                              newest_contended=newest_contended,
-                              night_spread_pct=night_spread_pct,
-                              history_records=max(1, len(kept)))
-    new_flags = ([bool(c) for c in newest_contended] if newest_contended is not None
-                 else [False] * len(newest))
+        return compare_groups(
+            flat,
+            newest,
+            confidence=confidence,
+            min_gain_pct=min_gain_pct,
+            run_spread_pct=run_spread_pct,
+            run_spread_df=run_spread_df,
+            mde_power=mde_power,
+            history_contended=flat_flags,
+            newest_contended=newest_contended,
+            night_spread_pct=night_spread_pct,
+            history_records=max(1, len(kept)),
+        )
+    new_flags = (
+        [bool(c) for c in newest_contended]
+        if newest_contended is not None
+        else [False] * len(newest)
+    )
     if len(new_flags) != len(newest):
         raise ValueError(f"newest_contended has {len(new_flags)} flags for {len(newest)} runs")
-    aside = [SetAside(pair=i + 1, side=side, reason=CONTENDED)
-             for side, fl in ((HISTORY_SIDE, flat_flags), (NEWEST_SIDE, new_flags))
-             for i, c in enumerate(fl) if c]
+    aside = [
+        SetAside(pair=i + 1, side=side, reason=CONTENDED)
+        for side, fl in ((HISTORY_SIDE, flat_flags), (NEWEST_SIDE, new_flags))
+        for i, c in enumerate(fl)
+        if c
+    ]
     means = []
     for r, f in zip(history, flags):
-        logs = [math.log(run_statistic(t, "history run").location_s)
-                for t, c in zip(r, f) if not c]
+        logs = [math.log(run_statistic(t, "history run").location_s) for t, c in zip(r, f) if not c]
         if logs:
             means.append(float(np.mean(logs)))
-    new = [math.log(run_statistic(t, f"newest run {i + 1}").location_s)
-           for i, (t, c) in enumerate(zip(newest, new_flags)) if not c]
-    common = {"level": confidence, "min_gain_pct": min_gain_pct, "mde_power": mde_power,
-              "n_pairs": 0, "n_pairs_run": 0, "design": HISTORY, "set_aside": tuple(aside)}
+    new = [
+        math.log(run_statistic(t, f"newest run {i + 1}").location_s)
+        for i, (t, c) in enumerate(zip(newest, new_flags))
+        if not c
+    ]
+    common = {
+        "level": confidence,
+        "min_gain_pct": min_gain_pct,
+        "mde_power": mde_power,
+        "n_pairs": 0,
+        "n_pairs_run": 0,
+        "design": HISTORY,
+        "set_aside": tuple(aside),
+    }
     if not new:
-        return Speed(decision=INCONCLUSIVE, gain_pct=None, ci_low_pct=None, ci_high_pct=None,
-                     mde_pct=None, method="none", no_interval_reason=NO_RUNS_LEFT, **common)
+        return Speed(
+            decision=INCONCLUSIVE,
+            gain_pct=None,
+            ci_low_pct=None,
+            ci_high_pct=None,
+            mde_pct=None,
+            method="none",
+            no_interval_reason=NO_RUNS_LEFT,
+            **common,
+        )
     m = np.array(means)
     k = m.size
     d = float(np.mean(new) - m.mean())
@@ -253,8 +379,17 @@ def compare_records(history: Sequence[Sequence[Sequence[float]]],
     c = t_quantile(0.5 + confidence / 2, df)
     low, high = gain_from_log(d + c * se), gain_from_log(d - c * se)
     decision = decide(low, high, min_gain_pct)
-    return Speed(decision=decision, gain_pct=gain_from_log(d), ci_low_pct=low,
-                 ci_high_pct=high, mde_pct=mde_pct(c, df, se, mde_power) if se > 0 else 0.0,
-                 method=RECORDS_PI, df=df, critical_value=c, spread_pct=se * 100.0,
-                 spread_source="records",
-                 below_min_gain=decision == "FASTER" and high < min_gain_pct, **common)
+    return Speed(
+        decision=decision,
+        gain_pct=gain_from_log(d),
+        ci_low_pct=low,
+        ci_high_pct=high,
+        mde_pct=mde_pct(c, df, se, mde_power) if se > 0 else 0.0,
+        method=RECORDS_PI,
+        df=df,
+        critical_value=c,
+        spread_pct=se * 100.0,
+        spread_source="records",
+        below_min_gain=decision == "FASTER" and high < min_gain_pct,
+        **common,
+    )

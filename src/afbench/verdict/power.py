@@ -42,8 +42,25 @@ OUTLIER_RUN_SHARE = 0.05
 #: it against the screen as it is). Below 3 runs nothing is screened; beyond the table, its
 #: last. The screen misses more at a wider spread (70-76% at 15%: a 2x run is within its 5
 #: robust SDs there), where the MDE is large against a 2x run: met 79-87% (bench §8).
-SCREEN_MISS = (1.0, 1.0, 1.0, 0.31, 0.21, 0.14, 0.09, 0.065, 0.05, 0.04, 0.03, 0.022, 0.02,
-               0.016, 0.014, 0.012, 0.01)
+SCREEN_MISS = (
+    1.0,
+    1.0,
+    1.0,
+    0.31,
+    0.21,
+    0.14,
+    0.09,
+    0.065,
+    0.05,
+    0.04,
+    0.03,
+    0.022,
+    0.02,
+    0.016,
+    0.014,
+    0.012,
+    0.01,
+)
 #: :func:`claim_power` never asks for more power than this.
 MAX_CLAIM_POWER = 0.99
 
@@ -71,13 +88,18 @@ def noncentrality_for_power(critical: float, df: float, power: float) -> float:
     from scipy import optimize, stats  # ~0.8 s to import: only when a quantile is needed
 
     if math.isinf(df):
+
         def rejects(lam: float) -> float:
             return float(stats.norm.sf(critical - lam) + stats.norm.cdf(-critical - lam))
     else:
+
         def rejects(lam: float) -> float:
             upper = float(stats.nct.sf(critical, df, lam))
             lower = float(stats.nct.cdf(-critical, df, lam))  # NaN far in the tail: ~0
-            return (upper if math.isfinite(upper) else 1.0) + (lower if math.isfinite(lower) else 0.0)
+            return (upper if math.isfinite(upper) else 1.0) + (
+                lower if math.isfinite(lower) else 0.0
+            )
+
     hi = critical + 10.0
     while rejects(hi) < power:
         hi *= 2.0
@@ -131,8 +153,7 @@ def claim_power(power: float, n_pairs: int) -> float:
     """
     if not 0 < power < 1:
         raise ValueError(f"power must be within (0, 1), got {power}")
-    return min(power / (1.0 - unseen_outlier_probability(n_pairs)),
-               max(MAX_CLAIM_POWER, power))
+    return min(power / (1.0 - unseen_outlier_probability(n_pairs)), max(MAX_CLAIM_POWER, power))
 
 
 def mde_log(critical: float, df: float, se_log: float, power: float = DEFAULT_MDE_POWER) -> float:
@@ -146,8 +167,9 @@ def mde_pct(critical: float, df: float, se_log: float, power: float = DEFAULT_MD
     return (1.0 - math.exp(-mde_log(critical, df, se_log, power))) * 100.0
 
 
-def pairs_for_mde(sd_pair_log: float, target_pct: float, level: float = 0.95,
-                  power: float = DEFAULT_MDE_POWER) -> int:
+def pairs_for_mde(
+    sd_pair_log: float, target_pct: float, level: float = 0.95, power: float = DEFAULT_MDE_POWER
+) -> int:
     """Fewest pairs ``n`` of a fixed paired t design whose MDE (:func:`mde_pct` at
     :func:`claim_power`, with ``se = sd_pair_log / sqrt(n)`` on ``n - 1`` df) is at most
     ``target_pct``.
@@ -169,6 +191,7 @@ def pairs_for_mde(sd_pair_log: float, target_pct: float, level: float = 0.95,
         raise ValueError(f"target_pct must be within (0, 100), got {target_pct}")
     if not 0 < level < 1:
         raise ValueError(f"level must be within (0, 1), got {level}")
+
     def mde(n: int) -> float:
         c = t_quantile(0.5 + level / 2.0, n - 1)
         return mde_pct(c, n - 1, sd_pair_log / math.sqrt(n), claim_power(power, n))

@@ -100,9 +100,14 @@ def run_statistic(step_times_s: Sequence[float], what: str = "run") -> RunStatis
     flagged = np.abs(logs - center) > threshold
     bursts = tuple(int(i) for i in np.flatnonzero(flagged))
     leading = int(np.argmin(flagged)) if bursts else 0  # the first unflagged step's index
-    return RunStatistic(location_s=float(math.exp(np.median(logs[~flagged]))),
-                        n_steps=int(logs.size), n_bursts=len(bursts), burst_indices=bursts,
-                        spread_pct=robust_sd(logs) * 100.0, n_leading=leading)
+    return RunStatistic(
+        location_s=float(math.exp(np.median(logs[~flagged]))),
+        n_steps=int(logs.size),
+        n_bursts=len(bursts),
+        burst_indices=bursts,
+        spread_pct=robust_sd(logs) * 100.0,
+        n_leading=leading,
+    )
 
 
 def outlier_runs(log_medians: Sequence[float]) -> list[int]:

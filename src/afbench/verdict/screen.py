@@ -53,6 +53,11 @@ def screen_check(speed: Speed, pairs: Pairs, judge: Callable[[Pairs], Speed]) ->
     else:
         chosen = replace(speed, decision=INCONCLUSIVE, below_min_gain=False)
         screen = SCREEN_CHANGES
-    return replace(chosen, screen=screen, n_outliers_baseline=n_b, n_outliers_variant=n_v,
-                   with_outliers_low_pct=check.ci_low_pct,
-                   with_outliers_high_pct=check.ci_high_pct)
+    return replace(
+        chosen,
+        screen=screen,
+        n_outliers_baseline=n_b,
+        n_outliers_variant=n_v,
+        with_outliers_low_pct=check.ci_low_pct,
+        with_outliers_high_pct=check.ci_high_pct,
+    )

@@ -21,12 +21,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from afbench.verdict.design import AUTO, DEFAULT, Design
-from afbench.verdict.estimate import (NO_PAIRS_LEFT, SEQUENTIAL, Pairs, Speed, interval_speed,
-                                      no_interval, pair_up)
+from afbench.verdict.estimate import (
+    NO_PAIRS_LEFT,
+    SEQUENTIAL,
+    Pairs,
+    Speed,
+    interval_speed,
+    no_interval,
+    pair_up,
+)
 from afbench.verdict.screen import screen_check
 from afbench.verdict.words import FASTER, NO_GAIN, SLOWER
 
@@ -39,11 +46,21 @@ SET_ASIDE_LIMIT = "set_aside_limit"
 TIME_BUDGET = "time_budget"
 INTERRUPTED = "interrupted"
 RUN_FAILED_STOP = "run_failed"
-STOP_REASONS = (EXCLUDES_ZERO, EQUIVALENT, PRECISION_REACHED, MAX_PAIRS, SET_ASIDE_LIMIT,
-                TIME_BUDGET, INTERRUPTED, RUN_FAILED_STOP)
+STOP_REASONS = (
+    EXCLUDES_ZERO,
+    EQUIVALENT,
+    PRECISION_REACHED,
+    MAX_PAIRS,
+    SET_ASIDE_LIMIT,
+    TIME_BUDGET,
+    INTERRUPTED,
+    RUN_FAILED_STOP,
+)
 
-SEQUENTIAL_T = ("group-sequential paired t of per-run median log ratios, O'Brien-Fleming alpha "
-                "spending (Lan-DeMets), repeated CI (Jennison-Turnbull)")
+SEQUENTIAL_T = (
+    "group-sequential paired t of per-run median log ratios, O'Brien-Fleming alpha "
+    "spending (Lan-DeMets), repeated CI (Jennison-Turnbull)"
+)
 
 
 @dataclass(frozen=True)
@@ -73,9 +90,14 @@ class SequentialTest:
     # side is set aside as in set_aside (the loop replaces it), never deciding
     keep_contended: bool = False
 
-    def add(self, baseline_run: Sequence[float], variant_run: Sequence[float],
-            contended: tuple[bool, bool] = (False, False), detail: Any = "",
-            elapsed_s: float | None = None) -> Look:
+    def add(
+        self,
+        baseline_run: Sequence[float],
+        variant_run: Sequence[float],
+        contended: tuple[bool, bool] = (False, False),
+        detail: Any = "",
+        elapsed_s: float | None = None,
+    ) -> Look:
         """Add the next pair (step times in seconds; its runs' contention) and look.
         ``elapsed_s``: wall seconds since the first pair started (for the time budget).
 
@@ -92,12 +114,18 @@ class SequentialTest:
         """The verdict at the current pairs: the repeated interval at this look's boundary (the
         final analysis for ``time_budget``), or no interval before ``min_pairs``."""
         d = self.design
-        pairs = pair_up(self.baseline, self.variant, self.contended, self.detail,
-                        self.keep_contended)
+        pairs = pair_up(
+            self.baseline, self.variant, self.contended, self.detail, self.keep_contended
+        )
         n = int(pairs.d.size)
         stop = None if reason == CONTINUE else reason
-        common = {"level": d.level, "min_gain_pct": d.min_gain_pct, "mde_power": d.mde_power,
-                  "design": SEQUENTIAL, "stop_reason": stop}
+        common = {
+            "level": d.level,
+            "min_gain_pct": d.min_gain_pct,
+            "mde_power": d.mde_power,
+            "design": SEQUENTIAL,
+            "stop_reason": stop,
+        }
         if n < d.min_pairs:
             why = NO_PAIRS_LEFT if reason == SET_ASIDE_LIMIT else "before_first_look"
             return no_interval(pairs, why, **common)
@@ -105,14 +133,24 @@ class SequentialTest:
         c = d.boundary(n_look, final=reason == TIME_BUDGET and n_look < d.max_pairs)
         method = SEQUENTIAL_T + f", looks at {d.min_pairs}..{d.max_pairs} pairs"
         if reason == TIME_BUDGET and n_look < d.max_pairs:
-            method += (f"; time budget ended it at {n_look} pairs: final analysis spends the "
-                       f"error left")
+            method += (
+                f"; time budget ended it at {n_look} pairs: final analysis spends the error left"
+            )
 
         def judge(p: Pairs) -> Speed:  # this look's boundary, with outlier runs put back too
             se = float(p.d.std(ddof=1)) / math.sqrt(p.d.size)
-            return interval_speed(p, float(p.d.mean()), se, c, float(p.d.size - 1),
-                                  method=method, spread_source="pairs", run_spread_pct=None,
-                                  pairs_hint=reason != CONTINUE, **common)
+            return interval_speed(
+                p,
+                float(p.d.mean()),
+                se,
+                c,
+                float(p.d.size - 1),
+                method=method,
+                spread_source="pairs",
+                run_spread_pct=None,
+                pairs_hint=reason != CONTINUE,
+                **common,
+            )
 
         return screen_check(judge(pairs), pairs, judge)
 
@@ -122,15 +160,22 @@ class SequentialTest:
         n_run = len(self.baseline)
         speed = self.speed()
         n = speed.n_pairs
-        over_budget = (d.time_budget_s is not None and elapsed_s is not None and n_run
-                       and elapsed_s * (n_run + 1) / n_run > d.time_budget_s)
+        over_budget = (
+            d.time_budget_s is not None
+            and elapsed_s is not None
+            and n_run
+            and elapsed_s * (n_run + 1) / n_run > d.time_budget_s
+        )
         n_aside = len(speed.set_aside)
         if speed.ci_low_pct is not None and speed.decision in (FASTER, SLOWER):
             reason = EXCLUDES_ZERO
         elif speed.ci_low_pct is not None and speed.decision == NO_GAIN:
             reason = EQUIVALENT
-        elif (speed.half_width_pct is not None and d.precision_pct is not None
-              and speed.half_width_pct <= d.precision_pct):
+        elif (
+            speed.half_width_pct is not None
+            and d.precision_pct is not None
+            and speed.half_width_pct <= d.precision_pct
+        ):
             reason = PRECISION_REACHED
         elif n >= d.max_pairs:
             reason = MAX_PAIRS
@@ -142,8 +187,14 @@ class SequentialTest:
             reason = CONTINUE
         if reason != CONTINUE:
             speed = self.speed(reason)
-        return Look(stop=reason != CONTINUE, reason=reason, speed=speed, n_pairs=n,
-                    n_pairs_run=n_run, message=_progress(self.design, speed, n, n_run, reason))
+        return Look(
+            stop=reason != CONTINUE,
+            reason=reason,
+            speed=speed,
+            n_pairs=n,
+            n_pairs_run=n_run,
+            message=_progress(self.design, speed, n, n_run, reason),
+        )
 
 
 def _progress(design: Design, speed: Speed, n: int, n_run: int, reason: str) -> str:
@@ -152,10 +203,19 @@ def _progress(design: Design, speed: Speed, n: int, n_run: int, reason: str) -> 
         tail = "continue" if reason == CONTINUE else "stop: " + _STOP_WORDS.get(reason, reason)
         return head + f": no interval before {design.min_pairs} pairs, {tail}"
     kind = "CI, final analysis" if reason == TIME_BUDGET else "repeated CI"
-    body = (f": gain {speed.gain_pct:+.2f}% [{speed.ci_low_pct:+.2f}%, {speed.ci_high_pct:+.2f}%]"
-            f" ({speed.level * 100:g}% {kind}), ")
-    return head + body + ("continue" if reason == CONTINUE else "stop: " + _STOP_WORDS.get(
-        reason, reason).format(decision=speed.decision))
+    body = (
+        f": gain {speed.gain_pct:+.2f}% [{speed.ci_low_pct:+.2f}%, {speed.ci_high_pct:+.2f}%]"
+        f" ({speed.level * 100:g}% {kind}), "
+    )
+    return (
+        head
+        + body
+        + (
+            "continue"
+            if reason == CONTINUE
+            else "stop: " + _STOP_WORDS.get(reason, reason).format(decision=speed.decision)
+        )
+    )
 
 
 #: The progress line's words for a stop (a log line; the report words stops in labels.yaml).
@@ -169,11 +229,16 @@ _STOP_WORDS = {
 }
 
 
-def run_sequential(next_pair: Callable[[], tuple], *, confidence: float = DEFAULT.level,
-                   min_gain_pct: float = DEFAULT.min_gain_pct,
-                   min_pairs: int = DEFAULT.min_pairs, max_pairs: int = DEFAULT.max_pairs,
-                   precision_pct: float | None = DEFAULT.precision_pct,
-                   max_set_aside: int = DEFAULT.max_set_aside) -> Speed:
+def run_sequential(
+    next_pair: Callable[[], tuple],
+    *,
+    confidence: float = DEFAULT.level,
+    min_gain_pct: float = DEFAULT.min_gain_pct,
+    min_pairs: int = DEFAULT.min_pairs,
+    max_pairs: int = DEFAULT.max_pairs,
+    precision_pct: float | None = DEFAULT.precision_pct,
+    max_set_aside: int = DEFAULT.max_set_aside,
+) -> Speed:
     """The sequential design as a loop: ``next_pair()`` returns the next ``(baseline_run,
     variant_run)`` (each a sequence of step times, seconds), or ``(baseline_run, variant_run,
     (baseline_contended, variant_contended))``; it is called until the design stops.
@@ -184,9 +249,17 @@ def run_sequential(next_pair: Callable[[], tuple], *, confidence: float = DEFAUL
         ValueError: settings out of range, or a run :func:`afbench.verdict.runs.run_statistic`
             rejects.
     """
-    test = SequentialTest(Design(repeats=AUTO, level=confidence, min_gain_pct=min_gain_pct,
-                                 min_pairs=min_pairs, max_pairs=max_pairs,
-                                 precision_pct=precision_pct, max_set_aside=max_set_aside))
+    test = SequentialTest(
+        Design(
+            repeats=AUTO,
+            level=confidence,
+            min_gain_pct=min_gain_pct,
+            min_pairs=min_pairs,
+            max_pairs=max_pairs,
+            precision_pct=precision_pct,
+            max_set_aside=max_set_aside,
+        )
+    )
     while True:
         pair = next_pair()
         look = test.add(pair[0], pair[1], pair[2] if len(pair) > 2 else (False, False))

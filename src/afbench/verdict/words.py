@@ -102,8 +102,9 @@ def _usable(seconds: float | None) -> bool:
     return seconds is not None and math.isfinite(seconds) and seconds > 0
 
 
-def quick_verdict(variant: str, baseline_s: float | None, variant_s: float | None,
-                  failed: bool) -> str:
+def quick_verdict(
+    variant: str, baseline_s: float | None, variant_s: float | None, failed: bool
+) -> str:
     """The reference's verdict of one baseline/variant round (no interval).
 
     Args:

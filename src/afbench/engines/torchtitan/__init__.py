@@ -41,4 +41,3 @@ Formats, as written by torchtitan 0.3.0 (PyPI wheel) and torchtitan-npu (master)
   gzip), one folder per profiling cycle, named by the last step it recorded. torchtitan-npu's
   ``--profiling.*`` writes torch_npu's ``*_ascend_pt/ASCEND_PROFILER_OUTPUT`` tree instead.
 """
-

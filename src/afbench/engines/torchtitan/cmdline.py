@@ -14,8 +14,8 @@ from typing import Any
 from afbench.backends.resolve import VISIBLE_DEVICES_ENV, resolve_backend
 from afbench.config.engines import AFBENCH_TITAN_MODULE, TorchtitanEngine
 from afbench.config.models import RunConfig
-from afbench.engines.torchtitan.hf_model import qwen3_dims
 from afbench.engines.rendezvous import node_launch, torchrun_args
+from afbench.engines.torchtitan.hf_model import qwen3_dims
 from afbench.errors import ConfigError
 from afbench.switches.registry import titan_switch_args
 
@@ -28,8 +28,10 @@ DATA_ENV = "AFBENCH_DATA_PATH"
 #: parquet file. ``{data_path}`` is replaced by ``data.path``.
 NPU_CHAT_PARQUET_ARGS = (
     "dataloader:chat-data-loader-config",
-    "--dataloader.dataset-path", "parquet",
-    "--dataloader.data-files", "{data_path}",
+    "--dataloader.dataset-path",
+    "parquet",
+    "--dataloader.data-files",
+    "{data_path}",
 )
 
 #: What each flavor's ``scripts/run_train.sh`` exports before torchrun (torchtitan:
@@ -51,16 +53,21 @@ LAUNCH_ENV: dict[str, dict[str, str]] = {
 #: Settings of the afbench config that the command line does not carry: torchtitan takes them
 #: from the config function (``--config``). Listed in the run's result.
 NOT_TRANSLATED = (
-    "scheduler.lr", "scheduler.weight_decay", "scheduler.max_grad_norm", "model.dtype",
-    "model.attn_implementation", "data.packing", "data.max_samples",
-    "optimization.compile.mode", "optimization.compile.fullgraph",
-    "optimization.compile.dynamic", "optimization.compile.options",
-    "optimization.profiler_window.record_shapes", "optimization.profiler_window.with_stack",
+    "scheduler.lr",
+    "scheduler.weight_decay",
+    "scheduler.max_grad_norm",
+    "model.dtype",
+    "model.attn_implementation",
+    "data.packing",
+    "data.max_samples",
+    "optimization.compile.mode",
+    "optimization.compile.fullgraph",
+    "optimization.compile.dynamic",
+    "optimization.compile.options",
+    "optimization.profiler_window.record_shapes",
+    "optimization.profiler_window.with_stack",
     "optimization.npu_profiler",
 )
-
-
-
 
 
 def check_config(cfg: RunConfig, engine: TorchtitanEngine) -> None:
@@ -80,7 +87,8 @@ def check_config(cfg: RunConfig, engine: TorchtitanEngine) -> None:
     if cfg.scheduler.workload != "sft":
         raise ConfigError(
             f"scheduler.workload: engine=torchtitan runs SFT only, got "
-            f"{cfg.scheduler.workload!r}; use scheduler=sft, or engine=builtin for inference")
+            f"{cfg.scheduler.workload!r}; use scheduler=sft, or engine=builtin for inference"
+        )
     if engine.module == AFBENCH_TITAN_MODULE and (Path(cfg.model.path) / "config.json").exists():
         qwen3_dims(cfg.model.path)
 
@@ -111,19 +119,29 @@ def trainer_args(spec: Any, engine: TorchtitanEngine) -> list[str]:
     # load_only: a benchmark run never writes checkpoints (the reference's setting).
     args += ["--checkpoint.load_only"]
     if engine.hf_assets:
-        args += ["--checkpoint.initial_load_path", cfg.model.path,
-                 "--checkpoint.initial_load_in_hf"]
+        args += [
+            "--checkpoint.initial_load_path",
+            cfg.model.path,
+            "--checkpoint.initial_load_in_hf",
+        ]
     args += [
-        "--training.steps", str(s.steps),
-        "--training.seq_len", str(s.seq_len),
-        "--training.global_batch_size", str(s.global_batch_size),
-        "--training.local_batch_size", str(s.micro_batch_size),
-        "--debug.seed", str(s.seed),
+        "--training.steps",
+        str(s.steps),
+        "--training.seq_len",
+        str(s.seq_len),
+        "--training.global_batch_size",
+        str(s.global_batch_size),
+        "--training.local_batch_size",
+        str(s.micro_batch_size),
+        "--debug.seed",
+        str(s.seed),
     ]
     args += switch_args
     args += [
-        "--dump_folder", str(Path(spec.run_dir) / engine.dump_folder_name),
-        "--metrics.log_freq", "1",
+        "--dump_folder",
+        str(Path(spec.run_dir) / engine.dump_folder_name),
+        "--metrics.log_freq",
+        "1",
         "--metrics.disable_color_printing",
     ]
     args += list(engine.extra_args)
@@ -182,14 +200,19 @@ def build_command(
     devices = cfg.parallel.devices
     # Under afbench's launcher the worker already holds its assigned devices as a visibility
     # mask (afbench.launch.devices); only a bare call sets it from parallel.devices.
-    if (devices is not None and backend in VISIBLE_DEVICES_ENV
-            and VISIBLE_DEVICES_ENV[backend] not in os.environ):
+    if (
+        devices is not None
+        and backend in VISIBLE_DEVICES_ENV
+        and VISIBLE_DEVICES_ENV[backend] not in os.environ
+    ):
         env[VISIBLE_DEVICES_ENV[backend]] = ",".join(str(d) for d in devices)
     if engine.train_script:
         if cfg.parallel.nnodes > 1:
-            raise ConfigError("engine.train_script starts torchrun on one node; a run over "
-                              f"parallel.nnodes={cfg.parallel.nnodes} nodes needs the direct "
-                              "launch (engine.train_script=null)")
+            raise ConfigError(
+                "engine.train_script starts torchrun on one node; a run over "
+                f"parallel.nnodes={cfg.parallel.nnodes} nodes needs the direct "
+                "launch (engine.train_script=null)"
+            )
         env.update(NGPU=str(world_size), MODULE=engine.module, CONFIG=engine.config, LOG_RANK="0")
         if engine.entry:
             env["TRAIN_FILE"] = engine.entry
@@ -197,15 +220,36 @@ def build_command(
     env.update(LAUNCH_ENV[engine.flavor])
     dump = Path(spec.run_dir) / engine.dump_folder_name
     # several nodes: srun starts one agent per node, all joining one rendezvous
-    rendezvous = (torchrun_args(cfg.parallel, spec.run_id) if cfg.parallel.nnodes > 1 else
-                  [f"--nproc_per_node={world_size}", "--rdzv_backend", "c10d",
-                   "--rdzv_endpoint=localhost:0"])
+    rendezvous = (
+        torchrun_args(cfg.parallel, spec.run_id)
+        if cfg.parallel.nnodes > 1
+        else [
+            f"--nproc_per_node={world_size}",
+            "--rdzv_backend",
+            "c10d",
+            "--rdzv_endpoint=localhost:0",
+        ]
+    )
     argv = [
-        *node_launch(cfg.parallel), python, "-m", "torch.distributed.run", *rendezvous,
-        "--local-ranks-filter", "0", "--role", "rank", "--tee", "3",
-        "--log-dir", str(dump / "torchrun"),
-        "-m", engine.entry_module,
-        "--module", engine.module, "--config", engine.config,
+        *node_launch(cfg.parallel),
+        python,
+        "-m",
+        "torch.distributed.run",
+        *rendezvous,
+        "--local-ranks-filter",
+        "0",
+        "--role",
+        "rank",
+        "--tee",
+        "3",
+        "--log-dir",
+        str(dump / "torchrun"),
+        "-m",
+        engine.entry_module,
+        "--module",
+        engine.module,
+        "--config",
+        engine.config,
         *flags,
     ]
     return argv, env

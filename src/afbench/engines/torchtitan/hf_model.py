@@ -24,8 +24,14 @@ from afbench.errors import ConfigError
 #: builder; every published Qwen3 config.json has this value.
 TITAN_QWEN3_EPS = 1e-6
 
-_REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-             "vocab_size", "max_position_embeddings")
+_REQUIRED = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "vocab_size",
+    "max_position_embeddings",
+)
 
 
 def _rope_theta(cfg: dict[str, Any]) -> float | None:
@@ -55,29 +61,34 @@ def qwen3_dims(model_path: str | Path) -> dict[str, Any]:
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"model.path: {path} is not a readable config.json ({exc}); "
-                          "engine=torchtitan builds the model from it") from None
+        raise ConfigError(
+            f"model.path: {path} is not a readable config.json ({exc}); "
+            "engine=torchtitan builds the model from it"
+        ) from None
     where = f"model.path: {path}"
     arch = cfg.get("architectures") or []
     if cfg.get("model_type") != "qwen3" or (arch and "Qwen3ForCausalLM" not in arch):
         raise ConfigError(
             f"{where}: model_type {cfg.get('model_type')!r} / architectures {arch} is not a "
             "dense Qwen3 (Qwen3ForCausalLM); afbench's torchtitan config function builds only "
-            "that: name your own with engine.module / engine.config")
+            "that: name your own with engine.module / engine.config"
+        )
     missing = [k for k in _REQUIRED if not isinstance(cfg.get(k), int)]
     theta = _rope_theta(cfg)
     if not isinstance(theta, (int, float)):
         missing.append("rope_theta")
     if missing:
-        raise ConfigError(f"{where}: no integer {', '.join(missing)}; torchtitan needs them "
-                          "to build the model")
+        raise ConfigError(
+            f"{where}: no integer {', '.join(missing)}; torchtitan needs them to build the model"
+        )
     n_heads = cfg["num_attention_heads"]
     n_kv_heads = cfg.get("num_key_value_heads") or n_heads
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_heads
     problems = []
     if n_heads % n_kv_heads:
-        problems.append(f"num_attention_heads {n_heads} is not a multiple of "
-                        f"num_key_value_heads {n_kv_heads}")
+        problems.append(
+            f"num_attention_heads {n_heads} is not a multiple of num_key_value_heads {n_kv_heads}"
+        )
     if cfg.get("attention_bias"):
         problems.append("attention_bias is true")
     if cfg.get("use_sliding_window"):
@@ -90,8 +101,9 @@ def qwen3_dims(model_path: str | Path) -> dict[str, Any]:
     if eps != TITAN_QWEN3_EPS:
         problems.append(f"rms_norm_eps {eps} (torchtitan's Qwen3 uses {TITAN_QWEN3_EPS})")
     if problems:
-        raise ConfigError(f"{where}: torchtitan's Qwen3 cannot build this model: "
-                          + "; ".join(problems))
+        raise ConfigError(
+            f"{where}: torchtitan's Qwen3 cannot build this model: " + "; ".join(problems)
+        )
     return {
         "dim": cfg["hidden_size"],
         "n_layers": cfg["num_hidden_layers"],

@@ -15,14 +15,14 @@ from afbench.analysis.errors import InvalidLog
 from afbench.analysis.steplog import check_unique_steps, is_placeholder_loss, log_lines
 from afbench.config.engines import TITAN_STEP_PATTERN
 
-
 _RANK_PREFIX = re.compile(r"^\[(?:[A-Za-z_]+)?(?P<rank>\d+)\]:")
 _NUMBER = r"[-+]?(?:[0-9][0-9,]*(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:nan|inf)"
 _FIELDS = {
     "loss": re.compile(rf"\bloss:\s*(?P<v>{_NUMBER})", re.I),
     "grad_norm": re.compile(rf"\bgrad_norm:\s*(?P<v>{_NUMBER})", re.I),
     "memory": re.compile(
-        rf"\bmemory:\s*(?P<v>{_NUMBER})\s*GiB\s*(?:\(\s*(?P<pct>{_NUMBER})\s*%\s*\))?", re.I),
+        rf"\bmemory:\s*(?P<v>{_NUMBER})\s*GiB\s*(?:\(\s*(?P<pct>{_NUMBER})\s*%\s*\))?", re.I
+    ),
     "tps": re.compile(rf"\btps:\s*(?P<v>{_NUMBER})", re.I),
     "tflops": re.compile(rf"\btflops:\s*(?P<v>{_NUMBER})", re.I),
     "mfu": re.compile(rf"\bmfu:\s*(?P<v>{_NUMBER}|N/A)\s*%?", re.I),
@@ -66,7 +66,7 @@ def parse_titan_log(
         if match is None:
             continue
         prefix = _RANK_PREFIX.match(raw_line)
-        rest = raw_line[match.start():]
+        rest = raw_line[match.start() :]
         found = {name: rx.search(rest) for name, rx in _FIELDS.items()}
 
         def value(name: str, group: str = "v") -> float | None:
@@ -74,20 +74,22 @@ def parse_titan_log(
             return _num(m.group(group)) if m is not None else None
 
         tps = value("tps")
-        records.append({
-            "step": int(match.group("step")),
-            "loss": value("loss"),
-            "grad_norm": value("grad_norm"),
-            "memory_gib": value("memory"),
-            "memory_pct": value("memory", "pct"),
-            "tps_per_device": tps,
-            "tokens_per_s": tps * world_size if tps is not None else None,
-            "tflops": value("tflops"),
-            "mfu_pct": value("mfu"),
-            "step_time_s": value("elapsed"),
-            "rank": int(prefix.group("rank")) if prefix else None,
-            "line": lineno,
-        })
+        records.append(
+            {
+                "step": int(match.group("step")),
+                "loss": value("loss"),
+                "grad_norm": value("grad_norm"),
+                "memory_gib": value("memory"),
+                "memory_pct": value("memory", "pct"),
+                "tps_per_device": tps,
+                "tokens_per_s": tps * world_size if tps is not None else None,
+                "tflops": value("tflops"),
+                "mfu_pct": value("mfu"),
+                "step_time_s": value("elapsed"),
+                "rank": int(prefix.group("rank")) if prefix else None,
+                "line": lineno,
+            }
+        )
     return records
 
 
@@ -223,13 +225,21 @@ def step_records(
         if src not in sources:
             sources.append(src)
         placeholder = is_placeholder_loss(rec["loss"])
-        out.append({
-            "step": step, "step_time_s": t, "loss": None if placeholder else rec["loss"],
-            "grad_norm": rec["grad_norm"],
-            "tokens": tokens_per_step, "tokens_per_s": rec["tokens_per_s"],
-            "tps_per_device": rec["tps_per_device"], "tflops": rec["tflops"],
-            "mfu_pct": rec["mfu_pct"], "memory_gib": rec["memory_gib"],
-            "memory_pct": rec["memory_pct"], "step_time_source": src,
-            **({"loss_placeholder": True} if placeholder else {}),
-        })
+        out.append(
+            {
+                "step": step,
+                "step_time_s": t,
+                "loss": None if placeholder else rec["loss"],
+                "grad_norm": rec["grad_norm"],
+                "tokens": tokens_per_step,
+                "tokens_per_s": rec["tokens_per_s"],
+                "tps_per_device": rec["tps_per_device"],
+                "tflops": rec["tflops"],
+                "mfu_pct": rec["mfu_pct"],
+                "memory_gib": rec["memory_gib"],
+                "memory_pct": rec["memory_pct"],
+                "step_time_source": src,
+                **({"loss_placeholder": True} if placeholder else {}),
+            }
+        )
     return out, "+".join(sources) or "none"

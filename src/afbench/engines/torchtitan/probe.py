@@ -58,38 +58,66 @@ def probe_request(runs: Sequence[Any]) -> dict[str, Any]:
         engine = spec.config.engine
         assert isinstance(engine, TorchtitanEngine)
         item: dict[str, Any] = {
-            "run_id": spec.run_id, "backend": spec.backend, "flavor": engine.flavor,
+            "run_id": spec.run_id,
+            "backend": spec.backend,
+            "flavor": engine.flavor,
             "world_size": spec.config.parallel.world_size,
             "env": {MODEL_ENV: spec.config.model.path, DATA_ENV: spec.config.data.path},
         }
         try:
-            item["args"] = ["--module", engine.module, "--config", engine.config,
-                            *trainer_args(spec, engine)]
+            item["args"] = [
+                "--module",
+                engine.module,
+                "--config",
+                engine.config,
+                *trainer_args(spec, engine),
+            ]
         except RunSkipped as exc:
             item["skip"] = str(exc)
         items.append(item)
     return {"runs": items}
 
 
-def titan_preflight(runs: Sequence[Any], python: str = sys.executable,
-                    timeout_s: float = PROBE_TIMEOUT_S) -> list[dict]:
+def titan_preflight(
+    runs: Sequence[Any], python: str = sys.executable, timeout_s: float = PROBE_TIMEOUT_S
+) -> list[dict]:
     """Run the probe for ``runs`` on ``python``; returns its checks (a crashed or silent probe
     is one failed check with the tail of its output)."""
     if not runs:
         return []
     request = json.dumps(probe_request(runs))
     try:
-        out = subprocess.run([python, "-m", "afbench.engines.torchtitan.probe"], input=request,
-                             capture_output=True, text=True, timeout=timeout_s, check=False)
+        out = subprocess.run(
+            [python, "-m", "afbench.engines.torchtitan.probe"],
+            input=request,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return [_check("torchtitan probe", False, f"{python}: {exc}", "the probe finishes",
-                       "run it by hand: python -m afbench.engines.torchtitan.probe")]
+        return [
+            _check(
+                "torchtitan probe",
+                False,
+                f"{python}: {exc}",
+                "the probe finishes",
+                "run it by hand: python -m afbench.engines.torchtitan.probe",
+            )
+        ]
     for line in reversed(out.stdout.splitlines()):
         if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
+            return json.loads(line[len(RESULT_PREFIX) :])
     tail = " | ".join((out.stderr or out.stdout).strip().splitlines()[-3:])
-    return [_check("torchtitan probe", False, f"exit status {out.returncode}: {tail[-400:]}",
-                   "the probe prints its result", "fix the error above")]
+    return [
+        _check(
+            "torchtitan probe",
+            False,
+            f"exit status {out.returncode}: {tail[-400:]}",
+            "the probe prints its result",
+            "fix the error above",
+        )
+    ]
 
 
 # --- inside the probe process (torch and torchtitan imported here only) ----------------------
@@ -122,8 +150,10 @@ def _tyro_message(text: str) -> str:
             current.append(line.strip("─ "))
     sections.append(current)
     said = [" ".join(sec) for sec in sections if sec and ":" in " ".join(sec)]
-    return next((s for s in said if not s.startswith("For full helptext")), " ".join(
-        " ".join(sec) for sec in sections))[:400]
+    return next(
+        (s for s in said if not s.startswith("For full helptext")),
+        " ".join(" ".join(sec) for sec in sections),
+    )[:400]
 
 
 def package_checks(flavor: str) -> tuple[list[dict], bool]:
@@ -132,38 +162,63 @@ def package_checks(flavor: str) -> tuple[list[dict], bool]:
     titan, torch_v = _version("torchtitan"), _version("torch")
     checks = []
     if titan is None or not _findable("torchtitan"):
-        checks.append(_check("torchtitan", False, f"not installed beside torch {torch_v}",
-                             f"torchtitan=={TESTED_TITAN}", "pip install -e '.[titan]'"))
+        checks.append(
+            _check(
+                "torchtitan",
+                False,
+                f"not installed beside torch {torch_v}",
+                f"torchtitan=={TESTED_TITAN}",
+                "pip install -e '.[titan]'",
+            )
+        )
         return checks, False
     pin = "" if titan == TESTED_TITAN else f" (afbench is tested with {TESTED_TITAN})"
     checks.append(_check("torchtitan", True, f"{titan} beside torch {torch_v}{pin}"))
     if flavor == "torchtitan_npu":
         npu = _version("torchtitan-npu") or _version("torchtitan_npu")
-        checks.append(_check("torchtitan-npu", npu is not None, str(npu or "not installed"),
-                             "torchtitan-npu and the torchtitan it is written for",
-                             "install torchtitan-npu (docs/accelerators.md lists the pairs)"))
+        checks.append(
+            _check(
+                "torchtitan-npu",
+                npu is not None,
+                str(npu or "not installed"),
+                "torchtitan-npu and the torchtitan it is written for",
+                "install torchtitan-npu (docs/accelerators.md lists the pairs)",
+            )
+        )
     if not _findable("triton"):
-        checks.append(_check("triton", False, f"not installed (torchtitan {titan} imports it)",
-                             "triton importable", "pip install triton (or '.[titan]')"))
+        checks.append(
+            _check(
+                "triton",
+                False,
+                f"not installed (torchtitan {titan} imports it)",
+                "triton importable",
+                "pip install triton (or '.[titan]')",
+            )
+        )
     else:
         checks.append(_check("triton", True, str(_version("triton"))))
     return checks, True
 
 
-def set_timeout_check(has_set_timeout: bool, titan_calls_it: bool, torch_v: str,
-                      titan_v: str) -> dict | None:
+def set_timeout_check(
+    has_set_timeout: bool, titan_calls_it: bool, torch_v: str, titan_v: str
+) -> dict | None:
     """FAIL when torchtitan calls ``torch.distributed.set_timeout`` and torch lacks it."""
     if not titan_calls_it:
         return None
     item = "torch.distributed.set_timeout"
     if has_set_timeout:
         return _check(item, True, f"present in torch {torch_v}")
-    return _check(item, False, f"missing in torch {torch_v}; torchtitan {titan_v} calls it after "
-                  "step 1 (distributed/utils.py set_pg_timeouts)",
-                  "a torch that has it (the torch nightly torchtitan's release was tested with)",
-                  "install a torch that has torch.distributed.set_timeout (torchtitan releases "
-                  "are tested with a torch nightly of their date: docs/accelerators.md, "
-                  f"'supported pairs'), or a torchtitan release written for torch {torch_v}")
+    return _check(
+        item,
+        False,
+        f"missing in torch {torch_v}; torchtitan {titan_v} calls it after "
+        "step 1 (distributed/utils.py set_pg_timeouts)",
+        "a torch that has it (the torch nightly torchtitan's release was tested with)",
+        "install a torch that has torch.distributed.set_timeout (torchtitan releases "
+        "are tested with a torch nightly of their date: docs/accelerators.md, "
+        f"'supported pairs'), or a torchtitan release written for torch {torch_v}",
+    )
 
 
 def device_check(backend: str, titan_device: str, titan_v: str) -> dict:
@@ -172,26 +227,39 @@ def device_check(backend: str, titan_device: str, titan_v: str) -> dict:
     if backend == titan_device:
         return _check(item, True, f"{titan_device} (planned backend {backend})")
     if backend == "cpu":
-        return _check(item, False, f"planned backend cpu; torchtitan {titan_v} has no CPU device "
-                      f"(it would use {titan_device!r}), and torch has no FlexAttention backward "
-                      "on CPU", "backend=cuda or backend=npu",
-                      "run engine=torchtitan on an accelerator machine, or use engine=builtin")
-    return _check(item, False, f"torchtitan would use {titan_device!r}, planned backend {backend}",
-                  f"torchtitan on {backend}",
-                  "install the device's torch (torch_npu + torchtitan-npu for npu)")
+        return _check(
+            item,
+            False,
+            f"planned backend cpu; torchtitan {titan_v} has no CPU device "
+            f"(it would use {titan_device!r}), and torch has no FlexAttention backward "
+            "on CPU",
+            "backend=cuda or backend=npu",
+            "run engine=torchtitan on an accelerator machine, or use engine=builtin",
+        )
+    return _check(
+        item,
+        False,
+        f"torchtitan would use {titan_device!r}, planned backend {backend}",
+        f"torchtitan on {backend}",
+        "install the device's torch (torch_npu + torchtitan-npu for npu)",
+    )
 
 
-def fsdp_check(run_id: str, world_size: int, spmd_backend: str, shard_degree: int,
-               torch_v: str, titan_v: str) -> dict | None:
+def fsdp_check(
+    run_id: str, world_size: int, spmd_backend: str, shard_degree: int, torch_v: str, titan_v: str
+) -> dict | None:
     """FAIL for FSDP under ``spmd_types`` at world size > 1 on a released torch."""
     fsdp = world_size > 1 and shard_degree != 1
     if not fsdp or spmd_backend != "spmd_types" or any(t in torch_v for t in ("dev", "git")):
         return None
-    return _check(f"torchtitan FSDP {run_id}", False,
-                  f"world size {world_size}, FSDP under --parallelism.spmd_backend spmd_types "
-                  f"(torchtitan {titan_v}'s default) fails with torch {torch_v}",
-                  "partial_dtensor on a released torch",
-                  "engine.extra_args=[--parallelism.spmd_backend,partial_dtensor]")
+    return _check(
+        f"torchtitan FSDP {run_id}",
+        False,
+        f"world size {world_size}, FSDP under --parallelism.spmd_backend spmd_types "
+        f"(torchtitan {titan_v}'s default) fails with torch {torch_v}",
+        "partial_dtensor on a released torch",
+        "engine.extra_args=[--parallelism.spmd_backend,partial_dtensor]",
+    )
 
 
 def parse_run(run: dict[str, Any], titan_v: str) -> tuple[dict, Any]:
@@ -201,8 +269,11 @@ def parse_run(run: dict[str, Any], titan_v: str) -> tuple[dict, Any]:
 
     item = f"torchtitan command line {run['run_id']}"
     if "skip" in run:
-        return _check(item, True, f"nothing to parse: afbench will mark this run SKIPPED, "
-                      f"not start it ({run['skip']})"), None
+        return _check(
+            item,
+            True,
+            f"nothing to parse: afbench will mark this run SKIPPED, not start it ({run['skip']})",
+        ), None
     saved = {k: os.environ.get(k) for k in run["env"]}
     os.environ.update(run["env"])
     sink = io.StringIO()
@@ -211,14 +282,22 @@ def parse_run(run: dict[str, Any], titan_v: str) -> tuple[dict, Any]:
             config = ConfigManager().parse_args(list(run["args"]))
     except (Exception, SystemExit) as exc:  # tyro exits on a bad option
         if isinstance(exc, AfbenchError):  # afbench's config function: the model folder
-            return _check(item, False, f"config function failed: {exc.args[0]}",
-                          "a model.path torchtitan's Qwen3 can build",
-                          "set model.path to a dense Qwen3 HF folder"), None
+            return _check(
+                item,
+                False,
+                f"config function failed: {exc.args[0]}",
+                "a model.path torchtitan's Qwen3 can build",
+                "set model.path to a dense Qwen3 HF folder",
+            ), None
         why = _tyro_message(sink.getvalue()) or f"{type(exc).__name__}: {exc}"
-        return _check(item, False, f"rejected by torchtitan {titan_v}: {why[:400]}",
-                      "torchtitan accepts every option afbench passes",
-                      "fix engine.module / engine.config / engine.extra_args, or install the "
-                      "torchtitan afbench is tested with"), None
+        return _check(
+            item,
+            False,
+            f"rejected by torchtitan {titan_v}: {why[:400]}",
+            "torchtitan accepts every option afbench passes",
+            "fix engine.module / engine.config / engine.extra_args, or install the "
+            "torchtitan afbench is tested with",
+        ), None
     finally:
         for k, v in saved.items():
             if v is None:
@@ -227,16 +306,21 @@ def parse_run(run: dict[str, Any], titan_v: str) -> tuple[dict, Any]:
                 os.environ[k] = v
     spec = getattr(config, "model_spec", None)
     model = f", model {spec.name}/{spec.flavor}" if spec is not None else ""
-    return _check(item, True, f"accepted by torchtitan {titan_v} ConfigManager "
-                  f"({run['args'][1]}.{run['args'][3]}{model})"), config
+    return _check(
+        item,
+        True,
+        f"accepted by torchtitan {titan_v} ConfigManager "
+        f"({run['args'][1]}.{run['args'][3]}{model})",
+    ), config
 
 
 def probe(request: dict[str, Any]) -> list[dict]:
     """All checks for ``request`` (see :func:`probe_request`), in this process."""
     runs = request["runs"]
     flavors = {r["flavor"] for r in runs}
-    checks, importable = package_checks("torchtitan_npu" if "torchtitan_npu" in flavors
-                                        else "torchtitan")
+    checks, importable = package_checks(
+        "torchtitan_npu" if "torchtitan_npu" in flavors else "torchtitan"
+    )
     if not importable:
         return checks
     import inspect
@@ -253,9 +337,12 @@ def probe(request: dict[str, Any]) -> list[dict]:
     from torchtitan.tools.utils import device_type
 
     torch_v, titan_v = torch.__version__, str(_version("torchtitan"))
-    gap = set_timeout_check(hasattr(torch.distributed, "set_timeout"),
-                            "distributed.set_timeout(" in inspect.getsource(titan_dist),
-                            torch_v, titan_v)
+    gap = set_timeout_check(
+        hasattr(torch.distributed, "set_timeout"),
+        "distributed.set_timeout(" in inspect.getsource(titan_dist),
+        torch_v,
+        titan_v,
+    )
     checks += [gap] if gap else []
     for backend in sorted({r["backend"] for r in runs}):
         checks.append(device_check(backend, device_type, titan_v))
@@ -264,9 +351,14 @@ def probe(request: dict[str, Any]) -> list[dict]:
         checks.append(check)
         if config is not None:
             p = config.parallelism
-            fsdp = fsdp_check(run["run_id"], run["world_size"],
-                              getattr(p, "spmd_backend", ""),
-                              getattr(p, "data_parallel_shard_degree", -1), torch_v, titan_v)
+            fsdp = fsdp_check(
+                run["run_id"],
+                run["world_size"],
+                getattr(p, "spmd_backend", ""),
+                getattr(p, "data_parallel_shard_degree", -1),
+                torch_v,
+                titan_v,
+            )
             checks += [fsdp] if fsdp else []
     return checks
 
@@ -277,9 +369,15 @@ def main() -> None:
     try:
         checks = probe(request)
     except Exception as exc:  # an import error of torchtitan itself: one failed check
-        checks = [_check("torchtitan import", False, f"{type(exc).__name__}: {str(exc)[:400]}",
-                         "torchtitan imports beside this torch",
-                         "install the torch / torchtitan pair of docs/accelerators.md")]
+        checks = [
+            _check(
+                "torchtitan import",
+                False,
+                f"{type(exc).__name__}: {str(exc)[:400]}",
+                "torchtitan imports beside this torch",
+                "install the torch / torchtitan pair of docs/accelerators.md",
+            )
+        ]
     print(RESULT_PREFIX + json.dumps(checks), flush=True)
 
 

@@ -25,6 +25,7 @@ command line. Imports torchtitan: only the torchtitan process and preflight's pr
 from __future__ import annotations
 
 import os
+
 from torchtitan.components.checkpoint import CheckpointManager
 from torchtitan.components.loss import ChunkedLossWrapper, CrossEntropyLoss
 from torchtitan.components.metrics import MetricsProcessor
@@ -47,14 +48,17 @@ try:  # torchtitan 0.3.0's dense Qwen3 layer builder: the presets' own construct
 except ImportError as exc:  # pragma: no cover - another torchtitan version
     raise ImportError(
         "afbench's torchtitan config function is written for torchtitan 0.3.0 "
-        f"(torchtitan.models.qwen3._build_qwen3_layers): {exc}") from exc
+        f"(torchtitan.models.qwen3._build_qwen3_layers): {exc}"
+    ) from exc
 
 
 def _env(name: str) -> str:
     value = os.environ.get(name)
     if not value:
-        raise ValueError(f"{name} is not set: afbench sets it on the torchtitan command line's "
-                         "environment (engine.flavor=torchtitan)")
+        raise ValueError(
+            f"{name} is not set: afbench sets it on the torchtitan command line's "
+            "environment (engine.flavor=torchtitan)"
+        )
     return value
 
 
@@ -74,11 +78,16 @@ def qwen3_model_config(model_path: str, attn_backend: str = "flex") -> Qwen3Mode
         tok_embeddings=Embedding.Config(num_embeddings=d["vocab_size"], embedding_dim=d["dim"]),
         lm_head=Linear.Config(in_features=d["dim"], out_features=d["vocab_size"]),
         layers=_build_qwen3_layers(
-            n_layers=d["n_layers"], dim=d["dim"], n_heads=d["n_heads"],
-            n_kv_heads=d["n_kv_heads"], head_dim=d["head_dim"], hidden_dim=d["hidden_dim"],
+            n_layers=d["n_layers"],
+            dim=d["dim"],
+            n_heads=d["n_heads"],
+            n_kv_heads=d["n_kv_heads"],
+            head_dim=d["head_dim"],
+            hidden_dim=d["hidden_dim"],
             attn_backend=attn_backend,
-            rope=CosSinRoPE.Config(dim=d["head_dim"], max_seq_len=d["max_seq_len"],
-                                   theta=d["rope_theta"]),
+            rope=CosSinRoPE.Config(
+                dim=d["head_dim"], max_seq_len=d["max_seq_len"], theta=d["rope_theta"]
+            ),
         ),
     )
 
@@ -126,7 +135,8 @@ def qwen3_from_hf() -> Trainer.Config:
     spec = qwen3_model_spec(model_path)
     return Trainer.Config(
         loss=ChunkedLossWrapper.Config(
-            loss_fn=CrossEntropyLoss.Config(global_vocab_size=decoder_vocab_size(spec))),
+            loss_fn=CrossEntropyLoss.Config(global_vocab_size=decoder_vocab_size(spec))
+        ),
         hf_assets_path=model_path,
         metrics=MetricsProcessor.Config(log_freq=1),
         model_spec=spec,
@@ -139,6 +149,6 @@ def qwen3_from_hf() -> Trainer.Config:
         lr_scheduler=LRSchedulersContainer.Config(warmup_steps=2),
         training=TrainingConfig(local_batch_size=1, seq_len=1024, steps=10),
         checkpoint=CheckpointManager.Config(
-            enable=True, initial_load_path=model_path, initial_load_in_hf=True,
-            load_only=True),
+            enable=True, initial_load_path=model_path, initial_load_in_hf=True, load_only=True
+        ),
     )

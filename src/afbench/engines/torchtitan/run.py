@@ -30,8 +30,8 @@ from afbench.engines.torchtitan.parsers import (
 )
 from afbench.errors import ConfigError, RunFailed, RunSkipped
 from afbench.runspec import RunSpec
-from afbench.store.result import RunResult
 from afbench.store.names import METRICS
+from afbench.store.result import RunResult
 from afbench.switches.registry import titan_reports
 
 log = logging.getLogger(__name__)
@@ -57,8 +57,12 @@ def missing_modules(
     subprocess so the interpreter and environment are those of the run."""
     try:
         out = subprocess.run(
-            [python, "-c", _PROBE, *modules], env=env, capture_output=True, text=True,
-            timeout=120, check=False,
+            [python, "-c", _PROBE, *modules],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return [f"{python} ({exc})"]
@@ -89,8 +93,7 @@ def _check_runnable(engine: TorchtitanEngine, python: str, env: dict[str, str], 
         )
 
 
-def run_torchtitan(spec: RunSpec, run_dir: Path, *,
-                   python: str = sys.executable) -> RunResult:
+def run_torchtitan(spec: RunSpec, run_dir: Path, *, python: str = sys.executable) -> RunResult:
     """Run ``spec`` with torchtitan; returns its result (written to result.json).
 
     Streams the process's output to stdout and to ``<run_dir>/<dump>/console.log``
@@ -118,7 +121,8 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
     engine = cfg.engine
     if not isinstance(engine, TorchtitanEngine):
         raise ConfigError(
-            f"engine.name: run_torchtitan needs engine=torchtitan, got {engine.name!r}")
+            f"engine.name: run_torchtitan needs engine=torchtitan, got {engine.name!r}"
+        )
     run_dir = Path(run_dir)
     cwd = Path(engine.workdir) if engine.workdir else run_dir
     base_env = {**os.environ, **spec.env}
@@ -139,8 +143,11 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
 
     # contention over the whole run: torchtitan's ranks log no line afbench can time the
     # window's edges by (afbench.analysis.contention; the command engine does)
-    whole = WindowSampler(threads=None, scope="run",
-                          source="the whole torchtitan run (torchrun and the ranks it waited for)")
+    whole = WindowSampler(
+        threads=None,
+        scope="run",
+        source="the whole torchtitan run (torchrun and the ranks it waited for)",
+    )
     whole.start()
     with open(console, "wb") as sink:
         child = run_child(argv, cwd=cwd, env=env, grace_s=spec.kill_grace_s, copy_to=sink)
@@ -158,9 +165,13 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
         log.warning("ignoring structured logs: %s", exc)
         structured = {}
     try:
-        records, source = step_records(parsed, tokens_per_step=tokens_per_step,
-                                       world_size=world_size, structured=structured,
-                                       source=str(console))
+        records, source = step_records(
+            parsed,
+            tokens_per_step=tokens_per_step,
+            world_size=world_size,
+            structured=structured,
+            source=str(console),
+        )
         invalid = None
     except InvalidLog as exc:
         records, source, invalid = [], "none", str(exc)
@@ -171,8 +182,13 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
             # A line with its own elapsed_time_per_step (torchtitan-npu) already serves the
             # verdict parser; a second line for the step would make it a duplicate.
             if rec["step_time_source"] != "log" and rec["step_time_s"] is not None:
-                loss = (rec["loss"] if rec["loss"] is not None
-                        else -1.0 if rec.get("loss_placeholder") else float("nan"))
+                loss = (
+                    rec["loss"]
+                    if rec["loss"] is not None
+                    else -1.0
+                    if rec.get("loss_placeholder")
+                    else float("nan")
+                )
                 tps = rec["tokens_per_s"]
                 extra = {"tokens_per_s": round(tps, 1)} if tps else {}
                 print(step_line(rec["step"], loss, rec["step_time_s"], **extra), flush=True)
@@ -180,48 +196,59 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *,
         metrics.close()
 
     if child.forwarded:
-        raise RunFailed(f"stopped by {signal.Signals(child.forwarded).name} sent to the worker "
-                        f"(forwarded to torchtitan, which exited with {code})")
+        raise RunFailed(
+            f"stopped by {signal.Signals(child.forwarded).name} sent to the worker "
+            f"(forwarded to torchtitan, which exited with {code})"
+        )
     if code != 0:
         tail = next((ln for _, ln in reversed(list(log_lines(text)))), "")
         raise RunFailed(f"torchtitan exited with status {code}: {tail.strip()[:300]}")
     if invalid:
         raise RunFailed(invalid)
     if not records:
-        raise RunFailed(
-            f"torchtitan printed no step line matching engine.log_pattern ({console})"
-        )
-    bad = next((why for r in records if r["loss"] is not None
-                and (why := non_finite_loss(r["loss"], r["step"]))), None)
+        raise RunFailed(f"torchtitan printed no step line matching engine.log_pattern ({console})")
+    bad = next(
+        (
+            why
+            for r in records
+            if r["loss"] is not None and (why := non_finite_loss(r["loss"], r["step"]))
+        ),
+        None,
+    )
     if bad is not None:
         raise RunFailed(bad)
 
     switches = titan_reports(cfg, engine.flavor, Path(spec.run_dir))
     traces = find_titan_traces(run_dir / "profile")
     window = s.measure
-    return RunResult.from_fields({
-        "workload": "sft",
-        "engine": "torchtitan",
-        "flavor": engine.flavor,
-        "backend": backend,
-        "python": sys.version.split()[0],
-        "argv": argv,
-        "env": extra_env,
-        "tokens_per_step": tokens_per_step,
-        "first_step_s": records[0]["step_time_s"],
-        "step_time_source": source,
-        "dump_folder": str(dump),
-        "profile_traces": {str(k): [str(p) for p in v] for k, v in traces.items()},
-        "not_translated": list(NOT_TRANSLATED) + [
-            key for key, path in (("model.path", cfg.model.path), ("data.path", cfg.data.path))
-            if not any(path in a for a in argv)
-            and not (engine.module == AFBENCH_TITAN_MODULE and path in extra_env.values())],
-        "switches": [vars(sw) for sw in switches],
-        "contention": whole.record(),
-        **titan_efficiency(records, window.first_step, window.last_step),
-        "memory_window": f"steps {window.first_step}-{window.last_step}",
-        **_afbench_count(spec, records, backend),
-    })
+    return RunResult.from_fields(
+        {
+            "workload": "sft",
+            "engine": "torchtitan",
+            "flavor": engine.flavor,
+            "backend": backend,
+            "python": sys.version.split()[0],
+            "argv": argv,
+            "env": extra_env,
+            "tokens_per_step": tokens_per_step,
+            "first_step_s": records[0]["step_time_s"],
+            "step_time_source": source,
+            "dump_folder": str(dump),
+            "profile_traces": {str(k): [str(p) for p in v] for k, v in traces.items()},
+            "not_translated": list(NOT_TRANSLATED)
+            + [
+                key
+                for key, path in (("model.path", cfg.model.path), ("data.path", cfg.data.path))
+                if not any(path in a for a in argv)
+                and not (engine.module == AFBENCH_TITAN_MODULE and path in extra_env.values())
+            ],
+            "switches": [vars(sw) for sw in switches],
+            "contention": whole.record(),
+            **titan_efficiency(records, window.first_step, window.last_step),
+            "memory_window": f"steps {window.first_step}-{window.last_step}",
+            **_afbench_count(spec, records, backend),
+        }
+    )
 
 
 def _afbench_count(spec: RunSpec, records: list[dict[str, Any]], backend: str) -> dict[str, Any]:
@@ -231,21 +258,39 @@ def _afbench_count(spec: RunSpec, records: list[dict[str, Any]], backend: str) -
     readable ``<model.path>/config.json`` or step times)."""
     cfg = spec.config
     s = cfg.scheduler
-    window = [r for r in records if s.measure.first_step <= r["step"] <= s.measure.last_step
-              and r["step_time_s"]]
+    window = [
+        r
+        for r in records
+        if s.measure.first_step <= r["step"] <= s.measure.last_step and r["step_time_s"]
+    ]
     path = Path(cfg.model.path) / "config.json"
     try:
         model_config = json.loads(path.read_text("utf-8"))
     except (OSError, ValueError) as exc:
-        return {"flops_per_token": None, "peak_tflops": None, "peak_tflops_source": None,
-                "afbench_tflops_per_device": None, "afbench_mfu_pct": None,
-                "afbench_tflops_source": f"n/a: {path} unreadable ({exc})"}
+        return {
+            "flops_per_token": None,
+            "peak_tflops": None,
+            "peak_tflops_source": None,
+            "afbench_tflops_per_device": None,
+            "afbench_mfu_pct": None,
+            "afbench_tflops_source": f"n/a: {path} unreadable ({exc})",
+        }
     # no torch in this worker: the device's name is unknown, so MFU needs backend.peak_tflops
     out = training_efficiency(
-        model_config, s.seq_len, s.global_batch_size * s.seq_len * len(window),
-        sum(r["step_time_s"] for r in window), cfg.parallel.world_size,
-        peak_tflops=cfg.backend.peak_tflops, device_name=backend, dtype=cfg.model.dtype)
-    return {"flops_per_token": out["flops_per_token"], "peak_tflops": out["peak_tflops"],
-            "peak_tflops_source": out["peak_tflops_source"],
-            "afbench_tflops_per_device": out["tflops_per_device"],
-            "afbench_mfu_pct": out["mfu_pct"], "afbench_tflops_source": out["tflops_source"]}
+        model_config,
+        s.seq_len,
+        s.global_batch_size * s.seq_len * len(window),
+        sum(r["step_time_s"] for r in window),
+        cfg.parallel.world_size,
+        peak_tflops=cfg.backend.peak_tflops,
+        device_name=backend,
+        dtype=cfg.model.dtype,
+    )
+    return {
+        "flops_per_token": out["flops_per_token"],
+        "peak_tflops": out["peak_tflops"],
+        "peak_tflops_source": out["peak_tflops_source"],
+        "afbench_tflops_per_device": out["tflops_per_device"],
+        "afbench_mfu_pct": out["mfu_pct"],
+        "afbench_tflops_source": out["tflops_source"],
+    }

@@ -45,8 +45,12 @@ def upgrade() -> None:
     op.create_table(
         "records",
         sa.Column("id", sa.Integer, primary_key=True),
-        sa.Column("experiment_id", sa.Integer,
-                  sa.ForeignKey("experiments.id", ondelete="CASCADE"), nullable=False),
+        sa.Column(
+            "experiment_id",
+            sa.Integer,
+            sa.ForeignKey("experiments.id", ondelete="CASCADE"),
+            nullable=False,
+        ),
         sa.Column("variant", sa.String(200), nullable=False, index=True),
         sa.Column("is_baseline", sa.Boolean, nullable=False),
         sa.Column("config_hash", sa.String(64), index=True),
@@ -76,8 +80,13 @@ def upgrade() -> None:
     op.create_table(
         "runs",
         sa.Column("id", sa.Integer, primary_key=True),
-        sa.Column("record_id", sa.Integer, sa.ForeignKey("records.id", ondelete="CASCADE"),
-                  nullable=False, index=True),
+        sa.Column(
+            "record_id",
+            sa.Integer,
+            sa.ForeignKey("records.id", ondelete="CASCADE"),
+            nullable=False,
+            index=True,
+        ),
         sa.Column("run_id", sa.String(300), nullable=False),
         sa.Column("repeat", sa.Integer),
         sa.Column("status", sa.String(16)),

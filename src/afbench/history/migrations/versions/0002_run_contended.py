@@ -23,16 +23,20 @@ def upgrade() -> None:
     from afbench.analysis.contention import judge
 
     op.add_column("runs", sa.Column("contended", sa.Boolean, nullable=True))
-    runs = sa.table("runs", sa.column("id", sa.Integer), sa.column("contention", sa.JSON),
-                    sa.column("contended", sa.Boolean))
+    runs = sa.table(
+        "runs",
+        sa.column("id", sa.Integer),
+        sa.column("contention", sa.JSON),
+        sa.column("contended", sa.Boolean),
+    )
     conn = op.get_bind()
-    stored = conn.execute(sa.select(runs.c.id, runs.c.contention)
-                          .where(runs.c.contention.is_not(None))).all()
+    stored = conn.execute(
+        sa.select(runs.c.id, runs.c.contention).where(runs.c.contention.is_not(None))
+    ).all()
     for run_id, record in stored:
         contended = judge(record)[0] if isinstance(record, dict) else None
         if contended is not None:
-            conn.execute(runs.update().where(runs.c.id == run_id)
-                         .values(contended=bool(contended)))
+            conn.execute(runs.update().where(runs.c.id == run_id).values(contended=bool(contended)))
 
 
 def downgrade() -> None:
