@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         psi, cpu = col_of("cpu_pressure_pct"), col_of("cpu_per_wall")
         wait = col_of("run_queue_wait_pct")
         ratio = col_of("wall_over_cpu")
+        switches = col_of("involuntary_switches_per_s")
         print(
             f"| {name} | {len(rs)} | {med:.4f} | x{med / quiet:.2f} | "
             f"{fmt(min(ratio, default=None), '.2f')}-{fmt(max(ratio, default=None), '.2f')} | "
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{fmt(min(psi, default=None), '.1f')}-{fmt(max(psi, default=None), '.1f')} | "
             f"{fmt(max(col_of('steal_pct'), default=None), '.1f')} | "
             f"{fmt(min(cpu, default=None), '.2f')}-{fmt(max(cpu, default=None), '.2f')} | "
-            f"{fmt(statistics.median(col_of('involuntary_switches_per_s')) if col_of('involuntary_switches_per_s') else None, '.0f')} | "
+            f"{fmt(statistics.median(switches) if switches else None, '.0f')} | "
             f"{sum(bool(r['contended']) for r in rs)}/{len(rs)} |"
         )
     C.cleanup(work, args.keep)

@@ -21,7 +21,8 @@ the trace (medians of consecutive 2-second blocks): whether the spread is proces
 or moves within one process.
 
 **Replay.** The same trace then drives afbench's own statistics
-(:mod:`afbench.verdict`, the defaults of ``report`` and ``experiment``) for ``--replays`` simulated comparisons per run window and
+(:mod:`afbench.verdict`, the defaults of ``report`` and ``experiment``) for ``--replays`` simulated
+comparisons per run window and
 effect: runs laid end to end on the trace (window, gap, window, ...) in the counterbalanced
 order A B, B A, ..., the variant's step times multiplied by 1 + effect. Four designs: one
 round without a calibration (never decides), one round with a host calibration from an A/A

@@ -146,14 +146,15 @@ def profile(work: Path, recipes_dir: Path) -> None:
     wall -= sum(C.lock_wait_s(d) for d in C.output_dirs(work) if d not in before)
     total = (
         sum(
-            int(l.split("|")[0][len("import time:") :])
-            for l in proc.stderr.splitlines()
-            if l.startswith("import time:") and "self [us]" not in l
+            int(ln.split("|")[0][len("import time:") :])
+            for ln in proc.stderr.splitlines()
+            if ln.startswith("import time:") and "self [us]" not in ln
         )
         / 1e6
     )
     print(
-        f"main process: wall {wall:.2f} s with -X importtime, of which imports {total:.2f} s (device-lock waits excluded)"
+        f"main process: wall {wall:.2f} s with -X importtime, of which imports {total:.2f} s "
+        "(device-lock waits excluded)"
     )
     print("top-level imports of the main process (cumulative s):")
     for sec, name in import_costs(proc.stderr):
@@ -217,9 +218,9 @@ def profile(work: Path, recipes_dir: Path) -> None:
     )
     wt = (
         sum(
-            int(l.split("|")[0][len("import time:") :])
-            for l in w.stderr.splitlines()
-            if l.startswith("import time:") and "self [us]" not in l
+            int(ln.split("|")[0][len("import time:") :])
+            for ln in w.stderr.splitlines()
+            if ln.startswith("import time:") and "self [us]" not in ln
         )
         / 1e6
     )

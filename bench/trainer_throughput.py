@@ -6,7 +6,8 @@ order (afbench's BatchOrder with the same seed), with the same batch size, seq_l
 (lr 1e-4, weight decay 0, constant lr), grad-norm clipping at 1.0, and 2 torch threads, at each
 ``--seq-lens`` length. Each side uses its own default AdamW implementation: afbench's
 ``scheduler.optimizer_impl`` (fused) and Trainer's ``optim`` default (``adamw_torch_fused`` for
-torch >= 2.8, transformers' training_args.py): the Trainer a user would otherwise run. A = ``afbench.engines.sft.run_sft`` (the real builtin engine, called in-process
+torch >= 2.8, transformers' training_args.py): the Trainer a user would otherwise run. A =
+``afbench.engines.sft.run_sft`` (the real builtin engine, called in-process
 on a RunSpec composed from conf/ like the CLI does); B = ``Trainer.train()`` with everything but
 the step loop turned off (report_to none, save/eval/logging strategy no, no tqdm, no metrics
 printer, dataloader workers 0).

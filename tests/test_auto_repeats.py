@@ -112,7 +112,7 @@ def test_progress_shows_the_interval_after_each_pair_and_the_verdict_states_its_
     assert "slow vs a: pair 3/5: gain -" in proc.stderr and "(95% repeated CI)" in proc.stderr
     assert "stop: interval excludes 0 (SLOWER)" in proc.stderr
     lines = proc.stderr.splitlines()
-    at = [i for i, l in enumerate(lines) if l.startswith("slow vs a  SLOWER  -")]
+    at = [i for i, ln in enumerate(lines) if ln.startswith("slow vs a  SLOWER  -")]
     assert at and len(lines[at[0]]) <= 120, lines  # the headline: one short line
     why = lines[at[0] + 1]  # --verbose puts the reasons under it
     assert why.startswith("  Why: ") and "95% CI [" in why and "MDE " in why

@@ -241,7 +241,7 @@ def test_broken_recipe_breaks_only_the_command_that_selects_it(tmp_path):
 def test_engine_config_error_is_one_line_before_anything_runs(tmp_path):
     proc = afbench(tmp_path, "engine=torchtitan", "scheduler=infer")
     assert proc.returncode == 2, proc.stderr
-    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("afbench: error: ")
     assert "scheduler.workload" in lines[0]
     assert list(tmp_path.iterdir()) == []
@@ -363,14 +363,14 @@ def test_every_error_of_one_command_line_is_reported_at_once(tmp_path):
     )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 4 and all(l.startswith("afbench: error: ") for l in lines)
+    assert len(lines) == 4 and all(ln.startswith("afbench: error: ") for ln in lines)
     for key in (
         "scheduler.stepz: unknown key",
         "report.langg: unknown key",
         "scheduler.steps: Input should be a valid integer",
         "report.lang: Input",
     ):
-        assert any(key in l for l in lines), lines
+        assert any(key in ln for ln in lines), lines
     assert list(tmp_path.iterdir()) == []
 
 

@@ -35,7 +35,7 @@ def test_help_shows_usage_recipes_groups_examples_then_hydras_flags(tmp_path):
     for group in ("experiment:", "model:", "engine:", "backend:", "scheduler:"):
         assert group in out
     examples = out[out.index("Examples:") :].splitlines()
-    assert sum(l.startswith("  python -m afbench ") for l in examples) >= 5
+    assert sum(ln.startswith("  python -m afbench ") for ln in examples) >= 5
     assert out.index("Examples:") < out.index("--multirun")  # Hydra's flags come last
     assert list(tmp_path.iterdir()) == []
 

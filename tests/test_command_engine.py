@@ -70,7 +70,7 @@ def make_spec(
 
 
 def records(run_dir: Path) -> list[dict]:
-    return [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def test_args_placeholders_and_env_are_filled_from_the_run(tmp_path, capsys):
@@ -318,7 +318,11 @@ def _processes(marker: str) -> list[tuple[int, str]]:
         try:
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             state = next(
-                (l for l in (entry / "status").read_text().splitlines() if l.startswith("State:")),
+                (
+                    ln
+                    for ln in (entry / "status").read_text().splitlines()
+                    if ln.startswith("State:")
+                ),
                 "",
             )
         except OSError:

@@ -83,7 +83,7 @@ def status(out: Path, run_id: str) -> dict:
 
 def report_row(out: Path, run_id: str) -> str:
     """The line of report.md's runs table for ``run_id``."""
-    rows = [l for l in (out / "report.md").read_text().splitlines() if f"| `{run_id}` |" in l]
+    rows = [ln for ln in (out / "report.md").read_text().splitlines() if f"| `{run_id}` |" in ln]
     assert len(rows) == 1, rows
     return rows[0]
 
@@ -187,7 +187,7 @@ def test_the_good_run_is_ok_with_its_metrics_and_result_intact(faults_run):
     result = json.loads((out / "runs" / "good-train-r1" / "result.json").read_text())
     assert result["engine"] == "command" and result["steps_logged"] == 6
     metrics = (out / "runs" / "good-train-r1" / "metrics.jsonl").read_text().splitlines()
-    assert [json.loads(l)["step"] for l in metrics] == [1, 2, 3, 4, 5, 6]
+    assert [json.loads(ln)["step"] for ln in metrics] == [1, 2, 3, 4, 5, 6]
     summary = read_summary(out / "summary.json")
     run = next(r for r in summary.runs if r.run_id == "good-train-r1")
     assert run.mean_step_s == pytest.approx(GOOD_MEAN_S) and not run.log_error
@@ -198,7 +198,7 @@ def test_the_good_run_is_ok_with_its_metrics_and_result_intact(faults_run):
 def test_failed_runs_keep_the_step_records_logged_before_the_fault(faults_run):
     _, out = faults_run
     metrics = out / "runs" / "nan_loss-train-r1" / "metrics.jsonl"
-    recs = [json.loads(l) for l in metrics.read_text().splitlines()]
+    recs = [json.loads(ln) for ln in metrics.read_text().splitlines()]
     assert [r["step"] for r in recs] == [1, 2, 3]
 
 

@@ -159,10 +159,10 @@ def test_the_sweep_log_line_has_the_headline_shape_in_the_report_language(tmp_pa
         assert proc.returncode == 0, proc.stderr[-2000:]
         out[lang] = proc.stdout.splitlines()
     on = "optimization.autofuse=True vs optimization.autofuse=False  FASTER  +"
-    line = next(l for l in out["en"] if l.startswith(on))
+    line = next(ln for ln in out["en"] if ln.startswith(on))
     assert len(line) <= 120 and "] " in line and line.endswith("2 rounds"), line
     assert "optimization.autofuse=False  BASELINE" in out["en"]
-    zh = next(l for l in out["zh"] if l.startswith(on))
+    zh = next(ln for ln in out["zh"] if ln.startswith(on))
     assert zh.endswith("2 轮"), zh
 
 
@@ -185,7 +185,7 @@ def test_verbose_on_the_report_cli_and_the_main_cli(tmp_path):
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         lines = proc.stdout.splitlines()
-        head = lines.index(next(l for l in lines if l.startswith("fused vs plain  FASTER")))
+        head = lines.index(next(ln for ln in lines if ln.startswith("fused vs plain  FASTER")))
         assert lines[head + 1].startswith("  Why: FUSED_FASTER (") == bool(flag), lines
     code = (
         "import sys\nsys.argv = ['afbench', '--verbose', 'scheduler.stepz=3']\n"

@@ -1,7 +1,8 @@
 """The history command line on bad input: each mistake is one line naming what is wrong and
 what to do, exit 2, no traceback, and nothing written (a date with an offset, an unknown
 experiment for ``list``, a ``report -o`` that cannot be written, a database that a newer
-afbench upgraded, another program's database given to a reader); and a report of too few records says change points were not looked for."""
+afbench upgraded, another program's database given to a reader); and a report of too few records
+says change points were not looked for."""
 
 from __future__ import annotations
 

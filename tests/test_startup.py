@@ -54,7 +54,7 @@ def probe(cwd: Path, *args: str, recipes: Path | None = None) -> tuple[dict, str
         timeout=300,
         env=env,
     )
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("PROBE ")), None)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("PROBE ")), None)
     assert line, proc.stdout + proc.stderr
     return json.loads(line[len("PROBE ") :]), proc.stderr
 

@@ -373,7 +373,7 @@ def test_the_sweep_report_marks_the_failed_combination_run_failed(failed_then_re
         combo(False, True): "RUN_FAILED",
     }
     md = (old / "sweep_report.md").read_text()
-    row = only([l for l in md.splitlines() if f"`{combo(False, True)}`" in l])
+    row = only([ln for ln in md.splitlines() if f"`{combo(False, True)}`" in ln])
     assert "RUN_FAILED" in row and "command exited with status 4" in row
 
 
@@ -447,7 +447,7 @@ def test_resume_index_leaves_out_a_run_whose_log_is_invalid(failed_then_resumed,
     ok_hashes = {run_status(old / j)["config_hash"] for j in "023"}
     assert set(resume_index(old)) == ok_hashes  # the FAILED run is not resumable
     log = old / "0" / "runs" / "baseline-run-r1" / "stdout.log"
-    log.write_text("\n".join(l for l in log.read_text().splitlines() if "step:  4" not in l))
+    log.write_text("\n".join(ln for ln in log.read_text().splitlines() if "step:  4" not in ln))
     assert set(resume_index(old)) == ok_hashes - {run_status(old / "0")["config_hash"]}
 
 

@@ -583,7 +583,7 @@ def cuda_run(
 
 
 def metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def test_run_is_skipped_when_torchtitan_is_not_importable(compose_cfg, tmp_path, hide_torchtitan):

@@ -63,15 +63,13 @@ def test_the_printed_mde_is_met_with_its_stated_power():
 
 def test_pairs_for_mde_is_the_fewest_pairs_whose_mde_reaches_the_target():
     n = pairs_for_mde(0.05, 5.0)
-    mde = lambda k: (
-        (
-            1
-            - math.exp(
-                -mde_log(stats.t.ppf(0.975, k - 1), k - 1, 0.05 / math.sqrt(k), claim_power(0.8, k))
-            )
-        )
-        * 100
-    )
+
+    def mde(k):
+        power = claim_power(0.8, k)
+        return (
+            1 - math.exp(-mde_log(stats.t.ppf(0.975, k - 1), k - 1, 0.05 / math.sqrt(k), power))
+        ) * 100
+
     assert mde(n) <= 5.0 < mde(n - 1)
 
 

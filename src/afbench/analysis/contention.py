@@ -273,7 +273,8 @@ def window_record(
     Returns:
         ``scope, source, wall_s`` (s), ``cpu_pressure_pct`` (PSI some share of the span, %),
         ``steal_pct`` (%), ``run_queue_wait_pct`` (the share of the span in which the measured
-        process's most-delayed thread was runnable but waiting for a CPU, %), ``cpu_s`` (CPU seconds of the measured process), ``cpu_per_wall``
+        process's most-delayed thread was runnable but waiting for a CPU, %), ``cpu_s`` (CPU
+        seconds of the measured process), ``cpu_per_wall``
         (CPU seconds per wall second: 2.0 = two CPUs busy), ``threads``,
         ``cpu_of_threads_pct`` (cpu_per_wall / threads, %), ``involuntary_switches`` and
         ``involuntary_switches_per_s``, ``load_avg_1m``, ``procs_running`` (runnable tasks at

@@ -94,7 +94,7 @@ def hydra_problem(exc: Exception, overrides: list[str], conf_dir: str) -> tuple[
                 options.append(line.strip())
         first = lines[0].replace("In 'config': ", "")
         return (f"{first}; available: {', '.join(options)}" if options else first), about
-    return " ".join(l.strip() for l in lines if l.strip() and "hydra.cc" not in l), about
+    return " ".join(ln.strip() for ln in lines if ln.strip() and "hydra.cc" not in ln), about
 
 
 def config_problems(

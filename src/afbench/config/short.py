@@ -4,7 +4,8 @@ Every phase of the experiment (and the composed config itself) runs ``N`` steps;
 window becomes the last ``max(4, N // 2)`` of them (at least 4 measured steps: the verdict's
 minimum; at least one warm-up step before it, which takes torch.compile's compilation); a phase
 that profiles records that same window and keeps the steps it runs after its window (the profile
-phase of ``sft_af_compare`` runs 2); any other phase runs exactly ``N`` steps. For inference the steps are generation runs: ``N - w``
+phase of ``sft_af_compare`` runs 2); any other phase runs exactly ``N`` steps. For inference the
+steps are generation runs: ``N - w``
 warm-up runs and ``w`` measured runs. At ``N = 10`` this is ``sft_af_compare``'s own train
 phase (steps 10, window 6-10). A variant's own overrides still win over it.
 """

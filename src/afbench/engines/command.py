@@ -2,7 +2,8 @@
 
 docs/reference.md §1 lets a user supply their own absolute-path train command; this engine runs one
 such command per RunSpec, as a child of the worker and in the worker's process group (so the
-launcher's group kill on timeout or Ctrl-C reaches it; :mod:`afbench.engines.process`). Its output is copied line by line to
+launcher's group kill on timeout or Ctrl-C reaches it; :mod:`afbench.engines.process`). Its output
+is copied line by line to
 the worker's stdout (the run's ``stdout.log``, parsed strictly by :mod:`afbench.collect`), and
 every line matching ``engine.step_pattern`` becomes a ``metrics.jsonl`` step record.
 

@@ -13,7 +13,8 @@ database of experiments (docs/history.md).
                                         on how many pairs, from which experiments
 
 Exit status: 0 done (check: no regression), 1 check found a regression or a newest record
-whose runs failed (or import could not read a directory), 2 a usage error, an unknown experiment (list, report, check), a report that
+whose runs failed (or import could not read a directory), 2 a usage error, an unknown experiment
+(list, report, check), a report that
 cannot be written, or a database that cannot be opened. Never imports torch.
 """
 

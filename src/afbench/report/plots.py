@@ -1,7 +1,8 @@
 """Plots of the HTML report, as inline SVG markup.
 
 Pure functions of the summary (the :class:`afbench.store.Summary` of
-:func:`afbench.compare.compare`, read by attribute) and the per-step table (collect's ``steps``, ``results/steps.parquet``). Each returns a
+:func:`afbench.compare.compare`, read by attribute) and the per-step table (collect's ``steps``,
+``results/steps.parquet``). Each returns a
 :class:`Plot`: its ``<svg>`` markup, or no markup and a one-line ``note`` saying why it is
 omitted, because a partial output directory (no profile, failed runs) is normal, not an error.
 
