@@ -13,7 +13,7 @@ Schema (one row per game), as in the real dataset:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,10 +106,3 @@ def write_parquet(rows: Sequence[dict[str, Any]], path: Path) -> Path:
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """Rows of a Wordle parquet as plain Python lists/dicts (not numpy arrays)."""
     return pq.read_table(path).to_pylist()
-
-
-def iter_texts(rows: Iterable[dict[str, Any]]) -> Iterable[str]:
-    """Every message content of every row (tokenizer training corpus)."""
-    for row in rows:
-        for m in rows_to_messages(row):
-            yield m["content"]

@@ -55,11 +55,6 @@ def recipe_dirs() -> list[Path]:
     return dirs
 
 
-def recipe_names() -> list[str]:
-    """Names of every recipe file found (``experiment=<name>``), sorted."""
-    return sorted({p.stem for d in recipe_dirs() if d.is_dir() for p in d.glob("*.yaml")})
-
-
 def register() -> dict[str, str]:
     """Register OmegaConf resolvers, store the switches as ``optimization/switches`` and every
     loadable recipe as ``experiment/<name>``.
