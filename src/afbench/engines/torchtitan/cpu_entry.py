@@ -6,7 +6,9 @@ place of ``-m torchtitan.train`` when a run's backend is cpu
 (:func:`afbench.engines.torchtitan.cmdline.entry_module`). torchtitan 0.3.0 does not run on a
 CPU as shipped; each patch below fills one gap, by name, and changes nothing torchtitan computes
 on an accelerator (this module is never imported there). Its results describe torchtitan on a
-CPU, never a GPU or NPU run: the report labels them so (:data:`CPU_LABEL`).
+CPU, never a GPU or NPU run: the result's ``device`` says so
+(:data:`afbench.engines.torchtitan.cmdline.CPU_LABEL`). Importing this module changes nothing;
+:func:`apply_patches` does, and has to run before anything imports torchtitan.
 
 1. device (``torchtitan.tools.utils.device_type``): torchtitan picks
    ``torch._utils._get_available_device_type() or "cuda"`` when it is imported, and a
@@ -22,7 +24,8 @@ CPU, never a GPU or NPU run: the report labels them so (:data:`CPU_LABEL`).
    ``mask_mod`` (block-causal over the packed documents), made dense once per batch in
    ``Decoder.get_attention_masks`` (eager, outside the compiled blocks) and carried on the
    BlockMask, so that ``--compile.enable`` compiles each block once (inductor's C++ backend
-   on CPU) instead of recompiling per batch.
+   on CPU) instead of once per batch (a cache keyed by ``id(block_mask)`` inside the block
+   made dynamo recompile every step, up to its recompile limit).
 4. ``torch.distributed.set_timeout`` (called by ``set_pg_timeouts`` after step 1; absent in
    torch 2.13.0): torch's own ``distributed_c10d._set_pg_timeout``, which sets a gloo
    group's timeout, stands in; and ``set_pg_timeouts``' barrier runs without device ids
@@ -39,24 +42,12 @@ from __future__ import annotations
 import os
 import resource
 import types
+from collections.abc import Callable
 from datetime import timedelta
 
 import torch
-import torch._utils
-
-#: How afbench names these runs in results and reports (one home: here).
-CPU_LABEL = "torchtitan on CPU: SDPA attention, inductor C++"
-
-torch._utils._get_available_device_type = lambda: "cpu"  # patch 1, before torchtitan imports
-
-import torch.distributed.distributed_c10d as c10d  # noqa: E402
-import torchtitan.components.metrics as titan_metrics  # noqa: E402
-import torchtitan.distributed.fsdp as titan_fsdp  # noqa: E402
-import torchtitan.distributed.utils as titan_dist  # noqa: E402
-from torch.nn.attention.flex_attention import create_mask  # noqa: E402
-from torchtitan.models.common.attention import FlexAttention  # noqa: E402
-from torchtitan.models.common.decoder import Decoder  # noqa: E402
-from torchtitan.train import main  # noqa: E402
+from torch.distributed.fsdp import FSDPModule
+from torch.nn.attention.flex_attention import create_mask
 
 
 class CpuMemory:
@@ -84,22 +75,25 @@ class CpuMemory:
     empty_cache = staticmethod(lambda: None)
 
 
-_titan_masks = Decoder.get_attention_masks
+def with_dense_mask(get_attention_masks: Callable) -> Callable:
+    """``Decoder.get_attention_masks`` whose BlockMask for ``positions`` (B, L) also carries
+    its dense boolean mask (B, 1, L, L) as ``dense`` (patch 3)."""
 
+    def dense_attention_masks(self, positions):
+        block_mask = get_attention_masks(self, positions)
+        if block_mask is not None and hasattr(block_mask, "mask_mod"):
+            b, n = positions.shape
+            block_mask.dense = create_mask(
+                block_mask.mask_mod, b, None, n, n, device=positions.device
+            )
+        return block_mask
 
-def dense_attention_masks(self, positions):
-    """torchtitan's BlockMask for ``positions`` (B, L), with its dense boolean mask
-    (B, 1, L, L) attached as ``dense`` (patch 3)."""
-    block_mask = _titan_masks(self, positions)
-    if block_mask is not None and hasattr(block_mask, "mask_mod"):
-        b, n = positions.shape
-        block_mask.dense = create_mask(block_mask.mask_mod, b, None, n, n, device=positions.device)
-    return block_mask
+    return dense_attention_masks
 
 
 def masked_sdpa(q, k, v, *, score_mod, block_mask, scale, enable_gqa, return_aux, kernel_options):
     """FlexAttention's result (B, N, L, H) for a mask-only call, by SDPA on the dense mask
-    :func:`dense_attention_masks` attached (patch 3)."""
+    that :func:`with_dense_mask` attached (patch 3)."""
     if score_mod is not None or return_aux.lse:
         raise NotImplementedError("torchtitan on CPU: only mask-only FlexAttention calls")
     out = torch.nn.functional.scaled_dot_product_attention(
@@ -112,6 +106,8 @@ def set_pg_timeouts(timeout: timedelta, parallel_dims) -> None:
     """torchtitan's ``set_pg_timeouts`` for gloo (patch 4): a barrier, then each group's
     timeout set by ``torch.distributed.set_timeout`` (torch's ``_set_pg_timeout`` where torch
     lacks it)."""
+    import torch.distributed.distributed_c10d as c10d
+
     set_timeout = getattr(torch.distributed, "set_timeout", c10d._set_pg_timeout)
     torch.distributed.barrier()
     meshes = parallel_dims.get_all_one_dimensional_meshes().values()
@@ -119,23 +115,40 @@ def set_pg_timeouts(timeout: timedelta, parallel_dims) -> None:
         set_timeout(timeout, group)
 
 
-def sum_reduction_fsdp(model) -> None:
-    """torchtitan's divide factor 1.0, reduced with ``SUM`` (patch 5)."""
+def sum_reduction_fsdp(model: torch.nn.Module) -> None:
+    """torchtitan's gradient divide factor 1.0, reduced with ``SUM`` (patch 5)."""
     for module in model.modules():
-        if isinstance(module, titan_fsdp.FSDPModule):
+        if isinstance(module, FSDPModule):
             module.set_gradient_divide_factor(1.0)
             module.set_force_sum_reduction_for_comms(True)
 
 
 def apply_patches() -> None:
-    """Patches 2-5 (patch 1 is applied when this module is imported)."""
+    """Patches 1-5, in this process; call before anything imports torchtitan (its device
+    type is read when ``torchtitan.tools.utils`` is imported)."""
+    import torch._utils
+
+    torch._utils._get_available_device_type = lambda: "cpu"
+    import torchtitan.components.metrics as titan_metrics
+    import torchtitan.distributed.fsdp as titan_fsdp
+    import torchtitan.distributed.utils as titan_dist
+    from torchtitan.models.common.attention import FlexAttention
+    from torchtitan.models.common.decoder import Decoder
+
     titan_metrics.device_module = CpuMemory
-    Decoder.get_attention_masks = dense_attention_masks
+    Decoder.get_attention_masks = with_dense_mask(Decoder.get_attention_masks)
     FlexAttention.compiled_flex_attn = staticmethod(masked_sdpa)
     titan_dist.set_pg_timeouts = set_pg_timeouts
     titan_fsdp.disable_fsdp_gradient_division = sum_reduction_fsdp
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """torchtitan's trainer (``torchtitan.train.main``, options from ``sys.argv``), patched."""
     apply_patches()
+    from torchtitan.train import main as titan_main
+
+    titan_main()
+
+
+if __name__ == "__main__":
     main()
