@@ -142,7 +142,7 @@ def way(cmd: Command) -> str | None:
         return "help"
     if "-m" in cmd.args or "--multirun" in cmd.args:
         return "sweep"
-    if any("=" not in a for a in cmd.args):
+    if any("=" not in a and not a.startswith("~") for a in cmd.args):  # ~key: Hydra's delete
         return None
     if cmd.value("parallel.nnodes") not in (None, "1"):
         return "plan"  # and run across two local "nodes" by tests/test_multinode.py

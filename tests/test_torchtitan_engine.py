@@ -16,7 +16,7 @@ from afbench.analysis.errors import InvalidLog
 from afbench.analysis.steplog import parse_step_times
 from afbench.config import validate_config
 from afbench.config.engines import TorchtitanEngine
-from afbench.engines.torchtitan.cmdline import build_command, trainer_args
+from afbench.engines.torchtitan.cmdline import CPU_ENTRY, build_command, trainer_args
 from afbench.engines.torchtitan.parsers import (
     find_titan_traces,
     parse_titan_log,
@@ -603,10 +603,18 @@ def test_run_with_a_missing_train_script_is_skipped(compose_cfg, tmp_path):
         run_torchtitan(spec, run_dir)
 
 
-def test_run_on_cpu_backend_is_skipped(compose_cfg, tmp_path, fake_torchtitan):
-    spec, run_dir = cuda_run(compose_cfg, tmp_path, TorchtitanEngine(), backend="cpu")
-    with pytest.raises(RunSkipped, match="needs an accelerator"):
-        run_torchtitan(spec, run_dir)
+def test_a_cpu_run_of_flavor_torchtitan_runs_afbenchs_cpu_entry(compose_cfg, tmp_path):
+    def entry(spec, engine):
+        argv, _ = build_command(with_engine(spec, engine), engine, "python")
+        return argv[argv.index("--module") - 1]
+
+    cpu, _ = cuda_run(compose_cfg, tmp_path / "cpu", TorchtitanEngine(), backend="cpu")
+    cuda, _ = cuda_run(compose_cfg, tmp_path / "cuda", TorchtitanEngine())
+    assert entry(cpu, TorchtitanEngine()) == CPU_ENTRY == "afbench.engines.torchtitan.cpu_entry"
+    assert entry(cuda, TorchtitanEngine()) == "torchtitan.train"
+    # a named entry, or torchtitan-npu, is never replaced (preflight refuses them on cpu)
+    assert entry(cpu, TorchtitanEngine(entry="my_titan.train")) == "my_titan.train"
+    assert entry(cpu, TorchtitanEngine(flavor="torchtitan_npu")) == "torchtitan_npu.entry"
 
 
 def test_run_writes_metrics_and_reference_lines(compose_cfg, tmp_path, fake_torchtitan, capsys):

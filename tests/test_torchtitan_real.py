@@ -1,6 +1,8 @@
 """The torchtitan engine against the real torchtitan: afbench's config function builds the model
-of ``model.path`` (its weights load, its logits match transformers), and preflight parses every
-planned command line with torchtitan's own ConfigManager and names the known version gaps.
+of ``model.path`` (its weights load, its logits match transformers), preflight parses every
+planned command line with torchtitan's own ConfigManager and names the known version gaps, and
+``experiment=sft_af_compare engine=torchtitan`` trains the real trainer OFF and ON on this CPU
+through afbench's CPU entry (torchtitan on CPU: SDPA attention, inductor C++) to a verdict.
 
 The checks that import torchtitan skip without it (``pip install -e ".[titan-test]"``:
 torchtitan 0.3.0 and triton, installed by .ci/run); the rest runs everywhere."""
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from afbench.config import validate_config
-from afbench.engines.torchtitan.cmdline import build_command
+from afbench.engines.torchtitan.cmdline import CPU_ENTRY, CPU_LABEL, build_command
 from afbench.engines.torchtitan.hf_model import qwen3_dims
 from afbench.engines.torchtitan.probe import (
     device_check,
@@ -110,13 +113,20 @@ def test_set_timeout_gap_names_both_versions_only_when_torchtitan_calls_it():
     assert "torchtitan 0.3.0 calls it" in gap["current"] and gap["action"]
     assert set_timeout_check(True, True, "2.14.0.dev20260601", "0.3.0")["ok"]
     assert set_timeout_check(False, False, "2.13.0", "0.2.2") is None
+    # every run through afbench's CPU entry: its stand-in covers the gap
+    covered = set_timeout_check(False, True, "2.13.0+cpu", "0.3.0", cpu_entry=True)
+    assert covered["ok"] and CPU_ENTRY in covered["current"]
 
 
-def test_cpu_backend_is_a_device_failure_and_a_matching_device_passes():
-    cpu = device_check("cpu", "cuda", "0.3.0")
-    assert not cpu["ok"] and "no CPU device" in cpu["current"] and "'cuda'" in cpu["current"]
-    assert device_check("cuda", "cuda", "0.3.0")["ok"]
-    assert not device_check("npu", "cuda", "0.3.0")["ok"]
+def test_cpu_passes_only_through_afbenchs_cpu_entry_and_a_matching_device_passes():
+    cpu = device_check("cpu", "cuda", "0.3.0", CPU_ENTRY)
+    assert cpu["ok"] and CPU_LABEL in cpu["current"]
+    for entry in ("torchtitan.train", "torchtitan_npu.entry"):
+        other = device_check("cpu", "cuda", "0.3.0", entry)
+        assert not other["ok"] and "no CPU device" in other["current"]
+        assert "'cuda'" in other["current"] and entry in other["current"]
+    assert device_check("cuda", "cuda", "0.3.0", "torchtitan.train")["ok"]
+    assert not device_check("npu", "cuda", "0.3.0", "torchtitan_npu.entry")["ok"]
 
 
 @pytest.mark.parametrize(
@@ -297,7 +307,7 @@ def test_torchtitan_rejects_an_unknown_option_as_a_failed_line(compose_cfg, tmp_
 
 @needs_titan
 @pytest.mark.e2e
-def test_task_check_on_cpu_names_every_blocker_and_exits_3(tmp_path):
+def test_task_check_on_cpu_under_torchtitans_own_entry_names_every_blocker_and_exits_3(tmp_path):
     proc = subprocess.run(
         [
             sys.executable,
@@ -306,6 +316,7 @@ def test_task_check_on_cpu_names_every_blocker_and_exits_3(tmp_path):
             "task=check",
             "engine=torchtitan",
             "engine.flavor=torchtitan",
+            "+engine.entry=torchtitan.train",
             "backend=cpu",
         ],
         cwd=tmp_path,
@@ -324,47 +335,58 @@ def test_task_check_on_cpu_names_every_blocker_and_exits_3(tmp_path):
         assert "[FAIL] torch.distributed.set_timeout: current missing" in out
 
 
+#: A short sft_af_compare on CPU: one round of the train phase (no profile phase), 5 steps of one
+#: 256-token sequence (the recipe's; torchtitan's chat dataset drops rows longer than seq_len and
+#: the shipped Wordle rows are 173-393 tokens), no reruns (conftest sets no wait for quiet).
+SHORT_TITAN = (
+    "experiment=sft_af_compare",
+    "engine=torchtitan",
+    "experiment.steps=5",
+    "experiment.repeats=1",
+    "~experiment.phases.profile",
+    "scheduler.global_batch_size=1",
+    "scheduler.micro_batch_size=1",
+    "experiment.rerun_contended=0",
+)
+
+
 @needs_titan
 @pytest.mark.e2e
-def test_real_torchtitan_output_flows_through_afbench_on_a_cpu_smoke_run(
-    compose_cfg, tmp_path, monkeypatch, capsys
+def test_sft_af_compare_trains_real_torchtitan_off_and_on_on_cpu_to_a_verdict(
+    tmp_path, afbench_env
 ):
-    """torchtitan 0.3.0 trains afbench's model for 2 steps on CPU under the TEST-ONLY launcher
-    tests/support/titan_cpu_smoke.py (device, attention and timeout shims; never a product
-    path), started by afbench's own run_torchtitan; its console, structured logs and step
-    lines are read by afbench's parsers."""
-    from afbench.analysis.steplog import parse_step_times
-    from afbench.engines.torchtitan.run import run_torchtitan
-
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "support"))
-    cfg = validate_config(
-        compose_cfg(
-            "engine=torchtitan",
-            "backend=cpu",
-            "+engine.entry=titan_cpu_smoke",
-            "engine.extra_args=[activation-checkpoint:none]",
-            "scheduler.steps=2",
-            "scheduler.seq_len=1024",
-            "scheduler.global_batch_size=1",
-            "scheduler.micro_batch_size=1",
-            "scheduler.measure.first_step=1",
-            "scheduler.measure.last_step=2",
-        )
+    proc = subprocess.run(
+        [sys.executable, "-m", "afbench", *SHORT_TITAN],
+        cwd=tmp_path,
+        env=afbench_env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
-    spec = make_plan(cfg, tmp_path / "out").runs[0]
-    # run_torchtitan refuses a cpu plan (torchtitan has no CPU device); the launcher supplies one
-    spec = spec.model_copy(update={"backend": "cuda"})
-    run_dir = Path(spec.run_dir)
-    run_dir.mkdir(parents=True)
-    result = run_torchtitan(spec, run_dir)
-    steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [s["step"] for s in steps] == [1, 2]
-    # afbench's shipped weights are loaded: a trained model's loss, not log(2400) = 7.8
-    assert all(0 < s["loss"] < 4 for s in steps)
-    assert result.step_time_source == "structured_logs"
-    assert result.peak_memory_reserved_gib > 0
-    printed = capsys.readouterr().out
-    assert sorted(parse_step_times(printed, 1, 2)) == [1, 2]
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    [summary_path] = (tmp_path / "outputs").rglob("summary.json")
+    summary = json.loads(summary_path.read_text())
+    assert summary["environment"]["device"] == CPU_LABEL
+    [comparison] = summary["comparisons"]
+    assert comparison["speed"]["decision"] and comparison["verdict_line"]
+    assert summary["headline"] and all(line in out for line in summary["headline"])
+    for run in ("af_off-train-r1", "af_on-train-r1"):
+        run_dir = summary_path.parent / "runs" / run
+        console = (run_dir / "titan" / "console.log").read_text()
+        titan_losses = [
+            float(m)
+            for m in re.findall(r"\[titan\][^\n]*\bstep:\s*\d+\s+loss:\s*([\d.]+)", console)
+        ]
+        steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        assert [s["step"] for s in steps] == [1, 2, 3, 4, 5]
+        # torchtitan's own loss per step, of afbench's shipped (trained) weights: not log(2400)
+        assert [s["loss"] for s in steps] == pytest.approx(titan_losses, abs=1e-5)
+        assert all(0 < loss < 4 for loss in titan_losses)
+        result = json.loads((run_dir / "result.json").read_text())
+        assert result["step_time_source"] == "structured_logs"
+        assert result["argv"][result["argv"].index("--module") - 1] == CPU_ENTRY
+        assert ("--compile.enable" in result["argv"]) == (run == "af_on-train-r1")
 
 
 @needs_titan
@@ -384,3 +406,50 @@ def test_a_model_folder_without_config_json_fails_the_config_function_line(compo
     check = next(c for c in probe(probe_request([run])) if "command line" in c["item"])
     assert not check["ok"] and check["current"].startswith("config function failed: model.path")
     assert "model.path" in check["action"]
+
+
+def _packed(doc: int, length: int = 64):
+    """positions (1, length) of two packed documents, the first ``doc`` tokens long."""
+    import torch
+
+    return torch.cat([torch.arange(doc), torch.arange(length - doc)])[None]
+
+
+@needs_titan
+def test_cpu_attention_is_flexattentions_and_compiled_blocks_compile_once(monkeypatch):
+    """Patch 3 of afbench's CPU entry: SDPA on the BlockMask's dense mask gives torchtitan's
+    FlexAttention logits, and the compiled blocks are not compiled again for a new batch (a
+    mask cache keyed by id(block_mask) inside the block recompiled every step, until dynamo's
+    recompile limit)."""
+    import torch
+    from torch._dynamo.testing import CompileCounter
+    from torchtitan.models.common.attention import FlexAttention
+    from torchtitan.models.common.decoder import Decoder
+
+    from afbench.engines.torchtitan import cpu_entry
+    from afbench.engines.torchtitan.qwen3 import qwen3_model_spec
+
+    torch.manual_seed(0)
+    model = qwen3_model_spec(str(TINY)).model.build()
+    ids = torch.randint(0, 2400, (1, 64))
+    positions = _packed(40)
+    with torch.no_grad():
+        flex = model(ids, positions=positions, attention_masks=model.get_attention_masks(positions))
+    monkeypatch.setattr(
+        Decoder, "get_attention_masks", cpu_entry.with_dense_mask(Decoder.get_attention_masks)
+    )
+    monkeypatch.setattr(FlexAttention, "compiled_flex_attn", staticmethod(cpu_entry.masked_sdpa))
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    for block in model.layers.children():
+        block.compile(backend=counter, fullgraph=True)
+    compiled = []
+    for doc in (40, 10, 63):  # three batches, their documents split differently
+        positions = _packed(doc)
+        out = model(ids, positions=positions, attention_masks=model.get_attention_masks(positions))
+        out.float().mean().backward()
+        compiled.append(counter.frame_count)
+        if doc == 40:
+            assert torch.allclose(out.detach(), flex, atol=1e-5)
+    torch._dynamo.reset()
+    assert compiled[0] > 0 and compiled == [compiled[0]] * 3

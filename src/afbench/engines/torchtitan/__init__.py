@@ -2,8 +2,9 @@
 and torchtitan's console log, structured logs and profiler traces read back as afbench records.
 
 Everything up to the process boundary is pure and testable on a CPU-only machine (torchtitan
-itself does not run there as shipped, docs/reference.md §7): :func:`build_command` turns a
-RunSpec into an argv list and environment, the parsers read torchtitan's outputs, and
+itself does not run there as shipped, docs/reference.md §7; ``cpu_entry`` runs its trainer on
+a CPU, "torchtitan on CPU: SDPA attention, inductor C++"): :func:`build_command` turns a RunSpec
+into an argv list and environment, the parsers read torchtitan's outputs, and
 :func:`run_torchtitan` starts the process, streams its output, writes ``metrics.jsonl`` and
 prints afbench's reference step line so the strict verdict parser
 (:mod:`afbench.analysis.steplog`) applies unchanged. ``qwen3`` is afbench's torchtitan config

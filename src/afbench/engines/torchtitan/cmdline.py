@@ -24,6 +24,14 @@ from afbench.switches.registry import titan_switch_args
 MODEL_ENV = "AFBENCH_MODEL_PATH"
 DATA_ENV = "AFBENCH_DATA_PATH"
 
+#: The module torchrun runs for a run of ``engine.flavor=torchtitan`` whose backend is cpu
+#: (``engine.entry`` unset): torchtitan's trainer with afbench's named CPU patches
+#: (:mod:`afbench.engines.torchtitan.cpu_entry`).
+CPU_ENTRY = "afbench.engines.torchtitan.cpu_entry"
+#: What such a run is, in its result's ``device`` and so in the report and summary: never a GPU
+#: or NPU run.
+CPU_LABEL = "torchtitan on CPU: SDPA attention, inductor C++"
+
 #: The reference's data options (docs/reference.md §1): torchtitan-npu's chat dataloader over one
 #: parquet file. ``{data_path}`` is replaced by ``data.path``.
 NPU_CHAT_PARQUET_ARGS = (
@@ -91,6 +99,14 @@ def check_config(cfg: RunConfig, engine: TorchtitanEngine) -> None:
         )
     if engine.module == AFBENCH_TITAN_MODULE and (Path(cfg.model.path) / "config.json").exists():
         qwen3_dims(cfg.model.path)
+
+
+def entry_module(engine: TorchtitanEngine, backend: str) -> str:
+    """The python module torchrun runs: ``engine.entry`` when set, :data:`CPU_ENTRY` for
+    flavor torchtitan on backend cpu, else the flavor's entry (``torchtitan.train``)."""
+    if engine.entry is None and backend == "cpu" and engine.flavor == "torchtitan":
+        return CPU_ENTRY
+    return engine.entry_module
 
 
 def trainer_args(spec: Any, engine: TorchtitanEngine) -> list[str]:
@@ -163,6 +179,7 @@ def build_command(
             --rdzv_endpoint=localhost:0 --local-ranks-filter 0 --role rank --tee 3
             --log-dir <run_dir>/<dump>/torchrun -m <entry> --module M --config C <trainer args>
 
+    ``<entry>``: :func:`entry_module` (afbench's CPU entry on backend cpu).
     With ``parallel.nnodes`` > 1: ``srun ... <python> -m torch.distributed.run --nnodes=N
     --nproc_per_node=<world_size/N> --rdzv_backend=... --rdzv_endpoint=... --rdzv_id=...``
     (:mod:`afbench.engines.rendezvous`), the rest the same.
@@ -196,6 +213,7 @@ def build_command(
     world_size = cfg.parallel.world_size
     backend = backend or getattr(spec, "backend", None) or resolve_backend(cfg.backend.name)
     flags = trainer_args(spec, engine)
+    entry = entry_module(engine, backend)
     env: dict[str, str] = {MODEL_ENV: cfg.model.path, DATA_ENV: cfg.data.path}
     devices = cfg.parallel.devices
     # Under afbench's launcher the worker already holds its assigned devices as a visibility
@@ -214,8 +232,8 @@ def build_command(
                 "launch (engine.train_script=null)"
             )
         env.update(NGPU=str(world_size), MODULE=engine.module, CONFIG=engine.config, LOG_RANK="0")
-        if engine.entry:
-            env["TRAIN_FILE"] = engine.entry
+        if engine.entry or entry != engine.entry_module:
+            env["TRAIN_FILE"] = entry
         return ["bash", engine.train_script, *flags], env
     env.update(LAUNCH_ENV[engine.flavor])
     dump = Path(spec.run_dir) / engine.dump_folder_name
@@ -245,7 +263,7 @@ def build_command(
         "--log-dir",
         str(dump / "torchrun"),
         "-m",
-        engine.entry_module,
+        entry,
         "--module",
         engine.module,
         "--config",

@@ -13,7 +13,9 @@ nothing is built on a device, nothing is trained) and checks, from the installed
 * ``torch.distributed.set_timeout`` present when torchtitan calls it (torchtitan 0.3.0,
   ``distributed/utils.py: set_pg_timeouts``, after the first step; torch 2.13.0 lacks it);
 * the device torchtitan picks (``torchtitan.tools.utils.device_type``: it has no CPU device
-  and falls back to ``"cuda"``) against the planned backend;
+  and falls back to ``"cuda"``) against the planned backend; a cpu run of flavor torchtitan
+  passes through afbench's CPU entry (:mod:`afbench.engines.torchtitan.cpu_entry`, which also
+  stands in for ``set_timeout``);
 * FSDP under ``--parallelism.spmd_backend spmd_types`` (torchtitan 0.3.0's default) at world
   size > 1 on a released torch: seen failing with torch 2.13.0 (issue 22), while
   ``partial_dtensor`` runs; torchtitan releases are tested against a torch nightly.
@@ -35,7 +37,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from afbench.config.engines import TorchtitanEngine
-from afbench.engines.torchtitan.cmdline import DATA_ENV, MODEL_ENV, trainer_args
+from afbench.engines.torchtitan.cmdline import (
+    CPU_ENTRY,
+    CPU_LABEL,
+    DATA_ENV,
+    MODEL_ENV,
+    entry_module,
+    trainer_args,
+)
 from afbench.errors import AfbenchError, RunSkipped
 
 #: Prefix of the one stdout line that carries the probe's JSON result (torchtitan logs to
@@ -61,6 +70,7 @@ def probe_request(runs: Sequence[Any]) -> dict[str, Any]:
             "run_id": spec.run_id,
             "backend": spec.backend,
             "flavor": engine.flavor,
+            "entry": entry_module(engine, spec.backend),
             "world_size": spec.config.parallel.world_size,
             "env": {MODEL_ENV: spec.config.model.path, DATA_ENV: spec.config.data.path},
         }
@@ -201,14 +211,21 @@ def package_checks(flavor: str) -> tuple[list[dict], bool]:
 
 
 def set_timeout_check(
-    has_set_timeout: bool, titan_calls_it: bool, torch_v: str, titan_v: str
+    has_set_timeout: bool, titan_calls_it: bool, torch_v: str, titan_v: str, cpu_entry: bool = False
 ) -> dict | None:
-    """FAIL when torchtitan calls ``torch.distributed.set_timeout`` and torch lacks it."""
+    """FAIL when torchtitan calls ``torch.distributed.set_timeout`` and torch lacks it, unless
+    every run goes through afbench's CPU entry (``cpu_entry``), which stands in for it."""
     if not titan_calls_it:
         return None
     item = "torch.distributed.set_timeout"
     if has_set_timeout:
         return _check(item, True, f"present in torch {torch_v}")
+    if cpu_entry:
+        return _check(
+            item,
+            True,
+            f"missing in torch {torch_v}; {CPU_ENTRY} stands in (torch's _set_pg_timeout)",
+        )
     return _check(
         item,
         False,
@@ -221,20 +238,24 @@ def set_timeout_check(
     )
 
 
-def device_check(backend: str, titan_device: str, titan_v: str) -> dict:
-    """The device torchtitan will use against the planned backend."""
+def device_check(backend: str, titan_device: str, titan_v: str, entry: str | None = None) -> dict:
+    """The device torchtitan will use against the planned backend; a cpu run through
+    ``entry`` = afbench's CPU entry passes (labelled :data:`CPU_LABEL`)."""
     item = "torchtitan device"
+    if backend == "cpu" and entry == CPU_ENTRY:
+        return _check(item, True, f"cpu through {CPU_ENTRY} ({CPU_LABEL})")
     if backend == titan_device:
         return _check(item, True, f"{titan_device} (planned backend {backend})")
     if backend == "cpu":
         return _check(
             item,
             False,
-            f"planned backend cpu; torchtitan {titan_v} has no CPU device "
+            f"planned backend cpu under entry {entry}; torchtitan {titan_v} has no CPU device "
             f"(it would use {titan_device!r}), and torch has no FlexAttention backward "
             "on CPU",
-            "backend=cuda or backend=npu",
-            "run engine=torchtitan on an accelerator machine, or use engine=builtin",
+            f"engine.flavor=torchtitan with engine.entry unset ({CPU_ENTRY}), or an accelerator",
+            "leave engine.entry unset on cpu (flavor torchtitan), run on an accelerator "
+            "machine, or use engine=builtin",
         )
     return _check(
         item,
@@ -342,10 +363,11 @@ def probe(request: dict[str, Any]) -> list[dict]:
         "distributed.set_timeout(" in inspect.getsource(titan_dist),
         torch_v,
         titan_v,
+        cpu_entry=all(r.get("entry") == CPU_ENTRY for r in runs),
     )
     checks += [gap] if gap else []
-    for backend in sorted({r["backend"] for r in runs}):
-        checks.append(device_check(backend, device_type, titan_v))
+    for backend, entry in sorted({(r["backend"], r.get("entry")) for r in runs}):
+        checks.append(device_check(backend, device_type, titan_v, entry))
     for run in runs:
         check, config = parse_run(run, titan_v)
         checks.append(check)

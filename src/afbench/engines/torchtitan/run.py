@@ -21,7 +21,13 @@ from afbench.backends.resolve import resolve_backend
 from afbench.config.engines import AFBENCH_TITAN_MODULE, TorchtitanEngine
 from afbench.engines.metrics import MetricsWriter
 from afbench.engines.process import run_child
-from afbench.engines.torchtitan.cmdline import NOT_TRANSLATED, build_command
+from afbench.engines.torchtitan.cmdline import (
+    CPU_ENTRY,
+    CPU_LABEL,
+    NOT_TRANSLATED,
+    build_command,
+    entry_module,
+)
 from afbench.engines.torchtitan.parsers import (
     find_titan_traces,
     parse_titan_log,
@@ -71,7 +77,9 @@ def missing_modules(
     return out.stdout.split()
 
 
-def _check_runnable(engine: TorchtitanEngine, python: str, env: dict[str, str], cwd: Path) -> None:
+def _check_runnable(
+    engine: TorchtitanEngine, python: str, env: dict[str, str], cwd: Path, entry: str
+) -> None:
     if engine.train_script:
         script = Path(engine.train_script)
         script = script if script.is_absolute() else cwd / script
@@ -80,14 +88,15 @@ def _check_runnable(engine: TorchtitanEngine, python: str, env: dict[str, str], 
         if shutil.which("torchrun", path=env.get("PATH")) is None:
             raise RunSkipped("torchrun is not on PATH, which engine.train_script needs")
         return
-    wanted = ["torch", engine.entry_package]
-    if engine.entry_package != "torchtitan":
+    package = entry.split(".")[0]
+    wanted = ["torch", package]
+    if package != "torchtitan":
         wanted.append("torchtitan")
     missing = missing_modules(python, wanted, env)
     if missing:
         raise RunSkipped(
             f"engine=torchtitan needs {', '.join(missing)} importable by {python} "
-            f"(torchrun -m {engine.entry_module}); install "
+            f"(torchrun -m {entry}); install "
             + ("torchtitan-npu" if engine.flavor == "torchtitan_npu" else "torchtitan")
             + " on the accelerator machine"
         )
@@ -104,9 +113,10 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *, python: str = sys.executable
     the strict verdict parser finds each step exactly once in the run's log.
 
     Raises:
-        RunSkipped: torch / torchtitan (or torchtitan_npu) not importable by ``python`` (a
-            CPU-only machine), the train script missing, the planned backend being cpu
-            (torchtitan needs an accelerator, docs/reference.md §7), or a switch it cannot honour.
+        RunSkipped: torch / torchtitan (or torchtitan_npu) not importable by ``python``, the
+            train script missing, or a switch it cannot honour. A cpu run uses afbench's CPU
+            entry (:mod:`afbench.engines.torchtitan.cpu_entry`); its result's ``device`` says
+            so (:data:`afbench.engines.torchtitan.cmdline.CPU_LABEL`).
         ConfigError: the engine is not torchtitan, or see :func:`trainer_args`.
         RunFailed: the process exits non-zero, prints no step line, logs a step twice on the
             logging rank, or logs a non-finite loss (the records read so far are still
@@ -126,14 +136,8 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *, python: str = sys.executable
     run_dir = Path(run_dir)
     cwd = Path(engine.workdir) if engine.workdir else run_dir
     base_env = {**os.environ, **spec.env}
-    _check_runnable(engine, python, base_env, cwd)
-
     backend = spec.backend or resolve_backend(cfg.backend.name)
-    if backend == "cpu":
-        raise RunSkipped(
-            "engine=torchtitan needs an accelerator (cuda or npu): torchtitan does not train on "
-            "CPU (it sets a device, FlexAttention has no CPU backward, gloo lacks PREMUL_SUM)"
-        )
+    _check_runnable(engine, python, base_env, cwd, entry_module(engine, backend))
     argv, extra_env = build_command(spec, engine, python, backend=backend)
     env = {**os.environ, **extra_env, **spec.env}
     dump = run_dir / engine.dump_folder_name
@@ -227,6 +231,8 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *, python: str = sys.executable
             "engine": "torchtitan",
             "flavor": engine.flavor,
             "backend": backend,
+            # afbench's CPU entry: named so that no reader takes it for a GPU/NPU run
+            **({"device": CPU_LABEL} if CPU_ENTRY in argv else {}),
             "python": sys.version.split()[0],
             "argv": argv,
             "env": extra_env,
