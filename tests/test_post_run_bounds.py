@@ -107,3 +107,24 @@ def test_a_second_ctrl_c_leaves_a_large_log_unread_and_the_report_is_written(tmp
     subprocess.run([sys.executable, "-m", "afbench.report", str(out)], check=True, timeout=600)
     big = summary_run(out, "big-train-r1")
     assert big["log_error"] in ("", None) and big["mean_step_s"] == pytest.approx(0.0175)
+
+
+def test_a_trace_read_after_a_stop_is_left_unread_naming_it(tmp_path):
+    from afbench.analysis.op_table import UNREADABLE, load_op_table
+
+    trace = tmp_path / "prof" / "trace_view.json"
+    trace.parent.mkdir()
+    trace.write_text(
+        json.dumps(
+            [
+                {"ph": "M", "name": "process_name", "pid": 7, "args": {"name": "Ascend Hardware"}},
+                {"ph": "X", "name": "MatMul", "pid": 7, "tid": 2, "ts": "110.25", "dur": 5.5},
+            ]
+        )
+    )
+    assert load_op_table(trace.parent).table is not None
+    with reads_resumed_after():
+        stop_reading("afbench was stopping and got a second SIGINT")
+        found = load_op_table(trace.parent)
+    assert found.table is None and found.problem == UNREADABLE
+    assert found.detail.startswith(f"{trace}: not read: afbench was stopping")

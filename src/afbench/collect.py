@@ -279,7 +279,8 @@ def collect(out_dir: Path) -> Collected:
                     row[key] = None
         run_rows.append(row)
         if (run_dir / "profile").is_dir():
-            found = load_op_table(run_dir / "profile")
+            with budget:  # a trace read past it is UNREADABLE, its message kept
+                found = load_op_table(run_dir / "profile")
             if found.table is not None:
                 kernel_frames.append(found.table.assign(run_id=spec.run_id))
             else:

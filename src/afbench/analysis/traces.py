@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from afbench.analysis.kernels import build_kernel_table
+from afbench.analysis.reading import check_reading
 from afbench.analysis.timestamps import ns_to_us, us_to_ns
 
 #: Columns of :attr:`TraceSummary.steps`.
@@ -115,6 +116,7 @@ class _Capped:
         )
 
     def read(self, size: int = -1) -> bytes:
+        check_reading(self.path)  # afbench's reading bounds (a stop, collect_timeout_s)
         data = self.fh.read(1 << 16 if size is None or size < 0 else size)
         self.n += len(data)
         if self.n > self.cap:
