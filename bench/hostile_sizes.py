@@ -1,6 +1,7 @@
-"""Peak memory (RSS) and time of afbench reading hostile sizes (issue 33 item 3), before and
-after: a re-render of an output directory whose run log holds a 1 GiB line, a 6 MiB gzip
-trace inflating to 6 GiB, and a 300 MiB torch_npu trace_view.json.
+"""Peak memory (RSS) and time of afbench reading hostile sizes (issue 33), before and after: a
+re-render of an output directory whose run log holds a 1 GiB line, a 6 MiB gzip trace inflating
+to 6 GiB, and a 300 MiB torch_npu trace_view.json (``read_trace`` with its step table, the op
+table the report reads, and a re-render of a run whose profile/ holds it).
 
 Each case runs in its own process under a 6 GiB address-space limit (RLIMIT_AS), so the
 code before the change fails with MemoryError instead of taking the shared machine down;
@@ -8,6 +9,7 @@ its peak RSS is then "over the limit". ``--before SRC`` is the ``src`` folder of
 to compare (default /work/main/src); the code after is this checkout's.
 
     .venv/bin/python bench/hostile_sizes.py [--before /work/main/src] [--keep DIR]
+        [--cases log gzip trace trace-render] [--trace-mib 300]
 """
 
 from __future__ import annotations
@@ -113,26 +115,52 @@ def bomb(path: Path, inflated: int) -> None:
 
 
 def trace_view(path: Path, size: int) -> int:
-    """A torch_npu-shaped trace_view.json of about ``size`` bytes; returns its events."""
+    """A torch_npu-shaped trace_view.json of about ``size`` bytes (a bare array; ``process_name``
+    metadata; per kernel a host ``aclnn*`` launch, an ``s``/``f`` HostToDevice flow whose id is a
+    ns timestamp above 2**53, and the kernel on ``Ascend Hardware`` with torch_npu's ``args``;
+    an ``Overlap Analysis`` track); returns its kernel events."""
+    host, dev, overlap = 2041, 2042, 2043
     n = 0
     with open(path, "w") as fh:
         fh.write(
-            '[{"ph": "M", "name": "process_name", "pid": 7, "args": {"name": "Ascend Hardware"}}'
+            "["
+            + ", ".join(
+                f'{{"ph": "M", "name": "process_name", "pid": {pid}, "tid": 0, '
+                f'"args": {{"name": "{name}"}}}}'
+                for pid, name in (
+                    (host, "Python"),
+                    (dev, "Ascend Hardware"),
+                    (overlap, "Overlap Analysis"),
+                )
+            )
         )
         written, ts = 0, 1732873000000000
         for step in range(5):
             fh.write(
-                f', {{"ph": "X", "name": "ProfilerStep#{step}", "pid": 1, "tid": 1, '
-                f'"ts": "{ts}.000", "dur": 100000000}}'
+                f', {{"ph": "X", "name": "ProfilerStep#{step}", "pid": {host}, "tid": {host}, '
+                f'"ts": "{ts}.000", "dur": 100000000, "cat": "cpu_op", "args": {{}}}}'
             )
-            per_step = size // 5
             start = written
-            while written - start < per_step:
+            while written - start < size // 5:
+                launch, run = f"{ts + 10 + n % 90000}.125", f"{ts + 40 + n % 90000}.375"
+                fid = 1732873000000000000 + n
                 line = (
-                    f', {{"ph": "X", "name": "MatMulV{n % 40}", "pid": 7, "tid": 2, '
-                    f'"ts": "{ts + 10 + n % 1000}.125", "dur": 12.5, "args": {{"Model Id":'
-                    f' 1, "Task Type": "AI_CORE", "Stream Id": 2, "Task Id": {n}}}}}'
+                    f', {{"ph": "X", "name": "aclnnMatmul", "pid": {host}, "tid": {host}, '
+                    f'"ts": "{launch}", "dur": 8.25, "cat": "cpu_op", "args": {{"Sequence '
+                    f'number": {n}, "Fwd thread id": 0}}}}'
+                    f', {{"ph": "s", "name": "HostToDevice", "id": {fid}, "pid": {host}, '
+                    f'"tid": {host}, "ts": "{launch}", "cat": "HostToDevice"}}'
+                    f', {{"ph": "f", "name": "HostToDevice", "id": {fid}, "pid": {dev}, '
+                    f'"tid": 2, "ts": "{run}", "cat": "HostToDevice", "bp": "e"}}'
+                    f', {{"ph": "X", "name": "aclnnMatmul_MatMulV{n % 40}", "pid": {dev}, '
+                    f'"tid": 2, "ts": "{run}", "dur": 12.5, "args": {{"Model Id": 4294967295,'
+                    f' "Task Type": "AI_CORE", "Stream Id": 2, "Task Id": {n}}}}}'
                 )
+                if n % 50 == 0:
+                    line += (
+                        f', {{"ph": "X", "name": "Computing", "pid": {overlap}, "tid": 1, '
+                        f'"ts": "{run}", "dur": 12.5, "args": {{}}}}'
+                    )
                 fh.write(line)
                 written += len(line)
                 n += 1
@@ -143,14 +171,25 @@ def trace_view(path: Path, size: int) -> int:
 
 READ_TRACE = (
     "import sys; from afbench.analysis.traces import read_trace; "
-    "s = read_trace(sys.argv[1]); print('kernels', len(s.kernels), 'steps', len(s.steps))"
+    "s = read_trace(sys.argv[1], {'wait': 0, 'warmup': 0, 'active': 5}); "
+    "print('kernels', len(s.kernels), 'steps', len(s.steps), int(s.steps['kernels'].sum()))"
 )
+#: what the report reads of a trace_view.json (analysis.op_table), from afbench's own imports
+OP_TABLE = (
+    "import sys; from afbench.analysis.op_table import load_op_table; "
+    "t = load_op_table(sys.argv[1]).table; print('op types', len(t), int(t['count'].sum()))"
+)
+#: the process's RSS before reading anything: the imports, a floor under every case
+IMPORTS = "import afbench.analysis.op_table, afbench.analysis.traces, ijson, numpy, pandas"
+CASES = ("log", "gzip", "trace", "trace-render")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", type=Path, default=Path("/work/main/src"))
     ap.add_argument("--keep", type=Path)
+    ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
+    ap.add_argument("--trace-mib", type=int, default=300)
     args = ap.parse_args()
     after = REPO / "src"
     root = Path(tempfile.mkdtemp(prefix="afbench-hostile-")) if args.keep is None else args.keep
@@ -160,30 +199,69 @@ def main() -> None:
         f"before={args.before} after={after}  limit {LIMIT >> 30} GiB address space"
     )
     try:
-        out, gz, view = root / "out", root / "rank0_trace.json.gz", root / "trace_view.json"
-        if not (out / "report.md").is_file():  # --keep DIR of an earlier run: its inputs
-            experiment(root)
-            with open(next(out.glob("runs/*/stdout.log")), "ab") as fh:
-                block = b"x" * (64 << 20)  # a 1 GiB line after the run's step lines
-                for _ in range(16):
-                    fh.write(block)
-                fh.write(b"\n")
-        log = next(out.glob("runs/*/stdout.log"))
-        if not gz.is_file():
-            bomb(gz, 6 << 30)
-        if not view.is_file():
-            trace_view(view, 300 << 20)
-        events = view.read_bytes().count(b'"MatMulV')
-        print(
-            f"inputs: log {log.stat().st_size / 2**20:.0f} MiB (one 1024 MiB line); "
-            f"gzip {gz.stat().st_size / 2**20:.1f} MiB -> 6144 MiB; trace_view.json "
-            f"{view.stat().st_size / 2**20:.0f} MiB, {events} kernel events"
-        )
-        cases = [
-            ("re-render, 1 GiB log line", [sys.executable, "-m", "afbench.report", str(out)]),
-            ("gzip trace 6 MiB -> 6 GiB", [sys.executable, "-c", READ_TRACE, str(gz)]),
-            ("trace_view.json 300 MiB", [sys.executable, "-c", READ_TRACE, str(view)]),
-        ]
+        out, gz = root / "out", root / "rank0_trace.json.gz"
+        view = root / "profile" / "x_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+        cases = []
+        if "log" in args.cases:
+            if not (out / "report.md").is_file():  # --keep DIR of an earlier run: its inputs
+                experiment(root)
+                with open(next(out.glob("runs/*/stdout.log")), "ab") as fh:
+                    block = b"x" * (64 << 20)  # a 1 GiB line after the run's step lines
+                    for _ in range(16):
+                        fh.write(block)
+                    fh.write(b"\n")
+            log = next(out.glob("runs/*/stdout.log"))
+            print(f"input: log {log.stat().st_size / 2**20:.0f} MiB (one 1024 MiB line)")
+            cases.append(
+                ("re-render, 1 GiB log line", [sys.executable, "-m", "afbench.report", str(out)])
+            )
+        if "gzip" in args.cases:
+            if not gz.is_file():
+                bomb(gz, 6 << 30)
+            print(f"input: gzip {gz.stat().st_size / 2**20:.1f} MiB -> 6144 MiB")
+            cases.append(("gzip trace 6 MiB -> 6 GiB", [sys.executable, "-c", READ_TRACE, str(gz)]))
+        if {"trace", "trace-render"} & set(args.cases):
+            if not view.is_file():
+                view.parent.mkdir(parents=True)
+                trace_view(view, args.trace_mib << 20)
+            events = view.read_bytes().count(b'"aclnnMatmul_MatMulV')
+            print(
+                f"input: trace_view.json {view.stat().st_size / 2**20:.0f} MiB, {events} kernel "
+                "events, each with its host launch and flow"
+            )
+        mib = f"{args.trace_mib} MiB"
+        if "trace" in args.cases:
+            cases.append(
+                (
+                    f"read_trace, trace_view.json {mib}",
+                    [sys.executable, "-c", READ_TRACE, str(view)],
+                )
+            )
+            profile = root / "profile"
+            cases.append(
+                (f"op table, trace_view.json {mib}", [sys.executable, "-c", OP_TABLE, str(profile)])
+            )
+        if "trace-render" in args.cases:
+            shown = root / "render" / "out"
+            if not (shown / "report.md").is_file():
+                (root / "render").mkdir(exist_ok=True)
+                experiment(root / "render")
+                held = (
+                    next(shown.glob("runs/*"))
+                    / "profile"
+                    / "x_ascend_pt"
+                    / "ASCEND_PROFILER_OUTPUT"
+                )
+                held.mkdir(parents=True)
+                os.link(view, held / "trace_view.json")
+            cases.append(
+                (
+                    f"re-render, trace_view.json {mib} in a run's profile/",
+                    [sys.executable, "-m", "afbench.report", str(shown)],
+                )
+            )
+        rss, _, _, _ = measure(after, [sys.executable, "-c", IMPORTS], root)
+        print(f"floor: the imports alone peak at {rss:.0f} MiB RSS")
         print("| case | code | peak RSS (MiB) | wall (s) | exit | last line |")
         print("|---|---|---|---|---|---|")
         for name, argv in cases:

@@ -12,8 +12,9 @@ from typing import Any
 import pandas as pd
 
 from afbench.analysis.contention import judge
-from afbench.analysis.errors import InvalidLog
+from afbench.analysis.errors import InvalidLog, LogNotRead
 from afbench.analysis.op_table import OpTable, load_op_table
+from afbench.analysis.reading import ReadBudget
 from afbench.analysis.recompiles import (
     Recompile,
     recompile_caveat,
@@ -141,7 +142,11 @@ def _recompile(spec: RunSpec, run_dir: Path, records: list[StepRecord]) -> Recom
     pattern = getattr(spec.config.engine, "step_pattern", None) or DEFAULT_STEP_PATTERN
     log = run_dir / STDOUT_LOG
     text = iter_log(log) if log.is_file() else ""
-    return recompile_in_window(text, w.first_step, w.last_step, pattern) or recompile_in_records(
+    try:
+        found = recompile_in_window(text, w.first_step, w.last_step, pattern)
+    except LogNotRead:  # an OK run's log_error says so; a failed run's log tells nothing more
+        found = None
+    return found or recompile_in_records(
         [r.model_dump() for r in records], w.first_step, w.last_step
     )
 
@@ -242,9 +247,11 @@ def collect(out_dir: Path) -> Collected:
         sched = spec.config.scheduler
         window = sched.measure
         in_window = [r for r in records if window.first_step <= r.step <= window.last_step]
+        budget = ReadBudget(spec.collect_timeout_s)  # a run's log reads, all together
         if row["status"] == "OK":
             try:
-                times = window_step_times(spec, run_dir)
+                with budget:
+                    times = window_step_times(spec, run_dir)
                 row["mean_step_s"] = mean_step_time(times)
                 if spec.run_id not in replaced_by:  # a replaced run stays out of the verdict
                     window_steps[spec.run_id] = [times[s] for s in sorted(times)]
@@ -260,7 +267,8 @@ def collect(out_dir: Path) -> Collected:
             finite = [t for t in times_s if math.isfinite(t)]
             if len(finite) >= 2:
                 row["step_cv_pct"] = 100.0 * describe(finite)["cv"]
-            found = _recompile(spec, run_dir, records)
+            with budget:
+                found = _recompile(spec, run_dir, records)
             # a string column ("" for none: pandas would turn None into NaN)
             row["recompile"] = recompile_caveat(found) if found else ""
             row["recompile_after_step"] = found.after_step if found else None
@@ -271,7 +279,8 @@ def collect(out_dir: Path) -> Collected:
                     row[key] = None
         run_rows.append(row)
         if (run_dir / "profile").is_dir():
-            found = load_op_table(run_dir / "profile")
+            with budget:  # a trace read past it is UNREADABLE, its message kept
+                found = load_op_table(run_dir / "profile")
             if found.table is not None:
                 kernel_frames.append(found.table.assign(run_id=spec.run_id))
             else:

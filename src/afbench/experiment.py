@@ -8,6 +8,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from afbench.analysis.reading import reads_resumed_after, stop_reading
 from afbench.assets.manifest import sha256_file
 from afbench.config.models import AfbenchConfig
 from afbench.errors import ConfigError, DiskFull, OutputError, PreflightError
@@ -445,7 +446,8 @@ def _run_planned(
     except DiskFull as exc:
         full, statuses = str(exc), {}
     except BaseException:
-        with hold_interrupts():  # a second Ctrl-C: the report is still written
+        # a second Ctrl-C: the report is still written, from the logs read until then
+        with hold_interrupts(), reads_resumed_after():
             build_report(out_dir, conf.report)
             log.info("afbench: report %s", out_dir / REPORT_MD)
         raise
@@ -457,7 +459,14 @@ def _run_planned(
             skipped,
         )
     try:
-        summary = build_report(out_dir, conf.report)
+        try:
+            summary = build_report(out_dir, conf.report)
+        except KeyboardInterrupt:  # while reading logs: the report, without the logs not read
+            stop_reading("Ctrl-C while afbench wrote the report")
+            with hold_interrupts(), reads_resumed_after():
+                build_report(out_dir, conf.report)
+                log.info("afbench: report %s", out_dir / REPORT_MD)
+            raise
     except OSError as exc:
         if not is_no_space(exc):
             raise

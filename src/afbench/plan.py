@@ -112,6 +112,7 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
                         run_dir=str(out_dir / "runs" / run_id),
                         timeout_s=cfg.launcher.timeout_s,
                         kill_grace_s=cfg.launcher.kill_grace_s,
+                        collect_timeout_s=cfg.launcher.collect_timeout_s,
                         env=dict(cfg.launcher.env),
                         backend=backend,
                         devices=assign_devices(

@@ -47,6 +47,8 @@ class RunSpec(BaseModel):
     run_dir: str
     timeout_s: float
     kill_grace_s: float
+    # seconds afbench may spend reading the run's log once it ended (launcher.collect_timeout_s)
+    collect_timeout_s: float = 300.0
     env: dict[str, str] = {}
     # Resolved backend and the device ids this run holds (afbench.launch.devices); not part of
     # config_hash, so resume matches runs wherever they ran.

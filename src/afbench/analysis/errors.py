@@ -25,3 +25,10 @@ class ProfileIncomparable(Exception):
     """A profile exists but cannot be compared: wrong rows/steps, mixed or differing
     ``Device_id``, a missing column, or a non-finite or negative phase value. Maps to
     profiling status ``INCOMPARABLE``."""
+
+
+class LogNotRead(InvalidLog):
+    """A run's log was left unread: reading it took longer than its budget
+    (``launcher.collect_timeout_s``) or afbench was told to stop (a second Ctrl-C while it
+    stops). Raised by :func:`afbench.analysis.reading.check_reading`; the message names the
+    file, why, and what to do. An :class:`InvalidLog`: the run gives no statistics."""

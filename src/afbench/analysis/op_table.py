@@ -158,7 +158,7 @@ def _trace_view_kernels(path: Path) -> pd.DataFrame:
     ``kernel_details.csv`` beside it), each kernel name kept in ``kernel_names``."""
     from afbench.analysis.traces import read_trace  # traces imports kernels: no cycle here
 
-    by_name = read_trace(path).kernels
+    by_name = read_trace(path, steps=False).kernels  # streamed: memory per op name
     known = K.kernel_types(path.parent)
     return K.build_kernel_table(
         pd.DataFrame(

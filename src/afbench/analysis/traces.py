@@ -24,15 +24,18 @@ from __future__ import annotations
 
 import gzip
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from afbench.analysis.kernels import build_kernel_table
+from afbench.analysis.reading import check_reading
 from afbench.analysis.timestamps import ns_to_us, us_to_ns
 
 #: Columns of :attr:`TraceSummary.steps`.
@@ -98,6 +101,8 @@ _READ = 4 << 20
 #: stacks) is dropped as the file is read
 _EVENT_KEYS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "id")
 _EVENT_PHASES = {"X", "s", "f", "M"}
+#: columns of the rows :class:`_Streamed` keeps per device event, flow start and flow end
+_DEV, _FLOW_S, _FLOW_F = ["thread", "devcat", "start", "end"], ["id", "ts"], ["id", "thread", "ts"]
 
 
 class _Capped:
@@ -111,6 +116,7 @@ class _Capped:
         )
 
     def read(self, size: int = -1) -> bytes:
+        check_reading(self.path)  # afbench's reading bounds (a stop, collect_timeout_s)
         data = self.fh.read(1 << 16 if size is None or size < 0 else size)
         self.n += len(data)
         if self.n > self.cap:
@@ -135,13 +141,12 @@ def _open(path: Path, cap: int = TRACE_MAX_BYTES) -> Iterator[_Capped]:
         yield _Capped(raw, cap, path)
 
 
-def read_trace_events(path: Path | str, cap: int = TRACE_MAX_BYTES) -> list[dict[str, Any]]:
-    """The events of a Chrome-format trace: a JSON array (torch_npu) or an object with
-    ``traceEvents`` (torch.profiler), optionally gzip-compressed (``.gz``). Read
-    incrementally (ijson): memory holds the events :func:`summarise_trace` reads (complete,
-    flow and metadata events, their :data:`_EVENT_KEYS` and a metadata event's ``args``),
-    never the file's text. Floats are read as :class:`decimal.Decimal`, so no timestamp is
-    rounded.
+def iter_trace_events(path: Path | str, cap: int = TRACE_MAX_BYTES) -> Iterator[dict[str, Any]]:
+    """The complete, flow and metadata events (``ph`` ``X``, ``s``, ``f``, ``M``) of a
+    Chrome-format trace, one at a time, as ijson builds them: a JSON array (torch_npu) or an
+    object with ``traceEvents`` (torch.profiler), optionally gzip-compressed (``.gz``). Memory
+    holds one event and one read buffer (:data:`_READ`), never the file's text or the events
+    already yielded. Floats are :class:`decimal.Decimal`, so no timestamp is rounded.
 
     Raises:
         ValueError: not JSON, neither an array nor an object with a ``traceEvents`` list, or
@@ -152,7 +157,6 @@ def read_trace_events(path: Path | str, cap: int = TRACE_MAX_BYTES) -> list[dict
     import ijson  # only where a trace is read
 
     path = Path(path)
-    events: list[dict[str, Any]] = []
     try:
         with _open(path, cap) as fh:
             head = fh.read(_READ)
@@ -160,21 +164,33 @@ def read_trace_events(path: Path | str, cap: int = TRACE_MAX_BYTES) -> list[dict
             if first not in (b"[", b"{"):
                 raise ValueError(f"{path}: not a JSON trace: it starts with {first!r}")
             prefix = "item" if first == b"[" else "traceEvents.item"
-            stream = _Chain(head, fh)
             found = False
-            for event in ijson.items(stream, prefix, use_float=False, buf_size=_READ):
+            for event in ijson.items(_Chain(head, fh), prefix, use_float=False, buf_size=_READ):
                 found = True
                 if isinstance(event, dict) and event.get("ph") in _EVENT_PHASES:
-                    slim = {k: event[k] for k in _EVENT_KEYS if k in event}
-                    if event["ph"] == "M" and isinstance(event.get("args"), dict):
-                        slim["args"] = {"name": event["args"].get("name")}
-                    events.append(slim)
+                    yield event
             if not found and first == b"{" and not _has_key(path, cap):
                 raise ValueError(
                     f"{path}: expected a JSON array of events or an object with 'traceEvents'"
                 )
     except (ijson.JSONError, EOFError, gzip.BadGzipFile) as exc:
         raise ValueError(f"{path}: not a JSON trace: {exc}") from exc
+
+
+def read_trace_events(path: Path | str, cap: int = TRACE_MAX_BYTES) -> list[dict[str, Any]]:
+    """:func:`iter_trace_events` as a list, each event cut to :data:`_EVENT_KEYS` (and a
+    metadata event's ``args`` to its ``name``). For small traces and tests: memory grows with
+    the events; :func:`read_trace` streams instead.
+
+    Raises:
+        ValueError, OSError: see :func:`iter_trace_events`.
+    """
+    events = []
+    for event in iter_trace_events(path, cap):
+        slim = {k: event[k] for k in _EVENT_KEYS if k in event}
+        if event["ph"] == "M" and isinstance(event.get("args"), dict):
+            slim["args"] = {"name": event["args"].get("name")}
+        events.append(slim)
     return events
 
 
@@ -220,97 +236,157 @@ def _span(event: Mapping[str, Any], source: Path) -> _Span:
     )
 
 
+class _Streamed:
+    """What :func:`summarise_trace` keeps of a trace while its events stream past.
+
+    Kernels are summed per ``(pid, cat, name)`` as they come (a few hundred op names, whatever
+    the trace's length); a process is known to be a device only once its ``process_name``
+    metadata event was read, so the events of a process not yet named are kept too and
+    sorted out at the end. For the per-step table (``steps``), each device event and each flow
+    leaves 8-byte integers in typed arrays (about 40 bytes per kernel with its flow, against
+    about 900 bytes as a dict of Decimals), joined with pandas at the end.
+    """
+
+    def __init__(self, source: Path, steps: bool) -> None:
+        self.source, self.steps = source, steps
+        self.device_pids: set[Any] = set()
+        self.named_pids: set[Any] = set()  # every process with a process_name event
+        self.step_spans: list[tuple[int, _Span]] = []
+        self.ops: dict[tuple[Any, str, str], list[int]] = {}  # -> [count, total ns]
+        self.threads: dict[tuple[Any, Any], int] = {}  # (pid, tid) -> index
+        self.odd_ids: dict[Any, int] = {}  # flow ids that are not int64s
+        # rows of int64s, flattened: _DEV, _FLOW_S and _FLOW_F name their columns
+        self.dev, self.flow_s, self.flow_f = array("q"), array("q"), array("q")
+
+    def _flow_id(self, fid: Any) -> int:
+        if type(fid) is int and -(2**62) <= fid < 2**63:
+            return fid
+        return -(2**63) + self.odd_ids.setdefault(fid, len(self.odd_ids))
+
+    def _thread(self, event: Mapping[str, Any]) -> int:
+        return self.threads.setdefault((event.get("pid"), event.get("tid")), len(self.threads))
+
+    def add(self, e: Mapping[str, Any]) -> None:
+        ph = e.get("ph")
+        if ph == "X":
+            name = str(e.get("name", ""))
+            label = _STEP_NAME.match(name) if name.startswith("ProfilerStep#") else None
+            if label:
+                self.step_spans.append((int(label.group(1)), _span(e, self.source)))
+                return
+            pid, cat = e.get("pid"), str(e.get("cat", ""))
+            devcat = cat in _DEVICE_CATS
+            if not devcat and pid in self.named_pids and pid not in self.device_pids:
+                return  # a host event
+            span = _span(e, self.source)
+            op = self.ops.setdefault((pid, cat if devcat else "", name), [0, 0])
+            op[0] += 1
+            op[1] += span.end - span.start
+            if self.steps:
+                self.dev.extend((self._thread(e), devcat, span.start, span.end))
+        elif ph in ("s", "f") and "id" in e and "ts" in e and self.steps:
+            fid, ts = self._flow_id(e["id"]), us_to_ns(e["ts"])
+            if ph == "s":
+                self.flow_s.extend((fid, ts))
+            else:
+                self.flow_f.extend((fid, self._thread(e), ts))
+        elif ph == "M" and e.get("name") == "process_name":
+            self.named_pids.add(e.get("pid"))
+            args = e.get("args")
+            if isinstance(args, dict) and args.get("name") == _NPU_KERNEL_PROCESS:
+                self.device_pids.add(e.get("pid"))
+
+    def kernels(self) -> pd.DataFrame:
+        rows = [
+            (name, count, ns_to_us(ns))
+            for (pid, cat, name), (count, ns) in self.ops.items()
+            if cat or pid in self.device_pids
+        ]
+        return build_kernel_table(pd.DataFrame(rows, columns=["op_type", "count", "total_us"]))
+
+    def device_events(self) -> pd.DataFrame:
+        """Device events: ``start``, ``end`` (ns) and ``launch`` (ns: the start of the flow
+        that ends at the event's start on its thread, else the event's own start)."""
+        on_device = np.array(
+            [pid in self.device_pids for pid, _tid in self.threads] or [False], dtype=bool
+        )
+        dev, starts, ends = (
+            pd.DataFrame(np.frombuffer(rows, np.int64).reshape(-1, len(columns)), columns=columns)
+            for rows, columns in ((self.dev, _DEV), (self.flow_s, _FLOW_S), (self.flow_f, _FLOW_F))
+        )
+        dev = dev[(dev["devcat"] != 0) | on_device[dev["thread"].to_numpy()]]
+        launch = (
+            ends.merge(starts.drop_duplicates("id", keep="last"), on="id", suffixes=("", "_s"))
+            .drop_duplicates(["thread", "ts"], keep="last")
+            .rename(columns={"ts": "start", "ts_s": "launch"})[["thread", "start", "launch"]]
+        )
+        dev = dev.merge(launch, on=["thread", "start"], how="left")
+        dev["launch"] = dev["launch"].astype("Int64").fillna(dev["start"]).astype("int64")
+        return dev
+
+
 def summarise_trace(
-    events: Sequence[Mapping[str, Any]],
+    events: Iterable[Mapping[str, Any]],
     *,
     schedule: Mapping[str, int] | None = None,
     source: Path | str = "trace",
+    steps: bool = True,
 ) -> TraceSummary:
-    """Kernel table and per-step device time of the events of one trace.
+    """Kernel table and per-step device time of the events of one trace, read in one pass.
 
     A device event belongs to the step whose GPU ``ProfilerStep#N`` span holds its start;
     without GPU step spans (torch_npu), to the step whose host span holds its launch (the
     start of its flow), else its own start.
 
     Args:
-        events: as returned by :func:`read_trace_events`.
+        events: as :func:`iter_trace_events` yields them (or a list of them).
         schedule: the profiler schedule (``wait``, ``warmup``, ``active``, optional
             ``repeat`` and ``skip_first``) to number training steps; ``None`` leaves
             ``training_step`` empty.
         source: file name used in messages.
+        steps: ``False`` leaves :attr:`TraceSummary.steps` empty and keeps memory to the
+            kernel table's size (:class:`_Streamed`).
 
     Raises:
         ValueError: an event has a bad ``ts``/``dur``, a host step label appears twice, or
             the trace holds more steps than the schedule's active steps.
     """
     source = Path(source)
-    device_pids = {
-        e.get("pid")
-        for e in events
-        if e.get("ph") == "M"
-        and e.get("name") == "process_name"
-        and isinstance(e.get("args"), dict)
-        and e["args"].get("name") == _NPU_KERNEL_PROCESS
-    }
+    kept = _Streamed(source, steps)
+    try:
+        for event in events:
+            kept.add(event)
+    except OverflowError as exc:  # a timestamp past int64 nanoseconds (year 2262)
+        raise ValueError(f"{source}: a ts/dur out of range: {exc}") from None
+    kernels = kept.kernels()
+    if not steps:
+        return TraceSummary(kernels, pd.DataFrame([], columns=TRACE_STEP_COLUMNS), source)
     host_steps: dict[int, _Span] = {}
     device_steps: dict[int, _Span] = {}
-    device: list[_Span] = []
-    flow_starts: dict[Any, int] = {}
-    flow_ends: list[tuple[Any, Any, Any, int]] = []
-    for e in events:
-        ph = e.get("ph")
-        if ph in ("s", "f") and "id" in e and "ts" in e:
-            ts = us_to_ns(e["ts"])
-            if ph == "s":
-                flow_starts[e["id"]] = ts
-            else:
-                flow_ends.append((e["id"], e.get("pid"), e.get("tid"), ts))
-            continue
-        if ph != "X":
-            continue
-        name = str(e.get("name", ""))
-        label = _STEP_NAME.match(name)
-        if label:
-            span = _span(e, source)
-            if span.cat == "gpu_user_annotation":
-                device_steps[int(label.group(1))] = span
-            elif e.get("pid") not in device_pids:
-                n = int(label.group(1))
-                if n in host_steps:
-                    raise ValueError(f"{source}: {name} appears twice on the host")
-                host_steps[n] = span
-            continue
-        if e.get("cat") in _DEVICE_CATS or e.get("pid") in device_pids:
-            device.append(_span(e, source))
-
-    launch = {
-        (pid, tid, ts): flow_starts[fid] for fid, pid, tid, ts in flow_ends if fid in flow_starts
-    }
+    for n, span in kept.step_spans:
+        if span.cat == "gpu_user_annotation":
+            device_steps[n] = span
+        elif span.pid not in kept.device_pids:
+            if n in host_steps:
+                raise ValueError(f"{source}: {span.name} appears twice on the host")
+            host_steps[n] = span
     labels = sorted(host_steps, key=lambda n: host_steps[n].start)
-    per_step: dict[int, list[_Span]] = {n: [] for n in labels}
-    for ev in device:
-        owner = next(
-            (
-                n
-                for n in labels
-                if n in device_steps and device_steps[n].start <= ev.start < device_steps[n].end
-            ),
-            None,
-        )
-        if owner is None:
-            at = launch.get((ev.pid, ev.tid, ev.start), ev.start)
-            owner = next((n for n in labels if host_steps[n].start <= at < host_steps[n].end), None)
-        if owner is not None:
-            per_step[owner].append(ev)
+    dev = kept.device_events()
+    start, end, launch = (dev[k].to_numpy() for k in ("start", "end", "launch"))
+    owner = np.full(len(dev), -1)
+    for at, spans in ((start, device_steps), (launch, host_steps)):
+        for i, n in enumerate(labels):
+            if n in spans:
+                owner[(owner < 0) & (spans[n].start <= at) & (at < spans[n].end)] = i
 
     training = training_steps_of(len(labels), schedule, source=source) if schedule else None
     rows = []
     for i, n in enumerate(labels):
-        evs = per_step[n]
+        mine = owner == i
         if n in device_steps:
             dev_span: float | None = ns_to_us(device_steps[n].end - device_steps[n].start)
-        elif evs:
-            dev_span = ns_to_us(max(e.end for e in evs) - min(e.start for e in evs))
+        elif mine.any():
+            dev_span = ns_to_us(int(end[mine].max()) - int(start[mine].min()))
         else:
             dev_span = None
         rows.append(
@@ -319,31 +395,25 @@ def summarise_trace(
                 "training_step": training[i] if training else None,
                 "host_span_us": ns_to_us(host_steps[n].end - host_steps[n].start),
                 "device_span_us": dev_span,
-                "kernels": len(evs),
-                "kernel_us": ns_to_us(sum(e.end - e.start for e in evs)),
+                "kernels": int(mine.sum()),
+                "kernel_us": ns_to_us(int((end[mine] - start[mine]).sum())),
             }
         )
-    kernels = build_kernel_table(
-        pd.DataFrame(
-            {
-                "op_type": [e.name for e in device],
-                "count": [1] * len(device),
-                "total_us": [ns_to_us(e.end - e.start) for e in device],
-            }
-        )
-    )
     return TraceSummary(kernels, pd.DataFrame(rows, columns=TRACE_STEP_COLUMNS), source)
 
 
-def read_trace(path: Path | str, schedule: Mapping[str, int] | None = None) -> TraceSummary:
+def read_trace(
+    path: Path | str, schedule: Mapping[str, int] | None = None, *, steps: bool = True
+) -> TraceSummary:
     """:func:`summarise_trace` of a torch_npu ``trace_view.json`` or a torch.profiler chrome
-    trace (``trace.json``, ``rank<r>_trace.json.gz``).
+    trace (``trace.json``, ``rank<r>_trace.json.gz``), streamed: the file is parsed once and
+    no event is kept whole (``bench/hostile_sizes.py``: a 300 MiB ``trace_view.json``).
 
     Raises:
-        ValueError, OSError: see :func:`read_trace_events` and :func:`summarise_trace`.
+        ValueError, OSError: see :func:`iter_trace_events` and :func:`summarise_trace`.
     """
     path = Path(path)
-    return summarise_trace(read_trace_events(path), schedule=schedule, source=path)
+    return summarise_trace(iter_trace_events(path), schedule=schedule, source=path, steps=steps)
 
 
 def training_steps_of(

@@ -286,6 +286,9 @@ class LauncherConfig(Section):
     name: Literal["local"] = "local"
     timeout_s: PositiveFloat = 1800.0
     kill_grace_s: NonNegativeFloat = 10.0
+    # afbench's own reading of one finished run's log, when it ends and in the report
+    # (afbench.analysis.reading); not part of timeout_s, which ends when the process does
+    collect_timeout_s: PositiveFloat = 300.0
     env: dict[str, str] = {}
     # Devices shared out to sweep jobs that set no parallel.devices: job k takes block
     # k mod (len(pool) // world_size) (Hydra has no per-job device assignment).

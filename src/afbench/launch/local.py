@@ -23,6 +23,8 @@ from pathlib import Path
 
 import yaml
 
+from afbench.analysis.errors import LogNotRead
+from afbench.analysis.reading import ReadBudget, stop_reading
 from afbench.analysis.steplog import iter_log, log_lines
 from afbench.config.secrets import masked, secret_env
 from afbench.engines.registry import engine_for
@@ -200,17 +202,23 @@ PARENT_PID_ENV = "AFBENCH_PARENT_PID"
 @contextmanager
 def hold_interrupts() -> Iterator[None]:
     """While afbench stops after a Ctrl-C or SIGTERM: a further Ctrl-C or SIGTERM is said
-    (one line) and otherwise ignored, so the stop still writes the run's status, the later
-    runs' SKIPPED records and the report. Handlers are restored afterwards; a no-op outside
-    the main thread (signals are delivered there only)."""
+    (one line) and stops every log read from then on
+    (:func:`afbench.analysis.reading.stop_reading`: a run's log not read yet is left unread,
+    its row saying so), so the stop still writes the run's status, the later runs' SKIPPED
+    records and the report, without reading a large log first. Handlers are restored
+    afterwards (the reads stay stopped: :func:`afbench.analysis.reading.resume_reading`); a
+    no-op outside the main thread (signals are delivered there only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def said(signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        stop_reading(f"afbench was stopping and got a second {name}")
         logging.getLogger(__name__).warning(
-            "afbench: already stopping (%s ignored): writing the run's status and the report",
-            signal.Signals(signum).name,
+            "afbench: already stopping (%s): logs not read yet are left unread; "
+            "writing the run's status and the report",
+            name,
         )
 
     previous = {sig: signal.signal(sig, said) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -410,7 +418,10 @@ def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0
         else:
             _stop_group(proc, 0)  # reap anything the worker left behind in its group
     try:  # reading the log: a Ctrl-C here still records the run (it was stopped)
-        state, reason = _outcome(spec, run_dir, code, reason)
+        with ReadBudget(spec.collect_timeout_s):  # afbench's own time, after timeout_s
+            state, reason = _outcome(spec, run_dir, code, reason)
+    except LogNotRead as exc:  # over launcher.collect_timeout_s: the run gives no verdict
+        state, reason = "FAILED", str(exc) if code == 0 else f"exit status {code}; {exc}"
     except KeyboardInterrupt:
         with hold_interrupts():
             _finish(

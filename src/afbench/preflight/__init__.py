@@ -30,6 +30,7 @@ from typing import Any
 from afbench.assets.manifest import verify_manifest
 from afbench.backends.resolve import probe_backend, resolve_backend
 from afbench.config.models import CHAT_COLUMNS, AfbenchConfig, InferScheduler
+from afbench.engines.torchtitan.npu_route import route_checks
 from afbench.engines.torchtitan.probe import titan_preflight
 from afbench.preflight.cann import (
     CANN_COMPONENTS,
@@ -542,8 +543,10 @@ def check_assets(conf: AfbenchConfig) -> list[Check]:
 def check_torchtitan(runs: Sequence[Any]) -> list[Check]:
     """engine=torchtitan: the installed torchtitan parses every planned run's command line
     with its own ConfigManager, and the known torch / torchtitan gaps are named
-    (:mod:`afbench.engines.torchtitan.probe`, in a subprocess on the runs' interpreter)."""
-    return [Check(**c) for c in titan_preflight(runs)]
+    (:mod:`afbench.engines.torchtitan.probe`, in a subprocess on the runs' interpreter); for
+    ``engine.flavor=torchtitan_npu`` also which torchtitan and what ``autofuse`` means for the
+    model (:mod:`afbench.engines.torchtitan.npu_route`)."""
+    return [Check(**c) for c in [*titan_preflight(runs), *route_checks(runs)]]
 
 
 # --- everything ------------------------------------------------------------------------------

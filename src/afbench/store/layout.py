@@ -331,11 +331,17 @@ def window_problem(spec: RunSpec, run_dir: Path) -> str:
     (:func:`window_step_times`), else the status reason ``invalid step log: <why>``. The
     launcher calls it once, where a run ends: a worker that succeeded with a log the verdict
     cannot use is FAILED in its status.json, the progress line, the skip rules and the exit
-    code alike."""
-    from afbench.analysis.errors import InvalidLog
+    code alike.
+
+    Raises:
+        LogNotRead: the log was not read in time or reading was stopped (afbench.analysis.reading).
+    """
+    from afbench.analysis.errors import InvalidLog, LogNotRead
 
     try:
         window_step_times(spec, run_dir)
+    except LogNotRead:
+        raise  # not the log's fault: the launcher says why it was not read
     except InvalidLog as exc:
         return f"invalid step log: {exc}"
     return ""
