@@ -8,10 +8,10 @@ from typing import Any
 
 from afbench.messages import Message
 from afbench.schema import SCHEMA_VERSION
-from afbench.store.comparison import Memory, Side, Speed
+from afbench.store.comparison import SIDE_MESSAGES, Memory, Side, Speed
 from afbench.store.names import SWEEP_SUMMARY
 from afbench.store.result import Efficiency
-from afbench.store.versioning import FileSchema, Record, same_shape
+from afbench.store.versioning import FileSchema, Record, as_messages, same_shape
 
 #: ``SweepRow.status`` of the rows that have no verdict of their own.
 BASELINE = "BASELINE"
@@ -334,11 +334,19 @@ def sweep_v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def sweep_v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
+    """sweep_summary.json, version 4 -> 5: a row's side's recorded sentences (memory and TFLOPs
+    sources) become messages shown as written (:func:`afbench.store.versioning.as_messages`)."""
+    return as_messages(data, *(f"combinations.*.side.{path}" for path in SIDE_MESSAGES))
+
+
 #: sweep_summary.json: version 0 has the shape of version 1 (flat rows before the typed sweep
 #: summary: their missing fields are None); 1 -> 2: :func:`sweep_v1_to_v2`; 3 -> 4:
-#: :func:`sweep_v3_to_v4`.
+#: :func:`sweep_v3_to_v4`; 4 -> 5: :func:`sweep_v4_to_v5`.
 SWEEP_SUMMARY_FILE = FileSchema(
-    SWEEP_SUMMARY, SweepSummary, steps=(same_shape, sweep_v1_to_v2, same_shape, sweep_v3_to_v4)
+    SWEEP_SUMMARY,
+    SweepSummary,
+    steps=(same_shape, sweep_v1_to_v2, same_shape, sweep_v3_to_v4, sweep_v4_to_v5),
 )
 
 
