@@ -17,7 +17,7 @@ from afbench.io import disk_full_line, is_no_space, release_reserve, reserve_spa
 from afbench.launch.eta import RunTimes
 from afbench.launch.local import hold_interrupts, launch_run, skip_unrun, write_skipped
 from afbench.logs import console
-from afbench.messages import Message, say
+from afbench.messages import Message, as_written, say
 from afbench.plan import add_round, make_plan, skip_reason
 from afbench.preflight import run_preflight
 from afbench.runspec import INTERRUPTED_REASON, AutoStop, Plan, Rerun, RunSpec, RunStatus
@@ -449,7 +449,7 @@ def _run_planned(
             log.info("afbench: report %s", out_dir / REPORT_MD)
         raise
     if full:
-        skipped = skip_unrun(plan.runs, full)
+        skipped = skip_unrun(plan.runs, as_written(full))  # the disk-full line, with its paths
         log.error(
             "afbench: error: %s; the experiment stopped (%d later run(s) recorded SKIPPED)",
             full,
