@@ -246,7 +246,9 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *, python: str = sys.executable
             "switches": [vars(sw) for sw in switches],
             "contention": whole.record(),
             **titan_efficiency(records, window.first_step, window.last_step),
-            "memory_window": f"steps {window.first_step}-{window.last_step}",
+            "memory_window": say(
+                "memory_window_logged", first=window.first_step, last=window.last_step
+            ),
             **_afbench_count(spec, records, backend),
         }
     )
