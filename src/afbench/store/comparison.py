@@ -225,6 +225,24 @@ class Speed(Record):
         return cls.model_validate({**data, "kind": data["design"], **beside})
 
     @property
+    def shows_pairs_hint(self) -> bool:
+        """Whether the verdict line says roughly how many pairs would resolve
+        ``min_gain_pct`` (``v_pairs_hint``): a fixed or one-round verdict (FASTER, SLOWER or
+        INCONCLUSIVE) whose interval rests on 3+ pairs or a calibration, with an MDE still
+        above the margin and ``pairs_for_min_gain`` more pairs than it ran."""
+        n = self.n_pairs or 0
+        return bool(
+            self.decision in ("INCONCLUSIVE", "FASTER", "SLOWER")
+            and self.design in ("fixed", "one_round")
+            and (n >= 3 or (self.spread_source or "").startswith("calibration"))
+            and self.pairs_for_min_gain
+            and self.pairs_for_min_gain > n
+            and self.mde_pct is not None
+            and self.min_gain_pct is not None
+            and self.mde_pct > self.min_gain_pct
+        )
+
+    @property
     def ci_low(self) -> float | None:
         """``ci_low_pct`` under its schema-1 name (templates and the sweep read it)."""
         return self.ci_low_pct
