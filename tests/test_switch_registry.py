@@ -105,6 +105,7 @@ def test_workload_restriction_comes_from_the_switch(compose_cfg, tmp_path):
 
 TOY = """
 from afbench.errors import ConfigError
+from afbench.messages import as_written
 from afbench.switches import SwitchReport
 from afbench.switches.base import BuiltinOnlySwitch
 

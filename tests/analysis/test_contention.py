@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from afbench.analysis import contention as C
+from afbench.messages import say
 
 # copied from this machine: cat /proc/pressure/cpu; head -1 /proc/stat
 PSI = (
@@ -229,7 +230,7 @@ def test_a_slowdown_in_every_unswitched_op_is_named_as_contention():
     ]
     found = C.uniform_slowdown(rows, baseline="eager", variant="fused")
     assert found == {"ratio": pytest.approx(1.9, abs=0.01), "similar": 4, "ops": 4, "side": "fused"}
-    note = C.UNIFORM_TEXT.format(**found)
+    note = say("uniform_slowdown_note", **found).text  # the catalog words the values
     assert note.startswith("uniform slowdown of x1.90 across 4 of 4 ops")
     assert "the fused run was likely contended" in note
 
