@@ -413,3 +413,54 @@ def test_a_hand_edited_calibration_number_is_an_output_error_naming_the_key(
     with pytest.raises(OutputError) as err:
         OutDir(tmp_path).experiment()
     assert str(err.value) == f"{tmp_path / 'experiment.json'}: {message}"
+
+
+# --- version 5: recorded sentences as messages (issue 32 item 4) ---------------------------
+
+
+def test_a_version_4_status_reason_becomes_a_message_shown_as_written():
+    from afbench.store.run import STATUS_FILE
+
+    old = {
+        "schema_version": 4,
+        "run_id": "b-train-r1",
+        "status": "SKIPPED",
+        "exit_code": 125,
+        "reason": "baseline run a-train-r1 did not succeed",
+        "config_hash": "0" * 64,
+    }
+    status = STATUS_FILE.load(old)
+    # never read back into a catalog key by its words: shown as written, in any language
+    assert status.reason == as_written("baseline run a-train-r1 did not succeed")
+    assert render(status.reason, labels("zh")) == old["reason"]
+    assert STATUS_FILE.load({**old, "reason": "", "status": "OK"}).reason is None
+    assert STATUS_FILE.load({**old, "reason": status.reason.model_dump()}) == status  # v5
+
+
+def test_the_upgrade_to_5_turns_each_recorded_string_of_every_file_into_a_message():
+    from afbench.store.versioning import as_messages
+
+    data = {
+        "runs": [{"run_id": "a", "reason": "RunFailed: exit 3"}, {"run_id": "b", "reason": ""}],
+        "comparisons": [{"baseline": {"memory": {"source": "getrusage", "window": None}}}],
+        "switches": {"a-train-r1": [{"name": "autofuse", "detail": "torch.compile(...)"}]},
+        "reruns": [{"by": "x", "reasons": ["steal 6.0% > 5%"]}],
+    }
+    out = as_messages(
+        data,
+        "runs.*.reason",
+        "comparisons.*.baseline.memory.source",
+        "comparisons.*.baseline.memory.window",
+        "comparisons.*.variant.memory.source",  # absent: left alone
+        "switches.*.*.detail",
+        "reruns.*.reasons",
+    )
+    assert out["runs"][0]["reason"] == as_written("RunFailed: exit 3").model_dump()
+    assert out["runs"][1]["reason"] is None
+    assert out["comparisons"][0]["baseline"]["memory"] == {
+        "source": as_written("getrusage").model_dump(),
+        "window": None,
+    }
+    assert out["switches"]["a-train-r1"][0]["detail"]["text"] == "torch.compile(...)"
+    assert out["reruns"][0]["reasons"] == [as_written("steal 6.0% > 5%").model_dump()]
+    assert data["runs"][0]["reason"] == "RunFailed: exit 3"  # the input is not changed
