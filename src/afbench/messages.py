@@ -9,6 +9,12 @@ with its English ``text`` beside the key and values, for readers of the JSON; th
 templates render it in their own language with the ``say`` filter
 (:func:`afbench.report.render.environment`).
 
+What a run records for a later report (memory and TFLOPs sources, the memory window, a
+switch's detail, a skip or contention reason in ``status.json``) is a message too, so a report
+in any language words it; text that is not afbench's (a worker's error line, a code call) is
+:func:`as_written`, shown as written in every language, and so is a plain string a directory
+of schema 4 or older recorded (its upgrade: :func:`afbench.store.versioning.as_messages`).
+
 A leaf module: it imports no other afbench package, so every layer (compare, sweep, report)
 can build messages.
 """
