@@ -668,7 +668,9 @@ def test_run_counts_afbench_tflops_beside_torchtitans_from_the_model_config(
     result = run_torchtitan(spec.model_copy(update={"config": cfg}), run_dir)
     assert result.efficiency.afbench_tflops_per_device is None
     assert result.efficiency.tflops_per_device == 0.5
-    assert result.efficiency.afbench_source.text.startswith(f"n/a: {tmp_path / 'empty'}/config.json")
+    assert result.efficiency.afbench_source.text.startswith(
+        f"n/a: {tmp_path / 'empty'}/config.json"
+    )
 
 
 def test_run_without_structured_logs_derives_step_time_from_tps(
