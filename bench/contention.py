@@ -33,6 +33,7 @@ from pathlib import Path
 import _common as C
 from afbench.analysis.contention import judge
 from afbench.collect import collect
+from afbench.messages import say
 
 WORKER = C.WORKERS / "matmul_steps.py"
 STEP_CPU = re.compile(r"step:\s*(\d+).*elapsed_time_per_step: ([0-9.]+)s.*cpu_s: ([0-9.]+)")
@@ -130,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             rec = col.results[rid].contention
             steps = col.window_steps.get(rid, [])
             slow = wall_over_cpu(out / "runs" / rid / "stdout.log", args.first_step)
-            contended, reasons = judge(rec)
+            contended, codes = judge(rec)
+            reasons = [say(code, **values).text for code, values in codes]
             row = {
                 "median_step_s": statistics.median(steps) if steps else None,
                 "wall_over_cpu": slow,

@@ -163,7 +163,7 @@ def test_npu_sync_and_memory_read_torch_npu(fake_npu, monkeypatch):
     peak = backend.peak_memory()
     assert (peak.peak_memory_allocated_gib, peak.peak_memory_reserved_gib) == (3.0, 4.0)
     assert peak.peak_rss_gib is None
-    assert peak.source == (
+    assert peak.source.text == (
         "torch.npu.max_memory_allocated / max_memory_reserved of npu:0 "
         "after torch.npu.reset_peak_memory_stats"
     )
@@ -284,7 +284,7 @@ def test_converters_on_npu_call_torch_npus_ops_with_the_layers_weights(tiny_qwen
     with torch.no_grad():
         got = model(input_ids=ids).logits
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
-    assert [r.detail.split(": ")[1] for r in reports] == [
+    assert [r.detail.text.split(": ")[1] for r in reports] == [
         "residual add + post_attention_layernorm -> torch_npu.npu_add_rms_norm",
         "RMSNorm -> torch_npu.npu_rms_norm",
     ]
@@ -421,8 +421,12 @@ def test_cuda_device_sync_and_memory_read_torch_cuda(fake_cuda, monkeypatch):
         "peak_memory_allocated_gib": 1.5,
         "peak_memory_reserved_gib": 2.0,
         "peak_rss_gib": None,
-        "memory_source": "torch.cuda.max_memory_allocated / max_memory_reserved of cuda:3 "
-        "after torch.cuda.reset_peak_memory_stats",
+        "memory_source": {
+            "key": "src_device_memory",
+            "args": {"kind": "cuda", "device": "cuda:3"},
+            "text": "torch.cuda.max_memory_allocated / max_memory_reserved of cuda:3 "
+            "after torch.cuda.reset_peak_memory_stats",
+        },
     }
     assert calls["max_memory_allocated"].calls == [((3,), {})]
     assert calls["max_memory_reserved"].calls == [((3,), {})]

@@ -122,7 +122,8 @@ def test_args_placeholders_and_env_are_filled_from_the_run(tmp_path, capsys):
     assert result.first_step_s == pytest.approx(0.02)
     assert result.steps_logged == 5
     # afbench cannot see inside the user's process: memory is "not reported", never a guess
-    assert result.memory.source == "not reported (engine command)"
+    assert result.memory.source.key == "src_not_reported"
+    assert result.memory.source.text == "not reported (engine command)"
     assert result.memory.peak_reserved_gib is None and result.efficiency.mfu_pct is None
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -84,7 +85,7 @@ def test_a_command_beside_planted_busy_loops_records_a_contended_window(tmp_path
     assert C.MIN_WINDOW_S <= rec.wall_s < 30  # three steps of 40 ms CPU each
     assert rec.run_queue_wait_pct > C.RUN_QUEUE_WAIT_PCT
     contended, reasons = C.judge(rec)
-    assert contended and reasons[0].startswith("waited for a CPU")
+    assert contended and reasons[0][0] == "cont_reason_wait"
 
 
 QUIET = {
@@ -178,9 +179,13 @@ def test_a_contended_verdict_run_is_run_again_in_a_new_directory_and_the_old_one
     assert [r.run_id for r in plan.runs] == ["a-train-r1-rerun1", "b-train-r1"]
     (rerun,) = plan.reruns
     assert (rerun.replaced.run_id, rerun.by) == ("a-train-r1", "a-train-r1-rerun1")
-    assert rerun.reasons[0].startswith("waited for a CPU 45%")
+    assert rerun.reasons[0].key == "cont_reason_wait" and rerun.reasons[0].args["wait"] == 45.0
+    assert rerun.reasons[0].text.startswith("waited for a CPU 45%")
     old = json.loads((out / "runs" / "a-train-r1" / "status.json").read_text())
-    assert old["replaced_by"] == "a-train-r1-rerun1" and "contended" in old["reason"]
+    assert old["replaced_by"] == "a-train-r1-rerun1"
+    assert old["reason"]["key"] == "run_replaced_contended"
+    assert old["reason"]["args"]["run"] == "a-train-r1-rerun1"
+    assert old["reason"]["text"].startswith("contended (waited for a CPU 45%")
     assert statuses["a-train-r1-rerun1"] == statuses["b-train-r1"] == "OK"
     # resume never copies the contended run
     index = resume_index(out)
@@ -215,7 +220,8 @@ def test_collect_keeps_the_replaced_run_as_a_row_but_out_of_the_verdict(rerun_ou
     assert bool(rows.loc["a-train-r1-rerun1", "contended"]) is False
     assert rows.loc["a-train-r1", "contention_reasons"].startswith("waited for a CPU 45%")
     assert set(col.window_steps) == {"a-train-r1-rerun1", "b-train-r1"}
-    assert col.contention("a-train-r1")[0] is True
+    assert col.reasons["a-train-r1"].key == "run_replaced_contended"
+    assert "a-train-r1-rerun1" not in col.reasons  # an OK run has no reason
     assert col.results["b-train-r1"].contention.run_queue_wait_pct == 2.0
 
 
@@ -353,10 +359,10 @@ def test_contention_reasons_are_worded_by_the_reports_language(tmp_path, monkeyp
         assert "a-train-r1：等待 CPU 的时间占窗口的 45% > 10%" in zh
 
 
-def test_contention_reasons_recorded_in_english_are_the_judges_words():
-    from afbench.messages import labels, recorded, render
+def test_the_judges_reasons_are_codes_with_numbers_worded_by_the_catalog():
+    from afbench.messages import labels, render, say
 
-    # judge's sentences (log lines, status.json, older summaries) are catalog sentences
+    # judge returns catalog keys and numbers, never English (analysis imports no catalog)
     record = {
         **BUSY,
         "steal_pct": 6.0,
@@ -366,14 +372,18 @@ def test_contention_reasons_recorded_in_english_are_the_judges_words():
         "cpu_per_wall": 0.52,
     }
     _, reasons = C.judge(record)
-    codes = [code for code, _ in C.judge_reasons(record)[1]]
-    assert len(reasons) == 3 and [recorded(r).key for r in reasons] == codes
-    assert recorded(C.judge({**QUIET, "wall_s": 0.05})[1][0]).key == "cont_reason_short"
+    assert [code for code, _ in reasons] == [
+        "cont_reason_steal",
+        "cont_reason_pressure",
+        "cont_reason_cpu_share",
+    ]
+    assert reasons[0][1] == {"steal": 6.0, "limit": C.STEAL_PCT}
+    assert C.judge({**QUIET, "wall_s": 0.05})[1][0][0] == "cont_reason_short"
     zh = labels("zh")
-    for text in reasons:
-        assert render(text, labels("en")) == text and render(text, zh) != text
-    # an error message with a colon or a semicolon stays as written
-    assert render("RunFailed: exit 3; see stdout.log", zh) == "RunFailed: exit 3; see stdout.log"
+    for code, values in reasons:
+        m = say(code, **values)
+        assert re.search(r"[\u4e00-\u9fff]", render(m, zh)), code
+    assert say(*reasons[2][:1], **reasons[2][1]).text == "CPU/wall 0.52 of 2 thread(s) = 26% < 75%"
 
 
 def _three_rounds(tmp_path, monkeypatch, contended):

@@ -345,5 +345,5 @@ def test_launch_run_records_a_device_problem_as_a_failed_run(compose_cfg, tmp_pa
         monkeypatch.delenv(var, raising=False)
     status = launch_run(spec)
     assert status.status == "FAILED" and status.exit_code is None
-    assert "device id(s) [3]" in status.reason
+    assert "device id(s) [3]" in status.reason.text
     assert (Path(spec.run_dir) / "status.json").is_file()

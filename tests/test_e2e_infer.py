@@ -77,7 +77,7 @@ def test_graph_mode_is_skipped_on_cpu_and_the_rest_reports(tmp_path):
     out = out_dir(tmp_path)
     status = json.loads((out / "runs" / "npugraph_ex-infer-r1" / "status.json").read_text())
     assert status["status"] == "SKIPPED" and status["exit_code"] == 125
-    assert "npugraph_ex (graph mode) is not available on backend cpu" in status["reason"]
+    assert "npugraph_ex (graph mode) is not available on backend cpu" in status["reason"]["text"]
     assert read_summary(out / "summary.json").comparisons[0].verdict == "SKIPPED"
     assert "**npugraph_ex vs eager  SKIPPED" in (out / "report.md").read_text()
     assert (

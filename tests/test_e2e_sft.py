@@ -113,9 +113,9 @@ def test_report_shows_peak_memory_its_change_and_tflops(af_compare_run):
     b, v = comp.baseline, comp.variant
     for side in (b, v):  # CPU: peak RSS of the train runs' window, afbench's FLOP count
         assert side.memory.measure == "rss" and side.memory.peak_gib > 0
-        assert side.memory.window.startswith("steps 3-6")
+        assert side.memory.window.text.startswith("steps 3-6")
         assert side.efficiency.tflops_per_device > 0 and side.efficiency.mfu_pct is None
-        assert side.efficiency.peak_source.startswith("n/a")
+        assert side.efficiency.peak_source.text.startswith("n/a")
     assert comp.memory.delta_gib == pytest.approx(v.memory.peak_gib - b.memory.peak_gib)
     assert comp.memory.delta_pct == pytest.approx(comp.memory.delta_gib / b.memory.peak_gib * 100)
     assert comp.memory.warn == (comp.memory.delta_pct > 10)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from afbench.runspec import INTERRUPTED, RunSpec
+from afbench.runspec import INTERRUPTED_REASON, RunSpec
 from afbench.store import read_summary
 
 WORKERS = Path(__file__).parent / "fault_workers"
@@ -171,7 +171,8 @@ def test_faulty_run_is_failed_with_its_reason_in_status_and_report(faults_run, v
     reason = FAULTS[variant][1]
     st = status(out, f"{variant}-train-r1")
     assert st["status"] == "FAILED" and st["exit_code"] == 1
-    assert st["reason"].startswith(reason), st["reason"]
+    assert st["reason"]["key"] == "as_written"  # the worker's error, kept as written
+    assert st["reason"]["text"].startswith(reason), st["reason"]
     assert not (out / "runs" / f"{variant}-train-r1" / "result.json").exists()
     row = report_row(out, f"{variant}-train-r1")
     assert "| FAILED |" in row and reason in row
@@ -262,7 +263,8 @@ def test_hanging_run_times_out_and_leaves_no_orphans(tmp_path):
     out = output_dir(tmp_path)
     st = status(out, "hang-train-r1")
     assert st["status"] == "FAILED"
-    assert st["reason"] == "timed out after 5 s (launcher.timeout_s); process group killed"
+    assert st["reason"]["key"] == "run_timed_out" and st["reason"]["args"] == {"seconds": 5}
+    assert st["reason"]["text"] == "timed out after 5 s (launcher.timeout_s); process group killed"
     assert 5 <= st["wall_s"] < 15
     assert "timed out after 5 s" in report_row(out, "hang-train-r1")
     assert (out / "summary.json").is_file()
@@ -302,10 +304,10 @@ def test_ctrl_c_exits_130_kills_the_run_and_reports_the_rest_skipped(tmp_path):
     out = output_dir(tmp_path)
     hang = status(out, "hang-train-r1")
     # stopped, not failed: SKIPPED with the reason, never RUN_FAILED's "FAILED"
-    assert hang["status"] == "SKIPPED" and hang["reason"] == INTERRUPTED
+    assert hang["status"] == "SKIPPED" and hang["reason"]["key"] == INTERRUPTED_REASON
     rest = status(out, "good-train-r1")
     assert rest["status"] == "SKIPPED" and rest["exit_code"] == 125
-    assert rest["reason"].startswith("interrupted")
+    assert rest["reason"]["text"].startswith("interrupted")
     assert (out / "runs" / "good-train-r1" / "stdout.log").read_text() == ""
     assert "| SKIPPED |" in report_row(out, "good-train-r1")
     assert "interrupted" in report_row(out, "hang-train-r1")
@@ -362,7 +364,7 @@ def test_ctrl_c_through_a_pipe_to_tee_still_closes_with_130_and_the_closing_line
     out = output_dir(tmp_path)
     assert "afbench: interrupted; partial results are in" in (out / "cli.log").read_text()
     assert (out / "report.md").is_file()
-    assert status(out, "hang-train-r1")["reason"] == INTERRUPTED
+    assert status(out, "hang-train-r1")["reason"]["key"] == INTERRUPTED_REASON
     assert_no_orphans(str(tmp_path))
 
 
@@ -392,7 +394,8 @@ def test_a_run_whose_log_breaks_the_strict_rules_is_failed_with_the_reason(tmp_p
     st = status(out, "twice-train-r1")
     # the worker exited 0, but the measured window has no number: FAILED, with why
     assert st["status"] == "FAILED" and st["exit_code"] == 0
-    assert st["reason"].startswith("invalid step log:") and "several ranks" in st["reason"]
+    assert st["reason"]["text"].startswith("invalid step log:")
+    assert "several ranks" in st["reason"]["text"]
     assert "twice-train-r1" in proc.stderr and "FAILED" in proc.stderr
     assert "invalid step log" in proc.stderr
     assert status(out, "good-train-r1")["status"] == "OK"

@@ -21,6 +21,7 @@ from afbench.config.models import RunConfig, StepWindow
 from afbench.engines import efficiency
 from afbench.engines.distributed import DistInfo
 from afbench.engines.metrics import MetricsWriter
+from afbench.messages import Message, say
 from afbench.runspec import RunSpec
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
@@ -51,14 +52,15 @@ def test_cpu_peak_rss_window_excludes_what_warm_up_held(tmp_path):
             if step == 1:  # the process's peak so far, warm-up included (nothing reset yet)
                 warm_up_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # GiB
     peak = window.peak
-    assert peak.source == cpu_backend.HWM_SOURCE
+    assert peak.source.key == cpu_backend.HWM_SOURCE
     # the window's own 128 MiB buffer is in the peak; the warm-up's 512 MiB is not
     assert peak.peak_rss_gib * 1024 >= 128
     assert peak.peak_rss_gib < warm_up_peak - 256 / 1024
     assert (window.steps, window.seconds) == (2, 1.0)
     (rec,) = read_records(tmp_path / "metrics.jsonl")
     assert rec["kind"] == "memory" and rec["peak_rss_gib"] == peak.peak_rss_gib
-    assert rec["memory_window"] == "steps 2-3 (counters reset after 1 warm-up steps)"
+    assert rec["memory_window"]["text"] == "steps 2-3 (counters reset after 1 warm-up steps)"
+    assert rec["memory_window"]["args"] == {"first": 2, "last": 3, "warm": 1}
 
 
 def test_cpu_without_clear_refs_falls_back_to_whole_process_maxrss(monkeypatch, tmp_path):
@@ -66,7 +68,7 @@ def test_cpu_without_clear_refs_falls_back_to_whole_process_maxrss(monkeypatch, 
     backend = cpu_backend.CpuBackend()
     backend.reset_peak_memory()
     peak = backend.peak_memory()
-    assert peak.source == cpu_backend.MAXRSS_SOURCE and "not resettable" in peak.source
+    assert peak.source.key == cpu_backend.MAXRSS_SOURCE and "not resettable" in peak.source.text
     assert peak.peak_rss_gib > 0 and peak.peak_memory_allocated_gib is None
 
 
@@ -76,19 +78,27 @@ def test_ranks_merge_to_the_max_of_each_peak_and_keep_each_rank():
             "peak_memory_allocated_gib": 3.0,
             "peak_memory_reserved_gib": 4.5,
             "peak_rss_gib": None,
-            "memory_source": "torch.cuda ... of cuda:0",
+            "memory_source": say("src_device_memory", kind="cuda", device="cuda:0").model_dump(),
         },
         {
             "peak_memory_allocated_gib": 3.5,
             "peak_memory_reserved_gib": 4.0,
             "peak_rss_gib": None,
-            "memory_source": "torch.cuda ... of cuda:1",
+            "memory_source": say("src_device_memory", kind="cuda", device="cuda:1").model_dump(),
         },
     ]
-    out = efficiency.memory_fields(ranks, "steps 6-10")
+    out = efficiency.memory_fields(ranks, say("memory_window_steps", first=6, last=10, warm=5))
     assert (out["peak_memory_allocated_gib"], out["peak_memory_reserved_gib"]) == (3.5, 4.5)
     assert out["peak_rss_gib"] is None
-    assert out["memory_source"] == "torch.cuda ... of cuda:0; torch.cuda ... of cuda:1"
+    # the ranks' two sources as one message of two clauses; one source where they agree
+    assert out["memory_source"].key == "clauses"
+    assert out["memory_source"].text.endswith(
+        "of cuda:0 after torch.cuda.reset_peak_memory_stats; "
+        "torch.cuda.max_memory_allocated / max_memory_reserved of cuda:1 after "
+        "torch.cuda.reset_peak_memory_stats"
+    )
+    same = efficiency.memory_fields([ranks[0], ranks[0]], out["memory_window"])
+    assert same["memory_source"].key == "src_device_memory"
     assert [r["rank"] for r in out["memory_per_rank"]] == [0, 1]
     assert out["memory_per_rank"][1]["peak_memory_reserved_gib"] == 4.0
 
@@ -115,9 +125,10 @@ def test_an_unreadable_model_config_gives_na_with_the_reason_not_a_failed_run():
         config, 128, 4096, 2.0, 1, peak_tflops=None, device_name="x86_64", dtype="float32"
     )
     assert out["flops_per_token"] is None and out["mfu_pct"] is None
-    assert out["tflops_source"].startswith("n/a: model config.json: missing num_hidden_layers")
+    source = Message.model_validate(out["tflops_source"])
+    assert source.text.startswith("n/a: model config.json: missing num_hidden_layers")
     kv = efficiency.kv_cache_fields(config, [(10, 1)], 4, "float32")
-    assert kv["kv_cache_gib"] is None and "missing num_hidden_layers" in kv["kv_cache_source"]
+    assert kv["kv_cache_gib"] is None and "missing num_hidden_layers" in kv["kv_cache_source"].text
 
 
 def test_kv_cache_is_that_of_the_largest_batch():
@@ -170,8 +181,8 @@ def test_cpu_sft_run_records_peak_rss_flops_and_no_mfu(tmp_path):
     )
     result = run_sft(spec, cpu_backend.CpuBackend(), Path(spec.run_dir))
     assert result.memory.peak_rss_gib > 0
-    assert result.memory.source == cpu_backend.HWM_SOURCE
-    assert result.memory.window == "steps 2-3 (counters reset after 1 warm-up steps)"
+    assert result.memory.source.key == cpu_backend.HWM_SOURCE
+    assert result.memory.window.text == "steps 2-3 (counters reset after 1 warm-up steps)"
     assert [r.rank for r in result.memory.per_rank] == [0]
     config = json.loads((TINY / "config.json").read_text())
     assert result.efficiency.flops_per_token == flops.training_flops_per_token(
@@ -182,7 +193,9 @@ def test_cpu_sft_run_records_peak_rss_flops_and_no_mfu(tmp_path):
     assert result.efficiency.tflops_per_device == pytest.approx(
         2 * 128 / window_s * result.efficiency.flops_per_token / 1e12
     )
-    assert result.efficiency.mfu_pct is None and result.efficiency.peak_source.startswith("n/a")
+    assert result.efficiency.mfu_pct is None and result.efficiency.peak_source.text.startswith(
+        "n/a"
+    )
 
 
 def test_cpu_infer_run_records_kv_cache_and_peak_rss(tmp_path):
@@ -201,7 +214,7 @@ def test_cpu_infer_run_records_kv_cache_and_peak_rss(tmp_path):
     )
     result = run_infer(spec, cpu_backend.CpuBackend(), Path(spec.run_dir))
     assert result.memory.peak_rss_gib > 0
-    assert result.memory.window == "runs 2-2 (counters reset after 1 warm-up runs)"
+    assert result.memory.window.text == "runs 2-2 (counters reset after 1 warm-up runs)"
     assert result.memory.kv_cache_batch == 2
     prompt = result.memory.kv_cache_tokens - 4
     assert 0 < prompt <= 256  # input_truncated_len

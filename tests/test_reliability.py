@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from afbench.errors import DiskFull
-from afbench.runspec import INTERRUPTED
+from afbench.runspec import INTERRUPTED_REASON
 from test_faults import (
     LAUNCHER,
     assert_no_orphans,
@@ -140,7 +140,7 @@ def test_a_disk_that_fills_mid_experiment_keeps_every_finished_run_and_one_error
     assert sum(line.startswith("step:") for line in log) == 6
     assert status(out, "fill-train-r1")["status"] == "FAILED"
     after = status(out, "after-train-r1")
-    assert after["status"] == "SKIPPED" and after["reason"].startswith("disk full: ")
+    assert after["status"] == "SKIPPED" and after["reason"]["text"].startswith("disk full: ")
     # the report, written with the space the reserve gave back; no temp file, no reserve
     assert (out / "summary.json").is_file() and (out / "report.md").is_file()
     assert list(small_fs.rglob("*.tmp")) == [] and list(small_fs.rglob(".afbench-reserve")) == []
@@ -291,7 +291,7 @@ def test_a_second_ctrl_c_during_the_stop_still_writes_the_status_and_the_report(
             proc.wait()
     assert proc.returncode == 130, text
     assert "already stopping (SIGINT): logs not read yet are left unread" in text
-    assert status(out, "stubborn-train-r1")["reason"] == INTERRUPTED
+    assert status(out, "stubborn-train-r1")["reason"]["key"] == INTERRUPTED_REASON
     assert status(out, "good-train-r1")["status"] == "SKIPPED"
     assert (out / "report.md").is_file() and (out / "summary.json").is_file()
     assert_no_orphans(str(tmp_path))
@@ -512,4 +512,8 @@ def test_a_ctrl_c_while_afbench_reads_a_finished_runs_log_still_records_the_run(
     with pytest.raises(KeyboardInterrupt):
         local.launch_run(spec)
     st = json.loads((tmp_path / "runs" / "a-train-r1" / "status.json").read_text())
-    assert st["status"] == "SKIPPED" and st["reason"] == INTERRUPTED and st["exit_code"] == 0
+    assert (
+        st["status"] == "SKIPPED"
+        and st["reason"]["key"] == INTERRUPTED_REASON
+        and st["exit_code"] == 0
+    )

@@ -161,7 +161,7 @@ def synthetic(
             "repeat": 1,
             "status": "OK",
             "exit_code": 0,
-            "reason": "",
+            "reason": None,
             "wall_s": 61.0,
             "mean_step_s": mean[name],
             "log_error": "",

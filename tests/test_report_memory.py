@@ -67,7 +67,7 @@ def test_memory_per_variant_and_its_change_against_the_baseline(tmp_path):
     assert fused.variant.memory.peak_gib == 1.376
     assert fused.memory.delta_gib == pytest.approx(0.126)
     assert fused.memory.delta_pct == pytest.approx(10.08)
-    assert fused.variant.memory.source == "getrusage peak RSS"
+    assert fused.variant.memory.source.text == "getrusage peak RSS"  # v1: as written
     # TFLOPs: mean over the repeats; MFU n/a without a peak
     assert fused.variant.efficiency.tflops_per_device == pytest.approx(0.003)
     assert fused.variant.efficiency.mfu_pct is None

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from afbench.errors import OutputError
+from afbench.messages import as_written, labels, render
 from afbench.schema import SCHEMA_VERSION
 from afbench.store import EXPERIMENT_FILE, ExperimentRecord, FileSchema, OutDir, StoredFile
 
@@ -223,11 +224,14 @@ def test_the_launcher_decides_a_runs_status_and_window_once_where_it_ends(compos
     status = launch_run(spec)
     run = RunDir(Path(spec.run_dir))
     assert (status.status, status.exit_code) == ("FAILED", 0)
-    assert status.reason.startswith("invalid step log:") and "several ranks" in status.reason
+    assert (
+        status.reason.text.startswith("invalid step log:") and "several ranks" in status.reason.text
+    )
     # the worker wrote the engine's typed result; the loader reads it back as written
     stored = json.loads(run.result_path.read_text())
     assert stored["schema_version"] == SCHEMA_VERSION and stored["engine"] == "command"
-    assert stored["memory"]["source"] == "not reported (engine command)"
+    assert stored["memory"]["source"]["key"] == "src_not_reported"  # a message, not English
+    assert stored["memory"]["source"]["text"] == "not reported (engine command)"
     assert "memory_source" not in stored
     assert run.result().model_dump(mode="json") == stored
     assert run.status() == status
@@ -245,8 +249,10 @@ def test_a_version_1_result_gets_its_flat_memory_and_efficiency_nested():
     raw = json.loads(path.read_text())
     assert raw["memory_source"] == "not reported (engine command)" and "memory" not in raw
     result = RESULT_FILE.read(path)
-    assert result.memory.source == raw["memory_source"]
-    assert result.efficiency.source == raw["tflops_source"]
+    # a recorded English sentence is kept as written, in every language (schema 5)
+    assert result.memory.source == as_written(raw["memory_source"])
+    assert render(result.memory.source, labels("zh")) == raw["memory_source"]
+    assert result.efficiency.source.text == raw["tflops_source"]
     assert (result.memory.peak_rss_gib, result.efficiency.mfu_pct) == (None, None)
     assert (result.argv, result.steps_logged, result.command_wall_s) == (
         raw["argv"],
@@ -256,7 +262,7 @@ def test_a_version_1_result_gets_its_flat_memory_and_efficiency_nested():
 
 
 def test_nesting_moves_every_flat_figure_and_each_ranks_own():
-    from afbench.store import RunResult, nest_figures
+    from afbench.store import RESULT_FILE, nest_figures
 
     flat = {
         "workload": "sft",
@@ -282,15 +288,15 @@ def test_nesting_moves_every_flat_figure_and_each_ranks_own():
     }
     nested = nest_figures(flat)
     assert set(nested) == {"workload", "memory", "efficiency"}
-    result = RunResult.from_fields(flat)
+    result = RESULT_FILE.load({**flat, "schema_version": 1})  # a version-1 result.json
     assert (result.memory.peak_reserved_gib, result.memory.peak_reserved_pct) == (4.5, 2.0)
-    assert (result.memory.source, result.memory.window) == ("torch.cuda", "steps 2-3")
+    assert (result.memory.source.text, result.memory.window.text) == ("torch.cuda", "steps 2-3")
     assert result.memory.per_rank[0].peak_allocated_gib == 3.0
-    assert result.memory.per_rank[0].source == "torch.cuda of cuda:0"
+    assert result.memory.per_rank[0].source.text == "torch.cuda of cuda:0"
     assert (
-        result.efficiency.peak_source,
-        result.efficiency.source,
-        result.efficiency.afbench_source,
+        result.efficiency.peak_source.text,
+        result.efficiency.source.text,
+        result.efficiency.afbench_source.text,
         result.efficiency.flops_params,
     ) == ("table", "afbench", "n/a", 1e6)
     # the sweep's columns keep the version-1 names, read through the nested records
@@ -407,3 +413,54 @@ def test_a_hand_edited_calibration_number_is_an_output_error_naming_the_key(
     with pytest.raises(OutputError) as err:
         OutDir(tmp_path).experiment()
     assert str(err.value) == f"{tmp_path / 'experiment.json'}: {message}"
+
+
+# --- version 5: recorded sentences as messages (issue 32 item 4) ---------------------------
+
+
+def test_a_version_4_status_reason_becomes_a_message_shown_as_written():
+    from afbench.store.run import STATUS_FILE
+
+    old = {
+        "schema_version": 4,
+        "run_id": "b-train-r1",
+        "status": "SKIPPED",
+        "exit_code": 125,
+        "reason": "baseline run a-train-r1 did not succeed",
+        "config_hash": "0" * 64,
+    }
+    status = STATUS_FILE.load(old)
+    # never read back into a catalog key by its words: shown as written, in any language
+    assert status.reason == as_written("baseline run a-train-r1 did not succeed")
+    assert render(status.reason, labels("zh")) == old["reason"]
+    assert STATUS_FILE.load({**old, "reason": "", "status": "OK"}).reason is None
+    assert STATUS_FILE.load({**old, "reason": status.reason.model_dump()}) == status  # v5
+
+
+def test_the_upgrade_to_5_turns_each_recorded_string_of_every_file_into_a_message():
+    from afbench.store.versioning import as_messages
+
+    data = {
+        "runs": [{"run_id": "a", "reason": "RunFailed: exit 3"}, {"run_id": "b", "reason": ""}],
+        "comparisons": [{"baseline": {"memory": {"source": "getrusage", "window": None}}}],
+        "switches": {"a-train-r1": [{"name": "autofuse", "detail": "torch.compile(...)"}]},
+        "reruns": [{"by": "x", "reasons": ["steal 6.0% > 5%"]}],
+    }
+    out = as_messages(
+        data,
+        "runs.*.reason",
+        "comparisons.*.baseline.memory.source",
+        "comparisons.*.baseline.memory.window",
+        "comparisons.*.variant.memory.source",  # absent: left alone
+        "switches.*.*.detail",
+        "reruns.*.reasons",
+    )
+    assert out["runs"][0]["reason"] == as_written("RunFailed: exit 3").model_dump()
+    assert out["runs"][1]["reason"] is None
+    assert out["comparisons"][0]["baseline"]["memory"] == {
+        "source": as_written("getrusage").model_dump(),
+        "window": None,
+    }
+    assert out["switches"]["a-train-r1"][0]["detail"]["text"] == "torch.compile(...)"
+    assert out["reruns"][0]["reasons"] == [as_written("steal 6.0% > 5%").model_dump()]
+    assert data["runs"][0]["reason"] == "RunFailed: exit 3"  # the input is not changed

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from afbench.runspec import INTERRUPTED
+from afbench.runspec import INTERRUPTED_REASON
 from afbench.store import SweepRow, load_sweep_summary, read_summary
 from support.history import seed_calibration
 
@@ -385,12 +385,13 @@ def test_resume_copies_finished_runs_and_runs_only_the_failed_one(failed_then_re
         old_job, new_job = job_of(r["old"], combo(af, rms)), job_of(r["new"], combo(af, rms))
         st = run_status(new_job)
         assert st["status"] == "OK"
-        assert st["reason"] == f"resumed from {old_job / 'runs' / 'baseline-run-r1'}"
+        assert st["reason"]["key"] == "run_resumed"
+        assert st["reason"]["text"] == f"resumed from {old_job / 'runs' / 'baseline-run-r1'}"
         assert (new_job / "runs/baseline-run-r1/stdout.log").read_text() == (
             old_job / "runs/baseline-run-r1/stdout.log"
         ).read_text()
     rerun = run_status(job_of(r["new"], combo(False, True)))
-    assert rerun["status"] == "OK" and rerun["reason"] == ""
+    assert rerun["status"] == "OK" and rerun["reason"] is None
 
 
 def test_resume_leaves_the_old_directory_unchanged(failed_then_resumed):
@@ -515,7 +516,9 @@ def test_interrupted_sweep_stops_promptly_and_keeps_finished_runs(interrupted_th
     assert r["orphans"] == []
     assert run_status(r["old"] / "0")["status"] == "OK"
     st = run_status(r["old"] / "1")
-    assert st["status"] == "SKIPPED" and st["reason"] == INTERRUPTED  # stopped, not failed
+    assert (
+        st["status"] == "SKIPPED" and st["reason"]["key"] == INTERRUPTED_REASON
+    )  # stopped, not failed
     # the partial sweep report covers what ran: job 0 OK, job 1 interrupted
     verdicts = sorted(c.verdict for c in by_name(r["old"]).values())
     assert verdicts == ["BASELINE", "SKIPPED"]  # interrupted: stopped, not RUN_FAILED
@@ -535,7 +538,7 @@ def test_resume_after_an_interrupt_runs_only_what_did_not_finish(interrupted_the
     ]
     assert r["second"].returncode == 0, r["second"].stdout + r["second"].stderr
     assert counted(r["counter2"]) == ["baseline-r1 autofuse=true,add_rmsnorm=false"]
-    assert run_status(r["new"] / "0")["reason"].startswith(f"resumed from {r['old'] / '0'}")
+    assert run_status(r["new"] / "0")["reason"]["text"].startswith(f"resumed from {r['old'] / '0'}")
     assert file_stamps(r["old"]) == r["stamps"]
     s = summary(r["new"])
     assert s["failed"] == [] and s["baseline"] == f"{AF}=False"
@@ -566,7 +569,7 @@ def test_sigterm_to_the_orchestrator_stops_the_worker_and_records_the_run(tmp_pa
     st = json.loads(
         only(list(tmp_path.glob("outputs/*/*/runs/baseline-run-r1/status.json"))).read_text()
     )
-    assert st["status"] == "SKIPPED" and st["reason"] == INTERRUPTED
+    assert st["status"] == "SKIPPED" and st["reason"]["key"] == INTERRUPTED_REASON
 
 
 # ---------------------------------------------------------------- A/A, and a job that never starts

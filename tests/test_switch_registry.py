@@ -25,6 +25,7 @@ from afbench.config import validate_config
 from afbench.config.models import OptimizationConfig
 from afbench.engines import command
 from afbench.errors import ConfigError
+from afbench.messages import as_written
 from afbench.store import RunResult
 from afbench.switches import registry
 from afbench.switches.base import STAGES, Switch, SwitchContext
@@ -78,12 +79,15 @@ def test_every_switch_turned_on_is_listed_in_the_report(tmp_path):
     records = switch_records(
         plan,
         spec.run_id,
-        RunResult(switches=[{"name": "autofuse", "applied": True, "detail": "torch.compile"}]),
+        RunResult(
+            switches=[{"name": "autofuse", "applied": True, "detail": as_written("torch.compile")}]
+        ),
     )
     assert [r.name for r in records] == ["autofuse"] + [
         n for n in registry.switch_names() if n != "autofuse"
     ]
-    assert records[0].detail == "torch.compile" and records[1].detail == ""  # label: not reported
+    assert records[0].detail.text == "torch.compile"
+    assert records[1].detail is None  # the report's label: not reported
 
 
 def test_workload_restriction_comes_from_the_switch(compose_cfg, tmp_path):
@@ -101,6 +105,7 @@ def test_workload_restriction_comes_from_the_switch(compose_cfg, tmp_path):
 
 TOY = """
 from afbench.errors import ConfigError
+from afbench.messages import as_written
 from afbench.switches import SwitchReport
 from afbench.switches.base import BuiltinOnlySwitch
 
@@ -119,7 +124,7 @@ class Toy(BuiltinOnlySwitch):
 
     def apply(self, ctx):
         ctx.model.append("toy")
-        return SwitchReport(self.name, True, "toy rewrite")
+        return SwitchReport(self.name, True, as_written("toy rewrite"))
 
     def titan_args(self, cfg, flavor, run_dir):
         return ["--toy.enable"] if cfg.optimization.toy else []
@@ -167,7 +172,7 @@ def test_a_new_switch_flows_through_plan_engines_placeholders_and_report(
     assert command.build_argv(spec.config.engine, values)[1:] == ["--toy=true"]
     # builtin engine: applied at its stage
     ctx = SwitchContext(spec.config, backend=None, model=[])
-    assert [r.detail for r in registry.apply_stage("model", ctx)] == ["toy rewrite"]
+    assert [r.detail.text for r in registry.apply_stage("model", ctx)] == ["toy rewrite"]
     assert ctx.model == ["toy"]
     # torchtitan: its options in the command line
     assert "--toy.enable" in trainer_args(spec, TorchtitanEngine(hf_assets=False))

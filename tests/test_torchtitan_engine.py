@@ -641,8 +641,9 @@ def test_run_writes_metrics_and_reference_lines(compose_cfg, tmp_path, fake_torc
     # torchtitan's own memory / TFLOPs / MFU of steps 6-10 (the fake prints 1.25 GiB, 0.5, 0.1%)
     assert result.memory.peak_reserved_gib == 1.25 and result.memory.peak_reserved_pct == 2.0
     assert (result.efficiency.tflops_per_device, result.efficiency.mfu_pct) == (0.5, 0.1)
-    assert result.memory.source.startswith("torchtitan step log")
-    assert result.memory.window == "steps 6-10"
+    assert result.memory.source.key == "src_titan_memory"
+    assert result.memory.source.text.startswith("torchtitan step log")
+    assert result.memory.window.text == "steps 6-10"
 
 
 def test_run_counts_afbench_tflops_beside_torchtitans_from_the_model_config(
@@ -675,7 +676,9 @@ def test_run_counts_afbench_tflops_beside_torchtitans_from_the_model_config(
     result = run_torchtitan(spec.model_copy(update={"config": cfg}), run_dir)
     assert result.efficiency.afbench_tflops_per_device is None
     assert result.efficiency.tflops_per_device == 0.5
-    assert result.efficiency.afbench_source.startswith(f"n/a: {tmp_path / 'empty'}/config.json")
+    assert result.efficiency.afbench_source.text.startswith(
+        f"n/a: {tmp_path / 'empty'}/config.json"
+    )
 
 
 def test_run_without_structured_logs_derives_step_time_from_tps(

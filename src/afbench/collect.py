@@ -24,6 +24,7 @@ from afbench.analysis.recompiles import (
 from afbench.analysis.stats import describe, finite_mean
 from afbench.analysis.steplog import DEFAULT_STEP_PATTERN, iter_log, mean_step_time
 from afbench.errors import OutputError
+from afbench.messages import Message, say
 from afbench.runspec import Plan, RunSpec
 
 # the strict parse of a run's measured window lives with the file layout; re-exported here
@@ -60,7 +61,8 @@ MEANS = {
 class Collected:
     """Everything known about one output directory.
 
-    runs: one row per RunSpec (run_id, variant, phase, repeat, status, exit_code, reason,
+    runs: one row per RunSpec (run_id, variant, phase, repeat, status, exit_code, reason (the
+      English text of its status reason: a table holds text; the message is in ``reasons``),
       wall_s, mean_step_s (strict log parse of the measured window, seconds), log_error,
       first_step_s, tokens_per_s (mean over the window), recompile (a compiled run's
       :func:`recompile_caveat` when it recompiled inside the measured window, else ""),
@@ -77,6 +79,8 @@ class Collected:
       the run's typed contention record (:class:`afbench.store.Contention`).
     window_steps: run_id -> the measured window's step times in step order (seconds, the
       strict log parse), for every OK run whose log passes it (the paired statistics' input).
+    reasons: run_id -> its status.json reason (a catalog message; ``run_not_run`` for a run
+      never started), for every run that has one.
     """
 
     out_dir: Path
@@ -90,15 +94,10 @@ class Collected:
     # run_id -> what load_op_table found in a run's profile/ folder that gave no op table
     # (no file of any format, no kernels in it, or a file that does not parse)
     op_tables: dict[str, OpTable] = field(default_factory=dict)
+    reasons: dict[str, Message] = field(default_factory=dict)
 
     def spec(self, run_id: str) -> RunSpec:
         return next(r for r in launched_runs(self.plan) if r.run_id == run_id)
-
-    def contention(self, run_id: str) -> tuple[bool | None, list[str]]:
-        """Whether run ``run_id`` was contended and why
-        (:func:`afbench.analysis.contention.judge` of its result.json record); ``(None,
-        [])`` when it has no record."""
-        return judge(getattr(self.results.get(run_id), "contention", None))
 
 
 def _step_records(path: Path) -> list[StepRecord]:
@@ -176,13 +175,14 @@ def launched_runs(plan: Plan) -> list[RunSpec]:
 def contention_columns(result: RunResult | None) -> dict[str, Any]:
     """The runs table's contention columns of a run (:class:`afbench.store.RunRow`):
     ``contended`` and ``contention_reasons`` (:func:`afbench.analysis.contention.judge`, the
-    reasons ``"; "``-joined), the measures the report shows and the record's scope; None
-    where the run has no contention record."""
+    reasons' English ``"; "``-joined: a data column, the report words the codes itself), the
+    measures the report shows and the record's scope; None where the run has no contention
+    record."""
     record = result.contention if result is not None else None
     contended, reasons = judge(record)
     return {
         "contended": contended,
-        "contention_reasons": "; ".join(reasons),
+        "contention_reasons": "; ".join(say(code, **values).text for code, values in reasons),
         **{
             key: getattr(record, attr, None)
             for key, attr in (
@@ -205,6 +205,7 @@ def collect(out_dir: Path) -> Collected:
     plan, experiment = OutDir(out_dir).plan(), OutDir(out_dir).experiment()
     run_rows, step_rows, kernel_frames, results, window_steps = [], [], [], {}, {}
     op_tables: dict[str, OpTable] = {}
+    reasons: dict[str, Message] = {}
     replaced_by = {r.replaced.run_id: r.by for r in plan.reruns}
     rerun_of = {r.by: r.replaced.run_id for r in plan.reruns}
     for spec in launched_runs(plan):
@@ -212,6 +213,9 @@ def collect(out_dir: Path) -> Collected:
         status = RunDir(run_dir).status()
         result = run_result(run_dir / RESULT)
         results[spec.run_id] = result
+        reason = status.reason if status else say("run_not_run")
+        if reason is not None:
+            reasons[spec.run_id] = reason
         ident = {
             "run_id": spec.run_id,
             "variant": spec.variant,
@@ -222,7 +226,7 @@ def collect(out_dir: Path) -> Collected:
             **ident,
             "status": status.status if status else "NOT_RUN",
             "exit_code": status.exit_code if status else None,
-            "reason": status.reason if status else "not run",
+            "reason": reason.text if reason else "",
             "wall_s": status.wall_s if status else None,
             "mean_step_s": None,
             "log_error": "",
@@ -300,4 +304,5 @@ def collect(out_dir: Path) -> Collected:
         results,
         window_steps,
         op_tables,
+        reasons,
     )

@@ -18,9 +18,10 @@ from afbench.io import disk_full_line, is_no_space, release_reserve, reserve_spa
 from afbench.launch.eta import RunTimes
 from afbench.launch.local import hold_interrupts, launch_run, skip_unrun, write_skipped
 from afbench.logs import console
+from afbench.messages import Message, as_written, say
 from afbench.plan import add_round, make_plan, skip_reason
 from afbench.preflight import run_preflight
-from afbench.runspec import INTERRUPTED, AutoStop, Plan, Rerun, RunSpec, RunStatus
+from afbench.runspec import INTERRUPTED_REASON, AutoStop, Plan, Rerun, RunSpec, RunStatus
 from afbench.store import (
     EXPERIMENT,
     EXPERIMENT_FILE,
@@ -101,7 +102,7 @@ def _count(plan: Plan, i: int) -> tuple[int, int]:
 
 
 def _progress(i: int, n: int, run_id: str, status: RunStatus) -> None:
-    reason = f"  ({status.reason})" if status.reason else ""
+    reason = f"  ({status.reason.text})" if status.reason else ""
     log.info("[%d/%d] %-28s %-7s %7.1fs%s", i, n, run_id, status.status, status.wall_s, reason)
 
 
@@ -194,7 +195,7 @@ def execute_plan(
     rewritten atomically to ``plan_path`` (plan.json) after every change.
 
     On KeyboardInterrupt the current worker's process group is stopped (by the launcher), it
-    and the remaining runs are recorded as SKIPPED :data:`afbench.runspec.INTERRUPTED`, and
+    and the remaining runs are recorded as SKIPPED :data:`afbench.runspec.INTERRUPTED_REASON`, and
     the interrupt is re-raised.
     """
     statuses: dict[str, str] = {}
@@ -220,10 +221,10 @@ def execute_plan(
                 with console.status(f"[{k}/{n}] {run.run_id} running"):
                     st = launch_run(run, quiet_s=plan.quiet_s(run))
                 plan, st = rerun_contended(plan, i, st, plan_path)
-        except KeyboardInterrupt:  # the launcher recorded this run SKIPPED, INTERRUPTED
+        except KeyboardInterrupt:  # the launcher recorded this run SKIPPED, interrupted
             statuses[run.run_id] = "SKIPPED"
             with hold_interrupts():
-                skip_unrun(plan.runs[i:], INTERRUPTED)
+                skip_unrun(plan.runs[i:], say(INTERRUPTED_REASON))
             raise
         except OSError as exc:
             if not is_no_space(exc):
@@ -263,16 +264,18 @@ def execute_plan(
     return statuses
 
 
-def run_contention(run: RunSpec) -> tuple[bool | None, list[str]]:
+def judge_run(run: RunSpec) -> tuple[bool | None, list[Message]]:
     """:func:`afbench.analysis.contention.judge` of the contention record in ``run``'s
-    result.json; ``(None, [])`` when it has none (not measured, or no result)."""
+    result.json, its reasons as ``cont_reason_*`` messages; ``(None, [])`` when it has none
+    (not measured, or no result)."""
     from afbench.analysis.contention import judge
 
     try:
         result = RunDir(Path(run.run_dir)).result()
     except OutputError:
         return None, []
-    return judge(result.contention if result is not None else None)
+    contended, reasons = judge(result.contention if result is not None else None)
+    return contended, [say(code, **values) for code, values in reasons]
 
 
 def rerun_contended(
@@ -280,7 +283,7 @@ def rerun_contended(
 ) -> tuple[Plan, RunStatus]:
     """Run ``plan.runs[i - 1]`` (1-based ``i``, just launched with status ``st``) again while
     it is an OK verdict-phase or profile-phase run whose window was contended
-    (:func:`run_contention`; a rerun contended again is logged as such), at
+    (:func:`judge_run`; a rerun contended again is logged as such), at
     most ``plan.rerun_contended`` times. Each rerun gets a new run directory
     ``<run_id>-rerun<k>`` and takes the run's place in ``plan.runs``; the contended run is
     kept, its status.json names the rerun (``replaced_by``) and ``plan.reruns`` records it
@@ -291,7 +294,7 @@ def rerun_contended(
     for k in range(1, plan.rerun_contended + 1):
         if run.phase not in measured or st.status != "OK":
             break
-        contended, reasons = run_contention(run)
+        contended, reasons = judge_run(run)
         if not contended:
             break
         new_id = f"{original.run_id}-rerun{k}"
@@ -302,7 +305,7 @@ def rerun_contended(
             "afbench: %s was contended (%s): running it again as %s (%d of at most %d; "
             "experiment.rerun_contended)",
             run.run_id,
-            "; ".join(reasons),
+            "; ".join(r.text for r in reasons),
             new_id,
             k,
             plan.rerun_contended,
@@ -310,11 +313,7 @@ def rerun_contended(
         mark = st.model_copy(
             update={
                 "replaced_by": new_id,
-                "reason": "; ".join(
-                    filter(
-                        None, [st.reason, f"contended ({'; '.join(reasons)}): replaced by {new_id}"]
-                    )
-                ),
+                "reason": say("run_replaced_contended", reasons=reasons, run=new_id),
             }
         )
         STATUS_FILE.write(Path(run.run_dir) / STATUS, mark)
@@ -335,14 +334,14 @@ def rerun_contended(
             st = launch_run(new, quiet_s=plan.quiet_s(new))
         run = new
     if run is not original and st.status == "OK":
-        again, reasons = run_contention(run)
+        again, reasons = judge_run(run)
         if again:  # it never decides: the report's runs table names it "contended again"
             log.warning(
                 "afbench: %s (rerun of %s) was contended again (%s): set aside, like "
                 "the run it replaced",
                 run.run_id,
                 original.run_id,
-                "; ".join(reasons),
+                "; ".join(r.text for r in reasons),
             )
     return plan, st
 
@@ -452,7 +451,7 @@ def _run_planned(
             log.info("afbench: report %s", out_dir / REPORT_MD)
         raise
     if full:
-        skipped = skip_unrun(plan.runs, full)
+        skipped = skip_unrun(plan.runs, as_written(full))  # the disk-full line, with its paths
         log.error(
             "afbench: error: %s; the experiment stopped (%d later run(s) recorded SKIPPED)",
             full,

@@ -39,6 +39,7 @@ from afbench.config.validate import (
 from afbench.engines.registry import engine_for
 from afbench.errors import ConfigError
 from afbench.launch.devices import assign_devices
+from afbench.messages import Message, say
 from afbench.runspec import AutoDesign, Plan, RunSpec, config_hash
 from afbench.switches.registry import check_switches
 
@@ -284,7 +285,7 @@ def misspelt_entries(overrides: list[str], cfg: AfbenchConfig) -> list[str]:
     return out
 
 
-def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
+def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> Message | None:
     """Why ``run`` must be skipped given the statuses so far (run_id -> OK/FAILED/SKIPPED).
 
     reference: a non-baseline run is skipped when the baseline of its phase and repeat did not
@@ -292,8 +293,8 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
     round of the same phase too (the reference quick-start: run 1 fails -> 2-4 skipped; 1 or
     2 fails -> 3-4 skipped; a failed round 1 skips rounds 2-5).
     per_variant: a run is skipped when its own variant, or the baseline, failed in an earlier
-    phase, or the baseline failed in this phase and repeat; other variants go on. The reason
-    names the rule that applied.
+    phase, or the baseline failed in this phase and repeat; other variants go on. The reason,
+    a catalog message (``skip_*``), names the rule that applied.
 
     Only runs that already ran count (``status``): in a counterbalanced or random round a
     variant may run before its round's baseline, and then runs; if that baseline fails later,
@@ -306,7 +307,7 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
 
     baseline_here = f"{plan.baseline}-{run.phase}-r{run.repeat}"
     if run.variant != plan.baseline and bad(baseline_here):
-        return f"baseline run {baseline_here} did not succeed"
+        return say("skip_baseline_failed", run=baseline_here)
     if plan.skip_policy == "reference":  # any run that ran and failed skips all after it,
         # across rounds too (a failed round 1 skips rounds 2-5, as runs 2-4 in the reference)
         failed = next(
@@ -318,10 +319,7 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
             None,
         )
         if failed:
-            return (
-                f"earlier run {failed} did not succeed (skip_policy reference: a failed "
-                f"run skips every later run)"
-            )
+            return say("skip_earlier_reference", run=failed)
         return None
     earlier = plan.phases[: plan.phases.index(run.phase)]
     for other in plan.runs:
@@ -329,16 +327,9 @@ def skip_reason(plan: Plan, run: RunSpec, status: dict[str, str]) -> str | None:
             continue
         # each reason says which rule of the policy applies (docs/configuration.md, experiment.skip_policy)
         if other.variant == plan.baseline:
-            return (
-                f"earlier baseline run {other.run_id} did not succeed (skip_policy "
-                f"per_variant: after a failed baseline every variant's later phases are "
-                f"skipped)"
-            )
+            return say("skip_earlier_baseline", run=other.run_id)
         if other.variant == run.variant:
-            return (
-                f"earlier run {other.run_id} of this variant did not succeed (skip_policy "
-                f"per_variant: a failed variant's later phases are skipped)"
-            )
+            return say("skip_earlier_own_variant", run=other.run_id)
     return None
 
 

@@ -1,8 +1,8 @@
 """The worker contract: what a run is (RunSpec), what a plan is, how its identity is hashed,
 how its outcome is recorded (RunStatus), and the worker protocol (exit code and log prefixes).
 
-A leaf module (it imports only :mod:`afbench.config`, :mod:`afbench.errors` and
-:mod:`afbench.schema`), so that the
+A leaf module (it imports only :mod:`afbench.config`, :mod:`afbench.errors`,
+:mod:`afbench.messages` and :mod:`afbench.schema`), so that the
 planner, the launcher, the worker, the engines and the collector all read one definition and
 none of them has to import another to learn it.
 """
@@ -16,14 +16,15 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from afbench.config.models import RunConfig
+from afbench.messages import Message
 from afbench.schema import SCHEMA_VERSION
 
 #: Exit status of a worker whose run was skipped (a switch the backend cannot honour); the
 #: reference script's status for a skipped run.
 SKIPPED_EXIT_CODE = 125
-#: status.json reason of a run stopped by Ctrl-C / SIGTERM to afbench (status SKIPPED: it did
-#: not fail, it was stopped), and of the runs after it that never started
-INTERRUPTED = "interrupted (SIGINT/SIGTERM to afbench)"
+#: status.json reason (its catalog key) of a run stopped by Ctrl-C / SIGTERM to afbench (status
+#: SKIPPED: it did not fail, it was stopped), and of the runs after it that never started
+INTERRUPTED_REASON = "skip_interrupted"
 #: Prefix of the one line a failing worker prints last; the launcher puts the rest of the
 #: line into status.json and the report.
 ERROR_PREFIX = "afbench.worker: error: "
@@ -87,13 +88,14 @@ class Rerun(BaseModel):
     """A contended verdict-phase run that was run again (``experiment.rerun_contended``):
     ``replaced`` is its RunSpec (its directory is kept, its status.json names ``by``), ``by``
     the run_id of the run that took its place in ``Plan.runs``, ``reasons`` the contention
-    thresholds it crossed (:func:`afbench.analysis.contention.judge`)."""
+    thresholds it crossed (:func:`afbench.analysis.contention.judge`, as ``cont_reason_*``
+    messages)."""
 
     model_config = ConfigDict(extra="forbid")
 
     replaced: RunSpec
     by: str
-    reasons: list[str] = []
+    reasons: list[Message] = []
 
 
 class Plan(BaseModel):
@@ -135,7 +137,9 @@ class Plan(BaseModel):
 
 class RunStatus(BaseModel):
     """Outcome of one run, written to ``<run_dir>/status.json`` (read through
-    :data:`afbench.store.run.STATUS_FILE`, which upgrades older versions)."""
+    :data:`afbench.store.run.STATUS_FILE`, which upgrades older versions). ``reason``: why it
+    did not succeed (or that it was resumed), a catalog message; an error text is kept as
+    written (``as_written``); None for a run that succeeded."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -143,7 +147,7 @@ class RunStatus(BaseModel):
     run_id: str
     status: str  # OK | FAILED | SKIPPED
     exit_code: int | None
-    reason: str = ""
+    reason: Message | None = None
     wall_s: float = 0.0  # seconds, wall clock of the whole worker process
     started_at: str | None = None
     finished_at: str | None = None

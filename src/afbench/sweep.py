@@ -21,7 +21,7 @@ from typing import Any
 
 from afbench.errors import OutputError
 from afbench.io import inside
-from afbench.messages import Message, say
+from afbench.messages import Message, as_written, say
 from afbench.pairing import SWEEP_BASELINE, baseline_setting, same_value, split_override
 from afbench.store import (
     SWEEP_SUMMARY,
@@ -191,7 +191,7 @@ def _combinations(
     # collect/compare pull in pandas and the config models: only the report needs them
     from afbench.analysis.factorial import UNTRUSTED_CV_PCT, outlier_runs
     from afbench.collect import collect
-    from afbench.compare import run_contention, run_ids, side, workload_of
+    from afbench.compare import contention_reason, run_ids, side, workload_of
     from afbench.verdict.runs import run_statistic
 
     name = ",".join(f"{k}={setting.get(k, '')}" for k in keys) or job.name
@@ -241,6 +241,8 @@ def _combinations(
             side=v,
             # every run's note, resumed ones included, without the run id
             reasons=[r for r in sel.reason.tolist() + sel.log_error.tolist() if r],
+            reason_msgs=[col.reasons[i] for i in ids if i in col.reasons]
+            + [as_written(e) for e in sel.log_error.tolist() if e],
             is_plan_baseline=variant == col.plan.baseline,
             report=report,
         )
@@ -262,7 +264,7 @@ def _combinations(
             steps = col.window_steps.get(rid)
             if sel.at[rid, "status"] != "OK" or sel.at[rid, "log_error"] or not steps:
                 continue
-            contended, detail = run_contention(col.results.get(rid), rid)
+            contended, detail = contention_reason(col.results.get(rid), rid)
             if contended:
                 row.contended_runs.append(rid)
             combo.rounds[col.spec(rid).repeat] = (
@@ -324,7 +326,9 @@ def _verdict(
     if base is None or not base.has_result or not combo.has_result:
         row.status = RUN_FAILED
         if combo.has_result and base is not None:
-            row.reasons = [*row.reasons, f"no baseline result: {base.row.name} has none"]
+            why = say("sweep_no_baseline_result", name=base.row.name)
+            row.reasons = [*row.reasons, why.text]
+            row.reason_msgs = [*row.reason_msgs, why]
         return
     # numpy here, scipy inside (0.8 s): a sweep's jobs never pay for them
     from afbench.verdict import DEFAULT_MIN_GAIN_PCT, compare_runs

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from afbench.analysis import contention as C
+from afbench.messages import say
 
 # copied from this machine: cat /proc/pressure/cpu; head -1 /proc/stat
 PSI = (
@@ -154,19 +155,22 @@ def test_a_quiet_record_is_not_contended_and_a_missing_one_is_unknown():
 def test_a_run_that_waited_for_the_cpu_is_contended_and_says_which_threshold():
     contended, reasons = C.judge({"run_queue_wait_pct": 34.0, "steal_pct": 0.0})
     assert contended
-    assert reasons == [f"waited for a CPU 34% of the window > {C.RUN_QUEUE_WAIT_PCT:g}%"]
+    assert reasons == [("cont_reason_wait", {"wait": 34.0, "limit": C.RUN_QUEUE_WAIT_PCT})]
 
 
 def test_a_window_too_short_to_measure_is_not_judged():
     contended, reasons = C.judge({"wall_s": 0.004, "run_queue_wait_pct": 80.0})
     assert contended is None and reasons == [
-        f"window of 0.004 s too short to judge (< {C.MIN_WINDOW_S:g} s)"
+        ("cont_reason_short", {"wall": 0.004, "limit": C.MIN_WINDOW_S})
     ]
 
 
 def test_steal_above_its_threshold_is_contended_on_its_own():
     contended, reasons = C.judge({"run_queue_wait_pct": 1.0, "steal_pct": C.STEAL_PCT + 3})
-    assert contended and reasons[0].startswith("steal ")
+    assert contended and reasons[0] == (
+        "cont_reason_steal",
+        {"steal": C.STEAL_PCT + 3, "limit": C.STEAL_PCT},
+    )
 
 
 def test_without_schedstat_pressure_and_cpu_share_decide():
@@ -179,7 +183,10 @@ def test_without_schedstat_pressure_and_cpu_share_decide():
     }
     contended, reasons = C.judge(rec)
     assert contended and len(reasons) == 2
-    assert reasons[1].startswith("CPU/wall 0.52 of 2 thread(s) = 26%")
+    assert reasons[1] == (
+        "cont_reason_cpu_share",
+        {"cpu_per_wall": 0.52, "threads": 2, "share": 26.0, "limit": C.CPU_OF_THREADS_PCT},
+    )
     calm = {**rec, "cpu_pressure_pct": 1.0, "cpu_of_threads_pct": 97.0}
     assert C.judge(calm) == (False, [])
 
@@ -223,7 +230,7 @@ def test_a_slowdown_in_every_unswitched_op_is_named_as_contention():
     ]
     found = C.uniform_slowdown(rows, baseline="eager", variant="fused")
     assert found == {"ratio": pytest.approx(1.9, abs=0.01), "similar": 4, "ops": 4, "side": "fused"}
-    note = C.UNIFORM_TEXT.format(**found)
+    note = say("uniform_slowdown_note", **found).text  # the catalog words the values
     assert note.startswith("uniform slowdown of x1.90 across 4 of 4 ops")
     assert "the fused run was likely contended" in note
 

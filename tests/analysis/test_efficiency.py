@@ -52,7 +52,7 @@ def test_window_peak_is_the_largest_memory_line_and_tflops_mfu_are_window_means(
     assert out["peak_memory_reserved_pct"] == pytest.approx(round(38.31 / 0.616, 2))
     assert out["tflops_per_device"] == pytest.approx(sum(tflops[s] for s in range(2, 6)) / 4)
     assert out["mfu_pct"] == pytest.approx(sum(mfu[s] for s in range(2, 6)) / 4)
-    assert out["memory_source"] == TITAN_MEMORY_SOURCE
+    assert out["memory_source"] == {"key": TITAN_MEMORY_SOURCE, "args": {}}  # a catalog key
     assert out["peak_memory_allocated_gib"] is None and out["peak_rss_gib"] is None
 
 
@@ -66,13 +66,16 @@ def test_lines_without_memory_fields_say_not_reported():
     text = "step:  1  loss:  2.50000  elapsed_time_per_step: 0.5s\nstep:  2  loss:  2.4  elapsed_time_per_step: 0.5s"
     out = titan_efficiency(parse_titan_log(text), 1, 2)
     assert out["peak_memory_reserved_gib"] is None and out["tflops_per_device"] is None
-    assert out["memory_source"].startswith("not reported") and "steps 1-2" in out["memory_source"]
-    assert out["tflops_source"].startswith("not reported")
+    assert out["memory_source"] == {
+        "key": "src_titan_no_field",
+        "args": {"field": "memory:", "first": 1, "last": 2},
+    }
+    assert out["tflops_source"]["args"]["field"] == "tflops:"
 
 
 def test_command_engine_reports_no_memory():
     out = not_reported("command")
-    assert out["memory_source"] == "not reported (engine command)"
+    assert out["memory_source"] == {"key": "src_not_reported", "args": {"engine": "command"}}
     assert all(
         out[k] is None
         for k in (

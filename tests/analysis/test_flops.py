@@ -151,15 +151,16 @@ def test_published_peaks_are_recognised_by_device_name(name, peak):
 @pytest.mark.parametrize("name", ["NVIDIA H20", "Ascend910B3", "x86_64", "NVIDIA GeForce RTX 4090"])
 def test_unknown_devices_get_no_peak_and_say_which_key_to_set(name):
     peak, why = flops.resolve_peak_tflops(None, name, "bfloat16")
-    assert peak is None and "backend.peak_tflops" in why and name in why
+    # a catalog sentence as plain data (labels.yaml words it: "... set backend.peak_tflops")
+    assert peak is None and why == {"key": "peak_unknown_device", "args": {"device": repr(name)}}
 
 
 def test_float32_model_gets_no_bf16_peak_but_a_configured_peak_always_wins():
     peak, why = flops.resolve_peak_tflops(None, "NVIDIA H100 80GB HBM3", "float32")
-    assert peak is None and "float32" in why
+    assert peak is None and why["key"] == "peak_other_dtype" and why["args"]["dtype"] == "float32"
     assert flops.resolve_peak_tflops(313.0, "Ascend910B3", "float32") == (
         313.0,
-        "backend.peak_tflops",
+        {"key": "peak_configured", "args": {}},
     )
 
 

@@ -8,3 +8,13 @@ submodules (``afbench.analysis.steplog``, ``.steptrace``, ``.kernels``, ``.stats
 ``.verdict``, ``.sanity``): a command-engine worker that parses step lines never pays for
 pandas or scipy.
 """
+
+from typing import Any
+
+
+def said(key: str, /, **args: Any) -> dict[str, Any]:
+    """A report sentence as plain data, ``{"key": key, "args": args}``: ``key`` a label of
+    ``afbench/report/templates/labels.yaml``, ``args`` the values its fields take. What
+    analysis records instead of English (it imports no afbench package): the store's message
+    fields (``afbench.messages.Message``) read it, the report words it in its language."""
+    return {"key": key, "args": args}

@@ -327,24 +327,25 @@ def window_record(
     }
 
 
-#: The English sentence of each reason code of :func:`judge_reasons` (log lines, status.json);
-#: the report words the same codes from its label catalog (labels.yaml, ``cont_reason_*``).
-REASON_TEXT = {
-    "cont_reason_short": "window of {wall:.3f} s too short to judge (< {limit:g} s)",
-    "cont_reason_wait": "waited for a CPU {wait:.0f}% of the window > {limit:g}%",
-    "cont_reason_steal": "steal {steal:.1f}% > {limit:g}%",
-    "cont_reason_pressure": "CPU pressure {pressure:.0f}% > {limit:g}%",
-    "cont_reason_cpu_share": "CPU/wall {cpu_per_wall:.2f} of {threads} thread(s) = "
-    "{share:.0f}% < {limit:g}%",
-}
-
-
-def judge_reasons(
+def judge(
     record: Mapping[str, Any] | Any | None,
 ) -> tuple[bool | None, list[tuple[str, dict[str, Any]]]]:
-    """:func:`judge` as codes and values: each reason is ``(code, values)``, a key of
-    :data:`REASON_TEXT` and the numbers its sentence takes (``("cont_reason_wait", {"wait":
-    34.2, "limit": 10.0})``), for a report to word in its own language."""
+    """Whether a run was contended, from its contention record (a mapping or an object with
+    the record's attributes, e.g. :class:`afbench.store.Contention`), and why.
+
+    Contended when a thread of the process waited for a CPU more than
+    :data:`RUN_QUEUE_WAIT_PCT` of the window, or the hypervisor stole more than
+    :data:`STEAL_PCT`. Where the record has no run-queue wait (no schedstat) the host-wide
+    measures stand in: CPU pressure above :data:`CPU_PRESSURE_PCT`, or (threads known) less
+    than :data:`CPU_OF_THREADS_PCT` of the threads asked for.
+
+    Returns ``(None, [])`` without a record (not measured), ``(None, [why])`` for a window
+    shorter than :data:`MIN_WINDOW_S`, ``(False, [])`` when no measure crosses its
+    threshold, else ``(True, reasons)``. Each reason is ``(code, values)``: a labels.yaml key
+    (``cont_reason_short`` | ``_wait`` | ``_steal`` | ``_pressure`` | ``_cpu_share``) and the
+    numbers its sentence takes (``("cont_reason_wait", {"wait": 34.2, "limit": 10.0})``:
+    English "waited for a CPU 34% of the window > 10%"), worded by the caller
+    (``afbench.messages.say``) in the reader's language."""
     if record is None:
         return None, []
 
@@ -378,24 +379,6 @@ def judge_reasons(
                 )
             )
     return bool(reasons), reasons
-
-
-def judge(record: Mapping[str, Any] | Any | None) -> tuple[bool | None, list[str]]:
-    """Whether a run was contended, from its contention record (a mapping or an object with
-    the record's attributes, e.g. :class:`afbench.store.Contention`), and why.
-
-    Contended when a thread of the process waited for a CPU more than
-    :data:`RUN_QUEUE_WAIT_PCT` of the window, or the hypervisor stole more than :data:`STEAL_PCT`. Where the record has
-    no run-queue wait (no schedstat) the host-wide measures stand in: CPU pressure above
-    :data:`CPU_PRESSURE_PCT`, or (threads known) less than :data:`CPU_OF_THREADS_PCT` of the
-    threads asked for. Returns ``(None, [])`` without a record (not measured), ``(None,
-    [why])`` for a window shorter than :data:`MIN_WINDOW_S`, ``(False, [])`` when no measure
-    crosses its threshold, else ``(True, reasons)``, one English reason per crossed threshold
-    (:data:`REASON_TEXT`), e.g. ``"waited for a CPU 34% of the window > 10%"``; the same as
-    codes and values: :func:`judge_reasons`.
-    """
-    contended, reasons = judge_reasons(record)
-    return contended, [REASON_TEXT[code].format(**values) for code, values in reasons]
 
 
 class WindowSampler:
@@ -450,14 +433,6 @@ UNIFORM_MIN_RATIO = 1.3
 UNIFORM_MAX_SPREAD = 1.5
 
 
-#: The English of :func:`uniform_slowdown` (labels.yaml ``uniform_slowdown_note`` words it).
-UNIFORM_TEXT = (
-    "uniform slowdown of x{ratio:.2f} across {similar} of {ops} ops whose launch "
-    "count did not change, not in the switched ops: the {side} run was likely "
-    "contended; compare the runs' contention before reading this diff"
-)
-
-
 def uniform_slowdown(
     rows: list[Mapping[str, Any]], *, baseline: str, variant: str
 ) -> dict[str, Any] | None:
@@ -476,7 +451,7 @@ def uniform_slowdown(
 
     Returns:
         ``{"ratio": 1.90, "similar": 12, "ops": 14, "side": <the slower side>}`` (the values
-        of :data:`UNIFORM_TEXT`) when at least :data:`UNIFORM_MIN_OPS` unswitched ops exist,
+        of the labels.yaml sentence ``uniform_slowdown_note``) when at least :data:`UNIFORM_MIN_OPS` unswitched ops exist,
         their median time ratio is at least :data:`UNIFORM_MIN_RATIO` away from 1 and at
         least :data:`UNIFORM_MIN_SHARE` of them lie within :data:`UNIFORM_MAX_SPREAD` of it
         on the same side of 1; else None.

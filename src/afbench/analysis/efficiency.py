@@ -7,7 +7,8 @@ them on every step line and the command engine reports none. Either way a run's
 
 ``peak_memory_allocated_gib``, ``peak_memory_reserved_gib``, ``peak_rss_gib``,
 ``memory_source`` (how the figures were obtained, or ``"not reported ..."``),
-``tflops_per_device``, ``mfu_pct``, ``tflops_source``.
+``tflops_per_device``, ``mfu_pct``, ``tflops_source``. Each source is a catalog sentence as
+plain data (:func:`afbench.analysis.said`: a labels.yaml key and its values), never English.
 """
 
 from __future__ import annotations
@@ -15,23 +16,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from afbench.analysis import flops
+from afbench.analysis import flops, said
 
 #: torchtitan's ``memory: X GiB(Y%)`` (``torchtitan/components/metrics.py``,
 #: ``DeviceMemoryMonitor.get_peak_stats``): ``reserved_bytes.all.peak`` of the logging rank's
 #: device from ``torch.<device>.memory_stats``, reset after every step line
 #: (``reset_peak_stats``), so each line is the peak since the previous one.
-TITAN_MEMORY_SOURCE = (
-    "torchtitan step log 'memory: X GiB(Y%)': reserved_bytes.all.peak of "
-    "rank 0's device, reset after each logged step; max over the window"
-)
-TFLOPS_SOURCE = (
-    "afbench: 6N + 12*L*H*Q*T FLOPs per token (PaLM App. B, as torchtitan) "
-    "x measured tokens/s per device over the window"
-)
-TITAN_TFLOPS_SOURCE = (
-    "torchtitan step log 'tflops:' / 'mfu:' (its own FLOP count and peak); mean over the window"
-)
+TITAN_MEMORY_SOURCE = "src_titan_memory"
+#: afbench's FLOP count (:mod:`afbench.analysis.flops`) x the measured tokens/s.
+TFLOPS_SOURCE = "src_tflops"
+#: torchtitan's own ``tflops:`` / ``mfu:`` step-line fields, averaged over the window.
+TITAN_TFLOPS_SOURCE = "src_titan_tflops"
 
 
 def not_reported(engine: str) -> dict[str, Any]:
@@ -41,10 +36,10 @@ def not_reported(engine: str) -> dict[str, Any]:
         "peak_memory_allocated_gib": None,
         "peak_memory_reserved_gib": None,
         "peak_rss_gib": None,
-        "memory_source": f"not reported (engine {engine})",
+        "memory_source": said("src_not_reported", engine=engine),
         "tflops_per_device": None,
         "mfu_pct": None,
-        "tflops_source": f"not reported (engine {engine})",
+        "tflops_source": said("src_not_reported", engine=engine),
     }
 
 
@@ -74,23 +69,23 @@ def titan_efficiency(
     pct = [r["memory_pct"] for r in window if r.get("memory_pct") is not None]
     tflops = [r["tflops"] for r in window if r.get("tflops") is not None]
     mfu = [r["mfu_pct"] for r in window if r.get("mfu_pct") is not None]
-    where = f"steps {first_step}-{last_step}"
+    where = {"first": first_step, "last": last_step}
     return {
         "peak_memory_allocated_gib": None,
         "peak_memory_reserved_gib": max(memory) if memory else None,
         "peak_memory_reserved_pct": max(pct) if pct else None,
         "peak_rss_gib": None,
         "memory_source": (
-            TITAN_MEMORY_SOURCE
+            said(TITAN_MEMORY_SOURCE)
             if memory
-            else f"not reported (no 'memory:' field on torchtitan's {where} lines)"
+            else said("src_titan_no_field", field="memory:", **where)
         ),
         "tflops_per_device": _mean(tflops),
         "mfu_pct": _mean(mfu),
         "tflops_source": (
-            TITAN_TFLOPS_SOURCE
+            said(TITAN_TFLOPS_SOURCE)
             if tflops
-            else f"not reported (no 'tflops:' field on torchtitan's {where} lines)"
+            else said("src_titan_no_field", field="tflops:", **where)
         ),
     }
 
@@ -134,7 +129,7 @@ def training_efficiency(
                 "peak_tflops_source",
                 "mfu_pct",
             )
-        } | {"tflops_source": f"n/a: {exc}"}
+        } | {"tflops_source": said("na_error", error=str(exc))}
     per_token = flops.training_flops_per_token(shape, seq_len)
     tflops = (
         flops.achieved_tflops(tokens / seconds / world_size, per_token) if seconds > 0 else None
@@ -147,10 +142,14 @@ def training_efficiency(
         "peak_tflops": peak,
         "peak_tflops_source": source,
         "mfu_pct": flops.mfu_pct(tflops, peak) if peak and tflops is not None else None,
-        "tflops_source": TFLOPS_SOURCE + _architecture_caveat(model_config),
+        "tflops_source": _tflops_source(model_config),
     }
 
 
-def _architecture_caveat(model_config: dict[str, Any]) -> str:
+def _tflops_source(model_config: dict[str, Any]) -> dict[str, Any]:
+    """:data:`TFLOPS_SOURCE`, saying so when the parameters were counted as Qwen3's for
+    another architecture."""
     kind = model_config.get("model_type", "qwen3")
-    return "" if kind == "qwen3" else f" (parameters counted as Qwen3's; model_type is {kind})"
+    return (
+        said(TFLOPS_SOURCE) if kind == "qwen3" else said("src_tflops_other_model", model_type=kind)
+    )

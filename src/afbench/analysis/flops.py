@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from afbench.analysis import said
+
 #: Keys of an HF config that the counts need (``head_dim`` may be absent: hidden / heads).
 REQUIRED_KEYS = (
     "num_hidden_layers",
@@ -231,19 +233,18 @@ def resolve_peak_tflops(
     would understate MFU by the precision gap, not the implementation's).
 
     Returns:
-        (peak TFLOPs per device or None, source or the reason there is none).
+        (peak TFLOPs per device or None, its source or the reason there is none as a catalog
+        sentence, :func:`afbench.analysis.said`: ``peak_configured``, ``as_written`` (the
+        published figure's citation), ``peak_unknown_device``, ``peak_other_dtype``).
     """
     if configured is not None:
-        return float(configured), "backend.peak_tflops"
+        return float(configured), said("peak_configured")
     found = published_peak_tflops(device_name)
     if found is None:
-        return None, f"n/a: no published peak for device {device_name!r}; set backend.peak_tflops"
+        return None, said("peak_unknown_device", device=repr(device_name))
     if dtype not in HALF_DTYPES:
-        return None, (
-            f"n/a: model dtype {dtype}, the published peak of {device_name!r} is "
-            "BF16 dense; set backend.peak_tflops for this precision"
-        )
-    return found
+        return None, said("peak_other_dtype", dtype=dtype, device=repr(device_name))
+    return found[0], said("as_written", text=found[1])
 
 
 def kv_cache_bytes(shape: TransformerShape, tokens: int, batch: int, dtype_bytes: int) -> int:

@@ -10,6 +10,7 @@ import torch
 
 from afbench.config.models import CompileConfig, NpuProfilerConfig
 from afbench.errors import RunSkipped
+from afbench.messages import Message, say
 
 GIB = 2**30
 
@@ -21,19 +22,20 @@ class PeakMemory:
     ``allocated``: the most bytes held by live tensors at once (``max_memory_allocated``);
     ``reserved``: the most the caching allocator held from the device (``max_memory_reserved``,
     what decides an out-of-memory); ``rss``: peak resident set of the process (CPU); ``source``:
-    how the figures were obtained, e.g. "torch.cuda.max_memory_allocated/max_memory_reserved
-    after reset_peak_memory_stats".
+    how the figures were obtained, a catalog message (``src_device_memory``: "torch.cuda.
+    max_memory_allocated / max_memory_reserved of cuda:0 after ...").
     """
 
-    source: str
+    source: Message
     peak_memory_allocated_gib: float | None = None
     peak_memory_reserved_gib: float | None = None
     peak_rss_gib: float | None = None
 
     def fields(self) -> dict[str, Any]:
-        """The result.json / metrics.jsonl fields: the three peaks and ``memory_source``."""
-        out = asdict(self)
-        out["memory_source"] = out.pop("source")
+        """The result.json / metrics.jsonl fields: the three peaks and ``memory_source`` (the
+        message as JSON data)."""
+        out = {k: v for k, v in asdict(self).items() if k != "source"}
+        out["memory_source"] = self.source.model_dump()
         return out
 
 
@@ -41,8 +43,7 @@ def device_peak_memory(device_module: Any, kind: str, index: int) -> PeakMemory:
     """Peak allocated / reserved bytes of ``torch.cuda`` or ``torch.npu`` (``device_module``,
     whose memory functions share one API) for device ``kind:index``, in GiB."""
     return PeakMemory(
-        source=f"torch.{kind}.max_memory_allocated / max_memory_reserved of {kind}:{index} "
-        f"after torch.{kind}.reset_peak_memory_stats",
+        source=say("src_device_memory", kind=kind, device=f"{kind}:{index}"),
         peak_memory_allocated_gib=device_module.max_memory_allocated(index) / GIB,
         peak_memory_reserved_gib=device_module.max_memory_reserved(index) / GIB,
     )
@@ -65,7 +66,7 @@ class Backend:
 
     def peak_memory(self) -> PeakMemory:
         """Peak memory since :meth:`reset_peak_memory` (or since start, as ``source`` says)."""
-        return PeakMemory(source=f"not measured on backend {self.name}")
+        return PeakMemory(source=say("src_not_measured", backend=self.name))
 
     def device_name(self) -> str:
         """The device's own name (e.g. ``NVIDIA H100 80GB HBM3``), for the published-peak table."""

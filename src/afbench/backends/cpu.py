@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from afbench.backends.base import GIB, Backend, PeakMemory
+from afbench.messages import say
 
 #: Linux: writing "5" to clear_refs resets the process's peak RSS (VmHWM) to its current RSS
 #: (proc(5), /proc/pid/clear_refs, Linux >= 4.0); VmHWM is read back from status. (getrusage's
@@ -20,11 +21,9 @@ STATUS = Path("/proc/self/status")
 VM_HWM = re.compile(r"^VmHWM:\s*(\d+)\s*kB", re.M)
 # torch keeps no allocator statistics for CPU tensors (torch.cpu has no memory_stats, checked on torch 2.13),
 # so the process's resident set is the only peak there is.
-HWM_SOURCE = "VmHWM from /proc/self/status after clear_refs reset (peak RSS of the whole process)"
-MAXRSS_SOURCE = (
-    "resource.getrusage ru_maxrss (peak RSS of the whole process since it started, "
-    "not resettable here: includes model loading and warm-up)"
-)
+# The catalog keys (labels.yaml) of the two ways the peak RSS is read.
+HWM_SOURCE = "src_vmhwm"  # VmHWM after a clear_refs reset: the window's peak
+MAXRSS_SOURCE = "src_maxrss"  # ru_maxrss: since the process started, not resettable
 
 
 class CpuBackend(Backend):
@@ -53,11 +52,11 @@ class CpuBackend(Backend):
         if self._hwm_reset:
             match = VM_HWM.search(STATUS.read_text())
             if match:
-                return PeakMemory(source=HWM_SOURCE, peak_rss_gib=int(match.group(1)) * 1024 / GIB)
+                return PeakMemory(say(HWM_SOURCE), peak_rss_gib=int(match.group(1)) * 1024 / GIB)
         # ru_maxrss is KiB on Linux, bytes on macOS
         unit = 1 if sys.platform == "darwin" else 1024
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit / GIB
-        return PeakMemory(source=MAXRSS_SOURCE, peak_rss_gib=rss)
+        return PeakMemory(say(MAXRSS_SOURCE), peak_rss_gib=rss)
 
     def device_name(self) -> str:
         return platform.processor() or platform.machine()

@@ -43,17 +43,16 @@ from afbench.compare.sides import (
 )
 from afbench.compare.speed import (
     VerdictPairs,
+    contention_reason,
     decided_runs,
     dotted,
-    run_contention,
     sequential_design,
     speed_of,
     verdict_pairs,
 )
 from afbench.config.models import ReportConfig
 from afbench.messages import Message, say
-from afbench.runspec import INTERRUPTED as RUNSPEC_INTERRUPTED
-from afbench.runspec import Plan
+from afbench.runspec import INTERRUPTED_REASON, Plan
 from afbench.store import (
     Comparison,
     Environment,
@@ -71,7 +70,7 @@ from afbench.store import (
 )
 from afbench.switches.registry import compiles, requested_not_reported
 from afbench.verdict import INCONCLUSIVE, RUN_FAILED, SKIPPED, verdict_word
-from afbench.verdict.sequential import INTERRUPTED
+from afbench.verdict.sequential import INTERRUPTED_STOP
 
 # the package's API: the comparison and the pieces the sweep, the history and the tests use
 __all__ = [
@@ -96,7 +95,7 @@ __all__ = [
     "profiler_labels",
     "profiling_pair",
     "profiling_reason",
-    "run_contention",
+    "contention_reason",
     "run_ids",
     "sequential_design",
     "side",
@@ -125,7 +124,7 @@ def compare_pair(
         # a run stopped by Ctrl-C (or SIGTERM) is SKIPPED, interrupted: nothing failed
         verdict, speed = (
             SKIPPED,
-            Speed(level=report.confidence, stop_reason=INTERRUPTED if interrupted else None),
+            Speed(level=report.confidence, stop_reason=INTERRUPTED_STOP if interrupted else None),
         )
     elif not (b.ok and v.ok and b.repeats_s and v.repeats_s):
         verdict, speed = (
@@ -182,7 +181,7 @@ def _contended_profile(col: Collected, pc: ProfilingComparison) -> ProfilingComp
     op times carry the other jobs' load, as a train run's step times do): the clause
     ``profiling_contended`` naming each such run and why goes first."""
     ids = [run_ids(col, n, col.plan.profile_phase)[0] for n in (pc.baseline, pc.variant)]
-    found = [d for d in (run_contention(col.results.get(i), i) for i in ids) if d[0]]
+    found = [d for d in (contention_reason(col.results.get(i), i) for i in ids) if d[0]]
     if not found:
         return pc
     clause = say("profiling_contended", runs=[m.model_dump() for _, m in found if m])
@@ -219,8 +218,9 @@ def switch_records(plan: Plan, run_id: str, result: RunResult) -> list[SwitchRec
 
 def _interrupted(col: Collected, ids: list[str]) -> bool:
     """Whether a run of ``ids`` was stopped by the user (SKIPPED with the interrupt reason)."""
-    sel = col.runs[col.runs.run_id.isin(ids)]
-    return bool(((sel.status == "SKIPPED") & (sel.reason == RUNSPEC_INTERRUPTED)).any())
+    return any(
+        col.reasons.get(i) is not None and col.reasons[i].key == INTERRUPTED_REASON for i in ids
+    )
 
 
 def _compiles(col: Collected, variant: str) -> bool:
@@ -288,10 +288,13 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     ]
 
 
-def _run_rows(runs: pd.DataFrame) -> list[dict[str, Any]]:
-    """The runs table's rows for the summary, a recompile note as a catalog message too."""
+def _run_rows(runs: pd.DataFrame, reasons: dict[str, Message]) -> list[dict[str, Any]]:
+    """The runs table's rows for the summary: each run's reason its status message
+    (``reasons``, :attr:`afbench.collect.Collected.reasons`), a recompile note as a catalog
+    message too."""
     rows = _records(runs.where(runs.notna(), None))
     for row in rows:
+        row["reason"] = reasons.get(row["run_id"])
         step = row.get("recompile_after_step")
         if row.get("recompile") and step is not None:
             row["recompile_after_step"] = int(step)
@@ -370,7 +373,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
             if env
             else {},
             "parameters": _parameters(col),
-            "runs": _run_rows(col.runs),
+            "runs": _run_rows(col.runs, col.reasons),
             "switches": {rid: switch_records(col.plan, rid, r) for rid, r in results.items()},
             "ranks": {rid: r.ranks for rid, r in results.items() if r.ranks},
             "comparisons": comps,

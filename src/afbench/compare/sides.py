@@ -10,7 +10,7 @@ import pandas as pd
 
 from afbench.analysis.stats import finite_mean
 from afbench.collect import MEANS, Collected
-from afbench.messages import Message, recorded, say
+from afbench.messages import Message, as_written, say
 from afbench.store import (
     MEMORY_MEASURES,
     Compile,
@@ -306,9 +306,12 @@ def compile_cost(b: Side, v: Side, speed: Speed, compiled: bool = True) -> Compi
 def failure_reasons(col: Collected, ids: list[str]) -> list[Message]:
     """Why a side has no number: the reasons of its runs that did not succeed, then the
     strict-parse errors of its logs, each as the message ``run_reason`` (English text
-    ``run_id: reason``; a reason afbench recorded itself, such as a skip, is a nested catalog
-    message, any other is kept as written)."""
+    ``run_id: reason``; the run's recorded reason message nested, a log error as written)."""
     pair = col.runs[col.runs.run_id.isin(ids)]
-    found = [(r.run_id, r.reason) for r in pair.itertuples() if r.status != "OK" and r.reason]
-    found += [(r.run_id, r.log_error) for r in pair.itertuples() if r.log_error]
-    return [say("run_reason", run=run, reason=recorded(text) or text) for run, text in found]
+    found = [
+        (r.run_id, col.reasons[r.run_id])
+        for r in pair.itertuples()
+        if r.status != "OK" and r.run_id in col.reasons
+    ]
+    found += [(r.run_id, as_written(r.log_error)) for r in pair.itertuples() if r.log_error]
+    return [say("run_reason", run=run, reason=reason) for run, reason in found]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from afbench.analysis.contention import judge_reasons
+from afbench.analysis.contention import judge
 from afbench.analysis.stats import finite_mean
 from afbench.collect import Collected
 from afbench.config.models import ReportConfig
@@ -27,7 +27,7 @@ from afbench.verdict import (
 )
 from afbench.verdict.calibration import RunSpread
 from afbench.verdict.estimate import CALIBRATION_STALE, CALIBRATION_UNFIT
-from afbench.verdict.sequential import INTERRUPTED
+from afbench.verdict.sequential import INTERRUPTED_STOP
 
 
 def sequential_design(auto: AutoDesign, with_budget: bool = True) -> Design:
@@ -45,13 +45,13 @@ def sequential_design(auto: AutoDesign, with_budget: bool = True) -> Design:
     )
 
 
-def run_contention(result: Any, run_id: str) -> tuple[bool, Message | None]:
+def contention_reason(result: Any, run_id: str) -> tuple[bool, Message | None]:
     """Whether a run was measured contended, and why: the reasons of
-    :func:`afbench.analysis.contention.judge_reasons` of ``result.json``'s ``contention``
+    :func:`afbench.analysis.contention.judge` of ``result.json``'s ``contention``
     record as the message ``run_reason`` (``<run_id>: <reason>; <reason>``, each reason a
     ``cont_reason_*`` message with its numbers, worded by the report); ``(False, None)`` when
     not measured or nothing crossed a threshold."""
-    contended, reasons = judge_reasons(getattr(result, "contention", None))
+    contended, reasons = judge(getattr(result, "contention", None))
     if not reasons:
         return bool(contended), None
     return bool(contended), say(
@@ -90,7 +90,9 @@ def verdict_pairs(
         ids = by_repeat[repeat]
         b_id, v_id = ids.get(plan.baseline), ids.get(variant)
         if b_id in steps and v_id in steps:
-            (cb, db), (cv, dv) = (run_contention((results or {}).get(i), i) for i in (b_id, v_id))
+            (cb, db), (cv, dv) = (
+                contention_reason((results or {}).get(i), i) for i in (b_id, v_id)
+            )
             out.baseline.append(steps[b_id])
             out.variant.append(steps[v_id])
             out.contended.append((cb, cv))
@@ -125,7 +127,7 @@ def _auto_speed(plan: Plan, variant: str, pairs: VerdictPairs, keep: bool) -> An
     design = sequential_design(plan.auto, with_budget=False)
     stop = plan.auto_stops.get(variant)
     n = min(len(pairs.baseline), stop.n_pairs if stop else len(pairs.baseline))
-    reason = stop.reason if stop else INTERRUPTED
+    reason = stop.reason if stop else INTERRUPTED_STOP
     test = SequentialTest(
         design,
         pairs.baseline[:n],

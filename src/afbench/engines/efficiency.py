@@ -19,11 +19,11 @@ from afbench.backends.base import Backend, PeakMemory
 from afbench.config.models import StepWindow
 from afbench.engines import distributed as ddp
 from afbench.engines.metrics import MetricsWriter
+from afbench.messages import Message, say
 
-KV_CACHE_SOURCE = (
-    "2 (K, V) x layers x kv_heads x head_dim x (longest prompt + max_new_tokens) "
-    "x batch x dtype bytes, from config.json"
-)
+#: The KV-cache formula's catalog key: 2 (K, V) x layers x kv_heads x head_dim x (longest
+#: prompt + max_new_tokens) x batch x dtype bytes, from config.json.
+KV_CACHE_SOURCE = "src_kv_cache"
 PEAK_FIELDS = ("peak_memory_allocated_gib", "peak_memory_reserved_gib", "peak_rss_gib")
 
 
@@ -47,9 +47,11 @@ class MeasuredWindow:
         unit: str = "steps",
     ) -> None:
         self.backend, self.window, self.metrics, self.info = backend, window, metrics, info
-        self.label = (
-            f"{unit} {window.first_step}-{window.last_step} (counters reset after "
-            f"{window.first_step - 1} warm-up {unit})"
+        self.label: Message = say(
+            f"memory_window_{unit}",
+            first=window.first_step,
+            last=window.last_step,
+            warm=window.first_step - 1,
         )
         self.seconds = 0.0
         self.steps = 0
@@ -79,7 +81,10 @@ class MeasuredWindow:
             self.contention.end()
             self.peak = self.backend.peak_memory()
             self.metrics.write(
-                "memory", rank=self.info.rank, memory_window=self.label, **self.peak.fields()
+                "memory",
+                rank=self.info.rank,
+                memory_window=self.label.model_dump(),
+                **self.peak.fields(),
             )
 
     def result_fields(self) -> dict[str, Any]:
@@ -87,21 +92,24 @@ class MeasuredWindow:
         ``memory_window``, ``memory_per_rank`` (one dict of the peaks per rank, in rank
         order) and ``contention`` (this rank's record, None when the window did not
         complete). A collective under torchrun: every rank must call it."""
-        peak = self.peak or PeakMemory(source="not measured: the window's last step never ran")
+        peak = self.peak or PeakMemory(source=say("src_window_not_ended"))
         return {
             **memory_fields(ddp.gather_objects(peak.fields(), self.info), self.label),
             "contention": self.contention.record(),
         }
 
 
-def memory_fields(per_rank: list[dict[str, Any]], window: str) -> dict[str, Any]:
-    """Max over ranks of each peak (None where no rank measured it), the distinct sources
-    joined with ``; ``, the window and the per-rank dicts (``rank`` added)."""
+def memory_fields(per_rank: list[dict[str, Any]], window: Message) -> dict[str, Any]:
+    """Max over ranks of each peak (None where no rank measured it), the source (the ranks'
+    distinct sources as one ``clauses`` message where they differ), the window and the
+    per-rank dicts (``rank`` added)."""
     out: dict[str, Any] = {}
     for key in PEAK_FIELDS:
         values = [r[key] for r in per_rank if r.get(key) is not None]
         out[key] = max(values) if values else None
-    out["memory_source"] = "; ".join(dict.fromkeys(r["memory_source"] for r in per_rank))
+    sources = [Message.model_validate(r["memory_source"]) for r in per_rank]
+    distinct = list(dict.fromkeys(sources))
+    out["memory_source"] = distinct[0] if len(distinct) == 1 else say("clauses", items=distinct)
     out["memory_window"] = window
     out["memory_per_rank"] = [{"rank": i, **r} for i, r in enumerate(per_rank)]
     return out
@@ -126,11 +134,11 @@ def kv_cache_fields(
     """
     none = {"kv_cache_gib": None, "kv_cache_tokens": None, "kv_cache_batch": None}
     if not batches:
-        return none | {"kv_cache_source": "n/a: no prompts"}
+        return none | {"kv_cache_source": say("kv_no_prompts")}
     try:
         shape = flops.TransformerShape.from_config(model_config, "model config.json")
     except flops.ModelConfigError as exc:
-        return none | {"kv_cache_source": f"n/a: {exc}"}
+        return none | {"kv_cache_source": say("na_error", error=str(exc))}
     width, batch = max(batches, key=lambda b: (b[0] + max_new_tokens) * b[1])
     tokens = width + max_new_tokens
     size = flops.kv_cache_bytes(shape, tokens, batch, flops.DTYPE_BYTES[dtype])
@@ -138,5 +146,5 @@ def kv_cache_fields(
         "kv_cache_gib": size / 2**30,
         "kv_cache_tokens": tokens,
         "kv_cache_batch": batch,
-        "kv_cache_source": KV_CACHE_SOURCE,
+        "kv_cache_source": say(KV_CACHE_SOURCE),
     }

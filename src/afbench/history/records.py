@@ -87,7 +87,7 @@ def _run_rows(out: OutDir, plan: Plan, variant: str) -> tuple[list[dict[str, Any
         measured = getattr(result, "contention", None)
         contention = measured.model_dump(mode="json") if measured is not None else None
         stat = run_statistic(times) if times else None
-        reused = (st.reason if st else "").partition(RESUMED)[2] or None
+        reused = (st.reason.text if st and st.reason else "").partition(RESUMED)[2] or None
         rows.append(
             {
                 "resumed_from": reused,
@@ -240,7 +240,8 @@ def is_recorded(engine: Engine, out_dir: Path) -> bool:
         )
 
 
-#: The status.json reason of a run a resumed experiment copied (afbench.store.resume.reuse_run).
+#: The English start of the status.json reason of a run a resumed experiment copied
+#: (afbench.store.resume.reuse_run: ``run_resumed``; an older one recorded it as written).
 RESUMED = "resumed from "
 
 

@@ -38,7 +38,7 @@ class RunTimes:
 
     def add(self, run: RunSpec, st: RunStatus) -> None:
         """Learn from a run that really ran (OK, its measured window parsed); else nothing."""
-        if st.status != "OK" or st.reason.startswith("resumed"):
+        if st.status != "OK" or (st.reason is not None and st.reason.key == "run_resumed"):
             return
         try:
             times = sorted(window_step_times(run, Path(run.run_dir)).values())

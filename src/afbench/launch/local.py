@@ -38,10 +38,11 @@ from afbench.launch.devices import (
     visible_devices_env,
 )
 from afbench.launch.quiet import wait_for_quiet
+from afbench.messages import Message, as_written, say
 from afbench.preflight import find_cann_root
 from afbench.runspec import (
     ERROR_PREFIX,
-    INTERRUPTED,
+    INTERRUPTED_REASON,
     SKIP_PREFIX,
     SKIPPED_EXIT_CODE,
     RunSpec,
@@ -272,7 +273,7 @@ def _tail(log: Path, n: int = 1) -> str:
     return " | ".join(lines)[:300]
 
 
-def write_skipped(spec: RunSpec, reason: str) -> RunStatus:
+def write_skipped(spec: RunSpec, reason: Message) -> RunStatus:
     """Record a run that was not started: empty log, exit status 125, the reason."""
     run_dir = prepare_run_dir(spec)
     (run_dir / STDOUT_LOG).touch()
@@ -287,7 +288,7 @@ def write_skipped(spec: RunSpec, reason: str) -> RunStatus:
     return status
 
 
-def skip_unrun(runs: list[RunSpec], reason: str) -> int:
+def skip_unrun(runs: list[RunSpec], reason: Message) -> int:
     """Record each of ``runs`` that has no status.json as SKIPPED with ``reason`` (a run whose
     folder holds its runspec gets only its status), as far as the disk allows: the first
     write that fails ends it. Returns how many were recorded."""
@@ -327,7 +328,7 @@ def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0
     cannot honour a switch), FAILED (non-zero exit, signal, timeout, no result, or ``invalid
     step log: ...``: :func:`afbench.store.layout.window_problem`).
     KeyboardInterrupt stops the worker's process group, records SKIPPED with the reason
-    :data:`INTERRUPTED` (the run did not fail: it was stopped) and is re-raised.
+    :data:`INTERRUPTED_REASON` (the run did not fail: it was stopped) and is re-raised.
 
     The run's devices (its cuda/npu ids, or the one cpu "device") are locked from before the
     worker starts until it has ended; a run whose device another afbench run holds waits for
@@ -355,7 +356,9 @@ def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0
         lock_wait_s = round(time.perf_counter() - waited, 3)
         wait_for_quiet(quiet_s, spec.run_id)
     except AfbenchError as exc:
-        return _finish(spec, run_dir, "FAILED", None, str(exc), _now(), time.perf_counter())
+        return _finish(
+            spec, run_dir, "FAILED", None, as_written(str(exc)), _now(), time.perf_counter()
+        )
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             _finish(
@@ -363,7 +366,7 @@ def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0
                 run_dir,
                 "SKIPPED",
                 None,
-                f"{INTERRUPTED} before it started (device lock, quiet machine)",
+                say("skip_interrupted_before_start"),
                 _now(),
                 time.perf_counter(),
             )
@@ -373,13 +376,14 @@ def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0
                 run_dir,
                 "FAILED",
                 None,
-                f"{type(exc).__name__}: {exc}",
+                as_written(f"{type(exc).__name__}: {exc}"),
                 _now(),
                 time.perf_counter(),
             )
         raise
     started, t0 = _now(), time.perf_counter()
-    reason, code = "", None
+    reason: Message | None = None
+    code = None
     with hold, open(log_path, "wb") as log:
         proc = subprocess.Popen(
             worker_argv(spec, python, run_dir),
@@ -398,9 +402,7 @@ def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0
         except subprocess.TimeoutExpired:
             _stop_group(proc, spec.kill_grace_s)
             code = proc.returncode
-            reason = (
-                f"timed out after {spec.timeout_s:g} s (launcher.timeout_s); process group killed"
-            )
+            reason = say("run_timed_out", seconds=spec.timeout_s)
         except BaseException:
             with hold_interrupts():  # a second Ctrl-C still gets the status written
                 _stop_group(proc, spec.kill_grace_s)
@@ -409,7 +411,7 @@ def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0
                     run_dir,
                     "SKIPPED",
                     proc.returncode,
-                    INTERRUPTED,
+                    say(INTERRUPTED_REASON),
                     started,
                     t0,
                     kernel_cache=kernel_cache,
@@ -425,34 +427,42 @@ def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0
     except KeyboardInterrupt:
         with hold_interrupts():
             _finish(
-                spec, run_dir, "SKIPPED", code, INTERRUPTED, started, t0, lock_wait_s, kernel_cache
+                spec,
+                run_dir,
+                "SKIPPED",
+                code,
+                say(INTERRUPTED_REASON),
+                started,
+                t0,
+                lock_wait_s,
+                kernel_cache,
             )
         raise
     return _finish(spec, run_dir, state, code, reason, started, t0, lock_wait_s, kernel_cache)
 
 
-def _outcome(spec: RunSpec, run_dir: Path, code: int | None, reason: str) -> tuple[str, str]:
+def _outcome(
+    spec: RunSpec, run_dir: Path, code: int | None, reason: Message | None
+) -> tuple[str, Message | None]:
     """(status, reason) of a worker that ended with exit status ``code`` (``reason``: the
-    launcher's own, e.g. its timeout), from its files (:func:`launch_run`)."""
+    launcher's own, e.g. its timeout), from its files (:func:`launch_run`). What the worker
+    or the step log says is kept as written (``as_written``)."""
     log_path = run_dir / STDOUT_LOG
     if reason:
-        state = "FAILED"
-    elif code == 0 and (run_dir / RESULT).exists():
-        reason = window_problem(spec, run_dir)
-        state = "FAILED" if reason else "OK"
-    elif code == 0:
-        state, reason = "FAILED", "exit status 0 but no result.json written"
-    elif code == SKIPPED_EXIT_CODE:
-        state = "SKIPPED"
-        reason = _last_line(log_path, SKIP_PREFIX) or "skipped by the worker"
-    elif code is not None and code < 0:
+        return "FAILED", reason
+    if code == 0 and (run_dir / RESULT).exists():
+        problem = window_problem(spec, run_dir)
+        return ("FAILED", as_written(problem)) if problem else ("OK", None)
+    if code == 0:
+        return "FAILED", say("run_no_result")
+    if code == SKIPPED_EXIT_CODE:
+        line = _last_line(log_path, SKIP_PREFIX)
+        return "SKIPPED", as_written(line) if line else say("run_skipped_by_worker")
+    if code is not None and code < 0:
         name = signal.Signals(-code).name
-        hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if code == -9 else ""
-        state, reason = "FAILED", f"killed by {name}{hint}"
-    else:
-        state = "FAILED"
-        reason = _last_line(log_path, ERROR_PREFIX) or f"exit status {code}: {_tail(log_path)}"
-    return state, reason
+        return "FAILED", say("run_killed_oom" if code == -9 else "run_killed", signal=name)
+    line = _last_line(log_path, ERROR_PREFIX)
+    return "FAILED", as_written(line or f"exit status {code}: {_tail(log_path)}")
 
 
 def _finish(
@@ -460,7 +470,7 @@ def _finish(
     run_dir: Path,
     state: str,
     code: int | None,
-    reason: str,
+    reason: Message | None,
     started: str,
     t0: float,
     lock_wait_s: float | None = None,

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from afbench.analysis.contention import WindowSampler, judge
+from afbench.messages import say
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,8 @@ class Quiet:
 
 def probe(seconds: float = PROBE_S) -> list[str]:
     """Busy-loop this thread for ``seconds`` and judge it as a run's window: the judge's
-    reasons (``["waited for a CPU 62% of the window > 10%"]``), empty when quiet.
+    reasons in English for the log lines (``["waited for a CPU 62% of the window > 10%"]``),
+    empty when quiet.
     Interruptible (Ctrl-C raises KeyboardInterrupt)."""
     sampler = WindowSampler(threads=1, scope="window", source="quiet probe")
     sampler.start()
@@ -51,7 +53,7 @@ def probe(seconds: float = PROBE_S) -> list[str]:
             x ^= i
     sampler.end()
     contended, reasons = judge(sampler.record())
-    return reasons if contended else []
+    return [say(code, **values).text for code, values in reasons] if contended else []
 
 
 def wait_for_quiet(

@@ -43,7 +43,7 @@ class Memory(Record):
 
     peak_gib: the headline peak, of kind ``measure`` (``reserved`` | ``allocated`` | ``rss``,
     the first of :data:`MEMORY_MEASURES` measured). source/window: how and over which steps
-    (the first run's ``memory_source`` / ``memory_window``). kv_cache_*: inference only, the
+    (the first run's ``memory.source`` / ``memory.window``, catalog messages). kv_cache_*: inference only, the
     largest KV cache one generation holds, from the model config (GiB, positions per
     sequence, sequences, formula).
     """
@@ -53,12 +53,12 @@ class Memory(Record):
     peak_reserved_gib: float | None = None
     peak_allocated_gib: float | None = None
     peak_rss_gib: float | None = None
-    source: str | None = None
-    window: str | None = None
+    source: Message | None = None
+    window: Message | None = None
     kv_cache_gib: float | None = None
     kv_cache_tokens: int | None = None
     kv_cache_batch: int | None = None
-    kv_cache_source: str | None = None
+    kv_cache_source: Message | None = None
 
     def of(self, measure: str | None) -> float | None:
         """The peak of kind ``measure`` (GiB), None when not measured."""
@@ -67,6 +67,19 @@ class Memory(Record):
             "allocated": self.peak_allocated_gib,
             "rss": self.peak_rss_gib,
         }.get(measure or "")
+
+
+#: The recorded sentences of a :class:`Side` (summary.json's comparisons, sweep_summary.json's
+#: rows) that are messages since version 5, as paths relative to the side
+#: (:func:`afbench.store.versioning.as_messages`).
+SIDE_MESSAGES = (
+    "memory.source",
+    "memory.window",
+    "memory.kv_cache_source",
+    "efficiency.source",
+    "efficiency.peak_source",
+    "efficiency.afbench_source",
+)
 
 
 class Side(Record):
@@ -210,6 +223,24 @@ class Speed(Record):
         if data.get("df") is not None and data["df"] == float("inf"):
             data["df"] = None
         return cls.model_validate({**data, "kind": data["design"], **beside})
+
+    @property
+    def shows_pairs_hint(self) -> bool:
+        """Whether the verdict line says roughly how many pairs would resolve
+        ``min_gain_pct`` (``v_pairs_hint``): a fixed or one-round verdict (FASTER, SLOWER or
+        INCONCLUSIVE) whose interval rests on 3+ pairs or a calibration, with an MDE still
+        above the margin and ``pairs_for_min_gain`` more pairs than it ran."""
+        n = self.n_pairs or 0
+        return bool(
+            self.decision in ("INCONCLUSIVE", "FASTER", "SLOWER")
+            and self.design in ("fixed", "one_round")
+            and (n >= 3 or (self.spread_source or "").startswith("calibration"))
+            and self.pairs_for_min_gain
+            and self.pairs_for_min_gain > n
+            and self.mde_pct is not None
+            and self.min_gain_pct is not None
+            and self.mde_pct > self.min_gain_pct
+        )
 
     @property
     def ci_low(self) -> float | None:

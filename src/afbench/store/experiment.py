@@ -118,6 +118,4 @@ class ExperimentRecord(StoredFile):
 #: experiment.json: versions 0 and 1 carried no schema_version and the same keys (the
 #: calibration and provenance came in version 1, both optional); version 3 adds the
 #: calibration's run locations (optional).
-EXPERIMENT_FILE = FileSchema(
-    EXPERIMENT, ExperimentRecord, steps=(same_shape, same_shape, same_shape, same_shape)
-)
+EXPERIMENT_FILE = FileSchema(EXPERIMENT, ExperimentRecord, steps=(same_shape,) * 5)

@@ -14,8 +14,16 @@ from typing import Any
 
 from pydantic import field_validator
 
+from afbench.messages import Message
 from afbench.store.names import RESULT
-from afbench.store.versioning import FileSchema, OpenRecord, Record, StoredFile, same_shape
+from afbench.store.versioning import (
+    FileSchema,
+    OpenRecord,
+    Record,
+    StoredFile,
+    as_messages,
+    same_shape,
+)
 
 
 class StepRecord(OpenRecord):
@@ -49,11 +57,12 @@ class StepRecord(OpenRecord):
 
 class SwitchRecord(Record):
     """What one switch did in one run (:class:`afbench.switches.SwitchReport` as JSON):
-    ``evidence`` is the switch's own proof (op names found in a profile, graph counts)."""
+    ``detail`` what it did, a catalog message (None: the engine said nothing); ``evidence``
+    is the switch's own proof (op names found in a profile, graph counts)."""
 
     name: str
     applied: bool | None = None
-    detail: str = ""
+    detail: Message | None = None
     evidence: dict[str, Any] = {}
 
 
@@ -118,13 +127,14 @@ class Contention(Record):
 
 
 class RankMemory(Record):
-    """One rank's peaks over the measured window (GiB) and how they were measured."""
+    """One rank's peaks over the measured window (GiB) and how they were measured (a catalog
+    message)."""
 
     rank: int
     peak_allocated_gib: float | None = None
     peak_reserved_gib: float | None = None
     peak_rss_gib: float | None = None
-    source: str | None = None
+    source: Message | None = None
 
 
 class RunMemory(Record):
@@ -134,21 +144,21 @@ class RunMemory(Record):
     peak_allocated_gib: live tensors (device); peak_reserved_gib: the caching allocator
     (device; ``peak_reserved_pct`` of the device's memory, torchtitan); peak_rss_gib: the
     process's resident set (CPU). Each the max over ranks; ``per_rank`` the ranks' own.
-    source, window: how, and over which steps. kv_cache_*: inference only, the largest KV
-    cache one generation holds, from the model config (GiB, positions per sequence,
-    sequences, formula)."""
+    source, window: how, and over which steps (catalog messages: ``src_*``,
+    ``memory_window_*``). kv_cache_*: inference only, the largest KV cache one generation
+    holds, from the model config (GiB, positions per sequence, sequences, formula)."""
 
     peak_allocated_gib: float | None = None
     peak_reserved_gib: float | None = None
     peak_reserved_pct: float | None = None
     peak_rss_gib: float | None = None
-    source: str | None = None
-    window: str | None = None
+    source: Message | None = None
+    window: Message | None = None
     per_rank: list[RankMemory] = []
     kv_cache_gib: float | None = None
     kv_cache_tokens: int | None = None
     kv_cache_batch: int | None = None
-    kv_cache_source: str | None = None
+    kv_cache_source: Message | None = None
 
 
 class Efficiency(Record):
@@ -157,7 +167,8 @@ class Efficiency(Record):
 
     tflops_per_device: achieved TFLOPs (1e12 FLOP/s) per device over the measured window, as
     the run's engine reports it (the builtin engine: afbench's count); mfu_pct: that over
-    ``peak_tflops`` x 100 (None without a peak); source / peak_source: where each came from.
+    ``peak_tflops`` x 100 (None without a peak); source / peak_source: where each came from
+    (catalog messages: ``src_tflops``, ``peak_unknown_device``, ...).
     flops_per_token: FLOPs per trained token; flops_params: the N of 6N.
     afbench_*: afbench's own count beside an engine's own figures (torchtitan), else None.
     """
@@ -165,13 +176,13 @@ class Efficiency(Record):
     tflops_per_device: float | None = None
     mfu_pct: float | None = None
     peak_tflops: float | None = None
-    peak_source: str | None = None
-    source: str | None = None
+    peak_source: Message | None = None
+    source: Message | None = None
     flops_per_token: float | None = None
     flops_params: float | None = None
     afbench_tflops_per_device: float | None = None
     afbench_mfu_pct: float | None = None
-    afbench_source: str | None = None
+    afbench_source: Message | None = None
 
 
 #: The flat names of :mod:`afbench.analysis.efficiency` (result.json version 1) -> the nested
@@ -298,7 +309,7 @@ class RunResult(StoredFile, Environment):
         return self.memory.peak_rss_gib
 
     @property
-    def memory_source(self) -> str | None:
+    def memory_source(self) -> Message | None:
         return self.memory.source
 
     @property
@@ -310,10 +321,29 @@ class RunResult(StoredFile, Environment):
         return self.efficiency.mfu_pct
 
 
+#: The plain strings of a version-4 result.json that are messages since version 5.
+RESULT_MESSAGES = (
+    "memory.source",
+    "memory.window",
+    "memory.kv_cache_source",
+    "memory.per_rank.*.source",
+    "efficiency.source",
+    "efficiency.peak_source",
+    "efficiency.afbench_source",
+    "switches.*.detail",
+)
+
+
+def result_v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 4 -> 5: the recorded English sentences (:data:`RESULT_MESSAGES`) become
+    messages shown as written (:func:`afbench.store.versioning.as_messages`)."""
+    return as_messages(data, *RESULT_MESSAGES)
+
+
 #: result.json: version 0 -> 1 the same shape; 1 -> 2 nests the memory and efficiency
-#: figures (:func:`nest_figures`).
+#: figures (:func:`nest_figures`); 4 -> 5 its sentences as messages (:func:`result_v4_to_v5`).
 RESULT_FILE = FileSchema(
-    RESULT, RunResult, steps=(same_shape, nest_figures, same_shape, same_shape)
+    RESULT, RunResult, steps=(same_shape, nest_figures, same_shape, same_shape, result_v4_to_v5)
 )
 
 

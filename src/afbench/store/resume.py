@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 from afbench.errors import ConfigError, OutputError
+from afbench.messages import say
 from afbench.runspec import RunSpec, RunStatus
 from afbench.store.layout import window_problem
 from afbench.store.names import (
@@ -134,7 +135,7 @@ def reuse_run(spec: RunSpec, source: Path) -> RunStatus:
     shutil.copytree(source, run_dir, symlinks=True, ignore=shutil.ignore_patterns("cache", "tmp"))
     RUNSPEC_FILE.write(run_dir / RUNSPEC, spec)
     status = STATUS_FILE.read(run_dir / STATUS).model_copy(
-        update={"run_id": spec.run_id, "reason": f"resumed from {source}"}
+        update={"run_id": spec.run_id, "reason": say("run_resumed", source=str(source))}
     )
     STATUS_FILE.write(run_dir / STATUS, status)
     return status

@@ -9,11 +9,11 @@ from typing import Any
 from pydantic import Field
 
 from afbench.messages import Message
-from afbench.store.comparison import Comparison, WindowMetrics
+from afbench.store.comparison import SIDE_MESSAGES, Comparison, WindowMetrics
 from afbench.store.experiment import Assets
 from afbench.store.names import SUMMARY
 from afbench.store.result import Environment, RankAgreement, SwitchRecord
-from afbench.store.versioning import FileSchema, Record, StoredFile, same_shape
+from afbench.store.versioning import FileSchema, Record, StoredFile, as_messages, same_shape
 
 
 class PhaseMeans(Record):
@@ -125,7 +125,7 @@ class RunRow(WindowMetrics):
     repeat: int
     status: str
     exit_code: int | None = None
-    reason: str | None = None
+    reason: Message | None = None  # status.json's reason (a catalog message)
     wall_s: float | None = None
     mean_step_s: float | None = None
     log_error: str | None = ""
@@ -265,10 +265,27 @@ def summary_v0_to_v1(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def summary_v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 4 -> 5: the sentences runs recorded in English (sides' memory and TFLOPs
+    sources, switch details, run reasons) become messages shown as written
+    (:func:`afbench.store.versioning.as_messages`)."""
+    return as_messages(
+        data,
+        *(
+            f"comparisons.*.{side}.{path}"
+            for side in ("baseline", "variant")
+            for path in SIDE_MESSAGES
+        ),
+        "switches.*.*.detail",
+        "runs.*.reason",
+    )
+
+
 #: summary.json: version 0 -> 1 splits the comparisons into sides; 1 -> 2 the same shape;
-#: 2 -> 3 the same shape (the verdict's run locations and calibration shift are new, optional).
+#: 2 -> 3 the same shape (the verdict's run locations and calibration shift are new, optional);
+#: 4 -> 5 its recorded sentences as messages (:func:`summary_v4_to_v5`).
 SUMMARY_FILE = FileSchema(
-    SUMMARY, Summary, steps=(summary_v0_to_v1, same_shape, same_shape, same_shape)
+    SUMMARY, Summary, steps=(summary_v0_to_v1, same_shape, same_shape, same_shape, summary_v4_to_v5)
 )
 
 

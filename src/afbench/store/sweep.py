@@ -8,10 +8,10 @@ from typing import Any
 
 from afbench.messages import Message
 from afbench.schema import SCHEMA_VERSION
-from afbench.store.comparison import Memory, Side, Speed
+from afbench.store.comparison import SIDE_MESSAGES, Memory, Side, Speed
 from afbench.store.names import SWEEP_SUMMARY
 from afbench.store.result import Efficiency
-from afbench.store.versioning import FileSchema, Record, same_shape
+from afbench.store.versioning import FileSchema, Record, as_messages, same_shape
 
 #: ``SweepRow.status`` of the rows that have no verdict of their own.
 BASELINE = "BASELINE"
@@ -196,6 +196,31 @@ class SweepSummary(Record):
     cv_threshold_pct: float = 10.0  # a run's step CV above this marks it untrusted
     generated_at: str = ""
 
+    # What the sweep report shows, decided here (its templates only place the words).
+    @property
+    def has_memory(self) -> bool:
+        """Whether a combination measured peak RSS or allocated memory (the memory columns)."""
+        return any(c.memory.peak_rss_gib or c.memory.peak_allocated_gib for c in self.combinations)
+
+    @property
+    def has_efficiency(self) -> bool:
+        """Whether a combination measured TFLOPs (the efficiency columns)."""
+        return any(c.efficiency.tflops_per_device for c in self.combinations)
+
+    @property
+    def one_round(self) -> bool:
+        """Whether a ranked combination (one with a median step time) rests on fewer than two
+        runs: the report's one-round caveat."""
+        counts = [len(c.run_medians_s) for c in self.combinations if c.median_step_s]
+        return bool(self.combinations) and min(counts, default=2) < 2
+
+    @property
+    def calibrate_recipe(self) -> str:
+        """The recipe the one-round caveat names: the first verdict's ``calibrate_recipe``
+        (its workload's), else ``calibrate_host``."""
+        recipes = (c.speed.calibrate_recipe for c in self.combinations if c.speed)
+        return next((r for r in recipes if r), "calibrate_host")
+
 
 #: The fields of a row and of a main effect in versions 2 and 3 (flat copies of the verdict and
 #: the side; a main effect's sign-test ``coverage``): what :func:`sweep_v1_to_v2` keeps.
@@ -334,11 +359,19 @@ def sweep_v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def sweep_v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
+    """sweep_summary.json, version 4 -> 5: a row's side's recorded sentences (memory and TFLOPs
+    sources) become messages shown as written (:func:`afbench.store.versioning.as_messages`)."""
+    return as_messages(data, *(f"combinations.*.side.{path}" for path in SIDE_MESSAGES))
+
+
 #: sweep_summary.json: version 0 has the shape of version 1 (flat rows before the typed sweep
 #: summary: their missing fields are None); 1 -> 2: :func:`sweep_v1_to_v2`; 3 -> 4:
-#: :func:`sweep_v3_to_v4`.
+#: :func:`sweep_v3_to_v4`; 4 -> 5: :func:`sweep_v4_to_v5`.
 SWEEP_SUMMARY_FILE = FileSchema(
-    SWEEP_SUMMARY, SweepSummary, steps=(same_shape, sweep_v1_to_v2, same_shape, sweep_v3_to_v4)
+    SWEEP_SUMMARY,
+    SweepSummary,
+    steps=(same_shape, sweep_v1_to_v2, same_shape, sweep_v3_to_v4, sweep_v4_to_v5),
 )
 
 

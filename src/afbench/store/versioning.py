@@ -25,6 +25,11 @@ Versions of the directory:
 - 4: a sweep_summary.json row holds its job's verdict and side as one ``speed`` and one
   ``side`` record, no flat copies; a main effect is a Holm-adjusted paired contrast
   (:func:`afbench.store.sweep.sweep_v3_to_v4`).
+- 5: what a run records for the report is a catalog message (:class:`afbench.messages.Message`:
+  key, values, English text), not an English sentence: memory and TFLOPs sources, the memory
+  window, a switch's detail, a run's status reason, a rerun's contention reasons. The step
+  from 4 (:func:`as_messages`) turns each such plain string into a message that shows it as
+  written (``as_written``) in every language.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from afbench.config.secrets import masked
 from afbench.errors import OutputError
 from afbench.io import write_json_atomic
+from afbench.messages import as_written
 from afbench.schema import SCHEMA_VERSION
 
 M = TypeVar("M", bound=BaseModel)
@@ -70,6 +76,34 @@ class StoredFile(Record):
 
 def same_shape(data: dict[str, Any]) -> dict[str, Any]:
     """An upgrade step for a file whose content did not change between two versions."""
+    return data
+
+
+def as_messages(data: dict[str, Any], *paths: str) -> dict[str, Any]:
+    """An upgrade step's helper: ``data`` with the plain string at each dotted path (``*``:
+    every item of a list or value of a mapping, ``memory.per_rank.*.source``) turned into the
+    JSON of an :func:`afbench.messages.as_written` message, which every language shows as
+    written; ``""`` becomes None, a list of strings a list of messages; anything else (a
+    message already, None, a missing key) is left alone. ``data`` is not changed."""
+
+    def walk(node: Any, keys: list[str]) -> Any:
+        if not keys:
+            if isinstance(node, str):
+                return as_written(node).model_dump() if node else None
+            if isinstance(node, list) and all(isinstance(v, str) for v in node):
+                return [as_written(v).model_dump() for v in node]
+            return node
+        key, rest = keys[0], keys[1:]
+        if key == "*" and isinstance(node, list):
+            return [walk(v, rest) for v in node]
+        if key == "*" and isinstance(node, dict):
+            return {k: walk(v, rest) for k, v in node.items()}
+        if isinstance(node, dict) and key in node:
+            return {**node, key: walk(node[key], rest)}
+        return node
+
+    for path in paths:
+        data = walk(data, path.split("."))
     return data
 
 

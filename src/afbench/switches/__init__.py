@@ -7,14 +7,21 @@ One module per switch (``autofuse``, ``npugraph_ex``, ``add_rmsnorm``, ``rmsnorm
 run is SKIPPED with the reason); a switch never silently does nothing.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the orchestrator reads switches before pydantic is loaded
+    from afbench.messages import Message
 
 
 @dataclass
 class SwitchReport:
-    """What one switch did in one run (shown in the report)."""
+    """What one switch did in one run (shown in the report): ``detail`` a catalog message
+    (``switch_rmsnorm``: "4 sites: RMSNorm -> ..."; code it ran, as written: ``as_written``)."""
 
     name: str
     applied: bool
-    detail: str
+    detail: Message
     evidence: dict = field(default_factory=dict)

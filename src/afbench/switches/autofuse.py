@@ -21,7 +21,9 @@ class AutoFuse(SwitchDefaults):
 
     def apply(self, ctx: SwitchContext) -> SwitchReport:
         ctx.forward, detail = ctx.backend.compile(ctx.forward, ctx.cfg.optimization.compile)
-        return SwitchReport(self.name, True, detail)
+        from afbench.messages import as_written
+
+        return SwitchReport(self.name, True, as_written(detail))  # the call, as code
 
     def titan_args(self, cfg: RunConfig, flavor: str, run_dir: Path) -> list[str]:
         # On NPU the AutoFuse codegen is torchtitan-npu's business (torch_npu >= 2.14 ships

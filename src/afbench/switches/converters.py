@@ -19,6 +19,7 @@ from torch import nn
 
 from afbench.backends.base import Backend
 from afbench.errors import ConfigError
+from afbench.messages import say
 from afbench.switches import SwitchReport
 
 
@@ -104,7 +105,7 @@ def apply_add_rmsnorm(model: nn.Module, backend: Backend) -> SwitchReport:
     return SwitchReport(
         "add_rmsnorm",
         True,
-        f"{len(layers)} sites: residual add + post_attention_layernorm -> {add_name}",
+        say("switch_add_rmsnorm", sites=len(layers), op=add_name),
         {"sites": len(layers)},
     )
 
@@ -126,4 +127,6 @@ def apply_rmsnorm(model: nn.Module, backend: Backend, skip_post_attention: bool)
         raise ConfigError(
             f"optimization.rmsnorm: no RMSNorm module found in {type(model).__name__}"
         )
-    return SwitchReport("rmsnorm", True, f"{sites} sites: RMSNorm -> {rms_name}", {"sites": sites})
+    return SwitchReport(
+        "rmsnorm", True, say("switch_rmsnorm", sites=sites, op=rms_name), {"sites": sites}
+    )

@@ -23,4 +23,6 @@ class NpuGraphEx(BuiltinOnlySwitch):
         ctx.graph_step, detail = ctx.backend.graph_mode(  # RunSkipped on cpu
             ctx.forward, ctx.cfg.optimization.npugraph_ex_options
         )
-        return SwitchReport(self.name, True, detail)
+        from afbench.messages import as_written
+
+        return SwitchReport(self.name, True, as_written(detail))  # the call, as code

@@ -14,12 +14,17 @@ from afbench.switches.base import SwitchContext, SwitchDefaults, is_on
 
 if TYPE_CHECKING:  # the orchestrator reads switches before pydantic is loaded
     from afbench.config.models import RunConfig
+    from afbench.messages import Message
 
 
-def detail(profiler: str, unit: str, window: Any) -> str:
-    """What the switch recorded it did, e.g. ``CpuBackend profiler, steps 6-10`` (the report
-    shows it in its language: afbench.messages.RECORDED, ``switch_profiler_<unit>``)."""
-    return f"{profiler} profiler, {unit} {window.first_step}-{window.last_step}"
+def detail(profiler: str, unit: str, window: Any) -> Message:
+    """What the switch recorded it did, the message ``switch_profiler_<unit>`` (English:
+    ``CpuBackend profiler, steps 6-10``)."""
+    from afbench.messages import say
+
+    return say(
+        f"switch_profiler_{unit}", profiler=profiler, first=window.first_step, last=window.last_step
+    )
 
 
 class Profiler(SwitchDefaults):

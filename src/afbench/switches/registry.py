@@ -107,9 +107,13 @@ def titan_switch_args(cfg: RunConfig, flavor: str, run_dir: Path) -> list[str]:
 
 def titan_reports(cfg: RunConfig, flavor: str, run_dir: Path) -> list[SwitchReport]:
     """What each enabled switch did in a torchtitan run: the options it gave the flavor
-    (``<flavor> --compile.enable --compile.backend inductor``)."""
+    (``<flavor> --compile.enable --compile.backend inductor``, as written: code)."""
+    from afbench.messages import as_written  # the torchtitan worker, not the orchestrator
+
     return [
-        SwitchReport(sw.name, True, " ".join([flavor, *sw.titan_args(cfg, flavor, run_dir)]))
+        SwitchReport(
+            sw.name, True, as_written(" ".join([flavor, *sw.titan_args(cfg, flavor, run_dir)]))
+        )
         for sw in enabled(cfg)
     ]
 

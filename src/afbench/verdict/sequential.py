@@ -44,7 +44,7 @@ PRECISION_REACHED = "precision_reached"
 MAX_PAIRS = "max_pairs"
 SET_ASIDE_LIMIT = "set_aside_limit"
 TIME_BUDGET = "time_budget"
-INTERRUPTED = "interrupted"
+INTERRUPTED_STOP = "interrupted"
 RUN_FAILED_STOP = "run_failed"
 STOP_REASONS = (
     EXCLUDES_ZERO,
@@ -53,7 +53,7 @@ STOP_REASONS = (
     MAX_PAIRS,
     SET_ASIDE_LIMIT,
     TIME_BUDGET,
-    INTERRUPTED,
+    INTERRUPTED_STOP,
     RUN_FAILED_STOP,
 )
 

@@ -35,6 +35,7 @@ from afbench.engines.torchtitan.parsers import (
     step_times_from_structured_logs,
 )
 from afbench.errors import ConfigError, RunFailed, RunSkipped
+from afbench.messages import say
 from afbench.runspec import RunSpec
 from afbench.store.names import METRICS
 from afbench.store.result import RunResult
@@ -251,7 +252,9 @@ def run_torchtitan(spec: RunSpec, run_dir: Path, *, python: str = sys.executable
             "switches": [vars(sw) for sw in switches],
             "contention": whole.record(),
             **titan_efficiency(records, window.first_step, window.last_step),
-            "memory_window": f"steps {window.first_step}-{window.last_step}",
+            "memory_window": say(
+                "memory_window_logged", first=window.first_step, last=window.last_step
+            ),
             **_afbench_count(spec, records, backend),
         }
     )
@@ -279,7 +282,7 @@ def _afbench_count(spec: RunSpec, records: list[dict[str, Any]], backend: str) -
             "peak_tflops_source": None,
             "afbench_tflops_per_device": None,
             "afbench_mfu_pct": None,
-            "afbench_tflops_source": f"n/a: {path} unreadable ({exc})",
+            "afbench_tflops_source": say("na_unreadable", path=str(path), error=str(exc)),
         }
     # no torch in this worker: the device's name is unknown, so MFU needs backend.peak_tflops
     out = training_efficiency(
