@@ -423,7 +423,8 @@ def launch_run(spec: RunSpec, python: str = sys.executable, quiet_s: float = 0.0
         with ReadBudget(spec.collect_timeout_s):  # afbench's own time, after timeout_s
             state, reason = _outcome(spec, run_dir, code, reason)
     except LogNotRead as exc:  # over launcher.collect_timeout_s: the run gives no verdict
-        state, reason = "FAILED", str(exc) if code == 0 else f"exit status {code}; {exc}"
+        text = str(exc) if code == 0 else f"exit status {code}; {exc}"
+        state, reason = "FAILED", as_written(text)
     except KeyboardInterrupt:
         with hold_interrupts():
             _finish(
