@@ -13,7 +13,7 @@ whose variants share its baseline runs; the command engine runs bench/workers/ma
   Targets: 5% detected >= 95%, 2% detected >= 50%.
 
 Modes: ``--repeats 3`` (fixed paired repeats, today's default for a measured comparison) and
-``--repeats auto`` (the sequential rule, experiment.max_repeats default 8). Printed per mode:
+``--repeats auto`` (the sequential rule, verdict.max_rounds default 8). Printed per mode:
 the A/A false-positive rate, the detection rate per effect, the mean pairs used per
 comparison, and the wall time per trial (device-lock waits excluded). Wall time per decided
 comparison of auto should be no more than 2x that of ``--repeats 3``.
@@ -84,12 +84,12 @@ def fmt(c: Comparison) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=20, help="K, experiments run (default 20)")
-    ap.add_argument("--repeats", default="3", help="experiment.repeats: >= 2 or auto (default 3)")
+    ap.add_argument("--repeats", default="3", help="verdict.rounds: >= 2 or auto (default 3)")
     ap.add_argument(
         "--max-repeats",
         type=int,
         default=8,
-        help="experiment.max_repeats for --repeats auto (default 8, afbench's)",
+        help="verdict.max_rounds for --repeats auto (default 8, afbench's)",
     )
     ap.add_argument("--steps", type=int, default=20, help="steps per run (default 20)")
     ap.add_argument("--first-step", type=int, default=3, help="first measured step (default 3)")
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     work = C.scratch_dir(args.keep, "afbench-noise-")
     recipes = write_recipe(work, args)
-    extra = [f"experiment.max_repeats={args.max_repeats}"] if args.repeats == "auto" else []
+    extra = [f"verdict.max_rounds={args.max_repeats}"] if args.repeats == "auto" else []
 
     false_pos = 0
     hits = {v: 0 for v in planted}

@@ -16,7 +16,7 @@ find a planted 2% or 5% slowdown 95% of the time at a two-sided 5% error:
 the sample size of the z test with the variance known (the most powerful test of a normal
 shift, Neyman-Pearson; a t test with the variance estimated, trimmed or sequential, needs more).
 With it, the wall time those pairs cost (two runs of ``L`` + ``--overhead`` seconds each), beside
-what ``experiment.repeats: 3`` and twice that cost, the issue 16 budget. Also the trend of
+what ``verdict.rounds: 3`` and twice that cost, the issue 16 budget. Also the trend of
 the trace (medians of consecutive 2-second blocks): whether the spread is process-to-process
 or moves within one process.
 

@@ -27,7 +27,7 @@ def one_round_plan(compose_cfg, tmp_path, *overrides):
     return make_plan(
         validate_config(
             compose_cfg(
-                "experiment=sft_af_compare", "backend=cpu", "experiment.repeats=1", *overrides
+                "experiment=sft_af_compare", "backend=cpu", "verdict.rounds=1", *overrides
             )
         ),
         tmp_path / "out",
@@ -104,7 +104,7 @@ def summary_of(comparisons, contended=()):
 def test_a_comparison_that_decided_with_a_contended_run_teaches_the_calibration_nothing(
     url, tmp_path, caplog
 ):
-    """issue 34: report.contention=keep lets a pair contended on both sides decide; its runs
+    """issue 34: verdict.contention=keep lets a pair contended on both sides decide; its runs
     never enter a calibration, whose one-round verdicts later rest on it."""
     kinds = {"af_off": EAGER, "af_off_again": EAGER}
     with caplog.at_level(logging.INFO):
@@ -312,7 +312,7 @@ def test_a_one_kind_plan_checks_both_sides_runs_and_a_dtype_is_a_kind_of_its_own
         cfg = compose_cfg(
             "experiment=calibrate_host",
             "backend=cpu",
-            "experiment.repeats=1",
+            "verdict.rounds=1",
             "experiment.steps=10",
             *overrides,
         )
@@ -371,7 +371,7 @@ def test_a_missing_kind_with_a_digest_is_named_with_the_settings_it_stands_for(
     cfg = compose_cfg(
         "experiment=calibrate_host",
         "backend=cpu",
-        "experiment.repeats=1",
+        "verdict.rounds=1",
         "experiment.steps=10",
         "+experiment.variants.a_again.model.dtype=bfloat16",
     )

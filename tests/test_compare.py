@@ -125,7 +125,7 @@ def test_the_pairs_hint_appears_only_for_a_fixed_design_that_needs_more(changes,
         pairs_for_min_gain=40,
     )
     note = str(verdict_words("en").speed_note(Speed(**{**base, **changes})))
-    assert ("roughly" in note and "experiment.repeats=" in note) == shown
+    assert ("roughly" in note and "verdict.rounds=" in note) == shown
 
 
 def test_an_uncalibrated_one_round_verdict_says_why_in_english_and_chinese():

@@ -98,7 +98,7 @@ def test_baseline_must_be_a_variant(compose_cfg):
 def test_a_margin_of_100_percent_or_more_is_rejected_before_anything_runs(compose_cfg):
     # a gain of 100% is zero time: the MDE hint and the verdict have no meaning beyond it
     with pytest.raises(ConfigError, match=r"report\.min_gain_pct"):
-        validate_config(compose_cfg("report.min_gain_pct=100"))
+        validate_config(compose_cfg("verdict.min_gain_pct=100"))
 
 
 def test_variant_names_off_and_on_read_as_booleans_get_a_quoting_hint(compose_cfg):

@@ -398,12 +398,12 @@ def test_with_contention_keep_a_pair_contended_on_both_sides_decides_and_is_name
     from afbench.compare import compare_pair, side, workload_of
 
     # both runs of round 2 measured contended (5% slower: no outlier): contention balanced
-    # across the pair's sides, so report.contention=keep lets it decide, and says so
+    # across the pair's sides, so verdict.contention=keep lets it decide, and says so
     col = _three_rounds(tmp_path, monkeypatch, {"a-train-r2", "b-train-r2"})
     base = side(col, "a", "train", workload_of(col))
     kept = compare_pair(col, base, "b", ReportConfig(contention="keep"), 1e-3, False)
     (msg,) = [m for m in kept.caveat_msgs if m.key == "caveat_contention_kept"]
-    assert msg.args["runs"] == "a-train-r2, b-train-r2" and "report.contention=keep" in msg.text
+    assert msg.args["runs"] == "a-train-r2, b-train-r2" and "verdict.contention=keep" in msg.text
     assert kept.speed.n_pairs == 3  # it decided with the contended pair
     aside = compare_pair(col, base, "b", ReportConfig(), 1e-3, False)
     assert aside.speed.n_pairs == 2

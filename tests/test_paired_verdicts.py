@@ -145,7 +145,7 @@ def test_one_round_whose_runs_left_their_calibration_is_not_decided_with_it(comp
     assert stale.reference_verdict == "AF_ON_FASTER"  # the reference's quick rule stays beside
     en = note(stale)
     assert "a run took +30.0% against what its kind of run took when calibrated" in en
-    assert "experiment=calibrate_host" in en and "experiment.repeats=5" in en
+    assert "experiment=calibrate_host" in en and "verdict.rounds=5" in en
     zh = str(verdict_words("zh").speed_note(stale))
     assert "+30.0%" in zh and "重新校准" in zh
     # which calibration refused it, and a calibration without run locations says it was unchecked
@@ -175,7 +175,7 @@ def test_paired_repeats_faster_and_slower(compose_cfg, tmp_path):
             compose_cfg,
             tmp_path / "f",
             rounds(3, [0.9, 0.905, 0.895], drift),
-            "experiment.repeats=3",
+            "verdict.rounds=3",
         ),
         "af_on",
         ReportConfig(),
@@ -187,7 +187,7 @@ def test_paired_repeats_faster_and_slower(compose_cfg, tmp_path):
             compose_cfg,
             tmp_path / "s",
             rounds(3, [1.1, 1.105, 1.095], drift),
-            "experiment.repeats=3",
+            "verdict.rounds=3",
         ),
         "af_on",
         ReportConfig(),
@@ -201,14 +201,14 @@ def test_paired_repeats_no_gain_excludes_the_margin_and_noisy_ones_are_inconclus
     flat = [1.0, 1.002, 0.998, 1.001, 0.999, 1.0, 1.001, 0.999]
     drift = [1.0, 1.04, 0.96, 1.02, 0.98, 1.03, 0.97, 1.01]
     none = speed_of(
-        collected(compose_cfg, tmp_path / "n", rounds(8, flat, drift), "experiment.repeats=8"),
+        collected(compose_cfg, tmp_path / "n", rounds(8, flat, drift), "verdict.rounds=8"),
         "af_on",
         ReportConfig(),
     )
     assert none.decision == "NO_GAIN" and none.ci_low_pct < 0 < none.ci_high_pct < 2.0
     noisy = [1.0, 1.12, 0.9, 1.1]
     wide = speed_of(
-        collected(compose_cfg, tmp_path / "w", rounds(4, noisy, drift), "experiment.repeats=4"),
+        collected(compose_cfg, tmp_path / "w", rounds(4, noisy, drift), "verdict.rounds=4"),
         "af_on",
         ReportConfig(),
     )
@@ -216,7 +216,7 @@ def test_paired_repeats_no_gain_excludes_the_margin_and_noisy_ones_are_inconclus
     # the report says what it would take: pairs for an MDE of the 2% margin at this spread
     assert wide.pairs_for_min_gain > 4
     n = wide.pairs_for_min_gain
-    assert f"; roughly {n} pairs (experiment.repeats={n}) for an MDE of 2% at this spread" in note(
+    assert f"; roughly {n} pairs (verdict.rounds={n}) for an MDE of 2% at this spread" in note(
         wide
     )
     assert "for an MDE" not in note(none)  # decided
@@ -229,13 +229,13 @@ def test_auto_recomputes_the_sequential_interval_and_keeps_the_recorded_stop(com
         compose_cfg,
         tmp_path,
         steps,
-        "experiment.repeats=auto",
+        "verdict.rounds=auto",
         stops={"af_on": AutoStop(reason="excludes_zero", n_pairs=4)},
         added=1,
     )
     auto = speed_of(col, "af_on", ReportConfig())
     fixed = speed_of(
-        collected(compose_cfg, tmp_path / "x", steps, "experiment.repeats=4"),
+        collected(compose_cfg, tmp_path / "x", steps, "verdict.rounds=4"),
         "af_on",
         ReportConfig(),
     )
@@ -250,7 +250,7 @@ def test_auto_recomputes_the_sequential_interval_and_keeps_the_recorded_stop(com
 def test_auto_without_a_recorded_stop_reads_interrupted(compose_cfg, tmp_path):
     steps = rounds(3, [1.0, 1.1, 0.9], [1.0, 1.0, 1.0])
     auto = speed_of(
-        collected(compose_cfg, tmp_path, steps, "experiment.repeats=auto"), "af_on", ReportConfig()
+        collected(compose_cfg, tmp_path, steps, "verdict.rounds=auto"), "af_on", ReportConfig()
     )
     assert auto.stop_reason == "interrupted" and auto.decision == "INCONCLUSIVE"
     assert math.isfinite(auto.mde_pct)
@@ -277,7 +277,7 @@ def test_a_window_opened_by_compilation_is_named_and_does_not_decide(compose_cfg
     for k in (1, 2, 3):  # the variant's first measured step still compiling (5x)
         steps[f"af_on-train-r{k}"][0] *= 5.0
     speed = speed_of(
-        collected(compose_cfg, tmp_path, steps, "experiment.repeats=3"), "af_on", ReportConfig()
+        collected(compose_cfg, tmp_path, steps, "verdict.rounds=3"), "af_on", ReportConfig()
     )
     assert (speed.n_leading_variant, speed.n_leading_baseline) == (3, 0)
     side = SimpleNamespace  # caveats_of reads a side's name and recompile only
@@ -296,7 +296,7 @@ def test_stalls_set_aside_are_named_with_their_interval(compose_cfg, tmp_path):
     noise = [1.0, 1.02, 0.99, 1.01, 0.98]
     steps = rounds(5, [1.0, 2.0, 1.0, 1.0, 1.0], noise)  # the variant's 2nd run stalls 2x
     speed = speed_of(
-        collected(compose_cfg, tmp_path, steps, "experiment.repeats=5"), "af_on", ReportConfig()
+        collected(compose_cfg, tmp_path, steps, "verdict.rounds=5"), "af_on", ReportConfig()
     )
     assert speed.decision != "NO_GAIN" and speed.screen == "changes_answer"
     assert (speed.n_outliers_baseline, speed.n_outliers_variant) == (0, 1)
@@ -325,7 +325,7 @@ def test_a_calibrated_round_says_how_many_pairs_the_2pct_margin_needs(
     )
     assert speed.decision == decision and speed.mde_pct > 2
     n = speed.pairs_for_min_gain
-    assert n > 1 and f"roughly {n} pairs (experiment.repeats={n}) for an MDE of 2%" in note(speed)
+    assert n > 1 and f"roughly {n} pairs (verdict.rounds={n}) for an MDE of 2%" in note(speed)
 
 
 @pytest.mark.parametrize("contention, mean", [("set_aside", 1.0), ("keep", 4.0 / 3)])
@@ -333,7 +333,7 @@ def test_a_sides_mean_step_time_leaves_out_a_contended_run_as_its_verdict_does(
     compose_cfg, tmp_path, contention, mean
 ):
     """The speed table's mean step time and tokens/s agree with the verdict: a run measured as
-    contended is left out of them unless report.contention=keep (an unmeasured run, None,
+    contended is left out of them unless verdict.contention=keep (an unmeasured run, None,
     stays in)."""
     from afbench.compare.sides import side
 
@@ -404,7 +404,7 @@ def test_only_a_one_round_experiment_is_told_one_round_needs_a_calibration(
         compose_cfg,
         tmp_path,
         rounds(repeats, [0.9] * repeats, [1.0] * repeats),
-        f"experiment.repeats={repeats}",
+        f"verdict.rounds={repeats}",
     )
     busy = {
         rid: type(

@@ -35,7 +35,7 @@ COMMAND = [
     "launcher.kill_grace_s=1",
     # the worker's step times are planted, not wall times: a shared machine must not
     # set its runs aside or rerun them (tests/test_contention_runs.py tests that)
-    "report.contention=keep",
+    "verdict.contention=keep",
     "experiment.rerun_contended=0",
 ]
 GRID = [f"{AF}=false,true", f"{RMS}=false,true"]
@@ -139,7 +139,7 @@ def wait_for_step(log_glob: str, cwd: Path, proc: subprocess.Popen, timeout: flo
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("grid")
-    proc = afbench(cwd, "-m", *COMMAND, *GRID, "experiment.repeats=3")
+    proc = afbench(cwd, "-m", *COMMAND, *GRID, "verdict.rounds=3")
     return proc, sweep_dir(cwd)
 
 

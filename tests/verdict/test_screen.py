@@ -182,7 +182,7 @@ def test_one_design_holds_every_default_and_refuses_bad_settings():
         DEFAULT.precision_pct,
         DEFAULT.time_budget_s,
     )
-    assert (report.confidence, report.min_gain_pct) == (DEFAULT.level, DEFAULT.min_gain_pct)
+    assert (verdict.confidence, verdict.min_gain_pct) == (DEFAULT.level, DEFAULT.min_gain_pct)
     assert [Design(repeats=r).kind for r in (1, 3, AUTO)] == ["one_round", "fixed", "sequential"]
     for bad in ({"repeats": 0}, {"repeats": "many"}, {"min_pairs": 2}, {"level": 1.0}):
         with pytest.raises(ValueError, match=next(iter(bad))):

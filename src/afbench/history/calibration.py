@@ -443,7 +443,7 @@ def for_plan(plan: Plan, url: str | None = None) -> tuple[dict[str, str], dict |
                 "afbench: that calibration cannot decide one round (it needs %d pairs and "
                 "no outlier run, from each kind's calibration or the comparison's own "
                 "rounds): %s. Run experiment=%s again for the kind that is short (%s; its "
-                "pairs add to what it has), or use experiment.repeats=5",
+                "pairs add to what it has), or use verdict.rounds=5",
                 MIN_CALIBRATION_PAIRS,
                 "; ".join(short),
                 *_advice(plan, kinds.values()),
@@ -459,7 +459,7 @@ def for_plan(plan: Plan, url: str | None = None) -> tuple[dict[str, str], dict |
             "afbench: no host calibration for %s: a one-round verdict will be INCONCLUSIVE "
             "(calibrate each kind once: python -m afbench experiment=%s with the same "
             "model, engine, window, switches and settings (%s, or the settings named in "
-            "brackets); or use experiment.repeats=5, which needs none and teaches this "
+            "brackets); or use verdict.rounds=5, which needs none and teaches this "
             "comparison its spread)",
             ", ".join(named),
             *_advice(plan, missing or [base]),
@@ -494,7 +494,7 @@ def learn(summary: Any, kinds: dict[str, str], out_dir: Path, url: str | None = 
     (:class:`afbench.verdict.RunLocation`, from the comparison's ``*_location_s``): each
     side's for a comparison of two kinds; for one kind (one program), one location resting on
     both sides' runs. A comparison whose deciding runs include one measured as contended
-    (report.contention=keep) teaches nothing: a calibration holds clean runs only."""
+    (verdict.contention=keep) teaches nothing: a calibration holds clean runs only."""
     done: set[str] = set()
     contended = {r.run_id for r in summary.runs if r.contended}
     for c in summary.comparisons:
@@ -551,5 +551,5 @@ def learn(summary: Any, kinds: dict[str, str], out_dir: Path, url: str | None = 
                 if not pooled.n_outlier_pairs
                 else f" (one round needs {MIN_CALIBRATION_PAIRS} pairs and no outlier run; "
                 f"{pooled.n_outlier_pairs} pair(s) held one: this host makes outlier "
-                "runs, so decide with experiment.repeats=5 or auto)",
+                "runs, so decide with verdict.rounds=5 or auto)",
             )

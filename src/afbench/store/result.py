@@ -313,7 +313,7 @@ class RunResult(StoredFile, Environment):
 #: result.json: version 0 -> 1 the same shape; 1 -> 2 nests the memory and efficiency
 #: figures (:func:`nest_figures`).
 RESULT_FILE = FileSchema(
-    RESULT, RunResult, steps=(same_shape, nest_figures, same_shape, same_shape)
+    RESULT, RunResult, steps=(same_shape, nest_figures, same_shape, same_shape, same_shape)
 )
 
 

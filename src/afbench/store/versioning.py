@@ -25,6 +25,12 @@ Versions of the directory:
 - 4: a sweep_summary.json row holds its job's verdict and side as one ``speed`` and one
   ``side`` record, no flat copies; a main effect is a Holm-adjusted paired contrast
   (:func:`afbench.store.sweep.sweep_v3_to_v4`).
+- 5: the settings that decide a verdict are one config section, ``verdict``: experiment.json's
+  ``experiment.repeats`` / ``min_repeats`` / ``max_repeats`` / ``precision_pct`` /
+  ``time_budget_s`` and ``report.confidence`` / ``min_gain_pct`` / ``contention`` move there
+  (:func:`afbench.store.experiment.experiment_v4_to_v5`, the names in
+  :data:`afbench.config.models.MOVED`); plan.json's and summary.json's ``repeats`` is
+  ``rounds`` (:func:`renamed`).
 """
 
 from __future__ import annotations
@@ -71,6 +77,20 @@ class StoredFile(Record):
 def same_shape(data: dict[str, Any]) -> dict[str, Any]:
     """An upgrade step for a file whose content did not change between two versions."""
     return data
+
+
+def renamed(old: str, new: str) -> Step:
+    """An upgrade step renaming the top-level key ``old`` to ``new`` (absent: unchanged)."""
+
+    def step(data: dict[str, Any]) -> dict[str, Any]:
+        if old not in data:
+            return data
+        out = {k: v for k, v in data.items() if k != old}
+        out[new] = data[old]
+        return out
+
+    step.__doc__ = f"``{old}`` becomes ``{new}``."
+    return step
 
 
 def version_of(data: Mapping[str, Any], name: str) -> int:

@@ -1,4 +1,4 @@
-"""``repeats=auto``: add paired rounds until the interval decides.
+"""``rounds=auto``: add paired rounds until the interval decides.
 
 :class:`SequentialTest` is the design as a stepper: ``add()`` one pair (with its runs'
 contention), get a :class:`Look` (stop or continue, the :class:`~afbench.verdict.Speed` so far,
@@ -81,12 +81,12 @@ class Look:
 class SequentialTest:
     """The sequential design as a stepper over pairs (module docstring)."""
 
-    design: Design = field(default_factory=lambda: Design(repeats=AUTO))
+    design: Design = field(default_factory=lambda: Design(rounds=AUTO))
     baseline: list[Sequence[float]] = field(default_factory=list)
     variant: list[Sequence[float]] = field(default_factory=list)
     contended: list[tuple[bool, bool]] = field(default_factory=list)
     detail: list[Any] = field(default_factory=list)
-    # report.contention=keep: a pair contended on both sides decides; one contended on one
+    # verdict.contention=keep: a pair contended on both sides decides; one contended on one
     # side is set aside as in set_aside (the loop replaces it), never deciding
     keep_contended: bool = False
 
@@ -251,7 +251,7 @@ def run_sequential(
     """
     test = SequentialTest(
         Design(
-            repeats=AUTO,
+            rounds=AUTO,
             level=confidence,
             min_gain_pct=min_gain_pct,
             min_pairs=min_pairs,
