@@ -40,7 +40,7 @@ def recipe(work: Path, name: str, variants: dict, repeats: int, steps: int) -> P
         name,
         variants,
         {"train": train},
-        repeats=repeats,
+        rounds=repeats,
         extra=C.command_engine(WORKER, "{steps}", "150", env=BUSY_ENV),
     )
 

@@ -139,7 +139,7 @@ def replay(
     calibrated``: one round with a host calibration from an A/A of 12 pairs read at another
     random point of the same trace."""
     t = np.concatenate([[0.0], np.cumsum(steps)])
-    design = Design(repeats=AUTO)
+    design = Design(rounds=AUTO)
     n_cal = MIN_CALIBRATION_PAIRS
     need = 2 * max(design.max_pairs + design.max_set_aside, n_cal) * (run_s + gap_s)
     hits = {"one round": 0, "1r calibrated": 0, "repeats 3": 0, "auto": 0}

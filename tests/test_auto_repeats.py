@@ -33,7 +33,7 @@ def afbench(cwd: Path, *args: str, timeout: float = 300) -> subprocess.Completed
     recipe = {
         "scheduler": {"steps": 8, "measure": {"first_step": 3, "last_step": 8}},
         # planted step times, not wall times: a shared machine must not set them aside
-        "report": {"contention": "keep"},
+        "verdict": {"contention": "keep"},
         "experiment": {
             "name": "auto_loop",
             "baseline": "a",

@@ -34,8 +34,8 @@ def afbench(cwd: Path, url: str, seed: int, work: float = 1.0) -> subprocess.Com
             "baseline": "base",
             "variants": {"base": {}},
             "phases": {"train": {}},
-            "repeats": 2,
         },
+        "verdict": {"rounds": 2},
     }
     (cwd / "recipes").mkdir(exist_ok=True)
     (cwd / "recipes" / "gate_e2e.yaml").write_text(

@@ -30,7 +30,7 @@ def _rounds(tmp_path, monkeypatch, contended, n=3, rerun=0):
         for v in "ab"
     ]
     plan = make_plan(tmp_path, rerun_contended=rerun).model_copy(
-        update={"runs": runs, "repeats": n}
+        update={"runs": runs, "rounds": n}
     )
     write_json_atomic(tmp_path / "plan.json", plan.model_dump(mode="json"))
     experiment.execute_plan(plan, plan_path=tmp_path / "plan.json")

@@ -1,5 +1,5 @@
 """The product's verdicts from stored step times (compare.speed_of): one round, fixed paired
-repeats and repeats=auto, on synthetic measured windows; no run is launched."""
+rounds and rounds=auto, on synthetic measured windows; no run is launched."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from afbench.collect import Collected
 from afbench.compare import speed_of
 from afbench.config import validate_config
-from afbench.config.models import ReportConfig
+from afbench.config.models import VerdictConfig
 from afbench.plan import add_round, make_plan
 from afbench.report.render import labels, verdict_words
 from afbench.runspec import AutoStop
@@ -80,7 +80,7 @@ def test_one_round_without_a_calibration_is_inconclusive_beside_the_reference(
         tmp_path,
         {"af_off-train-r1": SPREAD, "af_on-train-r1": [t * 0.6 for t in SPREAD]},
     )
-    speed = speed_of(col, "af_on", ReportConfig())
+    speed = speed_of(col, "af_on", VerdictConfig())
     assert speed.gain_pct == pytest.approx(40.0, abs=1e-6)
     assert speed.decision == "INCONCLUSIVE" and speed.design == "one_round"
     assert speed.no_interval_reason == "uncalibrated" and speed.ci_low_pct is None
@@ -100,7 +100,7 @@ def test_one_round_on_a_calibrated_host_decides_a_large_gain_and_says_which_cali
             calibration=CALIBRATION,
         ),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert large.decision == "FASTER" and large.ci_low_pct > 0
     assert large.spread_source == "calibration" and large.calibration["n_pairs"] == 24
@@ -113,7 +113,7 @@ def test_one_round_on_a_calibrated_host_decides_a_large_gain_and_says_which_cali
             calibration=CALIBRATION,
         ),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert small.decision == "INCONCLUSIVE" and small.ci_low_pct < 0 < small.ci_high_pct
     assert small.mde_pct > 2 * 0.87  # the design could not have seen a +0.87% gain
@@ -129,7 +129,7 @@ def test_one_round_whose_runs_left_their_calibration_is_not_decided_with_it(comp
     cal = {**CALIBRATION, "baseline_runs": where, "variant_runs": {**where, "step_s": step * 0.6}}
     steps = {"af_off-train-r1": SPREAD, "af_on-train-r1": [t * 0.6 for t in SPREAD]}
     fits = speed_of(
-        collected(compose_cfg, tmp_path / "f", steps, calibration=cal), "af_on", ReportConfig()
+        collected(compose_cfg, tmp_path / "f", steps, calibration=cal), "af_on", VerdictConfig()
     )
     assert fits.decision == "FASTER" and fits.calibration_shift_pct == pytest.approx(0, abs=1e-6)
     assert "the runs fit what their kinds took then (farthest +0.0%)" in note(fits)
@@ -138,7 +138,7 @@ def test_one_round_whose_runs_left_their_calibration_is_not_decided_with_it(comp
         "af_on-train-r1": steps["af_on-train-r1"],
     }
     stale = speed_of(
-        collected(compose_cfg, tmp_path / "s", slower, calibration=cal), "af_on", ReportConfig()
+        collected(compose_cfg, tmp_path / "s", slower, calibration=cal), "af_on", VerdictConfig()
     )
     assert stale.decision == "INCONCLUSIVE" and stale.no_interval_reason == "calibration_stale"
     assert stale.calibration_shift_pct == pytest.approx(30.0)
@@ -154,7 +154,7 @@ def test_one_round_whose_runs_left_their_calibration_is_not_decided_with_it(comp
     old = speed_of(
         collected(compose_cfg, tmp_path / "o", slower, calibration=CALIBRATION),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert old.decision == "FASTER" and "were not checked against it" in note(old)
     # the report's method sentence does not say there was no calibration: there was one
@@ -178,7 +178,7 @@ def test_paired_repeats_faster_and_slower(compose_cfg, tmp_path):
             "verdict.rounds=3",
         ),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert fast.decision == "FASTER" and fast.design == "fixed" and fast.n_pairs == 3
     assert fast.gain_pct == pytest.approx(10.0, abs=0.6) and 0 < fast.ci_low_pct
@@ -190,7 +190,7 @@ def test_paired_repeats_faster_and_slower(compose_cfg, tmp_path):
             "verdict.rounds=3",
         ),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert slow.decision == "SLOWER" and slow.ci_high_pct < 0
 
@@ -203,14 +203,14 @@ def test_paired_repeats_no_gain_excludes_the_margin_and_noisy_ones_are_inconclus
     none = speed_of(
         collected(compose_cfg, tmp_path / "n", rounds(8, flat, drift), "verdict.rounds=8"),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert none.decision == "NO_GAIN" and none.ci_low_pct < 0 < none.ci_high_pct < 2.0
     noisy = [1.0, 1.12, 0.9, 1.1]
     wide = speed_of(
         collected(compose_cfg, tmp_path / "w", rounds(4, noisy, drift), "verdict.rounds=4"),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert wide.decision == "INCONCLUSIVE" and wide.ci_high_pct > 2.0 and wide.ci_low_pct < 0
     # the report says what it would take: pairs for an MDE of the 2% margin at this spread
@@ -233,11 +233,11 @@ def test_auto_recomputes_the_sequential_interval_and_keeps_the_recorded_stop(com
         stops={"af_on": AutoStop(reason="excludes_zero", n_pairs=4)},
         added=1,
     )
-    auto = speed_of(col, "af_on", ReportConfig())
+    auto = speed_of(col, "af_on", VerdictConfig())
     fixed = speed_of(
         collected(compose_cfg, tmp_path / "x", steps, "verdict.rounds=4"),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert auto.design == "sequential" and auto.stop_reason == "excludes_zero"
     assert auto.decision == "SLOWER" and auto.n_pairs == 4
@@ -250,7 +250,7 @@ def test_auto_recomputes_the_sequential_interval_and_keeps_the_recorded_stop(com
 def test_auto_without_a_recorded_stop_reads_interrupted(compose_cfg, tmp_path):
     steps = rounds(3, [1.0, 1.1, 0.9], [1.0, 1.0, 1.0])
     auto = speed_of(
-        collected(compose_cfg, tmp_path, steps, "verdict.rounds=auto"), "af_on", ReportConfig()
+        collected(compose_cfg, tmp_path, steps, "verdict.rounds=auto"), "af_on", VerdictConfig()
     )
     assert auto.stop_reason == "interrupted" and auto.decision == "INCONCLUSIVE"
     assert math.isfinite(auto.mde_pct)
@@ -260,7 +260,7 @@ def test_bursts_are_counted_per_side_and_left_out_of_the_median(compose_cfg, tmp
     burst = list(SPREAD)
     burst[4] = 4.0  # one step four times as long: a load burst
     col = collected(compose_cfg, tmp_path, {"af_off-train-r1": burst, "af_on-train-r1": SPREAD})
-    speed = speed_of(col, "af_on", ReportConfig())
+    speed = speed_of(col, "af_on", VerdictConfig())
     assert (speed.n_bursts_baseline, speed.n_bursts_variant) == (1, 0)
     assert abs(speed.gain_pct) < 5  # the median resists it; a mean would read +27%
     assert speed.n_leading_baseline == 0  # mid-window: no caveat about the window's start
@@ -277,7 +277,7 @@ def test_a_window_opened_by_compilation_is_named_and_does_not_decide(compose_cfg
     for k in (1, 2, 3):  # the variant's first measured step still compiling (5x)
         steps[f"af_on-train-r{k}"][0] *= 5.0
     speed = speed_of(
-        collected(compose_cfg, tmp_path, steps, "verdict.rounds=3"), "af_on", ReportConfig()
+        collected(compose_cfg, tmp_path, steps, "verdict.rounds=3"), "af_on", VerdictConfig()
     )
     assert (speed.n_leading_variant, speed.n_leading_baseline) == (3, 0)
     side = SimpleNamespace  # caveats_of reads a side's name and recompile only
@@ -296,7 +296,7 @@ def test_stalls_set_aside_are_named_with_their_interval(compose_cfg, tmp_path):
     noise = [1.0, 1.02, 0.99, 1.01, 0.98]
     steps = rounds(5, [1.0, 2.0, 1.0, 1.0, 1.0], noise)  # the variant's 2nd run stalls 2x
     speed = speed_of(
-        collected(compose_cfg, tmp_path, steps, "verdict.rounds=5"), "af_on", ReportConfig()
+        collected(compose_cfg, tmp_path, steps, "verdict.rounds=5"), "af_on", VerdictConfig()
     )
     assert speed.decision != "NO_GAIN" and speed.screen == "changes_answer"
     assert (speed.n_outliers_baseline, speed.n_outliers_variant) == (0, 1)
@@ -321,7 +321,7 @@ def test_a_calibrated_round_says_how_many_pairs_the_2pct_margin_needs(
             calibration=CALIBRATION,
         ),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert speed.decision == decision and speed.mde_pct > 2
     n = speed.pairs_for_min_gain
@@ -375,7 +375,7 @@ def test_the_calibration_advice_names_the_recipe_and_switch_of_the_comparison(
         {},
         {"baseline-infer-r1": SPREAD, "add_rmsnorm-infer-r1": SPREAD},
     )
-    speed = speed_of(col, "add_rmsnorm", ReportConfig())
+    speed = speed_of(col, "add_rmsnorm", VerdictConfig())
     assert speed.no_interval_reason == "uncalibrated"
     text = note(speed)
     assert "python -m afbench experiment=calibrate_host_infer with the same model" in text
@@ -391,7 +391,7 @@ def test_the_calibration_advice_names_the_recipe_and_switch_of_the_comparison(
         {},
         {"af_off-train-r1": SPREAD, "af_on-train-r1": SPREAD},
     )
-    text = note(speed_of(sft, "af_on", ReportConfig()))
+    text = note(speed_of(sft, "af_on", VerdictConfig()))
     assert "experiment=calibrate_host with" in text and "optimization.autofuse=true" in text
 
 
@@ -416,6 +416,6 @@ def test_only_a_one_round_experiment_is_told_one_round_needs_a_calibration(
     col = Collected(
         tmp_path, col.plan, col.experiment, col.runs, col.runs, col.runs, busy, col.window_steps
     )
-    speed = speed_of(col, "af_on", ReportConfig())
+    speed = speed_of(col, "af_on", VerdictConfig())
     assert speed.no_interval_reason == "no_pairs_left"
     assert ("one round also needs a host calibration" in note(speed)) is one_round_hint

@@ -50,7 +50,7 @@ def test_every_run_has_distinct_hash_and_own_dir(af_plan, tmp_path):
     assert {Path(r.run_dir).parent for r in af_plan.runs} == {tmp_path / "runs"}
 
 
-def test_repeats_are_counterbalanced_by_default(compose_cfg, tmp_path):
+def test_rounds_are_counterbalanced_by_default(compose_cfg, tmp_path):
     conf = validate_config(compose_cfg("experiment=sft_af_compare", "verdict.rounds=3"))
     plan = make_plan(conf, tmp_path)
     ids = [r.run_id for r in plan.runs]
@@ -116,7 +116,7 @@ def test_random_order_is_reproduced_by_its_recorded_seed(compose_cfg, tmp_path):
     assert orders == {("af_off", "af_on"), ("af_on", "af_off")}
 
 
-def test_auto_plans_min_repeats_rounds_of_the_verdict_phase_then_the_profile_once(
+def test_auto_plans_min_rounds_rounds_of_the_verdict_phase_then_the_profile_once(
     compose_cfg, tmp_path
 ):
     conf = validate_config(
@@ -138,7 +138,7 @@ def test_auto_plans_min_repeats_rounds_of_the_verdict_phase_then_the_profile_onc
         "af_off-profile-r1",
         "af_on-profile-r1",
     ]
-    assert plan.repeats == "auto" and plan.auto.min_pairs == 3 and plan.auto.max_pairs == 5
+    assert plan.rounds == "auto" and plan.auto.min_pairs == 3 and plan.auto.max_pairs == 5
     assert plan.auto.level == 0.95 and plan.auto.min_gain_pct == 1.5
 
 
@@ -339,11 +339,11 @@ def test_a_misspelt_variant_set_without_plus_is_named_but_a_real_one_is_not(comp
     assert conf.experiment.variants["af_on"] and misspelt_entries(fine, conf) == []
 
 
-def test_adaptive_bounds_are_checked_only_under_repeats_auto(compose_cfg):
+def test_adaptive_bounds_are_checked_only_under_rounds_auto(compose_cfg):
     from afbench.config import validate_config
     from afbench.errors import ConfigError
 
     fixed = validate_config(compose_cfg("verdict.rounds=3", "verdict.max_rounds=2"))
     assert fixed.verdict.rounds == 3
-    with pytest.raises(ConfigError, match="max_repeats 2 is below min_repeats 3"):
+    with pytest.raises(ConfigError, match="max_rounds 2 is below min_rounds 3"):
         validate_config(compose_cfg("verdict.rounds=auto", "verdict.max_rounds=2"))

@@ -584,8 +584,8 @@ def aa_sweep(tmp_path_factory):
             "baseline": "a",
             "variants": {"a": {}, "a_again": {}},
             "phases": {"train": {}},
-            "repeats": 3,
-        }
+        },
+        "verdict": {"rounds": 3},
     }
     (cwd / "recipes" / "aa.yaml").write_text("# @package _global_\n" + yaml.safe_dump(recipe))
     proc = afbench(cwd, "-m", "experiment=aa", *COMMAND, "preflight.min_free_gib=0,1000000")
@@ -626,7 +626,7 @@ def test_sft_aa_noise_recipe_plans_two_identical_builtin_variants(compose_cfg, t
     from afbench.plan import make_plan
 
     plan = make_plan(validate_config(compose_cfg("experiment=sft_aa_noise")), tmp_path)
-    assert plan.variants == ["a", "a_again"] and plan.repeats == 3 and len(plan.runs) == 6
+    assert plan.variants == ["a", "a_again"] and plan.rounds == 3 and len(plan.runs) == 6
     assert [r.run_id for r in plan.runs[:2]] == ["a-train-r1", "a_again-train-r1"]
     a, a_again = plan.runs[0].config, plan.runs[1].config
     assert a == a_again and a.engine.name == "builtin"

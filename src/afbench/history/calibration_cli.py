@@ -17,7 +17,7 @@ from afbench.history.db import calibration_rows, forget_calibration
 
 
 def _summary_line(kind: str, host: str, row: dict[str, Any]) -> str:
-    """One kind as a line: pooled spread, pairs, experiments, estimates, when."""
+    """One kind as a line: pooled spread, rounds, experiments, estimates, when."""
     entries = list((row.get("data") or {}).get("estimates", []))
     pooled = _pooled(kind, host, entries)
     if pooled is None:
@@ -25,10 +25,10 @@ def _summary_line(kind: str, host: str, row: dict[str, Any]) -> str:
     fit = (
         ""
         if pooled["n_pairs"] >= 12 and not pooled["n_outlier_pairs"]
-        else "  (cannot decide one round: fewer than 12 pairs or an outlier run)"
+        else "  (cannot decide one round: fewer than 12 rounds or an outlier run)"
     )
     return (
-        f"{kind}  spread {pooled['spread_pct']:.2f}% on {pooled['n_pairs']} pairs "
+        f"{kind}  spread {pooled['spread_pct']:.2f}% on {pooled['n_pairs']} rounds "
         f"from {len({e.get('source') for e in entries[-KEEP:]})} experiment(s), "
         f"updated {pooled['updated_at']}{fit}"
     )
