@@ -109,7 +109,7 @@ def test_added_rounds_run_only_undecided_variants_counterbalanced_before_later_p
 
 def test_progress_shows_the_interval_after_each_pair_and_the_verdict_states_its_mde(auto_run):
     proc, _ = auto_run
-    assert "slow vs a: pair 3/5: gain -" in proc.stderr and "(95% repeated CI)" in proc.stderr
+    assert "slow vs a: round 3/5: gain -" in proc.stderr and "(95% repeated CI)" in proc.stderr
     assert "stop: interval excludes 0 (SLOWER)" in proc.stderr
     lines = proc.stderr.splitlines()
     at = [i for i, ln in enumerate(lines) if ln.startswith("slow vs a  SLOWER  -")]
@@ -147,7 +147,7 @@ def test_a_time_budget_ends_the_loop_with_its_reason(tmp_path):
         3,
     )
     assert plan.auto_stops["slow"].reason in ("time_budget", "excludes_zero")
-    assert "stop: time budget would be exceeded by another pair" in proc.stderr
+    assert "stop: time budget would be exceeded by another round" in proc.stderr
     assert "a-train-r4" not in [r.run_id for r in plan.runs]
     # the budget stop is the final analysis: at 3 pairs the interval is the fixed-n t's
     speed = {c.variant.name: c.speed for c in read_summary(out / "summary.json").comparisons}
@@ -195,7 +195,7 @@ def test_sft_aa_noise_with_auto_repeats_ends_with_an_interval_and_mde(tmp_path):
     assert c.speed.ci_low_pct is not None and c.speed.mde_pct is not None
     assert "3 rounds" in summary.headline[0] and "%, " in summary.headline[0]  # the interval
     assert "MDE" in (out / "report.md").read_text()  # its reasons: under "Why"
-    assert "a_again vs a: pair 3/3: gain" in proc.stderr
+    assert "a_again vs a: round 3/3: gain" in proc.stderr
 
 
 def test_a_time_budget_with_fixed_repeats_is_said_to_be_ignored(tmp_path):

@@ -153,7 +153,9 @@ def test_a_moved_key_on_the_command_line_is_refused_in_one_line(tmp_path, plus):
     proc = afbench(tmp_path, f"{plus}experiment.repeats=5", "task=check")
     assert proc.returncode == 2, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if "experiment.repeats" in ln]
-    assert lines == ["afbench: error: experiment.repeats moved to verdict.rounds: write verdict.rounds=5"]
+    assert lines == [
+        "afbench: error: experiment.repeats moved to verdict.rounds: write verdict.rounds=5"
+    ]
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "outputs").exists()
 

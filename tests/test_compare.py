@@ -163,8 +163,8 @@ def test_a_set_aside_pair_is_named_with_what_was_measured():
         ],
     )
     line = _line("INCONCLUSIVE", speed, Parity(status="N/A"))
-    assert "pair 1 set aside: baseline run contended (a-train-r1: CPU pressure 61%)" in line
-    assert "every pair was set aside" in line
+    assert "round 1 set aside: baseline run contended (a-train-r1: CPU pressure 61%)" in line
+    assert "every round was set aside" in line
 
 
 def test_parity_tolerance_is_the_looser_of_the_two_sides_dtypes(compose_cfg, tmp_path):

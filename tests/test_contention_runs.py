@@ -401,7 +401,9 @@ def test_with_contention_keep_a_pair_contended_on_both_sides_decides_and_is_name
     # across the pair's sides, so verdict.contention=keep lets it decide, and says so
     col = _three_rounds(tmp_path, monkeypatch, {"a-train-r2", "b-train-r2"})
     base = side(col, "a", "train", workload_of(col))
-    kept = compare_pair(col, base, "b", ReportConfig(), VerdictConfig(contention="keep"), 1e-3, False)
+    kept = compare_pair(
+        col, base, "b", ReportConfig(), VerdictConfig(contention="keep"), 1e-3, False
+    )
     (msg,) = [m for m in kept.caveat_msgs if m.key == "caveat_contention_kept"]
     assert msg.args["runs"] == "a-train-r2, b-train-r2" and "verdict.contention=keep" in msg.text
     assert kept.speed.n_pairs == 3  # it decided with the contended pair
@@ -418,7 +420,9 @@ def test_with_contention_keep_a_run_contended_on_one_side_of_its_pair_never_deci
     # issue 34: every contended run on the baseline's side read AF_ON_FASTER under keep
     col = _three_rounds(tmp_path, monkeypatch, {"a-train-r2"})
     base = side(col, "a", "train", workload_of(col))
-    kept = compare_pair(col, base, "b", ReportConfig(), VerdictConfig(contention="keep"), 1e-3, False)
+    kept = compare_pair(
+        col, base, "b", ReportConfig(), VerdictConfig(contention="keep"), 1e-3, False
+    )
     assert kept.verdict == "INCONCLUSIVE" and kept.speed.ci_low_pct is None
     assert kept.speed.no_interval_reason == "one_sided_contention"
     (a,) = kept.speed.set_aside

@@ -104,7 +104,7 @@ def test_one_round_on_a_calibrated_host_decides_a_large_gain_and_says_which_cali
     )
     assert large.decision == "FASTER" and large.ci_low_pct > 0
     assert large.spread_source == "calibration" and large.calibration["n_pairs"] == 24
-    assert "from the host calibration: 3.00% per run on 24 pairs" in note(large)
+    assert "from the host calibration: 3.00% per run on 24 rounds" in note(large)
     small = speed_of(
         collected(
             compose_cfg,
@@ -216,7 +216,7 @@ def test_paired_repeats_no_gain_excludes_the_margin_and_noisy_ones_are_inconclus
     # the report says what it would take: pairs for an MDE of the 2% margin at this spread
     assert wide.pairs_for_min_gain > 4
     n = wide.pairs_for_min_gain
-    assert f"; roughly {n} pairs (verdict.rounds={n}) for an MDE of 2% at this spread" in note(
+    assert f"; roughly {n} rounds (verdict.rounds={n}) for an MDE of 2% at this spread" in note(
         wide
     )
     assert "for an MDE" not in note(none)  # decided
@@ -325,7 +325,7 @@ def test_a_calibrated_round_says_how_many_pairs_the_2pct_margin_needs(
     )
     assert speed.decision == decision and speed.mde_pct > 2
     n = speed.pairs_for_min_gain
-    assert n > 1 and f"roughly {n} pairs (verdict.rounds={n}) for an MDE of 2%" in note(speed)
+    assert n > 1 and f"roughly {n} rounds (verdict.rounds={n}) for an MDE of 2%" in note(speed)
 
 
 @pytest.mark.parametrize("contention, mean", [("set_aside", 1.0), ("keep", 4.0 / 3)])

@@ -70,9 +70,7 @@ def test_rounds_are_counterbalanced_by_default(compose_cfg, tmp_path):
 
 def test_interleaved_order_keeps_the_baseline_first_in_every_round(compose_cfg, tmp_path):
     conf = validate_config(
-        compose_cfg(
-            "experiment=sft_af_compare", "verdict.rounds=2", "experiment.order=interleaved"
-        )
+        compose_cfg("experiment=sft_af_compare", "verdict.rounds=2", "experiment.order=interleaved")
     )
     ids = [r.run_id for r in make_plan(conf, tmp_path).runs]
     assert ids[:4] == ["af_off-train-r1", "af_on-train-r1", "af_off-train-r2", "af_on-train-r2"]

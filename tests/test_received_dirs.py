@@ -120,15 +120,15 @@ def test_a_users_own_templates_still_render_with_the_installed_ones_in_the_sandb
     tpl.mkdir()
     (tpl / "report.md.j2").write_text(
         "{% set v = verdict_words %}mine {{ s.experiment }}: {{ s.comparisons | length }} "
-        "{{ '{n} pairs' | fill(n=2) }}\n{% for c in s.comparisons %}{{ c.verdict_line }}\n"
+        "{{ '{n} rounds' | fill(n=2) }}\n{% for c in s.comparisons %}{{ c.verdict_line }}\n"
         "{% endfor %}",
         encoding="utf-8",
     )
     assert report_main([str(copy), "--template-dir", str(tpl)]) == 0, capsys.readouterr().err
     md = (copy / "report.md").read_text(encoding="utf-8").splitlines()
-    assert md[0] == "mine fixture_results: 3 2 pairs"
+    assert md[0] == "mine fixture_results: 3 2 rounds"
     # the verdict line: the installed verdict_words.j2 (list.append and all), sandboxed
-    assert md[1].startswith("FUSED_FASTER (95% CI [+7.82%, +33.93%], 2 pairs")
+    assert md[1].startswith("FUSED_FASTER (95% CI [+7.82%, +33.93%], 2 rounds")
     # report.html: the installed template (its macros, list.append and all) in the sandbox
     assert "fused vs plain" in (copy / "report.html").read_text(encoding="utf-8")
 

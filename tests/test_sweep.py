@@ -230,7 +230,7 @@ def test_main_effects_name_both_keys_with_the_planted_sizes(grid):
     assert all(p.beside and p.n_pairs == 3 and p.job == rows[p.combination].job for p in af.pairs)
     md = (sweep / "sweep_report.md").read_text()
     assert f"| `{AF}` | False | True | {af.effect_pct:+.2f}% | [{af.ci_low:+.2f}%, " in md
-    assert "9 pairs in jobs" in md
+    assert "9 rounds in jobs" in md
 
 
 def test_each_row_is_its_jobs_own_comparison_as_its_report_made_it(grid):

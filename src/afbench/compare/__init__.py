@@ -119,28 +119,28 @@ def compare_pair(
     b: Side,
     variant: str,
     report: ReportConfig,
-    verdict: VerdictConfig,
+    settings: VerdictConfig,
     rtol: float,
     aa: bool,
 ) -> Comparison:
     """One variant against the baseline side ``b`` on the verdict phase, decided by the
-    ``verdict`` settings (``report``: its memory caveat)."""
+    ``settings`` (the ``verdict`` section; ``report``: its memory caveat)."""
     phase, workload = col.plan.verdict_phase, workload_of(col)
-    v = side(col, variant, phase, workload, verdict.contention == "set_aside")
+    v = side(col, variant, phase, workload, settings.contention == "set_aside")
     interrupted = _interrupted(col, run_ids(col, variant, phase) + run_ids(col, b.name, phase))
     if (v.skipped and b.ok) or (interrupted and "FAILED" not in b.statuses + v.statuses):
         # a run stopped by Ctrl-C (or SIGTERM) is SKIPPED, interrupted: nothing failed
         verdict, speed = (
             SKIPPED,
-            Speed(level=verdict.confidence, stop_reason=INTERRUPTED if interrupted else None),
+            Speed(level=settings.confidence, stop_reason=INTERRUPTED if interrupted else None),
         )
     elif not (b.ok and v.ok and b.repeats_s and v.repeats_s):
         verdict, speed = (
             RUN_FAILED,
-            Speed(level=verdict.confidence, stop_reason=_stop_reason(col.plan, variant)),
+            Speed(level=settings.confidence, stop_reason=_stop_reason(col.plan, variant)),
         )
     else:
-        speed = speed_of(col, variant, verdict)
+        speed = speed_of(col, variant, settings)
         verdict = verdict_word(speed.decision or INCONCLUSIVE, variant)
         # every table beside the verdict rests on the runs of the pairs it decided on
         used = decided_runs(col, variant, speed)
@@ -150,7 +150,7 @@ def compare_pair(
     parity = parity_of(col, b, v, phase, workload, rtol)
     memory = memory_change(b, v, report.memory_warn_pct)
     caveat_msgs = caveats_of(b, v, memory, speed)
-    if verdict.contention == "keep" and speed.ci_low_pct is not None:
+    if settings.contention == "keep" and speed.ci_low_pct is not None:
         # the measured-contended runs whose pairs decided (not set aside as outliers)
         measured = verdict_pairs(col.plan, variant, col.window_steps, col.results)
         aside = {a.pair for a in speed.set_aside}

@@ -179,10 +179,10 @@ def calibration_advice(col: Collected, variant: str) -> dict[str, str | None]:
 
 def speed_of(col: Collected, variant: str, verdict: VerdictConfig) -> Speed:
     """The verdict on ``variant``'s speed from the stored runs (``col.window_steps``), by
-    :mod:`afbench.verdict` at the plan's design and the ``verdict`` settings: ``rounds=auto``: the sequential verdict at the
-    last look (:func:`_auto_speed`); otherwise :func:`afbench.verdict.compare_runs`, with the
-    host calibration the experiment recorded (``experiment.json``'s ``calibration``) and each
-    run's measured contention. One round carries the reference's quick verdict beside it.
+    :mod:`afbench.verdict` at the plan's design and the ``verdict`` settings: ``rounds=auto``:
+    the sequential verdict at the last look (:func:`_auto_speed`); otherwise
+    :func:`afbench.verdict.compare_runs`, with the host calibration the experiment recorded
+    (``experiment.json``'s ``calibration``) and each run's measured contention. One round carries the reference's quick verdict beside it.
     Callers handle failed and skipped sides first (no pair, no Speed)."""
     plan = col.plan
     pairs = verdict_pairs(plan, variant, col.window_steps, col.results)

@@ -338,7 +338,9 @@ def sweep_v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
 #: summary: their missing fields are None); 1 -> 2: :func:`sweep_v1_to_v2`; 3 -> 4:
 #: :func:`sweep_v3_to_v4`.
 SWEEP_SUMMARY_FILE = FileSchema(
-    SWEEP_SUMMARY, SweepSummary, steps=(same_shape, sweep_v1_to_v2, same_shape, sweep_v3_to_v4, same_shape)
+    SWEEP_SUMMARY,
+    SweepSummary,
+    steps=(same_shape, sweep_v1_to_v2, same_shape, sweep_v3_to_v4, same_shape),
 )
 
 
