@@ -182,8 +182,9 @@ def speed_of(col: Collected, variant: str, verdict: VerdictConfig) -> Speed:
     :mod:`afbench.verdict` at the plan's design and the ``verdict`` settings: ``rounds=auto``:
     the sequential verdict at the last look (:func:`_auto_speed`); otherwise
     :func:`afbench.verdict.compare_runs`, with the host calibration the experiment recorded
-    (``experiment.json``'s ``calibration``) and each run's measured contention. One round carries the reference's quick verdict beside it.
-    Callers handle failed and skipped sides first (no pair, no Speed)."""
+    (``experiment.json``'s ``calibration``) and each run's measured contention. One round
+    carries the reference's quick verdict beside it. Callers handle failed and skipped sides
+    first (no round, no Speed)."""
     plan = col.plan
     pairs = verdict_pairs(plan, variant, col.window_steps, col.results)
     keep = verdict.contention == "keep"
