@@ -69,7 +69,7 @@ def test_with_no_pair_left_the_quiet_runs_are_shown_labelled_as_no_verdict(tmp_p
     assert c.variant.mean_step_s is not None  # the quiet run's number, shown
     assert c.baseline.runs_basis == "all"  # its only run was contended: said beside it
     md = (tmp_path / "report.md").read_text()
-    assert "b no pair decided, so the runs not measured as contended: not a verdict" in md
+    assert "b no round decided, so the runs not measured as contended: not a verdict" in md
     assert "a every OK run, contended ones included" in md
 
 

@@ -127,12 +127,14 @@ def test_version_0_comparison_keys_become_the_two_sides(tmp_path):
         assert b.compile.overhead_s is None or (
             b.compile.model_dump() == pytest.approx(a.compile.model_dump())
         )
-        # the parity reason's catalog message (afbench.messages) is newer than v0
-        assert (a.aa, a.reasons, a.parity.model_dump(exclude={"reason_msg"})) == (
+        # the parity reason's catalog message (afbench.messages) is newer than v0, and its
+        # words say "round" where v0's said "pair"
+        assert (a.aa, a.reasons, a.parity.model_dump(exclude={"reason_msg", "reason"})) == (
             b.aa,
             b.reasons,
-            b.parity.model_dump(exclude={"reason_msg"}),
+            b.parity.model_dump(exclude={"reason_msg", "reason"}),
         )
+        assert (a.parity.reason or "").replace("pair", "round") == (b.parity.reason or "")
         assert b.parity.reason_msg is None or b.parity.reason_msg.text == b.parity.reason
     assert [b.compile.overhead_s for b in new.comparisons] == [None, None, None]
     # the speed is recomputed by today's paired statistics; the stored one keeps v0's keys

@@ -1,6 +1,6 @@
 """``python -m afbench.history calibration list | show KIND | forget KIND``: see and manage
 this host's calibration (:mod:`afbench.history.calibration`): per kind of run, its pooled
-spread, how many pairs and experiments it rests on and when it was learnt; per estimate, the
+spread, how many rounds and experiments it rests on and when it was learnt; per estimate, the
 experiment and output directory it came from; ``forget`` deletes one kind (the next one-round
 experiment of it asks for a calibration again). Exit status: 0 done, 2 an unknown kind."""
 
@@ -81,7 +81,7 @@ def cmd_calibration(engine: Engine, action: str, kind: str | None) -> int:
         outliers = e.get("n_outlier_pairs")
         print(
             f"  {e.get('recorded_at', '?')}  {e.get('how', '?')}  "
-            f"spread {float(e.get('spread_pct', 0)):.2f}% on {e.get('n_pairs', '?')} pairs"
+            f"spread {float(e.get('spread_pct', 0)):.2f}% on {e.get('n_pairs', '?')} rounds"
             + (f" ({outliers} with an outlier run)" if outliers else "")
             + f"  {e.get('experiment') or '?'}  {e.get('source', '?')}"
         )
