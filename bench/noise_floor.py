@@ -26,7 +26,7 @@ comparisons per run window and
 effect: runs laid end to end on the trace (window, gap, window, ...) in the counterbalanced
 order A B, B A, ..., the variant's step times multiplied by 1 + effect. Four designs: one
 round without a calibration (never decides), one round with a host calibration from an A/A
-of 12 pairs read elsewhere on the trace, ``repeats: 3`` (the paired t) and ``repeats=auto``
+of 12 pairs read elsewhere on the trace, ``verdict.rounds=3`` (the paired t) and ``verdict.rounds=auto``
 (the sequential rule, 3..8 pairs). Printed: the share of comparisons called SLOWER (for effect 0,
 FASTER or SLOWER: the false-positive rate) and the mean pairs used. Replays start at random
 points of one trace, so for long windows they overlap and are not independent: read those

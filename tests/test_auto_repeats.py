@@ -24,7 +24,7 @@ def planted(factor: float = 1.0) -> dict:
         "engine": {
             "name": "command",
             "executable": sys.executable,
-            "args": [str(WORKER), "{steps}", "{repeat}-{variant}", f"{factor:g}"],
+            "args": [str(WORKER), "{steps}", "{round}-{variant}", f"{factor:g}"],
         }
     }
 

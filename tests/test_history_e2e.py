@@ -27,7 +27,7 @@ def afbench(cwd: Path, url: str, seed: int, work: float = 1.0) -> subprocess.Com
         "engine": {
             "name": "command",
             "executable": sys.executable,
-            "args": [str(WORKER), "{steps}", "{repeat}-{variant}"],
+            "args": [str(WORKER), "{steps}", "{round}-{variant}"],
         },
         "experiment": {
             "name": "gate_e2e",
