@@ -6,7 +6,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from afbench.config import validate_config
-from afbench.config.models import MOVED, SftScheduler, VerdictConfig
+from afbench.config.models import SftScheduler
+from afbench.config.verdict import MOVED, VerdictConfig
 from afbench.errors import ConfigError
 
 

@@ -15,7 +15,8 @@ import pytest
 from afbench import experiment
 from afbench.analysis import contention as C
 from afbench.collect import collect
-from afbench.config.models import ReportConfig, RunConfig, VerdictConfig
+from afbench.config.models import ReportConfig, RunConfig
+from afbench.config.verdict import VerdictConfig
 from afbench.engines.command import run_command
 from afbench.io import write_json_atomic
 from afbench.report.render import render

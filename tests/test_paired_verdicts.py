@@ -12,7 +12,7 @@ import pytest
 from afbench.collect import Collected
 from afbench.compare import speed_of
 from afbench.config import validate_config
-from afbench.config.models import VerdictConfig
+from afbench.config.verdict import VerdictConfig
 from afbench.plan import add_round, make_plan
 from afbench.report.render import labels, verdict_words
 from afbench.runspec import AutoStop

@@ -165,7 +165,7 @@ def test_a_run_spread_with_its_df_decides_one_round():
 
 
 def test_one_design_holds_every_default_and_refuses_bad_settings():
-    from afbench.config.models import VerdictConfig
+    from afbench.config.verdict import VerdictConfig
     from afbench.verdict import DEFAULT
 
     verdict = VerdictConfig()

@@ -5,7 +5,7 @@ recipe file is loaded once at start-up and stored as ``experiment/<name>``. A fi
 valid YAML is left out and returned, so that only a command line that selects it fails
 (:func:`broken_recipe_problems`); every other command warns once and goes on.
 
-The verdict settings: :class:`afbench.config.models.VerdictConfig`'s defaults, stored as
+The verdict settings: :class:`afbench.config.verdict.VerdictConfig`'s defaults, stored as
 ``verdict/default`` (``conf/config.yaml`` selects it): the model is their one home, so
 ``verdict.rounds=5`` composes with no second list of them in YAML.
 
@@ -25,7 +25,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from afbench.assets.manifest import default_assets_dir
-from afbench.config.models import ExperimentConfig, VerdictConfig
+from afbench.config.models import ExperimentConfig
+from afbench.config.verdict import VerdictConfig
 from afbench.switches.registry import switch_names
 
 RECIPE_PATH_ENV = "AFBENCH_RECIPE_PATH"
@@ -77,7 +78,7 @@ def register() -> dict[str, str]:
         group="verdict",
         name="default",
         node=VerdictConfig().model_dump(mode="json"),
-        provider="afbench verdict settings (afbench.config.models.VerdictConfig)",
+        provider="afbench verdict settings (afbench.config.verdict.VerdictConfig)",
     )
     broken: dict[str, str] = {}
     for folder in recipe_dirs():

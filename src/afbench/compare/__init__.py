@@ -50,7 +50,8 @@ from afbench.compare.speed import (
     speed_of,
     verdict_pairs,
 )
-from afbench.config.models import ReportConfig, VerdictConfig
+from afbench.config.models import ReportConfig
+from afbench.config.verdict import VerdictConfig
 from afbench.messages import Message, say
 from afbench.runspec import INTERRUPTED as RUNSPEC_INTERRUPTED
 from afbench.runspec import Plan

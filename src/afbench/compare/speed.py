@@ -10,7 +10,7 @@ from typing import Any
 from afbench.analysis.contention import judge_reasons
 from afbench.analysis.stats import finite_mean
 from afbench.collect import Collected
-from afbench.config.models import VerdictConfig
+from afbench.config.verdict import VerdictConfig
 from afbench.messages import Message, say
 from afbench.runspec import AutoDesign, Plan
 from afbench.store import Speed

@@ -11,8 +11,9 @@ from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
 from afbench.config.base import Section
-from afbench.config.models import MOVED, PAST_LAST_STEP, AfbenchConfig, RunConfig
+from afbench.config.models import PAST_LAST_STEP, AfbenchConfig, RunConfig
 from afbench.config.short import SHORT_MIN_STEPS, short_run
+from afbench.config.verdict import MOVED
 from afbench.errors import ConfigError
 
 
@@ -66,7 +67,7 @@ def _dotted(loc: tuple[Any, ...]) -> tuple[str, ...]:
 
 def moved(key: str, value: Any) -> str | None:
     """The one line refusing a key that moved to another section
-    (:data:`afbench.config.models.MOVED`): ``experiment.repeats moved to verdict.rounds: write
+    (:data:`afbench.config.verdict.MOVED`): ``experiment.repeats moved to verdict.rounds: write
     verdict.rounds=5``; None for a key that did not move."""
     new = MOVED.get(key)
     if new is None:

@@ -9,7 +9,8 @@ from typing import Any
 
 from pydantic import Field
 
-from afbench.config.models import MOVED, AfbenchConfig, ReportConfig, VerdictConfig
+from afbench.config.models import AfbenchConfig, ReportConfig
+from afbench.config.verdict import MOVED, VerdictConfig
 from afbench.store.names import EXPERIMENT
 from afbench.store.versioning import FileSchema, Record, StoredFile, same_shape
 
@@ -122,7 +123,7 @@ class ExperimentRecord(StoredFile):
 
 def experiment_v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
     """Version 4 -> 5: the config's verdict settings move to its ``verdict`` section
-    (:data:`afbench.config.models.MOVED`: ``experiment.repeats`` -> ``verdict.rounds``,
+    (:data:`afbench.config.verdict.MOVED`: ``experiment.repeats`` -> ``verdict.rounds``,
     ``report.confidence`` -> ``verdict.confidence``, ...); a value already there wins."""
     config = data.get("config")
     if not isinstance(config, dict):

@@ -259,7 +259,7 @@ class SweepDir:
         """The ``verdict`` section of the sweep's own config in ``multirun.yaml`` (what the
         command line gave, before a job set its per-comparison level:
         :func:`afbench.pairing.at_sweep_level`), the keys a sweep before schema 5 held in
-        ``report`` moved there (:data:`afbench.config.models.MOVED`); ``{}`` when it cannot
+        ``report`` moved there (:data:`afbench.config.verdict.MOVED`); ``{}`` when it cannot
         tell."""
         try:
             import yaml

@@ -29,7 +29,7 @@ Versions of the directory:
   ``experiment.repeats`` / ``min_repeats`` / ``max_repeats`` / ``precision_pct`` /
   ``time_budget_s`` and ``report.confidence`` / ``min_gain_pct`` / ``contention`` move there
   (:func:`afbench.store.experiment.experiment_v4_to_v5`, the names in
-  :data:`afbench.config.models.MOVED`); plan.json's and summary.json's ``repeats`` is
+  :data:`afbench.config.verdict.MOVED`); plan.json's and summary.json's ``repeats`` is
   ``rounds`` (:func:`renamed`).
 """
 

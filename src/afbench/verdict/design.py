@@ -4,7 +4,7 @@ One :class:`Design` for the three designs afbench offers: one round (``rounds=1`
 rounds (``rounds=n``) and ``rounds=auto`` (the group-sequential design of
 :mod:`afbench.verdict.sequential`: add rounds until the interval decides). A round is one run
 of the baseline and one of the variant; the statistics call it a pair. The settings a user
-writes (``verdict.*``: :class:`afbench.config.models.VerdictConfig`) take their defaults from
+writes (``verdict.*``: :class:`afbench.config.verdict.VerdictConfig`) take their defaults from
 :data:`DEFAULT` (``rounds``, ``min_rounds`` = ``min_pairs``, ``max_rounds`` = ``max_pairs``,
 ``precision_pct``, ``time_budget_s``, ``confidence`` = ``level``, ``min_gain_pct``); the plan stores an auto design's
 settings (``plan.json``) and the report and the adaptive loop rebuild this object from them.
