@@ -70,7 +70,7 @@ def test_every_job_of_a_sweep_decides_at_the_sweeps_per_comparison_level(tmp_pat
         tmp_path, ["optimization.autofuse=false,true", "optimization.rmsnorm=false,true"]
     )
     cfg = job_cfg()
-    cfg.verdict.confidence = 0.9
+    cfg.verdict = {"confidence": 0.9}
     paired, _ = beside_baseline(
         cfg, sweep, ["optimization.autofuse=True", "optimization.rmsnorm=False"], set()
     )
