@@ -130,7 +130,7 @@ def write_recipe(
     variants: dict[str, dict],
     phases: dict[str, dict],
     *,
-    repeats: int = 1,
+    rounds: int = 1,
     extra: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``<folder>/recipes/<name>.yaml`` (first variant = baseline); returns the recipes dir
@@ -143,9 +143,9 @@ def write_recipe(
         "baseline": next(iter(variants)),
         "variants": variants,
         "phases": phases,
-        "repeats": repeats,
         "skip_policy": "per_variant",
     }
+    recipe["verdict"] = {**recipe.get("verdict", {}), "rounds": rounds}
     (recipes / f"{name}.yaml").write_text(
         "# @package _global_\n" + yaml.safe_dump(recipe, sort_keys=False)
     )

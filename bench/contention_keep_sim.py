@@ -1,4 +1,4 @@
-"""Simulation with known truth of ``report.contention=keep`` (issue 34): kept contended runs
+"""Simulation with known truth of ``verdict.contention=keep`` (issue 34): kept contended runs
 decide only when contention is balanced across each pair's sides.
 
 The case of issue 34: a main job whose contended runs all fell on the AutoFuse-off side read

@@ -12,7 +12,7 @@
 #   3. runs the tests that have CUDA branches;
 #   4. runs sft_af_compare, infer_rmsnorm_compare and infer_graph_compare with backend=cuda (the
 #      graph variant must capture and replay CUDA graphs: a SKIPPED npugraph_ex is a failure of
-#      this check), then a 2x2 sweep of autofuse x add_rmsnorm with experiment.repeats=3;
+#      this check), then a 2x2 sweep of autofuse x add_rmsnorm with verdict.rounds=3;
 #   5. packs every output directory and log, without the bulky traces, into one archive
 #      (device_check.tar.gz) plus summary.txt, which is what a lent machine can send back.
 #
@@ -84,10 +84,10 @@ fi
 # uses fewer steps still.
 if [ "${DEVICE_CHECK_SCALE:-}" = small ]; then
   SFT_STEPS="experiment.phases.train.scheduler.steps=6 experiment.phases.profile.scheduler.steps=8"
-  SWEEP_STEPS="scheduler.steps=4 scheduler.measure.first_step=3 scheduler.measure.last_step=4 experiment.repeats=2"
+  SWEEP_STEPS="scheduler.steps=4 scheduler.measure.first_step=3 scheduler.measure.last_step=4 verdict.rounds=2"
 else
   SFT_STEPS=""
-  SWEEP_STEPS="scheduler.steps=8 scheduler.measure.first_step=4 scheduler.measure.last_step=8 experiment.repeats=3"
+  SWEEP_STEPS="scheduler.steps=8 scheduler.measure.first_step=4 scheduler.measure.last_step=8 verdict.rounds=3"
 fi
 export AFBENCH_LOCK_DIR="$WORK/locks"
 mkdir -p "$AFBENCH_LOCK_DIR"

@@ -12,17 +12,17 @@ whose variants share its baseline runs; the command engine runs bench/workers/ma
   (AFBENCH_BENCH_WORK=1.02/1.05/1.10): detected when the verdict is ``<VARIANT>_SLOWER``.
   Targets: 5% detected >= 95%, 2% detected >= 50%.
 
-Modes: ``--repeats 3`` (fixed paired repeats, today's default for a measured comparison) and
-``--repeats auto`` (the sequential rule, experiment.max_repeats default 8). Printed per mode:
+Modes: ``--rounds 3`` (fixed rounds, today's default for a measured comparison) and
+``--rounds auto`` (the sequential rule, verdict.max_rounds default 8). Printed per mode:
 the A/A false-positive rate, the detection rate per effect, the mean pairs used per
 comparison, and the wall time per trial (device-lock waits excluded). Wall time per decided
-comparison of auto should be no more than 2x that of ``--repeats 3``.
+comparison of auto should be no more than 2x that of ``--rounds 3``.
 
 ``--sft``: the planted case through the builtin SFT engine instead (the shipped tiny model):
 ``a``, ``a_copy`` and ``seq5`` (``scheduler.seq_len`` about 5% larger); the true effect of
 seq5 is stated as measured (the mean gain over the trials), since it is not exactly 5%.
 
-    .venv/bin/python bench/noise.py [--trials 20] [--repeats 3|auto] [--steps 20] [--sft]
+    .venv/bin/python bench/noise.py [--trials 20] [--rounds 3|auto] [--steps 20] [--sft]
 """
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ def write_recipe(work: Path, args: argparse.Namespace) -> Path:
                 for name, e in EFFECTS.items()
             }
         )
-    repeats = args.repeats if args.repeats == "auto" else int(args.repeats)
+    rounds = args.rounds if args.rounds == "auto" else int(args.rounds)
     return C.write_recipe(
-        work, "bench_noise", variants, {"train": train}, repeats=repeats, extra=extra
+        work, "bench_noise", variants, {"train": train}, rounds=rounds, extra=extra
     )
 
 
@@ -84,12 +84,12 @@ def fmt(c: Comparison) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=20, help="K, experiments run (default 20)")
-    ap.add_argument("--repeats", default="3", help="experiment.repeats: >= 2 or auto (default 3)")
+    ap.add_argument("--rounds", default="3", help="verdict.rounds: >= 2 or auto (default 3)")
     ap.add_argument(
-        "--max-repeats",
+        "--max-rounds",
         type=int,
         default=8,
-        help="experiment.max_repeats for --repeats auto (default 8, afbench's)",
+        help="verdict.max_rounds for --rounds auto (default 8, afbench's)",
     )
     ap.add_argument("--steps", type=int, default=20, help="steps per run (default 20)")
     ap.add_argument("--first-step", type=int, default=3, help="first measured step (default 3)")
@@ -101,22 +101,22 @@ def main(argv: list[str] | None = None) -> int:
         "--keep", help="work in this folder and keep it (default: a temp folder, removed)"
     )
     args = ap.parse_args(argv)
-    if args.repeats != "auto" and (not args.repeats.isdigit() or int(args.repeats) < 2):
-        ap.error("--repeats must be an integer >= 2 or 'auto'")
+    if args.rounds != "auto" and (not args.rounds.isdigit() or int(args.rounds) < 2):
+        ap.error("--rounds must be an integer >= 2 or 'auto'")
 
     t_start = time.perf_counter()
     C.header("bench/noise.py", argv)
     planted = ["seq5"] if args.sft else list(EFFECTS)
     print(
-        f"K={args.trials} trials, variants a, a_copy, {', '.join(planted)}; repeats "
-        f"{args.repeats}{f' (max {args.max_repeats})' if args.repeats == 'auto' else ''}, "
+        f"K={args.trials} trials, variants a, a_copy, {', '.join(planted)}; rounds "
+        f"{args.rounds}{f' (max {args.max_rounds})' if args.rounds == 'auto' else ''}, "
         f"{args.steps} steps/run (measured {args.first_step}..{args.steps}); "
         + ("builtin SFT, qwen3_tiny" if args.sft else f"{args.iters} matmuls 128x128/step")
         + "; confidence 0.95, min_gain_pct 2 (afbench defaults)"
     )
     work = C.scratch_dir(args.keep, "afbench-noise-")
     recipes = write_recipe(work, args)
-    extra = [f"experiment.max_repeats={args.max_repeats}"] if args.repeats == "auto" else []
+    extra = [f"verdict.max_rounds={args.max_rounds}"] if args.rounds == "auto" else []
 
     false_pos = 0
     hits = {v: 0 for v in planted}
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     n = args.trials
-    print(f"\n-- results (repeats {args.repeats}) --")
+    print(f"\n-- results (rounds {args.rounds}) --")
     print(
         f"A/A false positives (FASTER or SLOWER): {false_pos}/{n} = {false_pos / n:.1%}; "
         f"target <= {TARGET_FALSE_POSITIVE:.0%}: "

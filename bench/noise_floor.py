@@ -16,7 +16,7 @@ find a planted 2% or 5% slowdown 95% of the time at a two-sided 5% error:
 the sample size of the z test with the variance known (the most powerful test of a normal
 shift, Neyman-Pearson; a t test with the variance estimated, trimmed or sequential, needs more).
 With it, the wall time those pairs cost (two runs of ``L`` + ``--overhead`` seconds each), beside
-what ``experiment.repeats: 3`` and twice that cost, the issue 16 budget. Also the trend of
+what ``verdict.rounds: 3`` and twice that cost, the issue 16 budget. Also the trend of
 the trace (medians of consecutive 2-second blocks): whether the spread is process-to-process
 or moves within one process.
 
@@ -26,7 +26,7 @@ comparisons per run window and
 effect: runs laid end to end on the trace (window, gap, window, ...) in the counterbalanced
 order A B, B A, ..., the variant's step times multiplied by 1 + effect. Four designs: one
 round without a calibration (never decides), one round with a host calibration from an A/A
-of 12 pairs read elsewhere on the trace, ``repeats: 3`` (the paired t) and ``repeats=auto``
+of 12 pairs read elsewhere on the trace, ``verdict.rounds=3`` (the paired t) and ``verdict.rounds=auto``
 (the sequential rule, 3..8 pairs). Printed: the share of comparisons called SLOWER (for effect 0,
 FASTER or SLOWER: the false-positive rate) and the mean pairs used. Replays start at random
 points of one trace, so for long windows they overlap and are not independent: read those
@@ -139,7 +139,7 @@ def replay(
     calibrated``: one round with a host calibration from an A/A of 12 pairs read at another
     random point of the same trace."""
     t = np.concatenate([[0.0], np.cumsum(steps)])
-    design = Design(repeats=AUTO)
+    design = Design(rounds=AUTO)
     n_cal = MIN_CALIBRATION_PAIRS
     need = 2 * max(design.max_pairs + design.max_set_aside, n_cal) * (run_s + gap_s)
     hits = {"one round": 0, "1r calibrated": 0, "repeats 3": 0, "auto": 0}

@@ -1,5 +1,5 @@
 """Simulation with known truth of the verdict's pair-count hints (issue 20): does "roughly K
-pairs (experiment.repeats=K) to decide an effect of the size seen" deliver?
+pairs (verdict.rounds=K) to decide an effect of the size seen" deliver?
 
 An undecided comparison whose gain is beyond the margin but below its MDE prints
 ``Speed.pairs_for_gain``: the pairs a fixed design would need for an MDE of the gain seen, at

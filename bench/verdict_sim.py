@@ -192,7 +192,7 @@ def plain_t(b, v, level=0.95) -> str:
 def experiment(host: Host, design: str, gain: float):
     """One simulated experiment: (speed, plain-t decision or None, pairs run)."""
     if design.startswith("auto"):
-        test = SequentialTest(Design(repeats=AUTO))  # the defaults: looks at 3..8 pairs
+        test = SequentialTest(Design(rounds=AUTO))  # the defaults: looks at 3..8 pairs
         while True:
             b, v, c = host.pairs(1, gain)
             look = test.add(b[0], v[0], c[0])

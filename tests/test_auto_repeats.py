@@ -1,4 +1,4 @@
-"""experiment.repeats=auto end to end: the adaptive loop adds rounds of the verdict phase until
+"""verdict.rounds=auto end to end: the adaptive loop adds rounds of the verdict phase until
 the sequential rule stops, records why in plan.json, and the offline re-render reproduces the
 verdicts. Runs use the command engine with tests/fault_workers/planted_noise.py (planted,
 seeded step times: nothing is timed)."""
@@ -24,7 +24,7 @@ def planted(factor: float = 1.0) -> dict:
         "engine": {
             "name": "command",
             "executable": sys.executable,
-            "args": [str(WORKER), "{steps}", "{repeat}-{variant}", f"{factor:g}"],
+            "args": [str(WORKER), "{steps}", "{round}-{variant}", f"{factor:g}"],
         }
     }
 
@@ -33,7 +33,7 @@ def afbench(cwd: Path, *args: str, timeout: float = 300) -> subprocess.Completed
     recipe = {
         "scheduler": {"steps": 8, "measure": {"first_step": 3, "last_step": 8}},
         # planted step times, not wall times: a shared machine must not set them aside
-        "report": {"contention": "keep"},
+        "verdict": {"contention": "keep"},
         "experiment": {
             "name": "auto_loop",
             "baseline": "a",
@@ -69,7 +69,7 @@ def afbench(cwd: Path, *args: str, timeout: float = 300) -> subprocess.Completed
 @pytest.fixture(scope="module")
 def auto_run(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("auto")
-    proc = afbench(cwd, "experiment.repeats=auto", "experiment.max_repeats=5", "verbose=true")
+    proc = afbench(cwd, "verdict.rounds=auto", "verdict.max_rounds=5", "verbose=true")
     out = next(p.parent for p in (cwd / "outputs").glob("*/*/plan.json"))
     return proc, out
 
@@ -109,7 +109,7 @@ def test_added_rounds_run_only_undecided_variants_counterbalanced_before_later_p
 
 def test_progress_shows_the_interval_after_each_pair_and_the_verdict_states_its_mde(auto_run):
     proc, _ = auto_run
-    assert "slow vs a: pair 3/5: gain -" in proc.stderr and "(95% repeated CI)" in proc.stderr
+    assert "slow vs a: round 3/5: gain -" in proc.stderr and "(95% repeated CI)" in proc.stderr
     assert "stop: interval excludes 0 (SLOWER)" in proc.stderr
     lines = proc.stderr.splitlines()
     at = [i for i, ln in enumerate(lines) if ln.startswith("slow vs a  SLOWER  -")]
@@ -137,7 +137,7 @@ def test_the_offline_rerender_reproduces_the_auto_verdicts(auto_run, tmp_path):
 
 def test_a_time_budget_ends_the_loop_with_its_reason(tmp_path):
     # the budget is smaller than the first three rounds take: no round may be added
-    proc = afbench(tmp_path, "experiment.repeats=auto", "experiment.time_budget_s=1")
+    proc = afbench(tmp_path, "verdict.rounds=auto", "verdict.time_budget_s=1")
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = next(p.parent for p in (tmp_path / "outputs").glob("*/*/plan.json"))
     plan = Plan.model_validate_json((out / "plan.json").read_text())
@@ -147,7 +147,7 @@ def test_a_time_budget_ends_the_loop_with_its_reason(tmp_path):
         3,
     )
     assert plan.auto_stops["slow"].reason in ("time_budget", "excludes_zero")
-    assert "stop: time budget would be exceeded by another pair" in proc.stderr
+    assert "stop: time budget would be exceeded by another round" in proc.stderr
     assert "a-train-r4" not in [r.run_id for r in plan.runs]
     # the budget stop is the final analysis: at 3 pairs the interval is the fixed-n t's
     speed = {c.variant.name: c.speed for c in read_summary(out / "summary.json").comparisons}
@@ -164,16 +164,16 @@ def test_sft_aa_noise_with_auto_repeats_ends_with_an_interval_and_mde(tmp_path):
             "-m",
             "afbench",
             "experiment=sft_aa_noise",
-            "experiment.repeats=auto",
-            "experiment.max_repeats=3",
-            "experiment.time_budget_s=600",
+            "verdict.rounds=auto",
+            "verdict.max_rounds=3",
+            "verdict.time_budget_s=600",
             "experiment.phases.train.scheduler.steps=5",
             "experiment.phases.train.scheduler.measure.first_step=3",
             "experiment.phases.train.scheduler.measure.last_step=5",
             "scheduler.seq_len=64",
             # the loop's interval and MDE on real runs, not contention (which a shared test
             # machine would otherwise set aside: tests/test_contention_runs.py tests that)
-            "report.contention=keep",
+            "verdict.contention=keep",
             "experiment.rerun_contended=0",
         ],
         cwd=tmp_path,
@@ -195,14 +195,14 @@ def test_sft_aa_noise_with_auto_repeats_ends_with_an_interval_and_mde(tmp_path):
     assert c.speed.ci_low_pct is not None and c.speed.mde_pct is not None
     assert "3 rounds" in summary.headline[0] and "%, " in summary.headline[0]  # the interval
     assert "MDE" in (out / "report.md").read_text()  # its reasons: under "Why"
-    assert "a_again vs a: pair 3/3: gain" in proc.stderr
+    assert "a_again vs a: round 3/3: gain" in proc.stderr
 
 
 def test_a_time_budget_with_fixed_repeats_is_said_to_be_ignored(tmp_path):
-    proc = afbench(tmp_path, "experiment.repeats=2", "experiment.time_budget_s=1")
+    proc = afbench(tmp_path, "verdict.rounds=2", "verdict.time_budget_s=1")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (
-        "experiment.time_budget_s=1 is ignored: it applies only with experiment.repeats=auto"
+        "verdict.time_budget_s=1 is ignored: it applies only with verdict.rounds=auto"
         in proc.stderr
     )
     out = next(p.parent for p in (tmp_path / "outputs").glob("*/*/plan.json"))

@@ -26,9 +26,7 @@ def url(tmp_path):
 def one_round_plan(compose_cfg, tmp_path, *overrides):
     return make_plan(
         validate_config(
-            compose_cfg(
-                "experiment=sft_af_compare", "backend=cpu", "experiment.repeats=1", *overrides
-            )
+            compose_cfg("experiment=sft_af_compare", "backend=cpu", "verdict.rounds=1", *overrides)
         ),
         tmp_path / "out",
     )
@@ -104,7 +102,7 @@ def summary_of(comparisons, contended=()):
 def test_a_comparison_that_decided_with_a_contended_run_teaches_the_calibration_nothing(
     url, tmp_path, caplog
 ):
-    """issue 34: report.contention=keep lets a pair contended on both sides decide; its runs
+    """issue 34: verdict.contention=keep lets a pair contended on both sides decide; its runs
     never enter a calibration, whose one-round verdicts later rest on it."""
     kinds = {"af_off": EAGER, "af_off_again": EAGER}
     with caplog.at_level(logging.INFO):
@@ -136,11 +134,11 @@ def test_a_calibration_can_be_listed_shown_and_forgotten(url, tmp_path, capsys):
     key = cal.pair_key(EAGER, COMPILED)
     assert main(["--url", url, "calibration", "list"]) == 0
     (line,) = capsys.readouterr().out.splitlines()
-    assert line.startswith(key) and "on 5 pairs from 1 experiment(s), updated " in line
+    assert line.startswith(key) and "on 5 rounds from 1 experiment(s), updated " in line
     assert "cannot decide one round" in line
     assert main(["--url", url, "calibration", "show", key]) == 0
     shown = capsys.readouterr().out.splitlines()
-    assert len(shown) == 2 and "residuals" in shown[1] and "on 5 pairs" in shown[1]
+    assert len(shown) == 2 and "residuals" in shown[1] and "on 5 rounds" in shown[1]
     assert shown[1].endswith(f"sft_af_compare  {tmp_path / 'out'}")
     assert main(["--url", url, "calibration", "show", key[:-2]]) == 2
     assert f"did you mean {key!r}" in capsys.readouterr().err
@@ -312,7 +310,7 @@ def test_a_one_kind_plan_checks_both_sides_runs_and_a_dtype_is_a_kind_of_its_own
         cfg = compose_cfg(
             "experiment=calibrate_host",
             "backend=cpu",
-            "experiment.repeats=1",
+            "verdict.rounds=1",
             "experiment.steps=10",
             *overrides,
         )
@@ -339,7 +337,7 @@ def test_a_one_round_plan_names_the_kind_whose_calibration_is_short(
     with caplog.at_level(logging.INFO):
         kinds, found = cal.for_plan(plan, url)
     assert found is not None and not RunSpread.of(found).usable_for_one_round
-    assert f"{COMPILED}: 11 pairs, 1 more needed" in caplog.text
+    assert f"{COMPILED}: 11 rounds, 1 more needed" in caplog.text
     assert f"{EAGER}: " not in caplog.text.split("cannot decide one round")[1]
     assert "optimization.autofuse=true" in caplog.text
     seed(url, COMPILED, 6.0, n_pairs=3)  # 14 pairs now: nothing is short
@@ -359,8 +357,8 @@ def test_a_calibration_short_of_pairs_says_its_pairs_add_up(url, tmp_path, caplo
             url,
         )
     assert (
-        "rests on 11 pairs (one round needs 12 pairs and no outlier run: run the same "
-        "experiment again, its pairs add to these)" in caplog.text
+        "rests on 11 rounds (one round needs 12 rounds and no outlier run: run the same "
+        "experiment again, its rounds add to these)" in caplog.text
     )
 
 
@@ -371,7 +369,7 @@ def test_a_missing_kind_with_a_digest_is_named_with_the_settings_it_stands_for(
     cfg = compose_cfg(
         "experiment=calibrate_host",
         "backend=cpu",
-        "experiment.repeats=1",
+        "verdict.rounds=1",
         "experiment.steps=10",
         "+experiment.variants.a_again.model.dtype=bfloat16",
     )

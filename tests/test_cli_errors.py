@@ -56,37 +56,37 @@ def afbench(cwd, *args):
             "scheduler.workload: engine=torchtitan runs SFT only, got 'infer'",
         ),
         (
-            ["experiment.repeats=sometimes"],
+            ["verdict.rounds=sometimes"],
             2,
-            "experiment.repeats: expected a positive integer or 'auto' (got 'sometimes')",
+            "verdict.rounds: expected a positive integer or 'auto' (got 'sometimes')",
         ),
         (
-            ["-m", "experiment.repeats=3,often"],
+            ["-m", "verdict.rounds=3,often"],
             2,
-            "experiment.repeats: expected a positive integer or 'auto' (got 'often')",
+            "verdict.rounds: expected a positive integer or 'auto' (got 'often')",
         ),
         (
-            ["experiment.repeats=auto", "experiment.max_repeats=2"],
+            ["verdict.rounds=auto", "verdict.max_rounds=2"],
             2,
-            "max_repeats 2 is below min_repeats 3: raise experiment.max_repeats",
+            "max_rounds 2 is below min_rounds 3: raise verdict.max_rounds",
         ),
         (
-            ["experiment.min_repeats=2"],
+            ["verdict.min_rounds=2"],
             2,
-            "experiment.min_repeats: Input should be greater than or equal to 3",
+            "verdict.min_rounds: Input should be greater than or equal to 3",
         ),
         (["experiment.order=shuffled"], 2, "experiment.order: Input should be 'counterbalanced'"),
         (
-            ["experiment.precision_pct=0"],
+            ["verdict.precision_pct=0"],
             2,
-            "experiment.precision_pct: Input should be greater than 0",
+            "verdict.precision_pct: Input should be greater than 0",
         ),
-        (["report.min_gain_pct=-1"], 2, "report.min_gain_pct: Input should be greater than 0"),
+        (["verdict.min_gain_pct=-1"], 2, "verdict.min_gain_pct: Input should be greater than 0"),
         # checked before Hydra makes the output directory (it left one holding only .hydra/)
         (["resume=/nope"], 2, "resume: /nope is not a directory; give an earlier afbench output"),
         # a sweep too: it made the sweep folder and reported every job RUN_FAILED (exit 1)
         (
-            ["-m", "experiment.repeats=1,2", "resume=/nope"],
+            ["-m", "verdict.rounds=1,2", "resume=/nope"],
             2,
             "resume: /nope is not a directory; give an earlier afbench output",
         ),
@@ -115,7 +115,7 @@ def test_resume_of_a_folder_holding_no_afbench_experiment_exits_2_and_writes_not
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     cheap = ["engine=command", "engine.executable=/bin/true", "launcher.timeout_s=20"]
-    args = ["-m", "experiment.repeats=1,2"] if sweep else []
+    args = ["-m", "verdict.rounds=1,2"] if sweep else []
     proc = afbench(cwd, *args, *cheap, f"resume={folder}")
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -140,11 +140,24 @@ def test_resume_index_refuses_a_folder_holding_no_afbench_experiment(tmp_path):
 
 
 def test_a_misspelt_key_is_not_told_to_take_a_plus(tmp_path):
-    # '+experiment.repeat=3' would fail too (every section's keys are fixed): no such advice
-    proc = afbench(tmp_path, "experiment.repeat=3", "task=check")
+    # '+experiment.ordr=random' would fail too (every section's keys are fixed): no such advice
+    proc = afbench(tmp_path, "experiment.ordr=random", "task=check")
     assert proc.returncode == 2, proc.stderr
-    assert "experiment.repeat: unknown key; did you mean 'experiment.repeats'?" in proc.stderr
-    assert "+experiment.repeat" not in proc.stderr
+    assert "experiment.ordr: unknown key; did you mean 'experiment.order'?" in proc.stderr
+    assert "+experiment.ordr" not in proc.stderr
+
+
+@pytest.mark.parametrize("plus", ["", "+"])
+def test_a_moved_key_on_the_command_line_is_refused_in_one_line(tmp_path, plus):
+    # Hydra refuses the absent key (no '+'), validation the added one ('+'): one line either way
+    proc = afbench(tmp_path, f"{plus}experiment.repeats=5", "task=check")
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if "experiment.repeats" in ln]
+    assert lines == [
+        "afbench: error: experiment.repeats moved to verdict.rounds: write verdict.rounds=5"
+    ]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "outputs").exists()
 
 
 def test_missing_model_folder_fails_preflight_with_action(tmp_path):

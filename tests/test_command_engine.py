@@ -83,7 +83,7 @@ def test_args_placeholders_and_env_are_filled_from_the_run(tmp_path, capsys):
             "{steps}",
             "{mode}",
             "{devices}",
-            "{seed}/{repeat}/{variant}/{phase}",
+            "{seed}/{round}/{variant}/{phase}",
             "{model_path}",
             "{data_path}",
             "{world_size}",
@@ -114,6 +114,7 @@ def test_args_placeholders_and_env_are_filled_from_the_run(tmp_path, capsys):
     env = seen["env"]
     assert env["AFBENCH_RUN_DIR"] == str(run_dir)
     assert env["AFBENCH_STEPS"] == "5" and env["AFBENCH_SEED"] == "43"
+    assert env["AFBENCH_ROUND"] == "2" and "AFBENCH_REPEAT" not in env
     assert env["AFBENCH_MODE"] == "train" and env["AFBENCH_DEVICES"] == "4,7"
     assert env["AFBENCH_PROFILE_DIR"] == str(run_dir / "profile")
     assert env["USER_FLAG"] == "1"
@@ -184,6 +185,17 @@ def test_unknown_placeholder_is_a_config_error_naming_engine_args(tmp_path):
     with pytest.raises(ConfigError, match=unknown):
         run_command(spec, Path(spec.run_dir))
     assert not (Path(spec.run_dir) / "metrics.jsonl").exists()  # nothing was started
+
+
+def test_the_old_repeat_placeholder_is_refused_naming_round(tmp_path):
+    from afbench.engines.registry import engine_for
+
+    spec = make_spec(tmp_path, [str(WORKERS / "good.py"), "--seed={repeat}"])
+    with pytest.raises(ConfigError) as err:
+        engine_for(spec.config).check(spec.config)
+    assert str(err.value) == (
+        "engine.args[1]: {repeat} is now {round}: write {round} in '--seed={repeat}'"
+    )
 
 
 def test_plan_time_check_names_an_unknown_placeholder_before_anything_runs(tmp_path):

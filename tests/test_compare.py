@@ -125,7 +125,7 @@ def test_the_pairs_hint_appears_only_for_a_fixed_design_that_needs_more(changes,
         pairs_for_min_gain=40,
     )
     note = str(verdict_words("en").speed_note(Speed(**{**base, **changes})))
-    assert ("roughly" in note and "experiment.repeats=" in note) == shown
+    assert ("roughly" in note and "verdict.rounds=" in note) == shown
 
 
 def test_an_uncalibrated_one_round_verdict_says_why_in_english_and_chinese():
@@ -163,8 +163,8 @@ def test_a_set_aside_pair_is_named_with_what_was_measured():
         ],
     )
     line = _line("INCONCLUSIVE", speed, Parity(status="N/A"))
-    assert "pair 1 set aside: baseline run contended (a-train-r1: CPU pressure 61%)" in line
-    assert "every pair was set aside" in line
+    assert "round 1 set aside: baseline run contended (a-train-r1: CPU pressure 61%)" in line
+    assert "every round was set aside" in line
 
 
 def test_parity_tolerance_is_the_looser_of_the_two_sides_dtypes(compose_cfg, tmp_path):

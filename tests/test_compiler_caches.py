@@ -36,7 +36,7 @@ def test_runs_of_one_cpu_experiment_share_kernel_binaries_but_no_fx_or_autograd_
 ):
     out = tmp_path / "out"
     runs = plan_runs(
-        compose_cfg, out, "experiment=sft_af_compare", "backend=cpu", "experiment.repeats=1"
+        compose_cfg, out, "experiment=sft_af_compare", "backend=cpu", "verdict.rounds=1"
     )
     on = [r for r in runs if r.config.optimization.autofuse]
     assert len(on) == 2 and on[0].run_dir != on[1].run_dir
@@ -101,7 +101,7 @@ def test_launch_run_records_whether_the_shared_kernel_cache_was_warm(compose_cfg
         "scheduler.measure.first_step=3",
         "scheduler.measure.last_step=6",
         "launcher.timeout_s=120",
-        "experiment.repeats=2",
+        "verdict.rounds=2",
     )
     assert launch_run(runs[0]).kernel_cache == "cold"
     # what a compiled first run leaves behind: a kernel binary in the experiment's cache

@@ -7,6 +7,7 @@ from omegaconf import OmegaConf
 
 from afbench.config import validate_config
 from afbench.config.models import SftScheduler
+from afbench.config.verdict import MOVED, VerdictConfig
 from afbench.errors import ConfigError
 
 
@@ -28,6 +29,55 @@ def test_sft_af_compare_recipe_is_selectable_without_plus(compose_cfg):
     assert exp.phases["train"]["scheduler"]["steps"] == 10
     assert exp.phases["profile"]["optimization"]["profiler"] is True
     assert exp.skip_policy == "reference"
+    assert conf.verdict.rounds == 5  # the recipe's verdict section
+
+
+def test_the_verdict_defaults_are_the_models(compose_cfg):
+    # no second list: the composed verdict section is VerdictConfig's defaults, key for key
+    composed = OmegaConf.to_container(compose_cfg().verdict)
+    assert composed == VerdictConfig().model_dump(mode="json")
+    assert validate_config(compose_cfg("verdict.rounds=auto")).verdict.rounds == "auto"
+
+
+@pytest.mark.parametrize(
+    "old, value, shown",
+    [
+        ("experiment.repeats", 5, "5"),
+        ("experiment.min_repeats", 4, "4"),
+        ("experiment.max_repeats", 10, "10"),
+        ("experiment.precision_pct", 0.5, "0.5"),
+        ("experiment.time_budget_s", None, "null"),
+        ("report.confidence", 0.9, "0.9"),
+        ("report.min_gain_pct", 1.0, "1.0"),
+        ("report.contention", "keep", "keep"),
+    ],
+)
+def test_a_moved_key_is_refused_in_one_line_naming_its_new_home(compose_cfg, old, value, shown):
+    data = OmegaConf.to_container(compose_cfg(), resolve=True)
+    section, key = old.split(".")
+    data[section][key] = value
+    with pytest.raises(ConfigError) as err:
+        validate_config(data)
+    assert str(err.value) == f"{old} moved to {MOVED[old]}: write {MOVED[old]}={shown}"
+
+
+def test_every_moved_key_is_a_verdict_setting():
+    assert sorted(MOVED) == sorted(
+        [f"experiment.{k}" for k in ("repeats", "min_repeats", "max_repeats")]
+        + [f"experiment.{k}" for k in ("precision_pct", "time_budget_s")]
+        + [f"report.{k}" for k in ("confidence", "min_gain_pct", "contention")]
+    )
+    assert {new.split(".")[1] for new in MOVED.values()} <= set(VerdictConfig.model_fields)
+
+
+def test_a_recipe_with_an_old_key_is_refused_in_one_line(compose_cfg, tmp_path, monkeypatch):
+    (tmp_path / "old_rounds.yaml").write_text(
+        "# @package _global_\nexperiment:\n  name: old_rounds\n  repeats: 4\n"
+    )
+    monkeypatch.setenv("AFBENCH_RECIPE_PATH", str(tmp_path))
+    with pytest.raises(ConfigError) as err:
+        validate_config(compose_cfg("experiment=old_rounds"))
+    assert str(err.value) == "experiment.repeats moved to verdict.rounds: write verdict.rounds=4"
 
 
 def test_unknown_key_names_dotted_key_and_suggests(compose_cfg):
@@ -97,8 +147,8 @@ def test_baseline_must_be_a_variant(compose_cfg):
 
 def test_a_margin_of_100_percent_or_more_is_rejected_before_anything_runs(compose_cfg):
     # a gain of 100% is zero time: the MDE hint and the verdict have no meaning beyond it
-    with pytest.raises(ConfigError, match=r"report\.min_gain_pct"):
-        validate_config(compose_cfg("report.min_gain_pct=100"))
+    with pytest.raises(ConfigError, match=r"verdict\.min_gain_pct"):
+        validate_config(compose_cfg("verdict.min_gain_pct=100"))
 
 
 def test_variant_names_off_and_on_read_as_booleans_get_a_quoting_hint(compose_cfg):

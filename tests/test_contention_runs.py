@@ -17,6 +17,7 @@ from afbench import experiment
 from afbench.analysis import contention as C
 from afbench.collect import collect
 from afbench.config.models import ReportConfig, RunConfig
+from afbench.config.verdict import VerdictConfig
 from afbench.engines.command import run_command
 from afbench.io import write_json_atomic
 from afbench.report.render import render
@@ -150,7 +151,7 @@ def make_plan(out: Path, rerun_contended: int) -> Plan:
         baseline="a",
         variants=["a", "b"],
         phases=["train"],
-        repeats=1,
+        rounds=1,
         skip_policy="per_variant",
         verdict_phase="train",
         profile_phase=None,
@@ -396,7 +397,7 @@ def _three_rounds(tmp_path, monkeypatch, contended):
         for k in (1, 2, 3)
         for v in "ab"
     ]
-    plan = make_plan(tmp_path, rerun_contended=0).model_copy(update={"runs": runs, "repeats": 3})
+    plan = make_plan(tmp_path, rerun_contended=0).model_copy(update={"runs": runs, "rounds": 3})
     write_json_atomic(tmp_path / "plan.json", plan.model_dump(mode="json"))
     experiment.execute_plan(plan, plan_path=tmp_path / "plan.json")
     return collect(tmp_path)
@@ -408,14 +409,16 @@ def test_with_contention_keep_a_pair_contended_on_both_sides_decides_and_is_name
     from afbench.compare import compare_pair, side, workload_of
 
     # both runs of round 2 measured contended (5% slower: no outlier): contention balanced
-    # across the pair's sides, so report.contention=keep lets it decide, and says so
+    # across the pair's sides, so verdict.contention=keep lets it decide, and says so
     col = _three_rounds(tmp_path, monkeypatch, {"a-train-r2", "b-train-r2"})
     base = side(col, "a", "train", workload_of(col))
-    kept = compare_pair(col, base, "b", ReportConfig(contention="keep"), 1e-3, False)
+    kept = compare_pair(
+        col, base, "b", ReportConfig(), VerdictConfig(contention="keep"), 1e-3, False
+    )
     (msg,) = [m for m in kept.caveat_msgs if m.key == "caveat_contention_kept"]
-    assert msg.args["runs"] == "a-train-r2, b-train-r2" and "report.contention=keep" in msg.text
+    assert msg.args["runs"] == "a-train-r2, b-train-r2" and "verdict.contention=keep" in msg.text
     assert kept.speed.n_pairs == 3  # it decided with the contended pair
-    aside = compare_pair(col, base, "b", ReportConfig(), 1e-3, False)
+    aside = compare_pair(col, base, "b", ReportConfig(), VerdictConfig(), 1e-3, False)
     assert aside.speed.n_pairs == 2
     assert not [m for m in aside.caveat_msgs if m.key == "caveat_contention_kept"]
 
@@ -428,7 +431,9 @@ def test_with_contention_keep_a_run_contended_on_one_side_of_its_pair_never_deci
     # issue 34: every contended run on the baseline's side read AF_ON_FASTER under keep
     col = _three_rounds(tmp_path, monkeypatch, {"a-train-r2"})
     base = side(col, "a", "train", workload_of(col))
-    kept = compare_pair(col, base, "b", ReportConfig(contention="keep"), 1e-3, False)
+    kept = compare_pair(
+        col, base, "b", ReportConfig(), VerdictConfig(contention="keep"), 1e-3, False
+    )
     assert kept.verdict == "INCONCLUSIVE" and kept.speed.ci_low_pct is None
     assert kept.speed.no_interval_reason == "one_sided_contention"
     (a,) = kept.speed.set_aside

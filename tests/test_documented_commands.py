@@ -59,8 +59,8 @@ CHEAP = [
     f"engine.executable={sys.executable}",
     f"engine.args=['{WORKER}']",
     "experiment.steps=5",
-    "experiment.repeats=1",
-    "report.contention=keep",
+    "verdict.rounds=1",
+    "verdict.contention=keep",
     "experiment.rerun_contended=0",
     "launcher.timeout_s=120",
 ]

@@ -25,7 +25,7 @@ SHORT = [
     "experiment.phases.profile.optimization.profiler_window.last_step=5",
     "scheduler.seq_len=128",
     # the reference's single round (the recipe runs 5): what these tests pin
-    "experiment.repeats=1",
+    "verdict.rounds=1",
     # these tests pin the four run directories; a contended run's rerun is
     # tests/test_contention_runs.py's subject, and the shared test host is often contended
     "experiment.rerun_contended=0",

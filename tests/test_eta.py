@@ -37,7 +37,7 @@ def finished(
 def plan(compose_cfg, tmp_path):
     # af_off-train, af_on-train, af_off-profile, af_on-profile; 10, 10, 12, 12 steps
     return make_plan(
-        validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=1")), tmp_path
+        validate_config(compose_cfg("experiment=sft_af_compare", "verdict.rounds=1")), tmp_path
     )
 
 
@@ -93,7 +93,7 @@ def test_a_command_variant_with_a_switch_is_not_counted_as_compiled(compose_cfg,
         validate_config(
             compose_cfg(
                 "experiment=sft_af_compare",
-                "experiment.repeats=1",
+                "verdict.rounds=1",
                 "engine=command",
                 "engine.executable=/bin/true",
             )

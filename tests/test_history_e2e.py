@@ -27,15 +27,15 @@ def afbench(cwd: Path, url: str, seed: int, work: float = 1.0) -> subprocess.Com
         "engine": {
             "name": "command",
             "executable": sys.executable,
-            "args": [str(WORKER), "{steps}", "{repeat}-{variant}"],
+            "args": [str(WORKER), "{steps}", "{round}-{variant}"],
         },
         "experiment": {
             "name": "gate_e2e",
             "baseline": "base",
             "variants": {"base": {}},
             "phases": {"train": {}},
-            "repeats": 2,
         },
+        "verdict": {"rounds": 2},
     }
     (cwd / "recipes").mkdir(exist_ok=True)
     (cwd / "recipes" / "gate_e2e.yaml").write_text(

@@ -108,7 +108,7 @@ def test_two_local_nodes_train_one_builtin_run_through_one_rendezvous(tmp_path):
             "parallel.nnodes=2",
             "scheduler.micro_batch_size=2",
             "experiment.steps=5",
-            "report.contention=keep",
+            "verdict.contention=keep",
             "experiment.rerun_contended=0",
         ],
         cwd=tmp_path,

@@ -29,9 +29,7 @@ def _rounds(tmp_path, monkeypatch, contended, n=3, rerun=0):
         for k in range(1, n + 1)
         for v in "ab"
     ]
-    plan = make_plan(tmp_path, rerun_contended=rerun).model_copy(
-        update={"runs": runs, "repeats": n}
-    )
+    plan = make_plan(tmp_path, rerun_contended=rerun).model_copy(update={"runs": runs, "rounds": n})
     write_json_atomic(tmp_path / "plan.json", plan.model_dump(mode="json"))
     experiment.execute_plan(plan, plan_path=tmp_path / "plan.json")
     return launched
@@ -50,7 +48,7 @@ def test_the_tables_rest_on_the_verdicts_runs_and_say_which(tmp_path, monkeypatc
     assert c.baseline.mean_step_s == c.variant.mean_step_s  # 0.01 s each: no 2x run in it
     md = (tmp_path / "report.md").read_text()
     rests = (
-        "Runs behind these numbers: b vs a: the runs of the pairs the verdict rests on "
+        "Runs behind these numbers: b vs a: the runs of the rounds the verdict rests on "
         "(a-train-r1, a-train-r3, b-train-r1, b-train-r3)"
     )
     assert md.count(rests) >= 2  # under the speed table and under the memory/TFLOPs table
@@ -71,7 +69,7 @@ def test_with_no_pair_left_the_quiet_runs_are_shown_labelled_as_no_verdict(tmp_p
     assert c.variant.mean_step_s is not None  # the quiet run's number, shown
     assert c.baseline.runs_basis == "all"  # its only run was contended: said beside it
     md = (tmp_path / "report.md").read_text()
-    assert "b no pair decided, so the runs not measured as contended: not a verdict" in md
+    assert "b no round decided, so the runs not measured as contended: not a verdict" in md
     assert "a every OK run, contended ones included" in md
 
 

@@ -1,5 +1,5 @@
 """The product's verdicts from stored step times (compare.speed_of): one round, fixed paired
-repeats and repeats=auto, on synthetic measured windows; no run is launched."""
+rounds and rounds=auto, on synthetic measured windows; no run is launched."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from afbench.collect import Collected
 from afbench.compare import speed_of
 from afbench.config import validate_config
-from afbench.config.models import ReportConfig
+from afbench.config.verdict import VerdictConfig
 from afbench.plan import add_round, make_plan
 from afbench.report.render import labels, verdict_words
 from afbench.runspec import AutoStop
@@ -80,7 +80,7 @@ def test_one_round_without_a_calibration_is_inconclusive_beside_the_reference(
         tmp_path,
         {"af_off-train-r1": SPREAD, "af_on-train-r1": [t * 0.6 for t in SPREAD]},
     )
-    speed = speed_of(col, "af_on", ReportConfig())
+    speed = speed_of(col, "af_on", VerdictConfig())
     assert speed.gain_pct == pytest.approx(40.0, abs=1e-6)
     assert speed.decision == "INCONCLUSIVE" and speed.design == "one_round"
     assert speed.no_interval_reason == "uncalibrated" and speed.ci_low_pct is None
@@ -100,11 +100,11 @@ def test_one_round_on_a_calibrated_host_decides_a_large_gain_and_says_which_cali
             calibration=CALIBRATION,
         ),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert large.decision == "FASTER" and large.ci_low_pct > 0
     assert large.spread_source == "calibration" and large.calibration["n_pairs"] == 24
-    assert "from the host calibration: 3.00% per run on 24 pairs" in note(large)
+    assert "from the host calibration: 3.00% per run on 24 rounds" in note(large)
     small = speed_of(
         collected(
             compose_cfg,
@@ -113,7 +113,7 @@ def test_one_round_on_a_calibrated_host_decides_a_large_gain_and_says_which_cali
             calibration=CALIBRATION,
         ),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert small.decision == "INCONCLUSIVE" and small.ci_low_pct < 0 < small.ci_high_pct
     assert small.mde_pct > 2 * 0.87  # the design could not have seen a +0.87% gain
@@ -129,7 +129,7 @@ def test_one_round_whose_runs_left_their_calibration_is_not_decided_with_it(comp
     cal = {**CALIBRATION, "baseline_runs": where, "variant_runs": {**where, "step_s": step * 0.6}}
     steps = {"af_off-train-r1": SPREAD, "af_on-train-r1": [t * 0.6 for t in SPREAD]}
     fits = speed_of(
-        collected(compose_cfg, tmp_path / "f", steps, calibration=cal), "af_on", ReportConfig()
+        collected(compose_cfg, tmp_path / "f", steps, calibration=cal), "af_on", VerdictConfig()
     )
     assert fits.decision == "FASTER" and fits.calibration_shift_pct == pytest.approx(0, abs=1e-6)
     assert "the runs fit what their kinds took then (farthest +0.0%)" in note(fits)
@@ -138,14 +138,14 @@ def test_one_round_whose_runs_left_their_calibration_is_not_decided_with_it(comp
         "af_on-train-r1": steps["af_on-train-r1"],
     }
     stale = speed_of(
-        collected(compose_cfg, tmp_path / "s", slower, calibration=cal), "af_on", ReportConfig()
+        collected(compose_cfg, tmp_path / "s", slower, calibration=cal), "af_on", VerdictConfig()
     )
     assert stale.decision == "INCONCLUSIVE" and stale.no_interval_reason == "calibration_stale"
     assert stale.calibration_shift_pct == pytest.approx(30.0)
     assert stale.reference_verdict == "AF_ON_FASTER"  # the reference's quick rule stays beside
     en = note(stale)
     assert "a run took +30.0% against what its kind of run took when calibrated" in en
-    assert "experiment=calibrate_host" in en and "experiment.repeats=5" in en
+    assert "experiment=calibrate_host" in en and "verdict.rounds=5" in en
     zh = str(verdict_words("zh").speed_note(stale))
     assert "+30.0%" in zh and "重新校准" in zh
     # which calibration refused it (summary.json), when it was made (the report: its kind is
@@ -156,7 +156,7 @@ def test_one_round_whose_runs_left_their_calibration_is_not_decided_with_it(comp
     old = speed_of(
         collected(compose_cfg, tmp_path / "o", slower, calibration=CALIBRATION),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert old.decision == "FASTER" and "were not checked against it" in note(old)
     # the report's method sentence does not say there was no calibration: there was one
@@ -177,10 +177,10 @@ def test_paired_repeats_faster_and_slower(compose_cfg, tmp_path):
             compose_cfg,
             tmp_path / "f",
             rounds(3, [0.9, 0.905, 0.895], drift),
-            "experiment.repeats=3",
+            "verdict.rounds=3",
         ),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert fast.decision == "FASTER" and fast.design == "fixed" and fast.n_pairs == 3
     assert fast.gain_pct == pytest.approx(10.0, abs=0.6) and 0 < fast.ci_low_pct
@@ -189,10 +189,10 @@ def test_paired_repeats_faster_and_slower(compose_cfg, tmp_path):
             compose_cfg,
             tmp_path / "s",
             rounds(3, [1.1, 1.105, 1.095], drift),
-            "experiment.repeats=3",
+            "verdict.rounds=3",
         ),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert slow.decision == "SLOWER" and slow.ci_high_pct < 0
 
@@ -203,22 +203,22 @@ def test_paired_repeats_no_gain_excludes_the_margin_and_noisy_ones_are_inconclus
     flat = [1.0, 1.002, 0.998, 1.001, 0.999, 1.0, 1.001, 0.999]
     drift = [1.0, 1.04, 0.96, 1.02, 0.98, 1.03, 0.97, 1.01]
     none = speed_of(
-        collected(compose_cfg, tmp_path / "n", rounds(8, flat, drift), "experiment.repeats=8"),
+        collected(compose_cfg, tmp_path / "n", rounds(8, flat, drift), "verdict.rounds=8"),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert none.decision == "NO_GAIN" and none.ci_low_pct < 0 < none.ci_high_pct < 2.0
     noisy = [1.0, 1.12, 0.9, 1.1]
     wide = speed_of(
-        collected(compose_cfg, tmp_path / "w", rounds(4, noisy, drift), "experiment.repeats=4"),
+        collected(compose_cfg, tmp_path / "w", rounds(4, noisy, drift), "verdict.rounds=4"),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert wide.decision == "INCONCLUSIVE" and wide.ci_high_pct > 2.0 and wide.ci_low_pct < 0
     # the report says what it would take: pairs for an MDE of the 2% margin at this spread
     assert wide.pairs_for_min_gain > 4
     n = wide.pairs_for_min_gain
-    assert f"; roughly {n} pairs (experiment.repeats={n}) for an MDE of 2% at this spread" in note(
+    assert f"; roughly {n} rounds (verdict.rounds={n}) for an MDE of 2% at this spread" in note(
         wide
     )
     assert "for an MDE" not in note(none)  # decided
@@ -231,15 +231,15 @@ def test_auto_recomputes_the_sequential_interval_and_keeps_the_recorded_stop(com
         compose_cfg,
         tmp_path,
         steps,
-        "experiment.repeats=auto",
+        "verdict.rounds=auto",
         stops={"af_on": AutoStop(reason="excludes_zero", n_pairs=4)},
         added=1,
     )
-    auto = speed_of(col, "af_on", ReportConfig())
+    auto = speed_of(col, "af_on", VerdictConfig())
     fixed = speed_of(
-        collected(compose_cfg, tmp_path / "x", steps, "experiment.repeats=4"),
+        collected(compose_cfg, tmp_path / "x", steps, "verdict.rounds=4"),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert auto.design == "sequential" and auto.stop_reason == "excludes_zero"
     assert auto.decision == "SLOWER" and auto.n_pairs == 4
@@ -252,7 +252,7 @@ def test_auto_recomputes_the_sequential_interval_and_keeps_the_recorded_stop(com
 def test_auto_without_a_recorded_stop_reads_interrupted(compose_cfg, tmp_path):
     steps = rounds(3, [1.0, 1.1, 0.9], [1.0, 1.0, 1.0])
     auto = speed_of(
-        collected(compose_cfg, tmp_path, steps, "experiment.repeats=auto"), "af_on", ReportConfig()
+        collected(compose_cfg, tmp_path, steps, "verdict.rounds=auto"), "af_on", VerdictConfig()
     )
     assert auto.stop_reason == "interrupted" and auto.decision == "INCONCLUSIVE"
     assert math.isfinite(auto.mde_pct)
@@ -262,7 +262,7 @@ def test_bursts_are_counted_per_side_and_left_out_of_the_median(compose_cfg, tmp
     burst = list(SPREAD)
     burst[4] = 4.0  # one step four times as long: a load burst
     col = collected(compose_cfg, tmp_path, {"af_off-train-r1": burst, "af_on-train-r1": SPREAD})
-    speed = speed_of(col, "af_on", ReportConfig())
+    speed = speed_of(col, "af_on", VerdictConfig())
     assert (speed.n_bursts_baseline, speed.n_bursts_variant) == (1, 0)
     assert abs(speed.gain_pct) < 5  # the median resists it; a mean would read +27%
     assert speed.n_leading_baseline == 0  # mid-window: no caveat about the window's start
@@ -279,7 +279,7 @@ def test_a_window_opened_by_compilation_is_named_and_does_not_decide(compose_cfg
     for k in (1, 2, 3):  # the variant's first measured step still compiling (5x)
         steps[f"af_on-train-r{k}"][0] *= 5.0
     speed = speed_of(
-        collected(compose_cfg, tmp_path, steps, "experiment.repeats=3"), "af_on", ReportConfig()
+        collected(compose_cfg, tmp_path, steps, "verdict.rounds=3"), "af_on", VerdictConfig()
     )
     assert (speed.n_leading_variant, speed.n_leading_baseline) == (3, 0)
     side = SimpleNamespace  # caveats_of reads a side's name and recompile only
@@ -298,7 +298,7 @@ def test_stalls_set_aside_are_named_with_their_interval(compose_cfg, tmp_path):
     noise = [1.0, 1.02, 0.99, 1.01, 0.98]
     steps = rounds(5, [1.0, 2.0, 1.0, 1.0, 1.0], noise)  # the variant's 2nd run stalls 2x
     speed = speed_of(
-        collected(compose_cfg, tmp_path, steps, "experiment.repeats=5"), "af_on", ReportConfig()
+        collected(compose_cfg, tmp_path, steps, "verdict.rounds=5"), "af_on", VerdictConfig()
     )
     assert speed.decision != "NO_GAIN" and speed.screen == "changes_answer"
     assert (speed.n_outliers_baseline, speed.n_outliers_variant) == (0, 1)
@@ -323,11 +323,11 @@ def test_a_calibrated_round_says_how_many_pairs_the_2pct_margin_needs(
             calibration=CALIBRATION,
         ),
         "af_on",
-        ReportConfig(),
+        VerdictConfig(),
     )
     assert speed.decision == decision and speed.mde_pct > 2
     n = speed.pairs_for_min_gain
-    assert n > 1 and f"roughly {n} pairs (experiment.repeats={n}) for an MDE of 2%" in note(speed)
+    assert n > 1 and f"roughly {n} rounds (verdict.rounds={n}) for an MDE of 2%" in note(speed)
 
 
 @pytest.mark.parametrize("contention, mean", [("set_aside", 1.0), ("keep", 4.0 / 3)])
@@ -335,7 +335,7 @@ def test_a_sides_mean_step_time_leaves_out_a_contended_run_as_its_verdict_does(
     compose_cfg, tmp_path, contention, mean
 ):
     """The speed table's mean step time and tokens/s agree with the verdict: a run measured as
-    contended is left out of them unless report.contention=keep (an unmeasured run, None,
+    contended is left out of them unless verdict.contention=keep (an unmeasured run, None,
     stays in)."""
     from afbench.compare.sides import side
 
@@ -377,7 +377,7 @@ def test_the_calibration_advice_names_the_recipe_and_switch_of_the_comparison(
         {},
         {"baseline-infer-r1": SPREAD, "add_rmsnorm-infer-r1": SPREAD},
     )
-    speed = speed_of(col, "add_rmsnorm", ReportConfig())
+    speed = speed_of(col, "add_rmsnorm", VerdictConfig())
     assert speed.no_interval_reason == "uncalibrated"
     text = note(speed)
     assert "python -m afbench experiment=calibrate_host_infer with the same model" in text
@@ -393,7 +393,7 @@ def test_the_calibration_advice_names_the_recipe_and_switch_of_the_comparison(
         {},
         {"af_off-train-r1": SPREAD, "af_on-train-r1": SPREAD},
     )
-    text = note(speed_of(sft, "af_on", ReportConfig()))
+    text = note(speed_of(sft, "af_on", VerdictConfig()))
     assert "experiment=calibrate_host with" in text and "optimization.autofuse=true" in text
 
 
@@ -406,7 +406,7 @@ def test_only_a_one_round_experiment_is_told_one_round_needs_a_calibration(
         compose_cfg,
         tmp_path,
         rounds(repeats, [0.9] * repeats, [1.0] * repeats),
-        f"experiment.repeats={repeats}",
+        f"verdict.rounds={repeats}",
     )
     busy = {
         rid: type(
@@ -418,6 +418,6 @@ def test_only_a_one_round_experiment_is_told_one_round_needs_a_calibration(
     col = Collected(
         tmp_path, col.plan, col.experiment, col.runs, col.runs, col.runs, busy, col.window_steps
     )
-    speed = speed_of(col, "af_on", ReportConfig())
+    speed = speed_of(col, "af_on", VerdictConfig())
     assert speed.no_interval_reason == "no_pairs_left"
     assert ("one round also needs a host calibration" in note(speed)) is one_round_hint

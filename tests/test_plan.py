@@ -17,7 +17,7 @@ from afbench.runspec import config_hash
 def af_plan(compose_cfg, tmp_path):
     # the reference's protocol: one round (the recipe runs 5 rounds of its train phase)
     return make_plan(
-        validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=1")), tmp_path
+        validate_config(compose_cfg("experiment=sft_af_compare", "verdict.rounds=1")), tmp_path
     )
 
 
@@ -50,8 +50,8 @@ def test_every_run_has_distinct_hash_and_own_dir(af_plan, tmp_path):
     assert {Path(r.run_dir).parent for r in af_plan.runs} == {tmp_path / "runs"}
 
 
-def test_repeats_are_counterbalanced_by_default(compose_cfg, tmp_path):
-    conf = validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=3"))
+def test_rounds_are_counterbalanced_by_default(compose_cfg, tmp_path):
+    conf = validate_config(compose_cfg("experiment=sft_af_compare", "verdict.rounds=3"))
     plan = make_plan(conf, tmp_path)
     ids = [r.run_id for r in plan.runs]
     assert ids[:6] == [
@@ -70,9 +70,7 @@ def test_repeats_are_counterbalanced_by_default(compose_cfg, tmp_path):
 
 def test_interleaved_order_keeps_the_baseline_first_in_every_round(compose_cfg, tmp_path):
     conf = validate_config(
-        compose_cfg(
-            "experiment=sft_af_compare", "experiment.repeats=2", "experiment.order=interleaved"
-        )
+        compose_cfg("experiment=sft_af_compare", "verdict.rounds=2", "experiment.order=interleaved")
     )
     ids = [r.run_id for r in make_plan(conf, tmp_path).runs]
     assert ids[:4] == ["af_off-train-r1", "af_on-train-r1", "af_off-train-r2", "af_on-train-r2"]
@@ -89,14 +87,14 @@ def test_counterbalanced_rounds_of_three_variants_reverse_every_other_round():
 
 def test_random_order_is_reproduced_by_its_recorded_seed(compose_cfg, tmp_path):
     conf = validate_config(
-        compose_cfg("experiment=sft_af_compare", "experiment.repeats=6", "experiment.order=random")
+        compose_cfg("experiment=sft_af_compare", "verdict.rounds=6", "experiment.order=random")
     )
     first = make_plan(conf, tmp_path)
     assert first.order_seed is not None  # drawn and recorded
     again = validate_config(
         compose_cfg(
             "experiment=sft_af_compare",
-            "experiment.repeats=6",
+            "verdict.rounds=6",
             "experiment.order=random",
             f"experiment.order_seed={first.order_seed}",
         )
@@ -116,15 +114,15 @@ def test_random_order_is_reproduced_by_its_recorded_seed(compose_cfg, tmp_path):
     assert orders == {("af_off", "af_on"), ("af_on", "af_off")}
 
 
-def test_auto_plans_min_repeats_rounds_of_the_verdict_phase_then_the_profile_once(
+def test_auto_plans_min_rounds_rounds_of_the_verdict_phase_then_the_profile_once(
     compose_cfg, tmp_path
 ):
     conf = validate_config(
         compose_cfg(
             "experiment=sft_af_compare",
-            "experiment.repeats=auto",
-            "experiment.max_repeats=5",
-            "report.min_gain_pct=1.5",
+            "verdict.rounds=auto",
+            "verdict.max_rounds=5",
+            "verdict.min_gain_pct=1.5",
         )
     )
     plan = make_plan(conf, tmp_path)
@@ -138,12 +136,12 @@ def test_auto_plans_min_repeats_rounds_of_the_verdict_phase_then_the_profile_onc
         "af_off-profile-r1",
         "af_on-profile-r1",
     ]
-    assert plan.repeats == "auto" and plan.auto.min_pairs == 3 and plan.auto.max_pairs == 5
+    assert plan.rounds == "auto" and plan.auto.min_pairs == 3 and plan.auto.max_pairs == 5
     assert plan.auto.level == 0.95 and plan.auto.min_gain_pct == 1.5
 
 
 def test_an_added_round_goes_before_the_later_phases_and_keeps_run_identity(compose_cfg, tmp_path):
-    conf = validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=auto"))
+    conf = validate_config(compose_cfg("experiment=sft_af_compare", "verdict.rounds=auto"))
     plan = add_round(make_plan(conf, tmp_path), ["af_on"])
     ids = [r.run_id for r in plan.runs]
     assert ids[6:] == ["af_on-train-r4", "af_off-train-r4", "af_off-profile-r1", "af_on-profile-r1"]
@@ -157,7 +155,7 @@ def test_an_added_round_goes_before_the_later_phases_and_keeps_run_identity(comp
 def test_a_variant_that_runs_before_its_rounds_baseline_is_not_skipped_for_it(
     compose_cfg, tmp_path
 ):
-    conf = validate_config(compose_cfg("experiment=sft_af_compare", "experiment.repeats=2"))
+    conf = validate_config(compose_cfg("experiment=sft_af_compare", "verdict.rounds=2"))
     plan = make_plan(conf, tmp_path)
     runs = {r.run_id: r for r in plan.runs}
     # round 2 runs af_on first: its baseline has not run, so only earlier runs count
@@ -227,7 +225,7 @@ def test_reference_policy_skips_later_rounds_after_round_1_failed(compose_cfg, t
             compose_cfg(
                 "experiment=sft_af_compare",
                 "experiment.skip_policy=reference",
-                "experiment.repeats=3",
+                "verdict.rounds=3",
             )
         ),
         tmp_path,
@@ -339,11 +337,11 @@ def test_a_misspelt_variant_set_without_plus_is_named_but_a_real_one_is_not(comp
     assert conf.experiment.variants["af_on"] and misspelt_entries(fine, conf) == []
 
 
-def test_adaptive_bounds_are_checked_only_under_repeats_auto(compose_cfg):
+def test_adaptive_bounds_are_checked_only_under_rounds_auto(compose_cfg):
     from afbench.config import validate_config
     from afbench.errors import ConfigError
 
-    fixed = validate_config(compose_cfg("experiment.repeats=3", "experiment.max_repeats=2"))
-    assert fixed.experiment.repeats == 3
-    with pytest.raises(ConfigError, match="max_repeats 2 is below min_repeats 3"):
-        validate_config(compose_cfg("experiment.repeats=auto", "experiment.max_repeats=2"))
+    fixed = validate_config(compose_cfg("verdict.rounds=3", "verdict.max_rounds=2"))
+    assert fixed.verdict.rounds == 3
+    with pytest.raises(ConfigError, match="max_rounds 2 is below min_rounds 3"):
+        validate_config(compose_cfg("verdict.rounds=auto", "verdict.max_rounds=2"))

@@ -227,7 +227,6 @@ def afbench(cwd: Path, *args: str) -> subprocess.CompletedProcess:
         "experiment": {
             "name": "npu_formats",
             "baseline": "af_off",
-            "repeats": 1,
             "variants": {"af_off": {}, "af_on": {"optimization": {"autofuse": True}}},
             "phases": {
                 "train": {},
@@ -241,7 +240,7 @@ def afbench(cwd: Path, *args: str) -> subprocess.CompletedProcess:
             # the planted step times are not wall times: a busy machine must not rerun them
             "rerun_contended": 0,
         },
-        "report": {"contention": "keep"},
+        "verdict": {"rounds": 1, "contention": "keep"},
     }
     (cwd / "recipes").mkdir(exist_ok=True)
     (cwd / "recipes" / "npu_formats.yaml").write_text(

@@ -120,33 +120,33 @@ def test_a_users_own_templates_still_render_with_the_installed_ones_in_the_sandb
     tpl.mkdir()
     (tpl / "report.md.j2").write_text(
         "{% set v = verdict_words %}mine {{ s.experiment }}: {{ s.comparisons | length }} "
-        "{{ '{n} pairs' | fill(n=2) }}\n{% for c in s.comparisons %}{{ c.verdict_line }}\n"
+        "{{ '{n} rounds' | fill(n=2) }}\n{% for c in s.comparisons %}{{ c.verdict_line }}\n"
         "{% endfor %}",
         encoding="utf-8",
     )
     assert report_main([str(copy), "--template-dir", str(tpl)]) == 0, capsys.readouterr().err
     md = (copy / "report.md").read_text(encoding="utf-8").splitlines()
-    assert md[0] == "mine fixture_results: 3 2 pairs"
+    assert md[0] == "mine fixture_results: 3 2 rounds"
     # the verdict line: the installed verdict_words.j2 (list.append and all), sandboxed
-    assert md[1].startswith("FUSED_FASTER (95% CI [+7.82%, +33.93%], 2 pairs")
+    assert md[1].startswith("FUSED_FASTER (95% CI [+7.82%, +33.93%], 2 rounds")
     # report.html: the installed template (its macros, list.append and all) in the sandbox
     assert "fused vs plain" in (copy / "report.html").read_text(encoding="utf-8")
 
 
 def sweep_of_two(tmp_path: Path) -> Path:
     """A sweep folder whose two jobs are the stored experiment, swept over
-    ``report.min_gain_pct`` (a key no verdict here depends on); the third value's job never
+    ``verdict.min_gain_pct`` (a key no verdict here depends on); the third value's job never
     ran (the sweep was stopped)."""
     sweep = tmp_path / "sweep"
     sweep.mkdir()
     (sweep / "multirun.yaml").write_text(  # as Hydra writes it: the command line asked for 3
         "hydra:\n  mode: MULTIRUN\n  overrides:\n    task:\n    - engine=command\n"
-        "    - report.min_gain_pct=2.0,3.0,4.0\n"
+        "    - verdict.min_gain_pct=2.0,3.0,4.0\n"
     )
     for job, value in (("0", "2.0"), ("1", "3.0")):
         folder = received(sweep, job)
         (folder / ".hydra").mkdir(exist_ok=True)
-        (folder / ".hydra" / "overrides.yaml").write_text(f"- report.min_gain_pct={value}\n")
+        (folder / ".hydra" / "overrides.yaml").write_text(f"- verdict.min_gain_pct={value}\n")
     return sweep
 
 
@@ -337,13 +337,13 @@ def test_an_op_name_with_dollar_signs_is_drawn_as_it_is_not_as_mathtext():
 def test_a_partial_sweep_report_names_the_combinations_that_never_ran(tmp_path, capsys):
     sweep = sweep_of_two(tmp_path)
     assert report_main([str(sweep)]) == 0, capsys.readouterr().err
-    assert "report.min_gain_pct=4.0: never ran" in capsys.readouterr().out.splitlines()
+    assert "verdict.min_gain_pct=4.0: never ran" in capsys.readouterr().out.splitlines()
     summary = json.loads((sweep / "sweep_summary.json").read_text())
-    assert summary["never_ran"] == ["report.min_gain_pct=4.0"] and summary["jobs"] == 2
+    assert summary["never_ran"] == ["verdict.min_gain_pct=4.0"] and summary["jobs"] == 2
     never = "Never ran (the sweep stopped before them, or their job folders are gone): "
-    assert f"{never}`report.min_gain_pct=4.0`" in (sweep / "sweep_report.md").read_text()
+    assert f"{never}`verdict.min_gain_pct=4.0`" in (sweep / "sweep_report.md").read_text()
     assert (
-        f"{never}<code>report.min_gain_pct=4.0</code>" in (sweep / "sweep_report.html").read_text()
+        f"{never}<code>verdict.min_gain_pct=4.0</code>" in (sweep / "sweep_report.html").read_text()
     )
 
 

@@ -179,7 +179,7 @@ def synthetic(
         "baseline": base,
         "verdict_phase": phase,
         "profile_phase": "profile" if profile else None,
-        "repeats": 1,
+        "rounds": 1,
         "skip_policy": "per_variant",
         "variants": {
             name: ({} if name == base else {"optimization.autofuse": True}) for name in names

@@ -77,7 +77,7 @@ def test_no_file_of_an_output_directory_holds_a_secret_and_the_run_gets_them(tmp
         f"engine.executable={sys.executable}",
         f"engine.args=['{spy}','{STORED / 'worker.py'}']",
         "preflight.min_free_gib=0",
-        "experiment.repeats=1",
+        "verdict.rounds=1",
         *OVERRIDES,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the recipe's planted failure

@@ -12,7 +12,7 @@ import pytest
 from afbench.config.models import ReportConfig
 from afbench.errors import OutputError
 from afbench.report.render import build_report, labels, render
-from afbench.store import SCHEMA_VERSION, load_result, read_summary
+from afbench.store import SCHEMA_VERSION, OutDir, load_result, read_summary
 
 STORED = Path(__file__).parent / "fixtures" / "results"
 VERSIONS = ["v0", "v1", "v2"]
@@ -21,8 +21,8 @@ VERSIONS = ["v0", "v1", "v2"]
 def rebuild(out_dir: Path):
     """build_report with the directory's own report settings, Markdown only (the HTML's
     plots are tested in test_report_html.py and cost seconds here)."""
-    stored = json.loads((out_dir / "experiment.json").read_text())["config"]["report"]
-    return build_report(out_dir, ReportConfig.model_validate({**stored, "formats": ["md"]}))
+    stored = OutDir(out_dir).experiment().report  # experiment.json read through its upgrades
+    return build_report(out_dir, stored.model_copy(update={"formats": ["md"]}))
 
 
 def report_text(path: Path) -> list[str]:
@@ -65,6 +65,20 @@ def test_rerendering_a_stored_directory_reproduces_its_report(stored_copy):
         ]
         == SCHEMA_VERSION
     )
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_stored_experiments_verdict_settings_move_to_the_verdict_section(version):
+    # before schema 5 they were experiment.repeats / min_repeats / max_repeats and
+    # report.confidence / min_gain_pct / contention; read, they are the verdict section's
+    raw = json.loads((STORED / version / "experiment.json").read_text())["config"]
+    exp = OutDir(STORED / version).experiment()
+    assert "verdict" not in raw and "repeats" in raw["experiment"]
+    assert exp.verdict.rounds == raw["experiment"]["repeats"] == 2
+    assert exp.verdict.confidence == raw["report"]["confidence"]
+    assert exp.verdict.min_rounds == raw["experiment"].get("min_repeats", 3)
+    assert exp.verdict.contention == raw["report"].get("contention", "set_aside")
+    assert OutDir(STORED / version).plan().rounds == 2  # plan.json's repeats
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -113,12 +127,14 @@ def test_version_0_comparison_keys_become_the_two_sides(tmp_path):
         assert b.compile.overhead_s is None or (
             b.compile.model_dump() == pytest.approx(a.compile.model_dump())
         )
-        # the parity reason's catalog message (afbench.messages) is newer than v0
-        assert (a.aa, a.reasons, a.parity.model_dump(exclude={"reason_msg"})) == (
+        # the parity reason's catalog message (afbench.messages) is newer than v0, and its
+        # words say "round" where v0's said "pair"
+        assert (a.aa, a.reasons, a.parity.model_dump(exclude={"reason_msg", "reason"})) == (
             b.aa,
             b.reasons,
-            b.parity.model_dump(exclude={"reason_msg"}),
+            b.parity.model_dump(exclude={"reason_msg", "reason"}),
         )
+        assert (a.parity.reason or "").replace("pair", "round") == (b.parity.reason or "")
         assert b.parity.reason_msg is None or b.parity.reason_msg.text == b.parity.reason
     assert [b.compile.overhead_s for b in new.comparisons] == [None, None, None]
     # the speed is recomputed by today's paired statistics; the stored one keeps v0's keys

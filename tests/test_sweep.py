@@ -35,7 +35,7 @@ COMMAND = [
     "launcher.kill_grace_s=1",
     # the worker's step times are planted, not wall times: a shared machine must not
     # set its runs aside or rerun them (tests/test_contention_runs.py tests that)
-    "report.contention=keep",
+    "verdict.contention=keep",
     "experiment.rerun_contended=0",
 ]
 GRID = [f"{AF}=false,true", f"{RMS}=false,true"]
@@ -139,7 +139,7 @@ def wait_for_step(log_glob: str, cwd: Path, proc: subprocess.Popen, timeout: flo
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("grid")
-    proc = afbench(cwd, "-m", *COMMAND, *GRID, "experiment.repeats=3")
+    proc = afbench(cwd, "-m", *COMMAND, *GRID, "verdict.rounds=3")
     return proc, sweep_dir(cwd)
 
 
@@ -230,7 +230,7 @@ def test_main_effects_name_both_keys_with_the_planted_sizes(grid):
     assert all(p.beside and p.n_pairs == 3 and p.job == rows[p.combination].job for p in af.pairs)
     md = (sweep / "sweep_report.md").read_text()
     assert f"| `{AF}` | False | True | {af.effect_pct:+.2f}% | [{af.ci_low:+.2f}%, " in md
-    assert "9 pairs in jobs" in md
+    assert "9 rounds in jobs" in md
 
 
 def test_each_row_is_its_jobs_own_comparison_as_its_report_made_it(grid):
@@ -587,8 +587,8 @@ def aa_sweep(tmp_path_factory):
             "baseline": "a",
             "variants": {"a": {}, "a_again": {}},
             "phases": {"train": {}},
-            "repeats": 3,
-        }
+        },
+        "verdict": {"rounds": 3},
     }
     (cwd / "recipes" / "aa.yaml").write_text("# @package _global_\n" + yaml.safe_dump(recipe))
     proc = afbench(cwd, "-m", "experiment=aa", *COMMAND, "preflight.min_free_gib=0,1000000")
@@ -629,7 +629,7 @@ def test_sft_aa_noise_recipe_plans_two_identical_builtin_variants(compose_cfg, t
     from afbench.plan import make_plan
 
     plan = make_plan(validate_config(compose_cfg("experiment=sft_aa_noise")), tmp_path)
-    assert plan.variants == ["a", "a_again"] and plan.repeats == 3 and len(plan.runs) == 6
+    assert plan.variants == ["a", "a_again"] and plan.rounds == 3 and len(plan.runs) == 6
     assert [r.run_id for r in plan.runs[:2]] == ["a-train-r1", "a_again-train-r1"]
     a, a_again = plan.runs[0].config, plan.runs[1].config
     assert a == a_again and a.engine.name == "builtin"

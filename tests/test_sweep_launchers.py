@@ -163,7 +163,7 @@ def test_a_recipe_held_sweep_with_a_list_sweep_under_chdir_runs_every_job(tmp_pa
             "scheduler.steps=5",
             "scheduler.measure.first_step=2",
             "scheduler.measure.last_step=5",
-            "report.contention=keep",
+            "verdict.contention=keep",
             "experiment.rerun_contended=0",
         ],
         cwd=tmp_path,

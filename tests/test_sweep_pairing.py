@@ -70,18 +70,18 @@ def test_every_job_of_a_sweep_decides_at_the_sweeps_per_comparison_level(tmp_pat
         tmp_path, ["optimization.autofuse=false,true", "optimization.rmsnorm=false,true"]
     )
     cfg = job_cfg()
-    cfg.report.confidence = 0.9
+    cfg.verdict = {"confidence": 0.9}
     paired, _ = beside_baseline(
         cfg, sweep, ["optimization.autofuse=True", "optimization.rmsnorm=False"], set()
     )
     # 4 combinations, 3 comparisons with the baseline one: Bonferroni 1 - 0.1 / 3
-    assert paired.report.confidence == pytest.approx(1 - 0.1 / 3)
+    assert paired.verdict.confidence == pytest.approx(1 - 0.1 / 3)
     # the baseline combination's own job too (its recipe's variants are compared in it)
     own, why = beside_baseline(
         cfg, sweep, ["optimization.autofuse=False", "optimization.rmsnorm=False"], set()
     )
-    assert why is None and own.report.confidence == pytest.approx(1 - 0.1 / 3)
-    assert cfg.report.confidence == 0.9  # the composed config is not changed
+    assert why is None and own.verdict.confidence == pytest.approx(1 - 0.1 / 3)
+    assert cfg.verdict.confidence == 0.9  # the composed config is not changed
 
 
 def test_a_job_that_is_not_the_baseline_runs_the_baseline_combination_beside_its_own(tmp_path):
@@ -165,7 +165,7 @@ def drifting(tmp_path_factory):
             "-m",
             *COMMAND,
             f"{NORM}=false,true",
-            "experiment.repeats=3",
+            "verdict.rounds=3",
             f"experiment.sweep_pairing={pairing}",
             env={
                 "SWITCH_TIMED_DRIFT": f"{cwd / 'drift.txt'}:5",

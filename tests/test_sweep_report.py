@@ -47,7 +47,7 @@ def sweep(tmp_path_factory):
         *COMMAND,
         f"{AF}=false,true",
         f"{RMS}=false,true",
-        "experiment.repeats=3",
+        "verdict.rounds=3",
         f"report.template_dir={tpl}",
         env={"SWITCH_TIMED_LOADED": "autofuse=false,add_rmsnorm=true,repeat=2"},
     )

@@ -8,7 +8,7 @@ from afbench.config.models import ReportConfig
 from afbench.errors import ConfigError
 from afbench.report.render import render
 from afbench.schema import SCHEMA_VERSION
-from afbench.store import Summary, load_summary
+from afbench.store import Summary, read_summary
 
 
 def test_user_template_dir_overrides_the_shipped_template(tmp_path):
@@ -71,24 +71,22 @@ def test_no_cache_folder_means_compiling_every_time_not_an_error(tmp_path, monke
 
 @pytest.mark.parametrize("fmt", ["md", "html"])
 def test_the_summary_tables_stop_reason_is_worded_in_the_reports_language(tmp_path, fmt):
-    import json
     from pathlib import Path
 
     stored = Path(__file__).parent / "fixtures" / "results" / "v1" / "summary.json"
-    summary = load_summary(json.loads(stored.read_text()))  # a v1 summary, upgraded
+    summary = read_summary(stored)  # a v1 file, read through its upgrades
     summary.comparisons[0].speed.stop_reason = "precision_reached"
     (zh,) = render(summary, tmp_path, ReportConfig(formats=[fmt], lang="zh"))
     assert "达到精度" in zh.read_text() and "precision_reached" not in zh.read_text()
 
 
 def test_the_uniform_slowdown_note_is_worded_in_the_reports_language(tmp_path):
-    import json
     from pathlib import Path
 
     from afbench.messages import say
 
     stored = Path(__file__).parent / "fixtures" / "results" / "v1" / "summary.json"
-    summary = load_summary(json.loads(stored.read_text()))  # a v1 summary, upgraded
+    summary = read_summary(stored)  # a v1 file, read through its upgrades
     values = {"ratio": 1.9, "similar": 12, "ops": 14, "side": "fused"}
     note = say("uniform_slowdown_note", **values)
     # a note compare makes now (key and numbers), and one an older summary holds in English

@@ -33,7 +33,7 @@ MODEL = "/models/Qwen3-1.7B"
 DATA = "/data/wordle/data/train-00000-of-00001.parquet"
 NPU_OVERRIDES = (
     "experiment=sft_af_compare",
-    "experiment.repeats=1",
+    "verdict.rounds=1",
     "backend=npu",
     "parallel.world_size=2",
     "parallel.devices=[0,1]",
@@ -235,7 +235,7 @@ def test_torchtitan_flavor_records_the_window_with_a_one_shot_schedule(compose_c
     cfg = validate_config(
         compose_cfg(
             "experiment=sft_af_compare",
-            "experiment.repeats=1",
+            "verdict.rounds=1",
             "backend=cuda",
             "parallel.world_size=2",
             "parallel.devices=[2,3]",
@@ -570,7 +570,7 @@ def cuda_run(
     cfg = validate_config(
         compose_cfg(
             "experiment=sft_af_compare",
-            "experiment.repeats=1",
+            "verdict.rounds=1",
             f"backend={backend}",
             "parallel.world_size=2",
             "scheduler.micro_batch_size=2",

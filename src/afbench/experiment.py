@@ -116,7 +116,7 @@ def _ends_round(plan: Plan, i: int) -> bool:
 
 
 def adaptive_round(plan: Plan, statuses: dict[str, str], elapsed_s: float) -> Plan:
-    """After a complete round of the verdict phase under ``repeats=auto``: per variant still
+    """After a complete round of the verdict phase under ``rounds=auto``: per variant still
     undecided, parse the measured steps of its pairs so far (the strict parse collect
     applies), look with :class:`afbench.verdict.SequentialTest` (the plan's design, each run's
     measured contention, time budget counted from the first run: ``elapsed_s``) and log its
@@ -154,7 +154,7 @@ def adaptive_round(plan: Plan, statuses: dict[str, str], elapsed_s: float) -> Pl
         pairs = verdict_pairs(plan, variant, steps, results)
         if len(pairs.baseline) < len(rounds):
             log.info(
-                "afbench: %s vs %s: a run of pair %d did not succeed; no more pairs",
+                "afbench: %s vs %s: a run of round %d did not succeed; no more rounds",
                 variant,
                 plan.baseline,
                 len(rounds),
@@ -190,7 +190,7 @@ def execute_plan(
     A write that finds the disk full (or freed the ``reserve``, :func:`afbench.io.reserve_space`)
     raises :class:`afbench.errors.DiskFull` before the next run starts.
 
-    With ``repeats="auto"`` the plan grows as it runs: after each round of the verdict phase
+    With ``verdict.rounds=auto`` the plan grows as it runs: after each round of the verdict phase
     :func:`adaptive_round` decides, logs the interval and appends the next round; the plan is
     rewritten atomically to ``plan_path`` (plan.json) after every change.
 
@@ -235,7 +235,7 @@ def execute_plan(
         # a rerun stands in for the run it replaced: the skip rules look runs up by run_id
         statuses[run.run_id] = statuses[plan.runs[i - 1].run_id] = st.status
         _progress(*_count(plan, i), plan.runs[i - 1].run_id, st)
-        if plan.repeats == "auto" and _ends_round(plan, i):
+        if plan.rounds == "auto" and _ends_round(plan, i):
             grown = adaptive_round(plan, statuses, time.monotonic() - started)
             if grown != plan and plan_path is not None:
                 PLAN_FILE.write(plan_path, grown)
@@ -250,8 +250,8 @@ def execute_plan(
                 f"here yet (failed and resumed runs teach nothing)"
             )
             more = [
-                " (repeats=auto: more rounds may follow)"
-                if plan.repeats == "auto" and not _auto_done(plan)
+                " (verdict.rounds=auto: more rounds may follow)"
+                if plan.rounds == "auto" and not _auto_done(plan)
                 else "",
                 " (plus a rerun for each contended run: experiment.rerun_contended)"
                 if plan.rerun_contended
@@ -363,12 +363,12 @@ def run_experiment(
             f"{out_dir} already holds an experiment; an output directory is never reused"
         )
     plan = make_plan(conf, out_dir, job_num)
-    if conf.experiment.repeats != "auto" and conf.experiment.time_budget_s is not None:
+    if conf.verdict.rounds != "auto" and conf.verdict.time_budget_s is not None:
         log.warning(
-            "afbench: experiment.time_budget_s=%g is ignored: it applies only with "
-            "experiment.repeats=auto (this run has repeats=%s)",
-            conf.experiment.time_budget_s,
-            conf.experiment.repeats,
+            "afbench: verdict.time_budget_s=%g is ignored: it applies only with "
+            "verdict.rounds=auto (this run has verdict.rounds=%s)",
+            conf.verdict.time_budget_s,
+            conf.verdict.rounds,
         )
     resume = None
     if conf.resume:
@@ -391,7 +391,7 @@ def run_experiment(
     from afbench.history.calibration import for_plan  # numpy: not for task=check
 
     kinds, calibration = for_plan(plan, conf.history.url) if conf.history.record else (None, None)
-    if not conf.history.record and plan.repeats == 1 and len(plan.variants) > 1:
+    if not conf.history.record and plan.rounds == 1 and len(plan.variants) > 1:
         log.info(
             "afbench: history.record=false: no host calibration is read or learnt, so a "
             "one-round verdict will be INCONCLUSIVE (the history database holds the "

@@ -93,7 +93,7 @@ def _under_a_list(cfg: DictConfig, key: str) -> bool:
 
 
 def at_sweep_level(cfg: DictConfig, swept: dict[str, list[str]]) -> DictConfig:
-    """The job's config deciding at the sweep's per-comparison level: ``report.confidence`` set
+    """The job's config deciding at the sweep's per-comparison level: ``verdict.confidence`` set
     to :func:`afbench.verdict.sweep_level` of the sweep's own level (the same key in the sweep's
     ``multirun.yaml``, which this sets in no job) for ``m`` comparisons, the combinations
     (product of the swept values' counts, times the recipe's variants) less the baseline
@@ -106,11 +106,11 @@ def at_sweep_level(cfg: DictConfig, swept: dict[str, list[str]]) -> DictConfig:
     for values in swept.values():
         n *= max(len(values), 1)
     n *= max(len(cfg.experiment.variants), 1)
-    level = OmegaConf.select(cfg, "report.confidence", default=None)
+    level = OmegaConf.select(cfg, "verdict.confidence", default=None)
     if n < 2 or level is None:
         return cfg
     out = cfg.copy()
-    out.report.confidence = sweep_level(float(level), n - 1)
+    out.verdict.confidence = sweep_level(float(level), n - 1)
     return out
 
 

@@ -1,4 +1,4 @@
-"""Expand an experiment into RunSpecs: variant x phase x repeat, each with its own config.
+"""Expand an experiment into RunSpecs: variant x phase x round, each with its own config.
 
 Order: phase by phase; within a phase, round by round (r1, r2, ...), each round one run of
 every variant, so slow drift of the machine hits every variant alike. Within a round
@@ -9,9 +9,9 @@ in every round (the reference's order); ``random`` draws each round's order from
 ``experiment.order_seed`` (recorded in plan.json). Round 1 always starts with the baseline, so
 the reference's rule "the first run fails -> the rest is skipped" still holds.
 
-Rounds repeat the verdict phase only: ``experiment.repeats=N`` runs it N times and every
+Rounds repeat the verdict phase only: ``verdict.rounds=N`` runs it N times and every
 other phase (e.g. profile, whose report reads its first run) once, in the listed order of
-phases. ``experiment.repeats=auto``: the verdict phase runs first, with ``min_repeats``
+phases. ``verdict.rounds=auto``: the verdict phase runs first, with ``verdict.min_rounds``
 rounds; the adaptive loop (afbench.experiment) appends rounds with :func:`add_round`; every
 other phase runs once, after it.
 
@@ -87,7 +87,8 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
     seed = exp.order_seed
     if exp.order == "random" and seed is None:
         seed = secrets.randbelow(2**31)  # drawn once, recorded in plan.json
-    auto = exp.repeats == "auto"
+    ver = cfg.verdict
+    auto = ver.rounds == "auto"
     phases = (
         [verdict_phase] + [p for p in exp.phases if p != verdict_phase]
         if auto
@@ -95,7 +96,7 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
     )
     runs: list[RunSpec] = []
     for phase in phases:
-        rounds = (exp.min_repeats if auto else exp.repeats) if phase == verdict_phase else 1
+        rounds = (ver.min_rounds if auto else ver.rounds) if phase == verdict_phase else 1
         for repeat in range(1, rounds + 1):
             for variant in round_order(variant_names, repeat, exp.order, seed):
                 rc = configs[(variant, phase)]
@@ -124,20 +125,20 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
     design = None
     if auto:
         design = AutoDesign(
-            level=cfg.report.confidence,
-            min_pairs=exp.min_repeats,
-            max_pairs=exp.max_repeats,
-            precision_pct=exp.precision_pct,
-            time_budget_s=exp.time_budget_s,
-            min_gain_pct=cfg.report.min_gain_pct,
-            set_aside_contended=cfg.report.contention == "set_aside",
+            level=ver.confidence,
+            min_pairs=ver.min_rounds,
+            max_pairs=ver.max_rounds,
+            precision_pct=ver.precision_pct,
+            time_budget_s=ver.time_budget_s,
+            min_gain_pct=ver.min_gain_pct,
+            set_aside_contended=ver.contention == "set_aside",
         )
     return Plan(
         experiment=exp.name,
         baseline=exp.baseline,
         variants=variant_names,
         phases=phases,
-        repeats=exp.repeats,
+        rounds=ver.rounds,
         skip_policy=exp.skip_policy,
         verdict_phase=verdict_phase,
         profile_phase=profile_phase,
@@ -145,7 +146,7 @@ def make_plan(cfg: AfbenchConfig, out_dir: Path, job_num: int | None = None) -> 
         order=exp.order,
         order_seed=seed,
         auto=design,
-        # report.contention=keep too: a run contended on one side of its pair never decides
+        # verdict.contention=keep too: a run contended on one side of its pair never decides
         rerun_contended=exp.rerun_contended,
         wait_for_quiet_s=exp.wait_for_quiet_s,
     )

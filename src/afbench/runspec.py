@@ -58,9 +58,9 @@ class RunSpec(BaseModel):
 
 
 class AutoDesign(BaseModel):
-    """The stopping rule of ``experiment.repeats=auto`` as planned (the settings of
+    """The stopping rule of ``verdict.rounds=auto`` as planned (the settings of
     :class:`afbench.verdict.SequentialDesign`), so that a re-render recomputes the
-    verdict from the stored runs. Pairs = rounds of the verdict phase; percent of baseline time;
+    verdict from the stored runs. Pairs (the statistics' word) = rounds of the verdict phase; percent of baseline time;
     seconds."""
 
     model_config = ConfigDict(extra="forbid")
@@ -71,7 +71,7 @@ class AutoDesign(BaseModel):
     precision_pct: float | None
     time_budget_s: float | None
     min_gain_pct: float
-    set_aside_contended: bool = True  # report.contention == "set_aside"
+    set_aside_contended: bool = True  # verdict.contention == "set_aside"
 
 
 class AutoStop(BaseModel):
@@ -101,7 +101,7 @@ class Rerun(BaseModel):
 class Plan(BaseModel):
     """Every RunSpec of one experiment in launch order, with what the report needs to read them
     (baseline, verdict and profile phase). Written to ``<out>/plan.json``; with
-    ``repeats="auto"`` it is rewritten (atomically) whenever a round is added and when the
+    ``rounds="auto"`` it is rewritten (atomically) whenever a round is added and when the
     loop ends (``auto_stops``). Plans written before ``order`` existed ran interleaved."""
 
     model_config = ConfigDict(extra="forbid")
@@ -111,14 +111,14 @@ class Plan(BaseModel):
     baseline: str
     variants: list[str]
     phases: list[str]
-    repeats: int | Literal["auto"]
+    rounds: int | Literal["auto"]  # verdict.rounds (plan.json before schema 5: repeats)
     skip_policy: str
     verdict_phase: str
     profile_phase: str | None
     runs: list[RunSpec]
     order: Literal["counterbalanced", "interleaved", "random"] = "interleaved"
     order_seed: int | None = None
-    auto: AutoDesign | None = None  # repeats="auto" only
+    auto: AutoDesign | None = None  # rounds="auto" only
     auto_stops: dict[str, AutoStop] = {}  # variant -> why its rounds ended
     # experiment.rerun_contended: how many times a contended verdict-phase run is run again
     # (0 in plans written before it existed); reruns: the runs replaced, in launch order

@@ -5,4 +5,4 @@ runspec.json, status.json) and the worker can stamp it without importing the sto
 version holds, and how older files are upgraded on read: :mod:`afbench.store.versioning`.
 """
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6

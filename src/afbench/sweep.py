@@ -69,18 +69,18 @@ def _job_dirs(sweep_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: (len(p.name), p.name))
 
 
-def _report_settings(jobs: list[Path]) -> dict[str, Any]:
-    """The ``report`` section the jobs ran with (from their experiment.json), so that an
-    offline re-render keeps the sweep's own baseline, confidence level and language; never
-    its ``template_dir`` (templates come from the installed package or from the caller:
-    :func:`afbench.report.render.stored_report`)."""
+def _report_settings(jobs: list[Path], section: str = "report") -> dict[str, Any]:
+    """The ``report`` (or ``verdict``) section the jobs ran with (from their experiment.json),
+    so that an offline re-render keeps the sweep's own baseline, language, confidence level and
+    contention policy; never its ``template_dir`` (templates come from the installed package
+    or from the caller: :func:`afbench.report.render.stored_report`)."""
     for job in jobs:
         try:
             exp = OutDir(job).experiment()
         except OutputError:
             continue
         if exp.config is not None:
-            return exp.config.report.model_dump(mode="json", exclude={"template_dir"})
+            return getattr(exp.config, section).model_dump(mode="json", exclude={"template_dir"})
     return {}
 
 
@@ -120,7 +120,7 @@ class _Combination:
     rounds: dict[int, tuple[list[float], bool, dict | None]] = field(default_factory=dict)
     steps: Any = None  # pandas DataFrame of the verdict-phase steps, or None
     calibration: dict[str, Any] | None = None  # the job's experiment.json calibration
-    min_gain_pct: float | None = None  # the job's report.min_gain_pct
+    min_gain_pct: float | None = None  # the job's verdict.min_gain_pct
     own: Comparison | None = None  # the job's comparison of this variant with its baseline
     plan_baseline: str = ""  # the job's plan baseline variant
     # experiment.sweep_pairing=beside: the baseline combination's runs in this job
@@ -172,7 +172,7 @@ def _own_comparisons(job: Path, col: Any) -> list[Comparison]:
             return out.summary().comparisons
         except OutputError as exc:
             log.warning("afbench: job %s: %s; its runs are compared again", job.name, exc)
-    return comparisons(col, col.experiment.report)
+    return comparisons(col, col.experiment.report)  # decided by col.experiment.verdict
 
 
 def _combinations(
@@ -184,7 +184,7 @@ def _combinations(
 ) -> list[_Combination]:
     """One entry per variant of one job (one entry, failed, for a job that never planned):
     its side and its comparison with the job's baseline as the job's report has them
-    (:func:`_own_comparisons`), and the runs that side counts (report.contention=set_aside
+    (:func:`_own_comparisons`), and the runs that side counts (verdict.contention=set_aside
     leaves the contended ones out, as the report does), each reduced to its median and bursts
     (:func:`afbench.verdict.runs.run_statistic`); each links the job's report in ``lang``
     (:func:`_job_report`)."""
@@ -217,7 +217,7 @@ def _combinations(
     report = _job_report(job, lang, template_dir)
     paired = col.plan.baseline == SWEEP_BASELINE
     own = [v for v in col.plan.variants if not (paired and v == SWEEP_BASELINE)]
-    set_aside = col.experiment.report.contention == "set_aside"
+    set_aside = col.experiment.verdict.contention == "set_aside"
     comps = {c.variant.name: c for c in _own_comparisons(job, col)}
     out = []
     for variant in col.plan.variants:
@@ -249,7 +249,7 @@ def _combinations(
         combo = _Combination(
             row,
             calibration=col.experiment.calibration_dict(),
-            min_gain_pct=col.experiment.report.min_gain_pct,
+            min_gain_pct=col.experiment.verdict.min_gain_pct,
             own=comp,
             plan_baseline=col.plan.baseline,
             paired_base=paired and variant == SWEEP_BASELINE,
@@ -283,7 +283,7 @@ def _combinations(
             row.median_step_s = float(statistics.median(row.run_medians_s))
         row.outlier_runs = [medians[i][0] for i in outlier_runs(row.run_medians_s)]
         # contended runs make a combination untrusted unless the jobs keep them
-        # (report.contention=keep): then they are shown, not held against it
+        # (verdict.contention=keep): then they are shown, not held against it
         row.untrusted = (
             bool(row.outlier_runs)
             or (set_aside and bool(row.contended_runs))
@@ -309,7 +309,7 @@ def _verdict(
     job paired beside the baseline, a variant of the baseline job); else
     :func:`afbench.verdict.compare_runs` of the baseline job's runs and this job's, paired by
     round (a round missing on either side is left out), with each run's contention, the job's
-    ``report.min_gain_pct``, and both jobs' host calibrations combined (none if either lacks)."""
+    ``verdict.min_gain_pct``, and both jobs' host calibrations combined (none if either lacks)."""
     row = combo.row
     own = combo.own
     in_job = combo.beside is not None or (
@@ -347,7 +347,7 @@ def _verdict(
         confidence=level,
         min_gain_pct=combo.min_gain_pct or DEFAULT_MIN_GAIN_PCT,
         contended=[(x[1], y[1]) for x, y in zip(b, v)],
-        keep_contended=not contention,  # report.contention=keep: balanced contention only
+        keep_contended=not contention,  # verdict.contention=keep: balanced contention only
         contention_detail=[[d for d in (x[2], y[2]) if d] for x, y in zip(b, v)],
         calibration=RunSpread.of(cal) if cal else None,
     )
@@ -372,8 +372,8 @@ def build_sweep_report(
     from the page; the jobs' own reports stay.
 
     ``baseline`` (``"key=value,key=value"``), ``level`` (family-wise confidence) and ``lang``
-    default to the ``report`` settings the jobs ran with (``report.sweep_baseline``,
-    ``report.confidence``, ``report.lang``); ``template_dir`` (a user's templates, rendered
+    default to the settings the jobs ran with (``report.sweep_baseline``,
+    ``verdict.confidence``, ``report.lang``); ``template_dir`` (a user's templates, rendered
     in Jinja2's sandbox) is the caller's only, never one the jobs' files name. Each of the m
     comparisons gets the Bonferroni level ``1 - (1 - level) / m``
     (:func:`afbench.verdict.sweep_level`). Combinations are ranked by their gain over the
@@ -397,13 +397,14 @@ def build_sweep_report(
     jobs = [inside(job, sweep_dir) for job in _job_dirs(sweep_dir)]  # no job -> /elsewhere
     SWEEP_SUMMARY_FILE.refuse_newer(sweep_dir / SWEEP_SUMMARY)
     settings = _report_settings(jobs)
+    decide = _report_settings(jobs, "verdict")
     if baseline is None:
         baseline = settings.get("sweep_baseline")
     if level is None:  # the sweep's own: its jobs decide at the per-comparison level
         level = float(
             SweepDir(sweep_dir)
-            .sweep_report_settings()
-            .get("confidence", settings.get("confidence", 0.95))
+            .sweep_verdict_settings()
+            .get("confidence", decide.get("confidence", 0.95))
         )
     report = ReportConfig.model_validate(
         {
@@ -434,7 +435,7 @@ def build_sweep_report(
             c,
             c.beside or base,
             per_comparison,
-            settings.get("contention", "set_aside") == "set_aside",
+            decide.get("contention", "set_aside") == "set_aside",
         )
     rows = [c.row for c in combos]
     # by the paired gain (each row's estimate against the baseline runs it was judged on: a
@@ -470,7 +471,7 @@ def build_sweep_report(
         runs=n_runs,
         beside_runs=n_beside,
         main_effects=main_effects(
-            rows, keys, base.row if base else None, level, settings.get("min_gain_pct")
+            rows, keys, base.row if base else None, level, decide.get("min_gain_pct")
         ),
         failed=[r.name for r in rows if r.verdict == RUN_FAILED],
         never_ran=never_ran,

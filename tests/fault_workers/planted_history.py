@@ -1,7 +1,7 @@
 """Logs steps 1..N (argv[1]) whose times are planted, not measured: 10 ms x $AFBENCH_BENCH_WORK
 (the matmul worker's work factor, default 1: 1.3 plants a 30% slowdown without changing the
 config) x lognormal noise of 3%, seeded by $AFBENCH_PLANTED_SEED and the run (argv[2]:
-'{repeat}-{variant}'), so two experiments differ as two real ones would and a rerun with the
+'{round}-{variant}'), so two experiments differ as two real ones would and a rerun with the
 same seed gives the same log. Exits 0 at once: nothing is timed."""
 
 import os

@@ -1,6 +1,6 @@
 """Logs steps 1..N (argv[1]) whose times are planted, not measured: 10 ms x FACTOR (argv[3],
 e.g. 1.3 for a 30% slower variant) x lognormal noise of SPREAD (argv[4], default 0.03),
-seeded by the run's repeat and variant (argv[2]: '{repeat}-{variant}'), so every run differs
+seeded by the run's round and variant (argv[2]: '{round}-{variant}'), so every run differs
 and a rerun gives the same log. Exits 0 at once: nothing is timed."""
 
 import random

@@ -91,7 +91,7 @@ def test_a_contended_run_never_decides_even_on_a_calibrated_host():
 @pytest.mark.parametrize("calibration", [None, FIT])
 @pytest.mark.parametrize("n", [1, 3, 5])
 def test_keeping_contended_runs_never_decides_on_contention_one_sided(n, calibration):
-    """issue 34: report.contention=keep with every contended run on the baseline's side (1.9x
+    """issue 34: verdict.contention=keep with every contended run on the baseline's side (1.9x
     slower) read AF_ON_FASTER; kept one-sided, the contention was the effect measured."""
     rng = np.random.default_rng(n)
     base = runs(np.exp(rng.normal(0, 0.01, n)) * ([1.9] + [1.0] * (n - 1)), jitter=0.01)

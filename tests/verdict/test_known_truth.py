@@ -139,7 +139,7 @@ def test_sequential_stops_at_the_first_look_for_a_large_effect():
 def test_sequential_replaces_a_contended_pair_and_names_it():
     rng = np.random.default_rng(6)
     run = host(rng, spread=0.005, within=0.005)
-    test = SequentialTest(Design(repeats=AUTO))
+    test = SequentialTest(Design(rounds=AUTO))
     look = test.add(run(math.log(1.9)), run(math.log(0.7)), contended=(True, False))
     looks = [test.add(run(), run(math.log(0.7))) for _ in range(3)]
     assert not looks[1].stop and looks[2].stop  # the set-aside pair is not a look

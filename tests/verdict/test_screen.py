@@ -113,7 +113,7 @@ def test_a_baseline_stall_does_not_stop_a_variant_from_being_faster():
 
 def test_the_sequential_design_puts_the_stalls_back_too():
     rng = np.random.default_rng(30)
-    test = SequentialTest(Design(repeats=AUTO, max_pairs=12, max_set_aside=12))
+    test = SequentialTest(Design(rounds=AUTO, max_pairs=12, max_set_aside=12))
     for k in range(12):
         stall = 2.0 if k % 4 == 1 else 1.0  # a quarter of the variant's runs
         look = test.add(
@@ -165,25 +165,25 @@ def test_a_run_spread_with_its_df_decides_one_round():
 
 
 def test_one_design_holds_every_default_and_refuses_bad_settings():
-    from afbench.config.models import ExperimentConfig, ReportConfig
+    from afbench.config.verdict import VerdictConfig
     from afbench.verdict import DEFAULT
 
-    exp, report = ExperimentConfig(), ReportConfig()
+    verdict = VerdictConfig()
     assert (
-        exp.repeats,
-        exp.min_repeats,
-        exp.max_repeats,
-        exp.precision_pct,
-        exp.time_budget_s,
+        verdict.rounds,
+        verdict.min_rounds,
+        verdict.max_rounds,
+        verdict.precision_pct,
+        verdict.time_budget_s,
     ) == (
-        DEFAULT.repeats,
+        DEFAULT.rounds,
         DEFAULT.min_pairs,
         DEFAULT.max_pairs,
         DEFAULT.precision_pct,
         DEFAULT.time_budget_s,
     )
-    assert (report.confidence, report.min_gain_pct) == (DEFAULT.level, DEFAULT.min_gain_pct)
-    assert [Design(repeats=r).kind for r in (1, 3, AUTO)] == ["one_round", "fixed", "sequential"]
-    for bad in ({"repeats": 0}, {"repeats": "many"}, {"min_pairs": 2}, {"level": 1.0}):
+    assert (verdict.confidence, verdict.min_gain_pct) == (DEFAULT.level, DEFAULT.min_gain_pct)
+    assert [Design(rounds=r).kind for r in (1, 3, AUTO)] == ["one_round", "fixed", "sequential"]
+    for bad in ({"rounds": 0}, {"rounds": "many"}, {"min_pairs": 2}, {"level": 1.0}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             Design(**bad)

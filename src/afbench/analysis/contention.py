@@ -451,7 +451,8 @@ def uniform_slowdown(
 
     Returns:
         ``{"ratio": 1.90, "similar": 12, "ops": 14, "side": <the slower side>}`` (the values
-        of the labels.yaml sentence ``uniform_slowdown_note``) when at least :data:`UNIFORM_MIN_OPS` unswitched ops exist,
+        of the labels.yaml sentence ``uniform_slowdown_note``) when at least
+        :data:`UNIFORM_MIN_OPS` unswitched ops exist,
         their median time ratio is at least :data:`UNIFORM_MIN_RATIO` away from 1 and at
         least :data:`UNIFORM_MIN_SHARE` of them lie within :data:`UNIFORM_MAX_SPREAD` of it
         on the same side of 1; else None.

@@ -72,6 +72,12 @@ def hydra_problem(exc: Exception, overrides: list[str], conf_dir: str) -> tuple[
     unknown = re.search(r"Could not override '([^']+)'", msg)
     if unknown and "To append to your config" in msg:
         key = unknown.group(1)
+        given = [o for o in overrides if _key(o) == key]
+        from afbench.config.validate import moved  # omegaconf only, loaded already
+
+        line = moved(key, given[0].partition("=")[2]) if given else None
+        if line:
+            return line, given
         groups = [o for o in overrides if "." not in _key(o) and not o.startswith(("+", "~"))]
         hint = _did_you_mean(key, conf_dir, groups)
         # every section's keys are fixed (the free-form maps already take new keys): a

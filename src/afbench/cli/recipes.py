@@ -5,6 +5,10 @@ recipe file is loaded once at start-up and stored as ``experiment/<name>``. A fi
 valid YAML is left out and returned, so that only a command line that selects it fails
 (:func:`broken_recipe_problems`); every other command warns once and goes on.
 
+The verdict settings: :class:`afbench.config.verdict.VerdictConfig`'s defaults, stored as
+``verdict/default`` (``conf/config.yaml`` selects it): the model is their one home, so
+``verdict.rounds=5`` composes with no second list of them in YAML.
+
 Switches: every name in :mod:`afbench.switches.registry`, false, stored as
 ``optimization/switches``, which ``conf/optimization/default.yaml`` lists first in its
 defaults: ``optimization.<name>=true`` composes (Hydra's struct mode rejects a key the config
@@ -22,21 +26,17 @@ from omegaconf import OmegaConf
 
 from afbench.assets.manifest import default_assets_dir
 from afbench.config.models import ExperimentConfig
+from afbench.config.verdict import VerdictConfig
 from afbench.switches.registry import switch_names
 
 RECIPE_PATH_ENV = "AFBENCH_RECIPE_PATH"
-# every scalar key exists, so `experiment.repeats=3` works without a `+`
-# (their defaults: the schema's, the design's from afbench.verdict.DEFAULT)
+# every scalar key exists, so `experiment.order=random` works without a `+`
+# (their defaults: the schema's)
 EXPERIMENT_SCALARS = {
     key: ExperimentConfig.model_fields[key].default
     for key in (
-        "repeats",
         "skip_policy",
         "verdict_phase",
-        "precision_pct",
-        "min_repeats",
-        "max_repeats",
-        "time_budget_s",
         "order",
         "order_seed",
         "steps",
@@ -56,8 +56,9 @@ def recipe_dirs() -> list[Path]:
 
 
 def register() -> dict[str, str]:
-    """Register OmegaConf resolvers, store the switches as ``optimization/switches`` and every
-    loadable recipe as ``experiment/<name>``.
+    """Register OmegaConf resolvers, store the verdict settings' defaults as
+    ``verdict/default``, the switches as ``optimization/switches`` and every loadable recipe
+    as ``experiment/<name>``.
 
     Returns ``{name: message}`` for the recipe files that are not valid YAML (left out): the
     message names the file and the parser's complaint on one line.
@@ -72,6 +73,12 @@ def register() -> dict[str, str]:
         name="switches",
         node=dict.fromkeys(switch_names(), False),
         provider="afbench switches (afbench.switches.registry)",
+    )
+    store.store(
+        group="verdict",
+        name="default",
+        node=VerdictConfig().model_dump(mode="json"),
+        provider="afbench verdict settings (afbench.config.verdict.VerdictConfig)",
     )
     broken: dict[str, str] = {}
     for folder in recipe_dirs():

@@ -51,6 +51,7 @@ from afbench.compare.speed import (
     verdict_pairs,
 )
 from afbench.config.models import ReportConfig
+from afbench.config.verdict import VerdictConfig
 from afbench.messages import Message, say
 from afbench.runspec import INTERRUPTED_REASON, Plan
 from afbench.store import (
@@ -114,35 +115,42 @@ CAVEAT = "one_round"
 
 
 def compare_pair(
-    col: Collected, b: Side, variant: str, report: ReportConfig, rtol: float, aa: bool
+    col: Collected,
+    b: Side,
+    variant: str,
+    report: ReportConfig,
+    settings: VerdictConfig,
+    rtol: float,
+    aa: bool,
 ) -> Comparison:
-    """One variant against the baseline side ``b`` on the verdict phase."""
+    """One variant against the baseline side ``b`` on the verdict phase, decided by the
+    ``settings`` (the ``verdict`` section; ``report``: its memory caveat)."""
     phase, workload = col.plan.verdict_phase, workload_of(col)
-    v = side(col, variant, phase, workload, report.contention == "set_aside")
+    v = side(col, variant, phase, workload, settings.contention == "set_aside")
     interrupted = _interrupted(col, run_ids(col, variant, phase) + run_ids(col, b.name, phase))
     if (v.skipped and b.ok) or (interrupted and "FAILED" not in b.statuses + v.statuses):
         # a run stopped by Ctrl-C (or SIGTERM) is SKIPPED, interrupted: nothing failed
         verdict, speed = (
             SKIPPED,
-            Speed(level=report.confidence, stop_reason=INTERRUPTED_STOP if interrupted else None),
+            Speed(level=settings.confidence, stop_reason=INTERRUPTED_STOP if interrupted else None),
         )
     elif not (b.ok and v.ok and b.repeats_s and v.repeats_s):
         verdict, speed = (
             RUN_FAILED,
-            Speed(level=report.confidence, stop_reason=_stop_reason(col.plan, variant)),
+            Speed(level=settings.confidence, stop_reason=_stop_reason(col.plan, variant)),
         )
     else:
-        speed = speed_of(col, variant, report)
+        speed = speed_of(col, variant, settings)
         verdict = verdict_word(speed.decision or INCONCLUSIVE, variant)
         # every table beside the verdict rests on the runs of the pairs it decided on
         used = decided_runs(col, variant, speed)
-        # (no pair decided: the quiet runs, labelled as no verdict, whatever report.contention)
+        # (no pair decided: the quiet runs, labelled as no verdict, whatever verdict.contention)
         b = side(col, b.name, phase, workload, True, used)
         v = side(col, variant, phase, workload, True, used)
     parity = parity_of(col, b, v, phase, workload, rtol)
     memory = memory_change(b, v, report.memory_warn_pct)
     caveat_msgs = caveats_of(b, v, memory, speed)
-    if report.contention == "keep" and speed.ci_low_pct is not None:
+    if settings.contention == "keep" and speed.ci_low_pct is not None:
         # the measured-contended runs whose pairs decided (not set aside as outliers)
         measured = verdict_pairs(col.plan, variant, col.window_steps, col.results)
         aside = {a.pair for a in speed.set_aside}
@@ -259,18 +267,20 @@ def parity_rtol(plan: Plan, variant: str, report: ReportConfig) -> float:
 
 
 def comparisons(col: Collected, report: ReportConfig) -> list[Comparison]:
-    """One :class:`Comparison` per non-baseline variant, in plan order."""
+    """One :class:`Comparison` per non-baseline variant, in plan order, decided by the
+    ``verdict`` settings the experiment ran with (experiment.json)."""
     plan = col.plan
     variants_cfg = col.experiment.variants
-    b = side(
-        col, plan.baseline, plan.verdict_phase, workload_of(col), report.contention == "set_aside"
-    )
+    verdict = col.experiment.verdict
+    set_aside = verdict.contention == "set_aside"
+    b = side(col, plan.baseline, plan.verdict_phase, workload_of(col), set_aside)
     return [
         compare_pair(
             col,
             b,
             variant,
             report,
+            verdict,
             parity_rtol(plan, variant, report),
             aa=variants_cfg.get(variant) == variants_cfg.get(plan.baseline),
         )
@@ -365,7 +375,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
             "baseline": base,
             "verdict_phase": plan.verdict_phase,
             "profile_phase": plan.profile_phase,
-            "repeats": plan.repeats,
+            "rounds": plan.rounds,
             "skip_policy": plan.skip_policy,
             "variants": {name: dotted(over) for name, over in col.experiment.variants.items()},
             "assets": col.experiment.assets,
@@ -385,7 +395,7 @@ def compare(col: Collected, report: ReportConfig) -> Summary:
             "fused_evidence": fused_evidence,
             "step_device_time": per_step,
             # one round per variant, and something to compare (a single variant has no verdict)
-            "caveat": CAVEAT if plan.repeats == 1 and len(plan.variants) > 1 else "",
+            "caveat": CAVEAT if plan.rounds == 1 and len(plan.variants) > 1 else "",
             "headline": [],  # worded by the report (templates/verdict_words.j2: fill_lines)
         }
     )

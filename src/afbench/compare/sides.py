@@ -59,7 +59,7 @@ def side(
     step time only when every run is OK), the worst repeat's step-time CV, the means of the
     ``workload``'s window metrics (:data:`afbench.collect.MEANS`), the first run's inference
     sanity, its memory and efficiency (:func:`memory_of`, :func:`efficiency_of`) and the first
-    recompile caveat of its runs. ``set_aside_contended`` (report.contention=set_aside): the
+    recompile caveat of its runs. ``set_aside_contended`` (verdict.contention=set_aside): the
     means leave out the runs measured as contended, as the verdict does, while an OK run
     measured quiet is left (a side's mean step time then agrees with its verdict).
     ``verdict_runs``: the run ids of the pairs the verdict decided on; where any are this

@@ -1,6 +1,6 @@
 """The verdict's input and call for one comparison: the verdict-phase runs paired by round, each
 run's measured contention, and :mod:`afbench.verdict` at the plan's design (one round, fixed
-repeats, the sequential replay). Part of :mod:`afbench.compare`."""
+rounds, the sequential replay). Part of :mod:`afbench.compare`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from afbench.analysis.contention import judge
 from afbench.analysis.stats import finite_mean
 from afbench.collect import Collected
-from afbench.config.models import ReportConfig
+from afbench.config.verdict import VerdictConfig
 from afbench.messages import Message, say
 from afbench.runspec import AutoDesign, Plan
 from afbench.store import Speed
@@ -31,11 +31,11 @@ from afbench.verdict.sequential import INTERRUPTED_STOP
 
 
 def sequential_design(auto: AutoDesign, with_budget: bool = True) -> Design:
-    """The :class:`afbench.verdict.Design` of a plan's ``repeats=auto`` settings (the
+    """The :class:`afbench.verdict.Design` of a plan's ``rounds=auto`` settings (the
     time budget left out with ``with_budget=False``: offline there is no clock to hold it
     against)."""
     return Design(
-        repeats=AUTO,
+        rounds=AUTO,
         level=auto.level,
         min_pairs=auto.min_pairs,
         max_pairs=auto.max_pairs,
@@ -79,7 +79,7 @@ def verdict_pairs(
     """The baseline's and ``variant``'s verdict-phase runs paired by round (the runs of one
     round ran adjacently), in round order; a round where either run has no entry in ``steps``
     (run_id -> step times) is left out. ``results`` (run_id -> result.json) gives each run's
-    measured contention, whatever report.contention says (the verdict decides what it does
+    measured contention, whatever verdict.contention says (the verdict decides what it does
     with it: ``keep_contended`` of :func:`afbench.verdict.compare_runs`)."""
     by_repeat: dict[int, dict[str, str]] = {}
     for r in plan.runs:
@@ -123,7 +123,7 @@ def _auto_speed(plan: Plan, variant: str, pairs: VerdictPairs, keep: bool) -> An
     the final analysis that spends the error left; before the first look (the loop ended
     early), no boundary was spent yet and the fixed-n paired t at the full level is the honest
     interval."""
-    assert plan.auto is not None  # repeats == "auto" plans carry their design
+    assert plan.auto is not None  # rounds == "auto" plans carry their design
     design = sequential_design(plan.auto, with_budget=False)
     stop = plan.auto_stops.get(variant)
     n = min(len(pairs.baseline), stop.n_pairs if stop else len(pairs.baseline))
@@ -179,32 +179,33 @@ def calibration_advice(col: Collected, variant: str) -> dict[str, str | None]:
     }
 
 
-def speed_of(col: Collected, variant: str, report: ReportConfig) -> Speed:
+def speed_of(col: Collected, variant: str, verdict: VerdictConfig) -> Speed:
     """The verdict on ``variant``'s speed from the stored runs (``col.window_steps``), by
-    :mod:`afbench.verdict` at the plan's design: ``repeats=auto``: the sequential verdict at the
-    last look (:func:`_auto_speed`); otherwise :func:`afbench.verdict.compare_runs`, with the
-    host calibration the experiment recorded (``experiment.json``'s ``calibration``) and each
-    run's measured contention. One round carries the reference's quick verdict beside it.
-    Callers handle failed and skipped sides first (no pair, no Speed)."""
+    :mod:`afbench.verdict` at the plan's design and the ``verdict`` settings: ``rounds=auto``:
+    the sequential verdict at the last look (:func:`_auto_speed`); otherwise
+    :func:`afbench.verdict.compare_runs`, with the host calibration the experiment recorded
+    (``experiment.json``'s ``calibration``) and each run's measured contention. One round
+    carries the reference's quick verdict beside it. Callers handle failed and skipped sides
+    first (no round, no Speed)."""
     plan = col.plan
     pairs = verdict_pairs(plan, variant, col.window_steps, col.results)
-    keep = report.contention == "keep"
+    keep = verdict.contention == "keep"
     advice = calibration_advice(col, variant)
     if not pairs.baseline:
         return Speed(
-            level=report.confidence,
+            level=verdict.confidence,
             decision=INCONCLUSIVE,
             no_interval_reason="no_pairs_left",
             **advice,
         )
-    if plan.repeats == "auto" and plan.auto is not None:
+    if plan.rounds == "auto" and plan.auto is not None:
         return Speed.of(_auto_speed(plan, variant, pairs, keep), **advice)
     calibration = col.experiment.calibration_dict()
     speed = compare_runs(
         pairs.baseline,
         pairs.variant,
-        confidence=report.confidence,
-        min_gain_pct=report.min_gain_pct,
+        confidence=verdict.confidence,
+        min_gain_pct=verdict.min_gain_pct,
         contended=pairs.contended,
         contention_detail=pairs.detail,
         keep_contended=keep,

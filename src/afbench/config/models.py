@@ -30,7 +30,7 @@ from afbench.config.engines import BuiltinEngine, EngineConfig
 from afbench.config.secrets import mask_text
 from afbench.config.short import SHORT_MIN_STEPS
 from afbench.config.switch_names import switch_names
-from afbench.verdict.design import DEFAULT as DESIGN  # every design default's one home
+from afbench.config.verdict import VerdictConfig
 
 #: how a window past the run's end is worded (afbench.config.validate adds the advice that
 #: fits where the steps were set: command line, recipe phase)
@@ -318,19 +318,9 @@ class ReportConfig(Section):
     template_dir: LocalPath | None = None
     top_n_kernels: PositiveInt = 15
     parity: ParityConfig = ParityConfig()
-    # Confidence level of every gain interval (one round, fixed repeats and repeats=auto).
-    confidence: float = Field(DESIGN.level, gt=0.5, lt=1.0)
-    # The smallest gain that matters, percent: NO_GAIN means the whole interval lies within
-    # +-this (docs/statistics.md §7).
-    min_gain_pct: float = Field(DESIGN.min_gain_pct, gt=0, lt=100)  # 100% would be zero time
     # A variant whose peak memory rises more than this (percent of the baseline's) gets a
     # caveat beside its verdict.
     memory_warn_pct: float = Field(10.0, ge=0)
-    # What the verdict does with a run measured as contended (afbench.analysis.contention):
-    # set_aside (its pair never decides, and is named) or keep (it decides like any run: for
-    # a machine that is always shared, e.g. a CI runner, or step times that are not wall
-    # times; the runs table still shows the measures).
-    contention: Literal["set_aside", "keep"] = "set_aside"
 
     @field_validator("template_dir")
     @classmethod
@@ -359,25 +349,16 @@ class ReportConfig(Section):
 
 
 class ExperimentConfig(Section):
-    """What to compare: variants (dotted overrides) x phases (dotted overrides) x repeats."""
+    """What to compare: variants (dotted overrides) x phases (dotted overrides), and how the
+    rounds are ordered and run (how many rounds, and how they decide: :class:`VerdictConfig`)."""
 
     name: str = Field("single", pattern=NAME_PATTERN)
     baseline: str = "baseline"
     variants: dict[str, dict[str, Any]] = {"baseline": {}}
     phases: dict[str, dict[str, Any]] = {"run": {}}
-    # Rounds of every phase (a positive integer), or "auto": the verdict phase adds rounds
-    # until the gain's interval is decided (docs/statistics.md §5); other phases run once.
-    repeats: PositiveInt | Literal["auto"] = DESIGN.repeats
     skip_policy: Literal["reference", "per_variant"] = "per_variant"
     # Phase whose step times give the verdict (null = the first phase without the profiler).
     verdict_phase: str | None = None
-    # repeats=auto: stop when the interval's half-width is at most this many percent ...
-    precision_pct: PositiveFloat = DESIGN.precision_pct
-    # ... after at least min_repeats and at most max_repeats rounds ...
-    min_repeats: Annotated[int, Field(ge=3)] = DESIGN.min_pairs
-    max_repeats: PositiveInt = DESIGN.max_pairs
-    # ... or when another round would end past this many seconds from the first run (null: none).
-    time_budget_s: PositiveFloat | None = DESIGN.time_budget_s
     # Order of the variants within a round: counterbalanced (r1: base, v1, v2; r2: v2, v1,
     # base; ...), interleaved (base, v1, v2 every round) or random (seeded; r1 starts with the
     # baseline). order_seed: the seed of random (null: one is drawn and recorded in plan.json).
@@ -386,7 +367,7 @@ class ExperimentConfig(Section):
     # In a sweep (-m), where the baseline combination's runs come from. beside: every job
     # that is not the baseline combination also runs the baseline combination, as a variant
     # named sweep_baseline in counterbalanced rounds beside its own, and is judged against
-    # those runs (pairs adjacent in time; twice the runs). separate: every job runs only its
+    # those runs (rounds adjacent in time; twice the runs). separate: every job runs only its
     # own combination and is judged against the baseline job's runs (minutes apart; a loaded
     # baseline job is caught only by its measured contention). docs/statistics.md §8.
     sweep_pairing: Literal["beside", "separate"] = "beside"
@@ -415,15 +396,6 @@ class ExperimentConfig(Section):
             )
         return v
 
-    @field_validator("repeats", mode="before")
-    @classmethod
-    def _repeats(cls, v: Any) -> Any:
-        # one message for every bad value instead of pydantic's two union branches
-        ok = v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
-        if not ok:
-            raise ValueError("expected a positive integer or 'auto'")  # the input is appended
-        return v
-
     @field_validator("variants", "phases")
     @classmethod
     def _names(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -449,12 +421,6 @@ class ExperimentConfig(Section):
         if self.verdict_phase is not None and self.verdict_phase not in self.phases:
             raise ValueError(
                 f"verdict_phase {self.verdict_phase!r} is not one of the phases {list(self.phases)}"
-            )
-        # the adaptive loop's bounds matter (and are checked) only under repeats=auto
-        if self.repeats == "auto" and self.max_repeats < self.min_repeats:
-            raise ValueError(
-                f"max_repeats {self.max_repeats} is below min_repeats {self.min_repeats}: "
-                "raise experiment.max_repeats or lower experiment.min_repeats"
             )
         return self
 
@@ -506,6 +472,7 @@ class AfbenchConfig(RunConfig):
     resume: str | None = None
     report: ReportConfig = ReportConfig()
     experiment: ExperimentConfig = ExperimentConfig()
+    verdict: VerdictConfig = VerdictConfig()
     history: HistoryConfig = HistoryConfig()
     task: Literal["run", "check"] = "run"
     verbose: bool = False

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from afbench.config.base import Section
 from afbench.config.models import PAST_LAST_STEP, AfbenchConfig, RunConfig
 from afbench.config.short import SHORT_MIN_STEPS, short_run
+from afbench.config.verdict import MOVED
 from afbench.errors import ConfigError
 
 
@@ -64,6 +65,17 @@ def _dotted(loc: tuple[Any, ...]) -> tuple[str, ...]:
     return tuple(parts)
 
 
+def moved(key: str, value: Any) -> str | None:
+    """The one line refusing a key that moved to another section
+    (:data:`afbench.config.verdict.MOVED`): ``experiment.repeats moved to verdict.rounds: write
+    verdict.rounds=5``; None for a key that did not move."""
+    new = MOVED.get(key)
+    if new is None:
+        return None
+    shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else value
+    return f"{key} moved to {new}: write {new}={shown}"
+
+
 def format_validation_error(
     err: ValidationError, model: type[BaseModel] = AfbenchConfig, prefix: str = ""
 ) -> str:
@@ -72,7 +84,10 @@ def format_validation_error(
     for e in err.errors():
         path = _dotted(e["loc"])
         key = prefix + ".".join(path) if path else (prefix.rstrip(".") or "<config>")
-        if e["type"] == "extra_forbidden":
+        old = e["type"] == "extra_forbidden" and model is AfbenchConfig and not prefix
+        if old and (line := moved(key, e.get("input"))):
+            lines.append(line)
+        elif e["type"] == "extra_forbidden":
             known = sorted(_fields_at(model, path[:-1]))
             loc = [str(p) for p in e["loc"]]
             tag = loc[1] if len(loc) > 2 and loc[1] in _UNION_TAGS.get(loc[0], ()) else None

@@ -56,8 +56,10 @@ RUN_PLACEHOLDERS = (
     "global_batch_size",
     "variant",
     "phase",
-    "repeat",
+    "round",
 )
+#: placeholders renamed: the old name -> the new (build_argv refuses the old in one line)
+RENAMED_PLACEHOLDERS = {"repeat": "round"}
 
 
 def placeholders() -> tuple[str, ...]:
@@ -79,7 +81,7 @@ def run_values(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
     Keys: run_dir, profile_dir (``<run_dir>/profile``), mode (``profile`` when
     optimization.profiler is on, else ``train``), steps, seed, model_path, data_path, devices
     (comma-separated ids, ``""`` when unset), world_size, seq_len, global_batch_size (``""``
-    for a scheduler without them), variant, phase, repeat, and every registered switch
+    for a scheduler without them), variant, phase, round (the run's round, 1-based), and every registered switch
     (add_rmsnorm, rmsnorm, autofuse, npugraph_ex, profiler, ...: ``true`` / ``false``).
     """
     cfg: RunConfig = spec.config
@@ -99,7 +101,7 @@ def run_values(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
         "global_batch_size": getattr(s, "global_batch_size", ""),
         "variant": spec.variant,
         "phase": spec.phase,
-        "repeat": spec.repeat,
+        "round": spec.repeat,
         # the switches, so the command can honour them: "true" / "false"
         **{name: str(getattr(cfg.optimization, name)).lower() for name in switch_names()},
     }
@@ -138,6 +140,12 @@ def build_argv(engine: CommandEngine, values: dict[str, Any]) -> list[str]:
         try:
             argv.append(arg.format_map(values))
         except KeyError as exc:
+            new = RENAMED_PLACEHOLDERS.get(exc.args[0])
+            if new is not None:
+                raise ConfigError(
+                    f"engine.args[{i}]: {{{exc.args[0]}}} is now {{{new}}}: write {{{new}}} "
+                    f"in {arg!r}"
+                ) from None
             raise ConfigError(
                 f"engine.args[{i}]: unknown placeholder {{{exc.args[0]}}} in {arg!r}; known: "
                 + ", ".join("{" + k + "}" for k in values)

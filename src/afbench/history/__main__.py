@@ -10,7 +10,7 @@ database of experiments (docs/history.md).
                                         (runs recorded as contended never decide)
     calibration list | show KIND | forget KIND
                                         this host's calibration per kind of run: when,
-                                        on how many pairs, from which experiments
+                                        on how many rounds, from which experiments
 
 Exit status: 0 done (check: no regression), 1 check found a regression or a newest record
 whose runs failed (or import could not read a directory), 2 a usage error, an unknown experiment

@@ -407,9 +407,9 @@ def shortfall(
         if c is None:
             out.append(f"{kind}: none")
         elif (n := int(c["n_pairs"])) < MIN_CALIBRATION_PAIRS:
-            out.append(f"{kind}: {n} pairs, {MIN_CALIBRATION_PAIRS - n} more needed")
+            out.append(f"{kind}: {n} rounds, {MIN_CALIBRATION_PAIRS - n} more needed")
         elif c.get("n_outlier_pairs"):
-            out.append(f"{kind}: {c['n_outlier_pairs']} outlier pair(s) seen")
+            out.append(f"{kind}: {c['n_outlier_pairs']} round(s) with an outlier run seen")
     return out
 
 
@@ -431,24 +431,24 @@ def for_plan(plan: Plan, url: str | None = None) -> tuple[dict[str, str], dict |
         chosen = {**chosen, "variant_runs": None}
     if chosen:
         log.info(
-            "afbench: host calibration for %s: run-to-run spread %.2f%% on %d pairs (updated %s)",
+            "afbench: host calibration for %s: run-to-run spread %.2f%% on %d rounds (updated %s)",
             chosen["kind"],
             chosen["spread_pct"],
             chosen["n_pairs"],
             chosen["updated_at"],
         )
         short = sorted({line for v in others for line in shortfall(base, kinds[v], read)})
-        if plan.repeats == 1 and short:
+        if plan.rounds == 1 and short:
             log.info(
-                "afbench: that calibration cannot decide one round (it needs %d pairs and "
+                "afbench: that calibration cannot decide one round (it needs %d rounds and "
                 "no outlier run, from each kind's calibration or the comparison's own "
                 "rounds): %s. Run experiment=%s again for the kind that is short (%s; its "
-                "pairs add to what it has), or use experiment.repeats=5",
+                "rounds add to what it has), or use verdict.rounds=5",
                 MIN_CALIBRATION_PAIRS,
                 "; ".join(short),
                 *_advice(plan, kinds.values()),
             )
-    elif plan.repeats == 1 and others:
+    elif plan.rounds == 1 and others:
         missing = sorted({kinds[v] for v, f in zip(others, found) if f is None})
         specs = {kinds[r.variant]: r for r in plan.runs if r.phase == plan.verdict_phase}
         named = [
@@ -459,7 +459,7 @@ def for_plan(plan: Plan, url: str | None = None) -> tuple[dict[str, str], dict |
             "afbench: no host calibration for %s: a one-round verdict will be INCONCLUSIVE "
             "(calibrate each kind once: python -m afbench experiment=%s with the same "
             "model, engine, window, switches and settings (%s, or the settings named in "
-            "brackets); or use experiment.repeats=5, which needs none and teaches this "
+            "brackets); or use verdict.rounds=5, which needs none and teaches this "
             "comparison its spread)",
             ", ".join(named),
             *_advice(plan, missing or [base]),
@@ -494,7 +494,7 @@ def learn(summary: Any, kinds: dict[str, str], out_dir: Path, url: str | None = 
     (:class:`afbench.verdict.RunLocation`, from the comparison's ``*_location_s``): each
     side's for a comparison of two kinds; for one kind (one program), one location resting on
     both sides' runs. A comparison whose deciding runs include one measured as contended
-    (report.contention=keep) teaches nothing: a calibration holds clean runs only."""
+    (verdict.contention=keep) teaches nothing: a calibration holds clean runs only."""
     done: set[str] = set()
     contended = {r.run_id for r in summary.runs if r.contended}
     for c in summary.comparisons:
@@ -538,18 +538,18 @@ def learn(summary: Any, kinds: dict[str, str], out_dir: Path, url: str | None = 
         )
         if pooled is not None:
             log.info(
-                "afbench: host calibration for %s learned %.2f%% on %d pairs from this "
-                "experiment; it now rests on %d pairs%s",
+                "afbench: host calibration for %s learned %.2f%% on %d rounds from this "
+                "experiment; it now rests on %d rounds%s",
                 key,
                 spread.spread_pct,
                 spread.n_pairs,
                 pooled.n_pairs,
                 ""
                 if pooled.usable_for_one_round
-                else f" (one round needs {MIN_CALIBRATION_PAIRS} pairs and no outlier "
-                "run: run the same experiment again, its pairs add to these)"
+                else f" (one round needs {MIN_CALIBRATION_PAIRS} rounds and no outlier "
+                "run: run the same experiment again, its rounds add to these)"
                 if not pooled.n_outlier_pairs
-                else f" (one round needs {MIN_CALIBRATION_PAIRS} pairs and no outlier run; "
-                f"{pooled.n_outlier_pairs} pair(s) held one: this host makes outlier "
-                "runs, so decide with experiment.repeats=5 or auto)",
+                else f" (one round needs {MIN_CALIBRATION_PAIRS} rounds and no outlier run; "
+                f"{pooled.n_outlier_pairs} round(s) held one: this host makes outlier "
+                "runs, so decide with verdict.rounds=5 or auto)",
             )

@@ -1,6 +1,6 @@
 """``python -m afbench.history calibration list | show KIND | forget KIND``: see and manage
 this host's calibration (:mod:`afbench.history.calibration`): per kind of run, its pooled
-spread, how many pairs and experiments it rests on and when it was learnt; per estimate, the
+spread, how many rounds and experiments it rests on and when it was learnt; per estimate, the
 experiment and output directory it came from; ``forget`` deletes one kind (the next one-round
 experiment of it asks for a calibration again). Exit status: 0 done, 2 an unknown kind."""
 
@@ -17,7 +17,7 @@ from afbench.history.db import calibration_rows, forget_calibration
 
 
 def _summary_line(kind: str, host: str, row: dict[str, Any]) -> str:
-    """One kind as a line: pooled spread, pairs, experiments, estimates, when."""
+    """One kind as a line: pooled spread, rounds, experiments, estimates, when."""
     entries = list((row.get("data") or {}).get("estimates", []))
     pooled = _pooled(kind, host, entries)
     if pooled is None:
@@ -25,10 +25,10 @@ def _summary_line(kind: str, host: str, row: dict[str, Any]) -> str:
     fit = (
         ""
         if pooled["n_pairs"] >= 12 and not pooled["n_outlier_pairs"]
-        else "  (cannot decide one round: fewer than 12 pairs or an outlier run)"
+        else "  (cannot decide one round: fewer than 12 rounds or an outlier run)"
     )
     return (
-        f"{kind}  spread {pooled['spread_pct']:.2f}% on {pooled['n_pairs']} pairs "
+        f"{kind}  spread {pooled['spread_pct']:.2f}% on {pooled['n_pairs']} rounds "
         f"from {len({e.get('source') for e in entries[-KEEP:]})} experiment(s), "
         f"updated {pooled['updated_at']}{fit}"
     )
@@ -81,7 +81,7 @@ def cmd_calibration(engine: Engine, action: str, kind: str | None) -> int:
         outliers = e.get("n_outlier_pairs")
         print(
             f"  {e.get('recorded_at', '?')}  {e.get('how', '?')}  "
-            f"spread {float(e.get('spread_pct', 0)):.2f}% on {e.get('n_pairs', '?')} pairs"
+            f"spread {float(e.get('spread_pct', 0)):.2f}% on {e.get('n_pairs', '?')} rounds"
             + (f" ({outliers} with an outlier run)" if outliers else "")
             + f"  {e.get('experiment') or '?'}  {e.get('source', '?')}"
         )

@@ -208,7 +208,7 @@ def extract(out: OutDir, source: str = "import") -> Extracted:
         "source": source,
         "baseline": plan.baseline,
         "verdict_phase": plan.verdict_phase,
-        "repeats": str(plan.repeats),
+        "repeats": str(plan.rounds),
         "sweep_dir": str(sweep.path) if sweep else None,
         "job": out.path.name if sweep else None,
         "n_runs": len(all_runs),

@@ -151,7 +151,7 @@ class Speed(Record):
     run_spread_pct (the host calibration's), set_aside, no_interval_reason (uncalibrated |
     calibration_unfit | calibration_stale | no_pairs_left | one_pair_left | before_first_look),
     below_min_gain, pairs_for_min_gain,
-    stop_reason (repeats=auto), n_steps_* and n_bursts_* (steps flagged as bursts: counted, left
+    stop_reason (rounds=auto), n_steps_* and n_bursts_* (steps flagged as bursts: counted, left
     out of their run's median), n_leading_* (flagged steps opening a window), screen,
     n_outliers_* and with_outliers_*_pct (the outlier runs set aside and whether they change
     the answer: afbench.verdict.screen),

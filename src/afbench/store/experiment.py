@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import Field
 
 from afbench.config.models import AfbenchConfig, ReportConfig
+from afbench.config.verdict import MOVED, VerdictConfig
 from afbench.store.names import EXPERIMENT
 from afbench.store.versioning import FileSchema, Record, StoredFile, same_shape
 
@@ -106,6 +107,11 @@ class ExperimentRecord(StoredFile):
         return self.config.report if self.config is not None else ReportConfig()
 
     @property
+    def verdict(self) -> VerdictConfig:
+        """The ``verdict`` section the experiment ran with (the defaults without a config)."""
+        return self.config.verdict if self.config is not None else VerdictConfig()
+
+    @property
     def variants(self) -> dict[str, dict[str, Any]]:
         """Variant -> its dotted overrides (``{}`` without a config)."""
         return dict(self.config.experiment.variants) if self.config is not None else {}
@@ -115,7 +121,27 @@ class ExperimentRecord(StoredFile):
         return self.calibration.model_dump() if self.calibration is not None else None
 
 
+def experiment_v5_to_v6(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 5 -> 6: the config's verdict settings move to its ``verdict`` section
+    (:data:`afbench.config.verdict.MOVED`: ``experiment.repeats`` -> ``verdict.rounds``,
+    ``report.confidence`` -> ``verdict.confidence``, ...); a value already there wins."""
+    config = data.get("config")
+    if not isinstance(config, dict):
+        return data
+    config = {k: dict(v) if isinstance(v, dict) else v for k, v in config.items()}
+    verdict = dict(config.get("verdict") or {})
+    for old, new in MOVED.items():
+        section, key = old.split(".")
+        if isinstance(config.get(section), dict) and key in config[section]:
+            verdict.setdefault(new.split(".")[1], config[section].pop(key))
+    if verdict:
+        config["verdict"] = verdict
+    return {**data, "config": config}
+
+
 #: experiment.json: versions 0 and 1 carried no schema_version and the same keys (the
 #: calibration and provenance came in version 1, both optional); version 3 adds the
-#: calibration's run locations (optional).
-EXPERIMENT_FILE = FileSchema(EXPERIMENT, ExperimentRecord, steps=(same_shape,) * 5)
+#: calibration's run locations (optional); 5 -> 6: :func:`experiment_v5_to_v6`.
+EXPERIMENT_FILE = FileSchema(
+    EXPERIMENT, ExperimentRecord, steps=(same_shape,) * 5 + (experiment_v5_to_v6,)
+)

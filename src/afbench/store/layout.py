@@ -255,15 +255,19 @@ class SweepDir:
             else []
         )
 
-    def sweep_report_settings(self) -> dict[str, Any]:
-        """The ``report`` section of the sweep's own config in ``multirun.yaml`` (what the
+    def sweep_verdict_settings(self) -> dict[str, Any]:
+        """The ``verdict`` section of the sweep's own config in ``multirun.yaml`` (what the
         command line gave, before a job set its per-comparison level:
-        :func:`afbench.pairing.at_sweep_level`); ``{}`` when it cannot tell."""
+        :func:`afbench.pairing.at_sweep_level`), the keys a sweep before schema 5 held in
+        ``report`` moved there (:data:`afbench.config.verdict.MOVED`); ``{}`` when it cannot
+        tell."""
         try:
             import yaml
 
             data = yaml.safe_load((self.path / MULTIRUN_YAML).read_text(encoding="utf-8"))
-            return dict(data.get("report") or {})
+            old = dict(data.get("report") or {})
+            moved = {k: old[k] for k in ("confidence", "min_gain_pct", "contention") if k in old}
+            return {**moved, **dict(data.get("verdict") or {})}
         except Exception:
             return {}
 

@@ -343,7 +343,9 @@ def result_v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
 #: result.json: version 0 -> 1 the same shape; 1 -> 2 nests the memory and efficiency
 #: figures (:func:`nest_figures`); 4 -> 5 its sentences as messages (:func:`result_v4_to_v5`).
 RESULT_FILE = FileSchema(
-    RESULT, RunResult, steps=(same_shape, nest_figures, same_shape, same_shape, result_v4_to_v5)
+    RESULT,
+    RunResult,
+    steps=(same_shape, nest_figures, same_shape, same_shape, result_v4_to_v5, same_shape),
 )
 
 

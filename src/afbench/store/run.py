@@ -8,7 +8,7 @@ from typing import Any
 
 from afbench.runspec import Plan, RunSpec, RunStatus
 from afbench.store.names import PLAN, RUNSPEC, STATUS
-from afbench.store.versioning import FileSchema, as_messages, same_shape
+from afbench.store.versioning import FileSchema, as_messages, renamed, same_shape
 
 
 def plan_v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
@@ -25,11 +25,13 @@ def status_v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
 
 #: plan.json: versions 0 and 1 carried no schema_version; every key they hold is a key of
 #: version 2 (keys added since have defaults: ``order``, ``auto``, ``reruns``, ...); 4 -> 5:
-#: :func:`plan_v4_to_v5`. A step that changes a RunSpec must upgrade the plan's ``runs`` and
-#: ``reruns[].replaced`` too.
-PLAN_FILE = FileSchema(PLAN, Plan, steps=(same_shape,) * 4 + (plan_v4_to_v5,))
+#: :func:`plan_v4_to_v5`; 5 -> 6: ``repeats`` is ``rounds`` (verdict.rounds). A step that
+#: changes a RunSpec must upgrade the plan's ``runs`` and ``reruns[].replaced`` too.
+PLAN_FILE = FileSchema(
+    PLAN, Plan, steps=(same_shape,) * 4 + (plan_v4_to_v5, renamed("repeats", "rounds"))
+)
 #: runspec.json: one RunSpec, as in plan.json's ``runs``.
-RUNSPEC_FILE = FileSchema(RUNSPEC, RunSpec, steps=(same_shape,) * 5)
+RUNSPEC_FILE = FileSchema(RUNSPEC, RunSpec, steps=(same_shape,) * 6)
 #: status.json: version 0 (no schema_version) and 1 hold the same keys as version 2; 4 -> 5:
 #: :func:`status_v4_to_v5`.
-STATUS_FILE = FileSchema(STATUS, RunStatus, steps=(same_shape,) * 4 + (status_v4_to_v5,))
+STATUS_FILE = FileSchema(STATUS, RunStatus, steps=(same_shape,) * 4 + (status_v4_to_v5, same_shape))

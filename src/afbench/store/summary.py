@@ -13,7 +13,14 @@ from afbench.store.comparison import SIDE_MESSAGES, Comparison, WindowMetrics
 from afbench.store.experiment import Assets
 from afbench.store.names import SUMMARY
 from afbench.store.result import Environment, RankAgreement, SwitchRecord
-from afbench.store.versioning import FileSchema, Record, StoredFile, as_messages, same_shape
+from afbench.store.versioning import (
+    FileSchema,
+    Record,
+    StoredFile,
+    as_messages,
+    renamed,
+    same_shape,
+)
 
 
 class PhaseMeans(Record):
@@ -183,7 +190,7 @@ class Summary(StoredFile):
     baseline: str | None = None
     verdict_phase: str | None = None
     profile_phase: str | None = None
-    repeats: int | str = 1  # a count, or "auto"
+    rounds: int | str = 1  # verdict.rounds: a count, or "auto"
     skip_policy: str = ""
     variants: dict[str, dict[str, Any]] = {}  # variant -> dotted overrides
     assets: Assets = Assets()
@@ -283,9 +290,19 @@ def summary_v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
 
 #: summary.json: version 0 -> 1 splits the comparisons into sides; 1 -> 2 the same shape;
 #: 2 -> 3 the same shape (the verdict's run locations and calibration shift are new, optional);
-#: 4 -> 5 its recorded sentences as messages (:func:`summary_v4_to_v5`).
+#: 4 -> 5 its recorded sentences as messages (:func:`summary_v4_to_v5`); 5 -> 6: ``repeats`` is
+#: ``rounds`` (verdict.rounds).
 SUMMARY_FILE = FileSchema(
-    SUMMARY, Summary, steps=(summary_v0_to_v1, same_shape, same_shape, same_shape, summary_v4_to_v5)
+    SUMMARY,
+    Summary,
+    steps=(
+        summary_v0_to_v1,
+        same_shape,
+        same_shape,
+        same_shape,
+        summary_v4_to_v5,
+        renamed("repeats", "rounds"),
+    ),
 )
 
 

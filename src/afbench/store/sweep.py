@@ -33,7 +33,7 @@ class SweepRow(Record):
       of the runs its side counts; median_step_s: their median (the ranking's tie-break).
     n_bursts / n_steps: burst steps / measured steps over those runs; outlier_runs: run ids
       whose median does not fit their repeats; untrusted: an outlier run, a contended run
-      (report.contention=set_aside) or a step CV above the threshold
+      (verdict.contention=set_aside) or a step CV above the threshold
       (:mod:`afbench.analysis.factorial`); contended_runs: run ids measured as contended.
     report: the job's report.html, relative to the sweep folder (``None`` if absent).
     window: (first, last) measured step. beside_baseline: judged against the baseline
@@ -371,7 +371,7 @@ def sweep_v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
 SWEEP_SUMMARY_FILE = FileSchema(
     SWEEP_SUMMARY,
     SweepSummary,
-    steps=(same_shape, sweep_v1_to_v2, same_shape, sweep_v3_to_v4, sweep_v4_to_v5),
+    steps=(same_shape, sweep_v1_to_v2, same_shape, sweep_v3_to_v4, sweep_v4_to_v5, same_shape),
 )
 
 

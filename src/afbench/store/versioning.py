@@ -30,6 +30,12 @@ Versions of the directory:
   window, a switch's detail, a run's status reason, a rerun's contention reasons. The step
   from 4 (:func:`as_messages`) turns each such plain string into a message that shows it as
   written (``as_written``) in every language.
+- 6: the settings that decide a verdict are one config section, ``verdict``: experiment.json's
+  ``experiment.repeats`` / ``min_repeats`` / ``max_repeats`` / ``precision_pct`` /
+  ``time_budget_s`` and ``report.confidence`` / ``min_gain_pct`` / ``contention`` move there
+  (:func:`afbench.store.experiment.experiment_v5_to_v6`, the names in
+  :data:`afbench.config.verdict.MOVED`); plan.json's and summary.json's ``repeats`` is
+  ``rounds`` (:func:`renamed`).
 """
 
 from __future__ import annotations
@@ -105,6 +111,20 @@ def as_messages(data: dict[str, Any], *paths: str) -> dict[str, Any]:
     for path in paths:
         data = walk(data, path.split("."))
     return data
+
+
+def renamed(old: str, new: str) -> Step:
+    """An upgrade step renaming the top-level key ``old`` to ``new`` (absent: unchanged)."""
+
+    def step(data: dict[str, Any]) -> dict[str, Any]:
+        if old not in data:
+            return data
+        out = {k: v for k, v in data.items() if k != old}
+        out[new] = data[old]
+        return out
+
+    step.__doc__ = f"``{old}`` becomes ``{new}``."
+    return step
 
 
 def version_of(data: Mapping[str, Any], name: str) -> int:

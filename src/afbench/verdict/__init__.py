@@ -1,8 +1,8 @@
 """afbench's verdict: is the variant faster than the baseline, by how much, how sure?
 
-The single home of the design (one round, fixed repeats, sequential), the pairing, the
+The single home of the design (one round, fixed rounds, sequential), the pairing, the
 estimate, the minimum detectable effect and the decision vocabulary. The experiment report,
-the ``repeats=auto`` loop, the sweep report and the history check all call it; nothing else
+the ``rounds=auto`` loop, the sweep report and the history check all call it; nothing else
 chooses an estimator or words a decision (the sentences live in the report templates).
 
 Pure: numpy and scipy only (scipy imported when an interval is computed); it never reads
@@ -11,9 +11,9 @@ launcher/worker, and the host's run-to-run spread from a calibration.
 
 Public API (stable):
 
-* :class:`Design` and :data:`DEFAULT`: one round, fixed repeats or ``repeats=auto``, every
+* :class:`Design` and :data:`DEFAULT`: one round, fixed rounds or ``rounds=auto``, every
   default in one place (config takes its defaults from it).
-* :func:`compare_runs` -> :class:`Speed`: a fixed design (one round or fixed repeats), with
+* :func:`compare_runs` -> :class:`Speed`: a fixed design (one round or fixed rounds), with
   the host calibration only as a :class:`RunSpread` (a bare spread is refused).
 * :func:`compare_records` -> :class:`Speed`: the history gate, the newest record against
   earlier records (the record is the unit: a prediction interval of record means).

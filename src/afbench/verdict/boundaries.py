@@ -1,4 +1,4 @@
-"""Group-sequential boundaries for the paired t: when ``repeats=auto`` may stop.
+"""Group-sequential boundaries for the paired t: when ``rounds=auto`` may stop.
 
 A Lan-DeMets alpha-spending design (Lan & DeMets, "Discrete sequential boundaries for clinical
 trials", Biometrika 70, 1983), looked at after every deciding pair from ``min_pairs`` to

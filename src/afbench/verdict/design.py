@@ -1,11 +1,12 @@
 """The design of a comparison, with every default in one place.
 
-One :class:`Design` for the three designs afbench offers: one round (``repeats=1``), fixed
-repeats (``repeats=n``) and ``repeats=auto`` (the group-sequential design of
-:mod:`afbench.verdict.sequential`: add paired rounds until the interval decides). The settings
-a user writes take their defaults from :data:`DEFAULT` (``experiment.repeats``,
-``min_repeats``, ``max_repeats``, ``precision_pct``, ``time_budget_s``, ``report.confidence``,
-``report.min_gain_pct`` in :mod:`afbench.config.models`); the plan stores an auto design's
+One :class:`Design` for the three designs afbench offers: one round (``rounds=1``), fixed
+rounds (``rounds=n``) and ``rounds=auto`` (the group-sequential design of
+:mod:`afbench.verdict.sequential`: add rounds until the interval decides). A round is one run
+of the baseline and one of the variant; the statistics call it a pair. The settings a user
+writes (``verdict.*``: :class:`afbench.config.verdict.VerdictConfig`) take their defaults from
+:data:`DEFAULT` (``rounds``, ``min_rounds`` = ``min_pairs``, ``max_rounds`` = ``max_pairs``,
+``precision_pct``, ``time_budget_s``, ``confidence`` = ``level``, ``min_gain_pct``); the plan stores an auto design's
 settings (``plan.json``) and the report and the adaptive loop rebuild this object from them.
 """
 
@@ -28,7 +29,7 @@ from afbench.verdict.estimate import (
 )
 from afbench.verdict.power import DEFAULT_MDE_POWER
 
-#: ``repeats`` of the sequential design.
+#: ``rounds`` of the sequential design.
 AUTO = "auto"
 
 
@@ -37,7 +38,7 @@ class Design:
     """How a comparison is run and judged.
 
     Attributes:
-        repeats: paired rounds, a positive integer (1: one round; more: fixed repeats), or
+        rounds: rounds, a positive integer (1: one round; more: fixed rounds), or
             ``"auto"`` (sequential: rounds are added until the interval decides).
         level: confidence of every interval (the repeated intervals' under ``auto``).
         min_gain_pct: the smallest gain that matters, percent (the NO_GAIN margin).
@@ -54,7 +55,7 @@ class Design:
         ValueError: on construction, naming the setting out of range.
     """
 
-    repeats: int | str = 1
+    rounds: int | str = 1
     level: float = 0.95
     min_gain_pct: float = DEFAULT_MIN_GAIN_PCT
     mde_power: float = DEFAULT_MDE_POWER
@@ -67,14 +68,14 @@ class Design:
 
     def __post_init__(self) -> None:
         if not (
-            self.repeats == AUTO
+            self.rounds == AUTO
             or (
-                isinstance(self.repeats, int)
-                and not isinstance(self.repeats, bool)
-                and self.repeats >= 1
+                isinstance(self.rounds, int)
+                and not isinstance(self.rounds, bool)
+                and self.rounds >= 1
             )
         ):
-            raise ValueError(f"repeats must be a positive integer or 'auto', got {self.repeats!r}")
+            raise ValueError(f"rounds must be a positive integer or 'auto', got {self.rounds!r}")
         if not 0 < self.level < 1:
             raise ValueError(f"level must be within (0, 1), got {self.level}")
         check_settings(self.level, self.min_gain_pct, None, None)
@@ -98,7 +99,7 @@ class Design:
     @property
     def kind(self) -> str:
         """``one_round`` | ``fixed`` | ``sequential`` (:attr:`afbench.verdict.Speed.design`)."""
-        return SEQUENTIAL if self.repeats == AUTO else ONE_ROUND if self.repeats == 1 else FIXED
+        return SEQUENTIAL if self.rounds == AUTO else ONE_ROUND if self.rounds == 1 else FIXED
 
     def boundary(self, n_pairs: int, final: bool = False) -> float:
         """``auto``: critical ``|t|`` at the look with ``n_pairs`` deciding pairs; ``final``: the

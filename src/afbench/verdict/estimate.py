@@ -67,7 +67,7 @@ CONTENDED = "contended"
 OUTLIER = "outlier"
 #: Why a comparison has no interval.
 UNCALIBRATED = "uncalibrated"
-#: Contended runs were kept (report.contention=keep) but fell on one side of a pair: the
+#: Contended runs were kept (verdict.contention=keep) but fell on one side of a pair: the
 #: contention, not the switch, would decide (issue 34: +78.84..+97.17% for a +13% effect).
 ONE_SIDED_CONTENTION = "one_sided_contention"
 #: A calibration too small, or one that saw outlier runs, does not decide one round.
@@ -278,7 +278,7 @@ def pair_up(
 ) -> Pairs:
     """The one pairing rule: pair by index, set aside contended pairs, then pairs holding an
     outlier run (:func:`afbench.verdict.runs.outlier_runs`, over each side's uncontended runs).
-    ``keep_contended`` (report.contention=keep): a pair whose two runs were both contended
+    ``keep_contended`` (verdict.contention=keep): a pair whose two runs were both contended
     decides (contention balanced across its sides); one contended on one side only is still
     set aside (``contended``, its ``side``): contention never decides alone.
 

@@ -69,7 +69,7 @@ def compare_runs(
             round stays INCONCLUSIVE with the reason ``calibration_unfit``) and what its runs
             took: runs that do not fit that (``RunSpread.fit_of``) give INCONCLUSIVE with the
             reason ``calibration_stale``. ``None``: no calibration.
-        keep_contended: report.contention=keep: pairs contended on both sides decide; a pair
+        keep_contended: verdict.contention=keep: pairs contended on both sides decide; a pair
             contended on one side only makes the comparison INCONCLUSIVE with the reason
             ``one_sided_contention`` (those pairs in ``set_aside``): kept one-sided, the
             contention would be the effect measured.

@@ -35,7 +35,7 @@ OUTLIER_ROBUST_Z = 5.0
 #: project has measured on a shared VM) a normal run is past it about once in 10,000, while a
 #: process that lost half its CPU (2x) is past it whenever the spread is below ~8%. At 1.5x the
 #: screen set normal runs aside often enough at 15% spread to lift the A/A false-positive rate
-#: of fixed repeats to 5.7-6.0% (bench/verdict_sim.py, bench/README.md §8).
+#: of fixed rounds to 5.7-6.0% (bench/verdict_sim.py, bench/README.md §8).
 OUTLIER_MIN_LOG_DISTANCE = math.log(1.75)
 #: Runs per side needed before outlier runs are looked for (with 2, which one is the outlier?).
 OUTLIER_MIN_RUNS = 3

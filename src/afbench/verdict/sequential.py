@@ -1,4 +1,4 @@
-"""``repeats=auto``: add paired rounds until the interval decides.
+"""``rounds=auto``: add paired rounds until the interval decides.
 
 :class:`SequentialTest` is the design as a stepper: ``add()`` one pair (with its runs'
 contention), get a :class:`Look` (stop or continue, the :class:`~afbench.verdict.Speed` so far,
@@ -81,12 +81,12 @@ class Look:
 class SequentialTest:
     """The sequential design as a stepper over pairs (module docstring)."""
 
-    design: Design = field(default_factory=lambda: Design(repeats=AUTO))
+    design: Design = field(default_factory=lambda: Design(rounds=AUTO))
     baseline: list[Sequence[float]] = field(default_factory=list)
     variant: list[Sequence[float]] = field(default_factory=list)
     contended: list[tuple[bool, bool]] = field(default_factory=list)
     detail: list[Any] = field(default_factory=list)
-    # report.contention=keep: a pair contended on both sides decides; one contended on one
+    # verdict.contention=keep: a pair contended on both sides decides; one contended on one
     # side is set aside as in set_aside (the loop replaces it), never deciding
     keep_contended: bool = False
 
@@ -131,10 +131,10 @@ class SequentialTest:
             return no_interval(pairs, why, **common)
         n_look = min(n, d.max_pairs)
         c = d.boundary(n_look, final=reason == TIME_BUDGET and n_look < d.max_pairs)
-        method = SEQUENTIAL_T + f", looks at {d.min_pairs}..{d.max_pairs} pairs"
+        method = SEQUENTIAL_T + f", looks at {d.min_pairs}..{d.max_pairs} rounds"
         if reason == TIME_BUDGET and n_look < d.max_pairs:
             method += (
-                f"; time budget ended it at {n_look} pairs: final analysis spends the error left"
+                f"; time budget ended it at {n_look} rounds: final analysis spends the error left"
             )
 
         def judge(p: Pairs) -> Speed:  # this look's boundary, with outlier runs put back too
@@ -198,10 +198,10 @@ class SequentialTest:
 
 
 def _progress(design: Design, speed: Speed, n: int, n_run: int, reason: str) -> str:
-    head = f"pair {n}/{design.max_pairs}" + (f" ({n_run - n} set aside)" if n_run > n else "")
+    head = f"round {n}/{design.max_pairs}" + (f" ({n_run - n} set aside)" if n_run > n else "")
     if speed.ci_low_pct is None:
         tail = "continue" if reason == CONTINUE else "stop: " + _STOP_WORDS.get(reason, reason)
-        return head + f": no interval before {design.min_pairs} pairs, {tail}"
+        return head + f": no interval before {design.min_pairs} rounds, {tail}"
     kind = "CI, final analysis" if reason == TIME_BUDGET else "repeated CI"
     body = (
         f": gain {speed.gain_pct:+.2f}% [{speed.ci_low_pct:+.2f}%, {speed.ci_high_pct:+.2f}%]"
@@ -223,9 +223,9 @@ _STOP_WORDS = {
     EXCLUDES_ZERO: "interval excludes 0 ({decision})",
     EQUIVALENT: "interval within the margin (NO_GAIN)",
     PRECISION_REACHED: "half-width at the precision target",
-    MAX_PAIRS: "max pairs reached",
-    SET_ASIDE_LIMIT: "too many pairs set aside",
-    TIME_BUDGET: "time budget would be exceeded by another pair (the error left is spent here)",
+    MAX_PAIRS: "max rounds reached",
+    SET_ASIDE_LIMIT: "too many rounds set aside",
+    TIME_BUDGET: "time budget would be exceeded by another round (the error left is spent here)",
 }
 
 
@@ -251,7 +251,7 @@ def run_sequential(
     """
     test = SequentialTest(
         Design(
-            repeats=AUTO,
+            rounds=AUTO,
             level=confidence,
             min_gain_pct=min_gain_pct,
             min_pairs=min_pairs,
