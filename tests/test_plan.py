@@ -233,7 +233,7 @@ def test_reference_policy_skips_later_rounds_after_round_1_failed(compose_cfg, t
     runs = {r.run_id: r for r in plan.runs}
     st = {"af_off-train-r1": "OK", "af_on-train-r1": "FAILED"}
     for later in ("af_off-train-r2", "af_on-train-r3", "af_off-profile-r1"):
-        assert "did not succeed (skip_policy reference" in skip_reason(plan, runs[later], st)
+        assert "did not succeed (skip_policy reference" in skip_reason(plan, runs[later], st).text
     ok = {"af_off-train-r1": "OK", "af_on-train-r1": "OK"}
     assert skip_reason(plan, runs["af_off-train-r2"], ok) is None
 
@@ -257,7 +257,8 @@ def test_a_skip_reason_names_the_rule_of_its_policy_as_the_readme_does(compose_c
             ),
             tmp_path,
         )
-        return skip_reason(plan, next(r for r in plan.runs if r.run_id == run_id), st)
+        found = skip_reason(plan, next(r for r in plan.runs if r.run_id == run_id), st)
+        return None if found is None else found.text  # the message's English sentence
 
     own = reason(
         "per_variant", {"af_off-train-r1": "OK", "af_on-train-r1": "FAILED"}, "af_on-profile-r1"

@@ -114,9 +114,9 @@ def test_a_rerender_in_another_language_is_written_beside_the_runs_own_report(tm
     assert (out / "report.html").read_text() == "the run's own HTML report"
     zh_md = (out / "report.zh.md").read_text(encoding="utf-8")
     assert zh_md.startswith("# afbench 报告") and (out / "report.zh.html").is_file()
-    # afbench's own sentences are Chinese: parity of the failed pair, profiling, parameters
+    # afbench's own sentences are Chinese: parity of the failed round, profiling, parameters
     for text in (
-        "这一对中有运行未成功",
+        "这一轮中有运行未成功",
         "变体的 profile 运行失败",
         "两侧都恰好各包含一次步",
         "模型 ",

@@ -342,7 +342,7 @@ SHORT_TITAN = (
     "experiment=sft_af_compare",
     "engine=torchtitan",
     "experiment.steps=5",
-    "experiment.repeats=1",
+    "verdict.rounds=1",
     "~experiment.phases.profile",
     "scheduler.global_batch_size=1",
     "scheduler.micro_batch_size=1",

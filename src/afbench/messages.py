@@ -26,7 +26,6 @@ import string
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, model_validator
 
 #: The label catalog: ``{lang: {key: text}}``; English fills any key a language lacks.
@@ -70,6 +69,8 @@ def labels(lang: str = "en") -> dict[str, str]:
 
 @functools.lru_cache(maxsize=4)
 def _labels(lang: str) -> dict[str, str]:
+    import yaml  # here, not at the top: a worker that records no message never loads it
+
     # libyaml's loader where PyYAML has it (5x faster on the 2-language table), else PyYAML's
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     table = yaml.load(CATALOG.read_text(encoding="utf-8"), Loader=loader)
