@@ -196,3 +196,28 @@ def test_verbose_on_the_report_cli_and_the_main_cli(tmp_path):
     )
     assert "--verbose" not in proc.stderr  # taken as verbose=true, not a Hydra override
     assert "scheduler.stepz: unknown key" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "uncalibrated",
+        "calibration_unfit",
+        "calibration_stale",
+        "no_pairs_left",
+        "one_pair_left",
+        "no_runs_left",
+        "one_sided_contention",
+    ],
+)
+def test_a_missing_interval_is_said_in_words_not_the_verdicts_code(reason):
+    # the newcomer trial read "no interval (no_pairs_left)": the code is for JSON readers
+    c = busy_host()
+    c.speed = c.speed.model_copy(
+        update={"gain_pct": None, "ci_low_pct": None, "ci_high_pct": None, "n_pairs": 0}
+    )
+    c.speed.no_interval_reason = reason
+    for lang in ("en", "zh"):
+        line = headline(c, lang)
+        assert reason not in line and len(line) <= 120, line
+    assert "no interval (" in headline(c, "en")
