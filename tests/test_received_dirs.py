@@ -74,6 +74,19 @@ def test_a_template_folder_named_in_experiment_json_is_never_rendered(
     assert "uid=" not in (copy / "report.html").read_text(encoding="utf-8")
 
 
+def test_a_template_folder_that_exists_only_on_the_senders_machine_does_not_stop_a_rerender(
+    tmp_path, capsys
+):
+    # newcomer trial: /home/alice/my_tpl, named in a received experiment.json, exit 2
+    copy = received(tmp_path)
+    store_template_dir(copy, str(tmp_path / "no-such-folder-here"))
+    assert report_main([str(copy)]) == 0
+    assert "a re-render uses only the templates given with --template-dir" in (
+        capsys.readouterr().err
+    )
+    assert "fused vs plain" in (copy / "report.md").read_text(encoding="utf-8")
+
+
 def test_a_template_folder_given_on_the_command_line_renders_in_the_sandbox(tmp_path, capsys):
     copy = received(tmp_path)
     marker = tmp_path / "template-ran"

@@ -20,6 +20,7 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     ValidationError,
+    ValidationInfo,
     field_serializer,
     field_validator,
     model_validator,
@@ -324,8 +325,10 @@ class ReportConfig(Section):
 
     @field_validator("template_dir")
     @classmethod
-    def _template_dir(cls, v: str | None) -> str | None:
-        if v is not None and not Path(v).is_dir():
+    def _template_dir(cls, v: str | None, info: ValidationInfo) -> str | None:
+        # a stored experiment.json names its machine's folder, never used on a re-render
+        stored = bool(info.context and info.context.get("stored"))
+        if v is not None and not stored and not Path(v).is_dir():
             raise ValueError(
                 f"{v} is not a folder; give a folder with report.md.j2 / report.html.j2"
             )

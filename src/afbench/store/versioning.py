@@ -199,7 +199,9 @@ class FileSchema(Generic[M]):
             return data
         where = str(where or self.name)
         try:
-            return self.model.model_validate(self.upgrade(data, where))
+            # context: a stored file describes another machine's run (a folder it named need
+            # not exist here: afbench.config.models.ReportConfig.template_dir)
+            return self.model.model_validate(self.upgrade(data, where), context={"stored": True})
         except ValidationError as exc:
             raise OutputError(explain(exc, where)) from exc
 
