@@ -50,13 +50,13 @@ def test_check_says_which_torchtitan_and_what_autofuse_means_for_the_model(tmp_p
         r"action pip install -e '\.\[titan-npu\]'",
         titan[0],
     ), titan[0]
-    autofuse = [ln for ln in lines if ln.startswith("[PASS] autofuse under torchtitan-npu:")]
-    assert autofuse == [
-        "[PASS] autofuse under torchtitan-npu: current qwen3: --compile.enable is torch.compile "
+    autofuse = [ln for ln in lines if "] autofuse under torchtitan-npu:" in ln]
+    assert autofuse == [  # a warning, not a pass: the switch does not do what it names
+        "[WARN] autofuse under torchtitan-npu: current qwen3: --compile.enable is torch.compile "
         "without AutoFuse (torchtitan-npu runs AutoFuse for deepseek_v3 and deepseek_v4 only; "
         "its npu_bypass_triton_codegen converter leaves Inductor no kernel to generate): "
         "autofuse=true here is not an AutoFuse run; never run with afbench on an NPU (none was "
-        "available)"
+        "available); action read autofuse=true's results as torch.compile's, not AutoFuse's"
     ], text
     assert done.returncode != 0 and "nothing was run" in text
 

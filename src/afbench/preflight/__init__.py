@@ -3,6 +3,8 @@
 Line format (docs/reference.md §1, the AutoFuse quick-start's preflight)::
 
     [PASS] item: current <what was found>
+    [WARN] item: current <what was found>; action <what to keep in mind> (passes: afbench's own
+           addition, for a run that goes ahead but is not what its switch names)
     [FAIL] item: current <what was found>; required <what is needed>; action <what to do>
 
 Every check is a function of its inputs returning :class:`Check` objects, so each one can be

@@ -14,10 +14,15 @@ class Check:
     current: str = ""
     required: str = ""
     action: str = ""
+    #: passes, but the user should know before reading the results (``[WARN]``: never stops a run)
+    warn: bool = False
 
     def line(self) -> str:
-        """``[PASS] item: current ...``, or for a failure
+        """``[PASS] item: current ...``, ``[WARN] item: current ...; action ...`` for a pass
+        to read with care, or for a failure
         ``[FAIL] item: current ...; required ...; action ...``."""
+        if self.ok and self.warn:
+            return f"[WARN] {self.item}: current {self.current}; action {self.action}"
         if self.ok:
             return f"[PASS] {self.item}: current {self.current}"
         return (
